@@ -1,0 +1,149 @@
+// Package algorithm defines the contract between a rate-limiting algorithm
+// and the stores that keep its state.
+//
+// An algorithm is a pure description: its configuration, the state it keeps
+// per key and one transition that, given that state, the current instant
+// and a cost, says whether the cost is admitted and what the new state is.
+// The in-memory store runs the transition in Go; the Redis stores run the
+// same transition as a Lua script, identified by [Spec]. Every instant and
+// duration is an integer number of microseconds, so that Go and Lua (whose
+// numbers are doubles) compute bit-identical results.
+//
+// This package is for implementers of stores and algorithms. Users build
+// algorithms with the tokenbucket, slidinglog and fixedwindow packages and
+// hand them to ratelimit.New.
+package algorithm
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+var (
+	// ErrInvalidConfig reports an algorithm configuration that cannot be used
+	// (a zero capacity, a negative rate, a window longer than MaxDuration...).
+	ErrInvalidConfig = errors.New("ratelimit: invalid algorithm config")
+
+	// ErrInvalidCost reports a cost below 1. Nothing is consumed.
+	ErrInvalidCost = errors.New("ratelimit: cost must be at least 1")
+
+	// ErrCostExceedsLimit reports a cost larger than the algorithm can ever
+	// admit at once. Nothing is consumed, and waiting would not help.
+	ErrCostExceedsLimit = errors.New("ratelimit: cost exceeds the limit")
+)
+
+// MaxDuration is the longest window, interval or refill time an algorithm
+// accepts, in microseconds (2^48 µs, a little under 9 years). It keeps every
+// instant an algorithm computes below 2^53, where doubles stop being exact.
+const MaxDuration = int64(1) << 48
+
+// MaxLimit is the largest capacity or limit an algorithm accepts (2^40).
+// Fractional token counts up to it keep 13 bits of fraction in a double.
+const MaxLimit = int64(1) << 40
+
+// Result is the outcome of one decision, in the units stores exchange.
+type Result struct {
+	// Allowed reports whether the cost was admitted (for a peek: whether a
+	// cost of 1 would be).
+	Allowed bool
+	// Limit is the largest cost the algorithm can admit at once.
+	Limit int64
+	// Remaining is how much cost could still be admitted now, after this
+	// decision, rounded down. It is between 0 and Limit.
+	Remaining int64
+	// RetryAfter is how many microseconds from now the same cost would be
+	// admitted, if nothing else happened in between; 0 when allowed.
+	RetryAfter int64
+	// ResetAfter is how many microseconds from now the key's state becomes
+	// indistinguishable from a key never seen; 0 when it already is. Stores
+	// use it as the key's time to live.
+	ResetAfter int64
+}
+
+// Fresh is the result for a key that has no state: nothing is used, so the
+// full limit remains. A store answers a peek at a missing key with it.
+func Fresh(limit int64) Result {
+	return Result{Allowed: true, Limit: limit, Remaining: limit}
+}
+
+// Algorithm is a rate-limiting algorithm with its configuration. It is
+// immutable and safe for concurrent use.
+type Algorithm interface {
+	// Limit is the largest cost a single request may have.
+	Limit() int64
+	// NewState returns the state of a key first seen at now (Unix µs).
+	NewState(now int64) State
+	// Spec describes the algorithm for stores that run it elsewhere.
+	Spec() Spec
+}
+
+// State is one key's state under one algorithm. Stores serialise calls for
+// a key; a State is not safe for concurrent use on its own.
+type State interface {
+	// Take decides whether cost (1 ≤ cost ≤ Limit) is admitted at now
+	// (Unix µs). The state changes only when the cost is admitted; a denied
+	// request leaves it as it was.
+	Take(now, cost int64) Result
+	// Peek reports the state at now without changing it, as a decision for
+	// a cost of 1 whose Remaining is what is left before that cost.
+	Peek(now int64) Result
+}
+
+// Spec names an algorithm and its parameters for stores that implement the
+// transition themselves (the Redis stores' Lua scripts).
+type Spec struct {
+	// Name identifies the transition: "tokenbucket", "tokenbucket-interval",
+	// "slidinglog" or "fixedwindow".
+	Name string
+	// Params are the numeric parameters, in the order the transition's
+	// documentation gives. Durations are in microseconds.
+	Params []float64
+}
+
+// CheckCost returns an error wrapping ErrInvalidCost or ErrCostExceedsLimit
+// when cost cannot be asked of an algorithm whose limit is limit.
+func CheckCost(cost, limit int64) error {
+	if cost < 1 {
+		return fmt.Errorf("%w: got %d", ErrInvalidCost, cost)
+	}
+	if cost > limit {
+		return fmt.Errorf("%w: cost %d, limit %d", ErrCostExceedsLimit, cost, limit)
+	}
+	return nil
+}
+
+// CheckLimit returns an error wrapping ErrInvalidConfig unless 1 ≤ v ≤ MaxLimit.
+func CheckLimit(name string, v int64) error {
+	if v < 1 || v > MaxLimit {
+		return fmt.Errorf("%w: %s must be in [1, %d], got %d", ErrInvalidConfig, name, MaxLimit, v)
+	}
+	return nil
+}
+
+// CheckDuration returns an error wrapping ErrInvalidConfig unless
+// 1 ≤ micros ≤ MaxDuration.
+func CheckDuration(name string, micros int64) error {
+	if micros < 1 || micros > MaxDuration {
+		return fmt.Errorf("%w: %s must be between 1µs and %dµs, got %dµs", ErrInvalidConfig, name, MaxDuration, micros)
+	}
+	return nil
+}
+
+// CheckFinite returns an error wrapping ErrInvalidConfig unless v is a
+// finite number greater than 0.
+func CheckFinite(name string, v float64) error {
+	if !(v > 0) || math.IsInf(v, 0) {
+		return fmt.Errorf("%w: %s must be a finite number above 0, got %v", ErrInvalidConfig, name, v)
+	}
+	return nil
+}
+
+// FloorDiv returns ⌊a/b⌋ for b > 0, rounding toward minus infinity.
+func FloorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}

@@ -1,0 +1,21 @@
+// Package ratelimit limits how often something may happen per key, in one
+// process or shared by many through Redis.
+//
+// A [Limiter] is composed of three parts:
+//
+//   - an algorithm, which decides: a token bucket refilled continuously or
+//     by whole tokens per interval (package tokenbucket), an exact sliding
+//     log (package slidinglog), or a fixed window (package fixedwindow);
+//   - a store, which keeps each key's state and applies decisions
+//     atomically: in memory (package store/memorystore) or in Redis;
+//   - a clock, which tells the time: the local clock, the store's server
+//     clock, or a fake clock for deterministic tests (package clock).
+//
+// Any algorithm runs on any store and gives the same decisions for the same
+// instants and costs. The Limiter reads its clock once per decision and
+// hands that instant down; no algorithm or store reads the time itself.
+//
+// Limiter methods come in three families: Allow and AllowN decide at once;
+// Wait and WaitN block until the request is admitted or the context ends;
+// Peek reports a key's state without consuming, and Reset forgets it.
+package ratelimit

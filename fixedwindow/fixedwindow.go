@@ -1,0 +1,125 @@
+// Package fixedwindow provides the fixed-window counter algorithm.
+//
+// Time is cut into windows of length Window aligned to the Unix epoch: the
+// window of instant t is ⌊t/Window⌋. At most Limit units of cost are
+// admitted per window; a denied request does not count. The count starts
+// again at 0 in each window.
+//
+// Pick a fixed window when the cheapest state and script matter most and
+// clients may burst up to 2×Limit across a window edge; or when limits are
+// naturally calendar-like ("1000 per minute, resetting on the minute").
+package fixedwindow
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+)
+
+// Config configures a fixed window.
+type Config struct {
+	// Limit is the most cost admitted per window, 1 ≤ Limit ≤ algorithm.MaxLimit.
+	Limit int64
+	// Window is the window length, at least 1µs and at most
+	// algorithm.MaxDuration; it is truncated to whole microseconds.
+	Window time.Duration
+}
+
+// Window is a fixed-window counter. Create it with [New].
+type Window struct {
+	limit  int64
+	window int64 // µs
+}
+
+var _ algorithm.Algorithm = (*Window)(nil)
+
+// New returns a fixed window admitting cfg.Limit per cfg.Window, or an
+// error wrapping algorithm.ErrInvalidConfig.
+func New(cfg Config) (*Window, error) {
+	if err := algorithm.CheckLimit("fixedwindow: Limit", cfg.Limit); err != nil {
+		return nil, err
+	}
+	window := cfg.Window.Microseconds()
+	if err := algorithm.CheckDuration("fixedwindow: Window", window); err != nil {
+		return nil, err
+	}
+	return &Window{limit: cfg.Limit, window: window}, nil
+}
+
+// Limit returns the most cost admitted per window.
+func (w *Window) Limit() int64 { return w.limit }
+
+// Spec returns {"fixedwindow", [limit, window µs]}.
+func (w *Window) Spec() algorithm.Spec {
+	return algorithm.Spec{Name: "fixedwindow", Params: []float64{float64(w.limit), float64(w.window)}}
+}
+
+// String describes the window, for logs.
+func (w *Window) String() string {
+	return fmt.Sprintf("fixedwindow(limit=%d, window=%v)", w.limit, time.Duration(w.window)*time.Microsecond)
+}
+
+// NewState returns a window with nothing counted.
+func (w *Window) NewState(int64) algorithm.State { return &windowState{w: w} }
+
+// windowState counts the cost admitted in window index.
+type windowState struct {
+	w     *Window
+	index int64
+	count int64
+}
+
+// at returns the window index of now and the cost counted in it. A clock
+// that stepped back into an earlier window stays in the counted one.
+func (s *windowState) at(now int64) (index, count int64) {
+	index = algorithm.FloorDiv(now, s.w.window)
+	switch {
+	case s.count == 0:
+		return index, 0
+	case s.index >= index:
+		return s.index, s.count
+	default:
+		return index, 0
+	}
+}
+
+func (s *windowState) resetAfter(index, count, now int64) int64 {
+	if count == 0 {
+		return 0
+	}
+	return (index+1)*s.w.window - now
+}
+
+func (s *windowState) Take(now, cost int64) algorithm.Result {
+	index, count := s.at(now)
+	if count+cost > s.w.limit {
+		return algorithm.Result{
+			Limit:      s.w.limit,
+			Remaining:  s.w.limit - count,
+			RetryAfter: (index+1)*s.w.window - now,
+			ResetAfter: s.resetAfter(index, count, now),
+		}
+	}
+	s.index, s.count = index, count+cost
+	return algorithm.Result{
+		Allowed:    true,
+		Limit:      s.w.limit,
+		Remaining:  s.w.limit - s.count,
+		ResetAfter: s.resetAfter(index, s.count, now),
+	}
+}
+
+func (s *windowState) Peek(now int64) algorithm.Result {
+	index, count := s.at(now)
+	r := algorithm.Result{
+		Allowed:    count < s.w.limit,
+		Limit:      s.w.limit,
+		Remaining:  s.w.limit - count,
+		ResetAfter: s.resetAfter(index, count, now),
+	}
+	if !r.Allowed {
+		r.RetryAfter = (index+1)*s.w.window - now
+	}
+	return r
+}

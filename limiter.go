@@ -1,0 +1,190 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+var (
+	// ErrInvalidConfig reports a configuration that cannot be used: a nil
+	// algorithm or store, or an algorithm config out of range.
+	ErrInvalidConfig = algorithm.ErrInvalidConfig
+
+	// ErrInvalidCost reports a cost below 1. Nothing is consumed.
+	ErrInvalidCost = algorithm.ErrInvalidCost
+
+	// ErrCostExceedsLimit reports a cost the algorithm can never admit at
+	// once. Nothing is consumed; Wait fails with it at once.
+	ErrCostExceedsLimit = algorithm.ErrCostExceedsLimit
+
+	// ErrWouldExceedDeadline reports a Wait that could not be admitted
+	// before its context's deadline. The error also matches
+	// context.DeadlineExceeded.
+	ErrWouldExceedDeadline = errors.New("ratelimit: wait would exceed the context deadline")
+
+	// ErrClockUnsupported reports a clock the store cannot use.
+	ErrClockUnsupported = store.ErrClockUnsupported
+
+	// ErrStoreUnavailable wraps errors of a store's backend.
+	ErrStoreUnavailable = store.ErrUnavailable
+)
+
+// Decision is the outcome of one call.
+type Decision struct {
+	// Allowed reports whether the request was admitted (for Peek: whether a
+	// request of cost 1 would be).
+	Allowed bool
+	// Limit is the largest cost one request may have: the bucket's capacity
+	// or the window's limit.
+	Limit int64
+	// Remaining is how much cost could still be admitted now, after this
+	// decision, rounded down; 0 ≤ Remaining ≤ Limit.
+	Remaining int64
+	// RetryAfter is how long until this same request would be admitted if
+	// nothing else happened in between; 0 when allowed.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the key is back to a full, fresh state
+	// if nothing else happens; 0 when it already is.
+	ResetAfter time.Duration
+}
+
+func decisionOf(r algorithm.Result) Decision {
+	return Decision{
+		Allowed:    r.Allowed,
+		Limit:      r.Limit,
+		Remaining:  r.Remaining,
+		RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
+		ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond,
+	}
+}
+
+// Option configures a Limiter.
+type Option interface{ apply(*options) }
+
+type options struct {
+	clock clock.Clock
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithClock sets the clock decisions are made by. The default is
+// clock.Local(). A nil clock is ignored.
+func WithClock(c clock.Clock) Option {
+	return optionFunc(func(o *options) {
+		if c != nil {
+			o.clock = c
+		}
+	})
+}
+
+// Limiter limits the rate of requests per key of type K. It combines an
+// algorithm, which decides, a store, which keeps each key's state, and a
+// clock, read once per decision. Create it with [New]. A Limiter is safe
+// for concurrent use.
+type Limiter[K comparable] struct {
+	table store.Table[K]
+	clock clock.Clock
+	limit int64
+}
+
+// New returns a Limiter deciding with alg on state kept in st. It returns
+// an error wrapping ErrInvalidConfig when alg or st is nil, or the store's
+// error when it cannot run alg with the chosen clock (ErrClockUnsupported).
+func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Option) (*Limiter[K], error) {
+	if alg == nil {
+		return nil, fmt.Errorf("%w: nil algorithm", ErrInvalidConfig)
+	}
+	if st == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
+	}
+	o := options{clock: clock.Local()}
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	table, err := st.Open(alg, o.clock)
+	if err != nil {
+		return nil, err
+	}
+	return &Limiter[K]{table: table, clock: o.clock, limit: alg.Limit()}, nil
+}
+
+// Limit returns the largest cost one request may have.
+func (l *Limiter[K]) Limit() int64 { return l.limit }
+
+// now reads the clock: the one read per decision.
+func (l *Limiter[K]) now() int64 { return l.clock.Now().UnixMicro() }
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN decides whether a request of cost n for key is admitted now, and
+// consumes n if it is. A cost below 1 or above Limit is an error
+// (ErrInvalidCost, ErrCostExceedsLimit) that consumes nothing.
+func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error) {
+	if err := algorithm.CheckCost(int64(n), l.limit); err != nil {
+		return Decision{}, err
+	}
+	r, err := l.table.Take(ctx, key, l.now(), int64(n))
+	if err != nil {
+		return Decision{}, err
+	}
+	return decisionOf(r), nil
+}
+
+// Wait is shorthand for WaitN(ctx, key, 1).
+func (l *Limiter[K]) Wait(ctx context.Context, key K) (Decision, error) {
+	return l.WaitN(ctx, key, 1)
+}
+
+// WaitN blocks until a request of cost n for key is admitted, then returns
+// the admitting decision. It sleeps on the limiter's clock for exactly the
+// decision's RetryAfter and asks again, as often as other requests take
+// the room first. It returns at once with ErrCostExceedsLimit for a cost
+// that can never be admitted, with ErrWouldExceedDeadline when the wait
+// would outlast ctx's deadline, and with ctx's error when ctx ends first.
+func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return Decision{}, err
+		}
+		d, err := l.AllowN(ctx, key, n)
+		if err != nil || d.Allowed {
+			return d, err
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.RetryAfter {
+			return d, fmt.Errorf("%w (retry after %v): %w", ErrWouldExceedDeadline, d.RetryAfter, context.DeadlineExceeded)
+		}
+		t := l.clock.NewTimer(d.RetryAfter)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return d, ctx.Err()
+		case <-t.C():
+		}
+	}
+}
+
+// Peek reports key's state now without consuming anything: Allowed and
+// RetryAfter are for a request of cost 1, Remaining is what is left.
+func (l *Limiter[K]) Peek(ctx context.Context, key K) (Decision, error) {
+	r, err := l.table.Peek(ctx, key, l.now())
+	if err != nil {
+		return Decision{}, err
+	}
+	return decisionOf(r), nil
+}
+
+// Reset forgets key's state: its next request is decided as a new key's.
+func (l *Limiter[K]) Reset(ctx context.Context, key K) error {
+	return l.table.Reset(ctx, key)
+}
