@@ -21,9 +21,9 @@ import (
 )
 
 var (
-	// ErrInvalidConfig reports an algorithm configuration that cannot be used
+	// ErrInvalidConfig reports a configuration that cannot be used
 	// (a zero capacity, a negative rate, a window longer than MaxDuration...).
-	ErrInvalidConfig = errors.New("ratelimit: invalid algorithm config")
+	ErrInvalidConfig = errors.New("ratelimit: invalid config")
 
 	// ErrInvalidCost reports a cost below 1. Nothing is consumed.
 	ErrInvalidCost = errors.New("ratelimit: cost must be at least 1")

@@ -1,0 +1,34 @@
+-- Fixed window (Go: fixedwindow.Window).
+-- ARGV[3] limit, ARGV[4] window in µs.
+-- State: a string "<window index> <count>". A clock that stepped back into
+-- an earlier window stays in the counted one.
+local limit = tonumber(ARGV[3])
+local window = tonumber(ARGV[4])
+
+local index = floordiv(now, window)
+local count = 0
+local state = redis.call('GET', key)
+if state then
+  local sp = string.find(state, ' ', 1, true)
+  local stored = tonumber(string.sub(state, 1, sp - 1))
+  local counted = tonumber(string.sub(state, sp + 1))
+  if counted > 0 and stored >= index then
+    index, count = stored, counted
+  end
+end
+
+local ends = (index + 1) * window - now
+if peek or count + cost > limit then
+  local allowed, retry, reset = 0, ends, 0
+  if count + cost <= limit then
+    allowed, retry = 1, 0
+  end
+  if count > 0 then
+    reset = ends
+  end
+  return {allowed, limit, limit - count, retry, reset}
+end
+
+count = count + cost
+redis.call('SET', key, int(index) .. ' ' .. int(count), 'PX', ttl_ms(ends))
+return {1, limit, limit - count, 0, ends}

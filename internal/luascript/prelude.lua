@@ -1,0 +1,48 @@
+-- Prelude of every limiter script. The store sends it followed by one
+-- algorithm's body; together they make one script, run atomically.
+--
+-- KEYS[1]  the key's state
+-- ARGV[1]  now, in Unix microseconds; empty to read the server's TIME
+-- ARGV[2]  the cost to take (1..limit), or 0 to peek: report the state for
+--          a cost of 1 and write nothing (safe under EVALSHA_RO)
+-- ARGV[3…] the algorithm's parameters, named in its body
+--
+-- Every script returns {allowed (0 or 1), limit, remaining, retry after µs,
+-- reset after µs}: whole numbers below 2^53, exact as integer replies.
+-- The arithmetic mirrors the Go transition of the same algorithm operation
+-- for operation, so that both give bit-identical results. Nothing is
+-- written before every value is computed; the state and its TTL are written
+-- by one command at the end.
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local cost = tonumber(ARGV[2])
+local peek = cost == 0
+if peek then
+  cost = 1
+end
+
+-- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
+-- ttl_ms turns a reset-after in µs into a PX argument, rounded up.
+local function ttl_ms(us)
+  return math.ceil(us / 1000)
+end
+
+-- int formats a whole number without an exponent.
+local function int(n)
+  return string.format('%.0f', n)
+end
+

@@ -1,0 +1,48 @@
+-- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
+-- ARGV[3] capacity, ARGV[4] tokens per interval, ARGV[5] interval in µs.
+-- State: a string "<tokens> <instant of the last refill µs>".
+local capacity = tonumber(ARGV[3])
+local per = tonumber(ARGV[4])
+local interval = tonumber(ARGV[5])
+
+local tokens, last = capacity, now
+local state = redis.call('GET', key)
+if state then
+  local sp = string.find(state, ' ', 1, true)
+  tokens = tonumber(string.sub(state, 1, sp - 1))
+  last = tonumber(string.sub(state, sp + 1))
+end
+
+-- Refill up to now by whole intervals; a refill that fills the bucket
+-- restarts the interval at now.
+if tokens >= capacity then
+  tokens, last = capacity, math.max(last, now)
+elseif now > last then
+  local ticks = floordiv(now - last, interval)
+  if ticks >= floordiv(capacity - tokens + per - 1, per) then
+    tokens, last = capacity, now
+  else
+    tokens, last = tokens + ticks * per, last + ticks * interval
+  end
+end
+
+-- wait: µs from now until the bucket holds target tokens.
+local function wait(held, target)
+  if held >= target then
+    return 0
+  end
+  return last + floordiv(target - held + per - 1, per) * interval - now
+end
+
+if peek or cost > tokens then
+  local allowed = 0
+  if tokens >= cost then
+    allowed = 1
+  end
+  return {allowed, capacity, tokens, wait(tokens, cost), wait(tokens, capacity)}
+end
+
+tokens = tokens - cost
+local reset = wait(tokens, capacity)
+redis.call('SET', key, int(tokens) .. ' ' .. int(last), 'PX', ttl_ms(reset))
+return {1, capacity, tokens, 0, reset}
