@@ -8,9 +8,10 @@
 // Memory stays bounded: a key's state is dropped once it has become
 // indistinguishable from a key never seen (a full bucket, an empty log, a
 // past window). There is no background goroutine: each shard sweeps its
-// expired keys itself after as many operations as it holds keys, which
-// costs O(1) per operation amortised. [WithMaxKeys] caps the number of keys;
-// see it for what happens at the cap.
+// expired keys itself after as many operations as the last sweep left it
+// keys (at least 64), which costs O(1) per operation amortised and keeps a
+// shard below about twice its live keys. [WithMaxKeys] caps the number of
+// keys; see it for what happens at the cap.
 package memorystore
 
 import (
@@ -164,7 +165,8 @@ type shard[K comparable] struct {
 	mu   sync.Mutex
 	keys map[K]*entry
 	ops  int      // operations since the last sweep
-	_    [40]byte // keep neighbouring shards' mutexes on separate cache lines
+	due  int      // keys the last sweep left: operations until the next one
+	_    [32]byte // keep neighbouring shards' mutexes on separate cache lines
 }
 
 // sweepMin is the fewest operations between two sweeps of a shard, so
@@ -211,11 +213,14 @@ func (t *table[K]) Reset(_ context.Context, key K) error {
 	return nil
 }
 
-// tick counts an operation and sweeps the shard once the count reaches its
-// size, so sweeping costs O(1) per operation amortised.
+// tick counts an operation and sweeps the shard once the count reaches
+// the number of keys the last sweep left. The count is measured against
+// that number, not the current size: a stream of new keys grows the size
+// as fast as the count, which would then never catch up. A sweep thus
+// visits at most twice the operations since the last one, O(1) amortised.
 func (sh *shard[K]) tick(now int64) {
 	sh.ops++
-	if sh.ops >= max(len(sh.keys), sweepMin) {
+	if sh.ops >= max(sh.due, sweepMin) {
 		sh.sweep(now)
 	}
 }
@@ -228,6 +233,7 @@ func (sh *shard[K]) sweep(now int64) {
 			delete(sh.keys, k)
 		}
 	}
+	sh.due = len(sh.keys)
 }
 
 // evictSample is how many keys a full shard samples to pick one to evict.
