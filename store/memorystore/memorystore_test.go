@@ -3,9 +3,14 @@ package memorystore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
@@ -158,4 +163,309 @@ func allAlgorithms(t testing.TB) map[string]algorithm.Algorithm {
 		"slidinglog":           log,
 		"fixedwindow":          window,
 	}
+}
+
+func TestResetRemovesKey(t *testing.T) {
+	s := memorystore.New[string]()
+	tab := open(t, s, mustBucket(t, 2, 1))
+	take(t, tab, "a", t0, 2)
+	take(t, tab, "b", t0, 1)
+	if got := s.Stats().Keys; got != 2 {
+		t.Fatalf("Stats().Keys = %d, want 2", got)
+	}
+	if err := tab.Reset(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().Keys; got != 1 {
+		t.Errorf("after Reset(a): Stats().Keys = %d, want 1", got)
+	}
+	if r := peek(t, tab, "a", t0); r != algorithm.Fresh(2) {
+		t.Errorf("Peek(a) after Reset = %+v, want %+v", r, algorithm.Fresh(2))
+	}
+	if r := peek(t, tab, "b", t0); r.Remaining != 1 {
+		t.Errorf("Peek(b) = %+v, want its state kept", r)
+	}
+	// Resetting a key never seen is not an error.
+	if err := tab.Reset(ctx, "never"); err != nil {
+		t.Errorf("Reset(never) = %v", err)
+	}
+}
+
+func TestPeekCreatesNoState(t *testing.T) {
+	s := memorystore.New[string]()
+	tab := open(t, s, mustBucket(t, 2, 1))
+	for i := range 100 {
+		if r := peek(t, tab, fmt.Sprint(i), t0); r != algorithm.Fresh(2) {
+			t.Fatalf("Peek of a key never seen = %+v, want %+v", r, algorithm.Fresh(2))
+		}
+	}
+	if got := s.Stats().Keys; got != 0 {
+		t.Errorf("after peeks only: Stats().Keys = %d, want 0", got)
+	}
+}
+
+func TestTablesAreSeparate(t *testing.T) {
+	s := memorystore.New[string]()
+	a, b := open(t, s, mustBucket(t, 1, 1)), open(t, s, mustBucket(t, 1, 1))
+	take(t, a, "k", t0, 1)
+	if r := take(t, b, "k", t0, 1); !r.Allowed {
+		t.Errorf("second table: Take(k) = %+v, want allowed: tables share no state", r)
+	}
+	if got := s.Stats().Keys; got != 2 {
+		t.Errorf("Stats().Keys = %d, want 2 (summed over tables)", got)
+	}
+}
+
+func TestMaxKeysIsNeverExceeded(t *testing.T) {
+	for _, tc := range []struct{ shards, maxKeys int }{
+		{1, 100},
+		{16, 160}, // 10 per shard
+		{64, 64},  // 1 per shard
+	} {
+		t.Run(fmt.Sprintf("shards=%d,max=%d", tc.shards, tc.maxKeys), func(t *testing.T) {
+			s := memorystore.New[int](memorystore.WithShards(tc.shards), memorystore.WithMaxKeys(tc.maxKeys))
+			// One token per hour: no key expires during the test.
+			tab := open(t, s, mustBucket(t, 1, 1.0/3600))
+			const n = 5000
+			for k := range n {
+				take(t, tab, k, t0+int64(k), 1)
+				if got := s.Stats().Keys; got > tc.maxKeys {
+					t.Fatalf("after %d keys: Stats().Keys = %d, over the cap %d", k+1, got, tc.maxKeys)
+				}
+			}
+			st := s.Stats()
+			if st.Keys+int(st.Evicted) != n {
+				t.Errorf("Stats() = %+v: keys + evicted = %d, want %d", st, st.Keys+int(st.Evicted), n)
+			}
+			if tc.shards == 1 && st.Keys != tc.maxKeys {
+				t.Errorf("one shard: Stats().Keys = %d, want the cap %d", st.Keys, tc.maxKeys)
+			}
+		})
+	}
+}
+
+func TestMaxKeysSweepsExpiredBeforeEvicting(t *testing.T) {
+	s := memorystore.New[string](memorystore.WithShards(1), memorystore.WithMaxKeys(10))
+	tab := open(t, s, mustBucket(t, 10, 10)) // a token refills in 100ms
+	for i := range 5 {
+		take(t, tab, fmt.Sprint("short", i), t0, 1) // full again at t0+100ms
+		take(t, tab, fmt.Sprint("long", i), t0, 10) // full again at t0+1s
+	}
+	if got := s.Stats().Keys; got != 10 {
+		t.Fatalf("Stats().Keys = %d, want 10", got)
+	}
+	now := t0 + 100_000
+	for i := range 5 {
+		take(t, tab, fmt.Sprint("new", i), now, 1)
+	}
+	if got := s.Stats(); got.Keys != 10 || got.Evicted != 0 {
+		t.Fatalf("Stats() = %+v, want 10 keys and none evicted: the expired keys make room", got)
+	}
+	for i := range 5 {
+		if r := peek(t, tab, fmt.Sprint("long", i), now); r.Remaining != 1 {
+			t.Errorf("Peek(long%d) = %+v, want its state kept (1 token)", i, r)
+		}
+	}
+}
+
+func TestMaxKeysEvictsSoonestToExpire(t *testing.T) {
+	// A shard of at most 4 keys: the store samples more keys than that, so
+	// it sees them all and picks the one closest to expiry.
+	s := memorystore.New[string](memorystore.WithShards(1), memorystore.WithMaxKeys(4))
+	tab := open(t, s, mustBucket(t, 10, 10))
+	take(t, tab, "a", t0, 5)
+	take(t, tab, "b", t0, 2) // expires first: full at t0+200ms
+	take(t, tab, "c", t0, 9)
+	take(t, tab, "d", t0, 3)
+	take(t, tab, "e", t0, 1) // full at t0+100ms, but it is the key being added
+	if got := s.Stats(); got.Keys != 4 || got.Evicted != 1 {
+		t.Fatalf("Stats() = %+v, want 4 keys, 1 evicted", got)
+	}
+	for key, want := range map[string]int64{"a": 5, "b": 10, "c": 1, "d": 7, "e": 9} {
+		if r := peek(t, tab, key, t0); r.Remaining != want {
+			t.Errorf("Peek(%s).Remaining = %d, want %d", key, r.Remaining, want)
+		}
+	}
+	// The evicted key starts again from a fresh state.
+	if r := take(t, tab, "b", t0, 10); !r.Allowed {
+		t.Errorf("Take(b, 10) after eviction = %+v, want allowed", r)
+	}
+}
+
+// TestZeroAllocs checks that a decision on a key that already has state
+// allocates nothing, through the Limiter, for each algorithm and key type.
+func TestZeroAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts are slow to measure")
+	}
+	algs := map[string]func(t testing.TB, limit int64) algorithm.Algorithm{
+		"tokenbucket": func(t testing.TB, limit int64) algorithm.Algorithm {
+			return mustBucket(t, limit, float64(limit)/3600) // refills in an hour
+		},
+		"tokenbucket-interval": func(t testing.TB, limit int64) algorithm.Algorithm {
+			a, err := tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: limit, Interval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		},
+		"slidinglog": func(t testing.TB, limit int64) algorithm.Algorithm {
+			a, err := slidinglog.New(slidinglog.Config{Limit: min(limit, slidinglog.MaxLimit), Window: 100 * time.Microsecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		},
+		"fixedwindow": func(t testing.TB, limit int64) algorithm.Algorithm {
+			a, err := fixedwindow.New(fixedwindow.Config{Limit: limit, Window: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		},
+	}
+	paths := []struct {
+		name    string
+		limit   int64
+		allowed bool
+		step    time.Duration // how far the clock moves between decisions
+	}{
+		{"allowed", algorithm.MaxLimit, true, 0},
+		{"allowed-moving", algorithm.MaxLimit, true, time.Microsecond},
+		{"denied", 1, false, 0},
+	}
+	for name, newAlg := range algs {
+		for _, p := range paths {
+			alg := newAlg(t, p.limit)
+			t.Run(name+"/"+p.name+"/string", func(t *testing.T) {
+				checkZeroAllocs(t, alg, "user-42", p.allowed, p.step)
+			})
+			t.Run(name+"/"+p.name+"/int", func(t *testing.T) {
+				checkZeroAllocs(t, alg, 42, p.allowed, p.step)
+			})
+		}
+	}
+}
+
+func checkZeroAllocs[K comparable](t *testing.T, alg algorithm.Algorithm, key K, allowed bool, step time.Duration) {
+	fake := clock.NewFake(time.UnixMicro(t0).Add(30 * time.Minute))
+	lim, err := ratelimit.New(alg, memorystore.New[K](), ratelimit.WithClock(fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func() {
+		fake.Advance(step)
+		d, err := lim.AllowN(ctx, key, 1)
+		if err != nil || d.Allowed != allowed {
+			t.Fatalf("AllowN = %+v, %v; want Allowed=%v", d, err, allowed)
+		}
+	}
+	if !allowed {
+		if _, err := lim.AllowN(ctx, key, 1); err != nil { // drain
+			t.Fatal(err)
+		}
+	}
+	// Reach the steady state: the key exists and a sliding log holds a
+	// full window of entries.
+	for range 1000 {
+		decide()
+	}
+	if got := testing.AllocsPerRun(1000, decide); got != 0 {
+		t.Errorf("AllocsPerRun(AllowN on an existing %T key) = %v, want 0", key, got)
+	}
+}
+
+// TestConcurrentHotKey runs 8 goroutines, each deciding on keys of its own
+// and all on one hot key, at one instant: the hot key admits exactly its
+// limit, and every other key is decided as if it were alone.
+func TestConcurrentHotKey(t *testing.T) {
+	const (
+		workers = 8
+		keys    = 2000 // per worker
+		limit   = 1000 // hot key: fewer than the workers ask for
+	)
+	for name, alg := range map[string]algorithm.Algorithm{
+		"tokenbucket":          mustBucket(t, limit, 1),
+		"tokenbucket-interval": mustInterval(t, limit),
+		"slidinglog":           mustLog(t, limit),
+		"fixedwindow":          mustWindow(t, limit),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := memorystore.New[string](memorystore.WithShards(4))
+			fake := clock.NewFake(time.UnixMicro(t0).Add(10 * time.Minute))
+			lim, err := ratelimit.New(alg, s, ratelimit.WithClock(fake))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hot atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, workers)
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := rand.New(rand.NewPCG(uint64(w), 0))
+					for i := range keys {
+						key := fmt.Sprintf("w%d-%d", w, i)
+						for j := range 2 {
+							d, err := lim.Allow(ctx, key)
+							if err != nil || !d.Allowed || d.Remaining != limit-int64(j)-1 {
+								errs <- fmt.Errorf("Allow(%s) #%d = %+v, %v; want allowed with %d remaining", key, j+1, d, err, limit-j-1)
+								return
+							}
+						}
+						// The hot key, between one and three times per key.
+						for range 1 + r.IntN(3) {
+							d, err := lim.Allow(ctx, "hot")
+							if err != nil {
+								errs <- err
+								return
+							}
+							if d.Allowed {
+								hot.Add(1)
+							}
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if got := hot.Load(); got != limit {
+				t.Errorf("hot key admitted %d requests, want exactly %d", got, limit)
+			}
+			if got, want := s.Stats().Keys, workers*keys+1; got != want {
+				t.Errorf("Stats().Keys = %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+func mustInterval(t testing.TB, capacity int64) algorithm.Algorithm {
+	t.Helper()
+	a, err := tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: capacity, Tokens: 1, Interval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func mustLog(t testing.TB, limit int64) algorithm.Algorithm {
+	t.Helper()
+	a, err := slidinglog.New(slidinglog.Config{Limit: limit, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func mustWindow(t testing.TB, limit int64) algorithm.Algorithm {
+	t.Helper()
+	a, err := fixedwindow.New(fixedwindow.Config{Limit: limit, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
