@@ -74,8 +74,9 @@ func For(spec algorithm.Spec) (*Script, []string, error) {
 	}
 	params := make([]string, len(spec.Params))
 	for i, p := range spec.Params {
-		// The shortest text that parses back to the same double.
-		params[i] = strconv.FormatFloat(p, 'g', -1, 64)
+		// The shortest text that parses back to the same double, without
+		// an exponent (gopher-lua, inside miniredis, cannot parse one).
+		params[i] = strconv.FormatFloat(p, 'f', -1, 64)
 	}
 	return s, params, nil
 }

@@ -1,0 +1,162 @@
+// Package redistable is the part of the Redis stores that does not depend
+// on the client library: key naming, script arguments, reply checking and
+// error wrapping. The go-redis and rueidis stores supply a Runner.
+package redistable
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+// Runner runs scripts on one Redis deployment through one client library.
+type Runner interface {
+	// Eval runs s with KEYS = {key} and ARGV = args: EVALSHA (EVALSHA_RO
+	// when readOnly), then EVAL (EVAL_RO) if the server answers NOSCRIPT.
+	// It returns the reply as integers. It must not resend a call that may
+	// have reached the server, since a resent Take would charge twice.
+	Eval(ctx context.Context, s *luascript.Script, readOnly bool, key string, args []string) ([]int64, error)
+	// Del deletes key.
+	Del(ctx context.Context, key string) error
+}
+
+// CheckPrefix returns an error wrapping algorithm.ErrInvalidConfig when
+// prefix contains a brace: the store's own braces around the key make the
+// Redis Cluster hash tag, and a brace in the prefix would take it over.
+func CheckPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("%w: key prefix %q must not contain '{' or '}'", algorithm.ErrInvalidConfig, prefix)
+	}
+	return nil
+}
+
+// Table is a store.Table kept in Redis.
+type Table[K comparable] struct {
+	run    Runner
+	prefix string
+	encode store.KeyEncoder[K]
+	script *luascript.Script
+	params []string
+	server bool
+	limit  int64
+}
+
+var _ store.Table[string] = (*Table[string])(nil)
+
+// Open returns a table for alg whose keys are prefix + "{" + encoded key +
+// "}". A nil encode uses store.DefaultKeyEncoder.
+func Open[K comparable](run Runner, prefix string, encode store.KeyEncoder[K], alg algorithm.Algorithm, clk clock.Clock) (*Table[K], error) {
+	if err := CheckPrefix(prefix); err != nil {
+		return nil, err
+	}
+	if encode == nil {
+		var err error
+		if encode, err = store.DefaultKeyEncoder[K](); err != nil {
+			return nil, err
+		}
+	}
+	script, params, err := luascript.For(alg.Spec())
+	if err != nil {
+		return nil, err
+	}
+	return &Table[K]{
+		run:    run,
+		prefix: prefix,
+		encode: encode,
+		script: script,
+		params: params,
+		server: clock.IsServer(clk),
+		limit:  alg.Limit(),
+	}, nil
+}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
+
+// Key returns the Redis key holding key's state: the prefix, then the
+// encoded key in braces, so that it is its own Redis Cluster hash tag.
+// Inside the braces '\' becomes `\\` and '}' becomes `\)`, so no user key
+// can end the tag early, and different keys never share a name.
+func (t *Table[K]) Key(key K) string {
+	bp := buffers.Get().(*[]byte)
+	raw := t.encode((*bp)[:0], key)
+	b := make([]byte, 0, len(t.prefix)+len(raw)+8)
+	b = append(b, t.prefix...)
+	b = append(b, '{')
+	for _, c := range raw {
+		switch c {
+		case '\\':
+			b = append(b, '\\', '\\')
+		case '}':
+			b = append(b, '\\', ')')
+		default:
+			b = append(b, c)
+		}
+	}
+	b = append(b, '}')
+	*bp = raw
+	buffers.Put(bp)
+	return string(b)
+}
+
+func (t *Table[K]) args(now, cost int64) []string {
+	args := make([]string, 2, 2+len(t.params))
+	if !t.server {
+		args[0] = strconv.FormatInt(now, 10)
+	}
+	args[1] = strconv.FormatInt(cost, 10)
+	return append(args, t.params...)
+}
+
+// Take runs the script for key at now (ignored with the server clock).
+func (t *Table[K]) Take(ctx context.Context, key K, now, cost int64) (algorithm.Result, error) {
+	return t.eval(ctx, key, false, t.args(now, cost))
+}
+
+// Peek runs the script in its read-only mode.
+func (t *Table[K]) Peek(ctx context.Context, key K, now int64) (algorithm.Result, error) {
+	return t.eval(ctx, key, true, t.args(now, 0))
+}
+
+// Reset deletes key's state.
+func (t *Table[K]) Reset(ctx context.Context, key K) error {
+	if err := t.run.Del(ctx, t.Key(key)); err != nil {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args []string) (algorithm.Result, error) {
+	reply, err := t.run.Eval(ctx, t.script, readOnly, t.Key(key), args)
+	if err != nil {
+		return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrUnavailable, t.script.Name, err)
+	}
+	return t.result(reply)
+}
+
+// result checks a script's reply and turns it into a Result. A reply out
+// of shape (a foreign script under the same SHA, a key of another type
+// under this prefix) is an error, never a wrong decision.
+func (t *Table[K]) result(reply []int64) (algorithm.Result, error) {
+	if len(reply) != 5 {
+		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %d values, want 5", store.ErrUnavailable, t.script.Name, len(reply))
+	}
+	r := algorithm.Result{
+		Allowed:    reply[0] == 1,
+		Limit:      reply[1],
+		Remaining:  reply[2],
+		RetryAfter: reply[3],
+		ResetAfter: reply[4],
+	}
+	if reply[0] != 0 && reply[0] != 1 || r.Limit != t.limit || r.Remaining < 0 || r.Remaining > r.Limit ||
+		r.ResetAfter < 0 || r.Allowed != (r.RetryAfter == 0) || r.RetryAfter < 0 {
+		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %v, out of range", store.ErrUnavailable, t.script.Name, reply)
+	}
+	return r, nil
+}

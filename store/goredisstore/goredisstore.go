@@ -1,0 +1,155 @@
+// Package goredisstore keeps limiter state in Redis through
+// github.com/redis/go-redis/v9, so that many processes share limits.
+//
+// Every decision is one atomic Lua script, one round trip: EVALSHA, and EVAL
+// when the server has lost its script cache (after SCRIPT FLUSH, a restart
+// or a failover). Peek runs the script read-only (EVALSHA_RO), so it may be
+// served by replicas. Each key's state has a time to live equal to the time
+// after which it would be indistinguishable from a new key, so nothing leaks.
+//
+// Scripts are never resent by go-redis's retry machinery: a reply lost to a
+// broken connection leaves the outcome unknown, and resending would charge
+// the request twice. Such a call fails with store.ErrUnavailable, and the
+// Limiter's failure policy decides. Redirections (MOVED, ASK) are still
+// followed, since the script did not run.
+//
+// With clock.Server(), scripts read Redis's TIME, so servers with skewed
+// clocks share limits correctly. Requires Redis 7.0 or newer.
+package goredisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/internal/redistable"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+// Client is the part of a go-redis client the store uses. *redis.Client,
+// *redis.ClusterClient, *redis.Ring and failover clients all have it.
+type Client interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// DefaultPrefix is the key prefix used when none is given.
+const DefaultPrefix = "ratelimit:"
+
+// Store keeps limiter state in Redis through go-redis. Create it with [New].
+type Store[K comparable] struct {
+	client Client
+	prefix string
+	encode store.KeyEncoder[K]
+}
+
+var _ store.Store[string] = (*Store[string])(nil)
+
+// Option configures a Store.
+type Option[K comparable] func(*Store[K])
+
+// WithPrefix sets the prefix of every key the store writes (default
+// DefaultPrefix). Limiters sharing a Redis must use different prefixes,
+// and a prefix must not contain '{' or '}'.
+func WithPrefix[K comparable](prefix string) Option[K] {
+	return func(s *Store[K]) { s.prefix = prefix }
+}
+
+// WithKeyEncoder sets how keys are turned into bytes (default
+// store.DefaultKeyEncoder, which knows strings, integers and netip types).
+func WithKeyEncoder[K comparable](encode store.KeyEncoder[K]) Option[K] {
+	return func(s *Store[K]) { s.encode = encode }
+}
+
+// New returns a store on client. When the client's options are visible
+// (*redis.Client, *redis.ClusterClient, *redis.Ring), New requires
+// ContextTimeoutEnabled: without it go-redis ignores context deadlines and
+// a slow Redis would hold callers for its own timeouts instead. Errors wrap
+// algorithm.ErrInvalidConfig.
+func New[K comparable](client Client, opts ...Option[K]) (*Store[K], error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: goredisstore: nil client", algorithm.ErrInvalidConfig)
+	}
+	s := &Store[K]{client: client, prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := redistable.CheckPrefix(s.prefix); err != nil {
+		return nil, err
+	}
+	if s.encode == nil {
+		enc, err := store.DefaultKeyEncoder[K]()
+		if err != nil {
+			return nil, err
+		}
+		s.encode = enc
+	}
+	if !honoursDeadlines(client) {
+		return nil, fmt.Errorf("%w: goredisstore: the client needs ContextTimeoutEnabled: true so that context deadlines bound each decision",
+			algorithm.ErrInvalidConfig)
+	}
+	return s, nil
+}
+
+func honoursDeadlines(c Client) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
+}
+
+// Open returns a table for alg. Every clock works: with clock.Server()
+// the scripts read Redis's TIME.
+func (s *Store[K]) Open(alg algorithm.Algorithm, clk clock.Clock) (store.Table[K], error) {
+	return redistable.Open(runner{s.client}, s.prefix, s.encode, alg, clk)
+}
+
+type runner struct{ c Client }
+
+// onceCmd is a script call that go-redis must not resend on a network
+// error: the script may have run, and running it again would charge twice.
+type onceCmd struct{ *redis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
+
+func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, key string, args []string) ([]int64, error) {
+	sha, src := "evalsha", "eval"
+	if readOnly {
+		sha, src = "evalsha_ro", "eval_ro"
+	}
+	call := make([]any, 0, 4+len(args))
+	call = append(call, sha, s.SHA1, 1, key)
+	for _, a := range args {
+		call = append(call, a)
+	}
+	cmd := redis.NewCmd(ctx, call...)
+	err := r.c.Process(ctx, onceCmd{cmd})
+	if err != nil && isNoScript(err) {
+		call[0], call[1] = src, s.Source
+		cmd = redis.NewCmd(ctx, call...)
+		err = r.c.Process(ctx, onceCmd{cmd})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Int64Slice()
+}
+
+func isNoScript(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "NOSCRIPT")
+}
+
+func (r runner) Del(ctx context.Context, key string) error {
+	return r.c.Process(ctx, onceCmd{redis.NewCmd(ctx, "del", key)})
+}
