@@ -9,6 +9,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/memorystore"
 )
 
 var (
@@ -52,7 +53,60 @@ type Decision struct {
 	// ResetAfter is how long until the key is back to a full, fresh state
 	// if nothing else happens; 0 when it already is.
 	ResetAfter time.Duration
+	// Source tells what made the decision: the store, or the failure
+	// policy when the store could not.
+	Source Source
 }
+
+// Source tells what made a Decision.
+type Source uint8
+
+const (
+	// FromStore: the Limiter's store decided. The zero value.
+	FromStore Source = iota
+	// FromFailOpen: the store failed and FailOpen admitted the request.
+	FromFailOpen
+	// FromFailClosed: the store failed and FailClosed denied the request.
+	FromFailClosed
+	// FromLocal: the store failed and FailLocal's in-memory limiter decided.
+	FromLocal
+)
+
+// String returns the name of the source.
+func (s Source) String() string {
+	switch s {
+	case FromStore:
+		return "store"
+	case FromFailOpen:
+		return "fail-open"
+	case FromFailClosed:
+		return "fail-closed"
+	case FromLocal:
+		return "local"
+	}
+	return fmt.Sprintf("Source(%d)", uint8(s))
+}
+
+// FailurePolicy says what a Limiter decides when its store fails (an error
+// wrapping ErrStoreUnavailable) while the caller's context is still live.
+type FailurePolicy uint8
+
+const (
+	// FailWithError returns the store's error. The default.
+	FailWithError FailurePolicy = iota
+	// FailOpen admits every request while the store fails.
+	FailOpen
+	// FailClosed denies every request while the store fails, with a
+	// RetryAfter of FailClosedRetryAfter.
+	FailClosed
+	// FailLocal decides with an in-memory limiter of the same algorithm,
+	// private to this process, while the store fails. Charges made locally
+	// are not carried to the store when it recovers.
+	FailLocal
+)
+
+// FailClosedRetryAfter is the RetryAfter of decisions made by FailClosed.
+const FailClosedRetryAfter = time.Second
 
 func decisionOf(r algorithm.Result) Decision {
 	return Decision{
@@ -68,7 +122,9 @@ func decisionOf(r algorithm.Result) Decision {
 type Option interface{ apply(*options) }
 
 type options struct {
-	clock clock.Clock
+	clock   clock.Clock
+	policy  FailurePolicy
+	onError func(error)
 }
 
 type optionFunc func(*options)
@@ -85,14 +141,31 @@ func WithClock(c clock.Clock) Option {
 	})
 }
 
+// WithFailurePolicy sets what the Limiter decides when its store fails.
+// The default is FailWithError.
+func WithFailurePolicy(p FailurePolicy) Option {
+	return optionFunc(func(o *options) { o.policy = p })
+}
+
+// WithErrorHandler sets a function called with every store error that a
+// failure policy other than FailWithError turned into a decision, so that
+// it can be logged or counted. It must be safe for concurrent use.
+func WithErrorHandler(f func(error)) Option {
+	return optionFunc(func(o *options) { o.onError = f })
+}
+
 // Limiter limits the rate of requests per key of type K. It combines an
 // algorithm, which decides, a store, which keeps each key's state, and a
 // clock, read once per decision. Create it with [New]. A Limiter is safe
 // for concurrent use.
 type Limiter[K comparable] struct {
-	table store.Table[K]
-	clock clock.Clock
-	limit int64
+	table   store.Table[K]
+	clock   clock.Clock
+	limit   int64
+	policy  FailurePolicy
+	onError func(error)
+	local   store.Table[K] // FailLocal's table; nil otherwise
+	localAt clock.Clock    // the clock of local
 }
 
 // New returns a Limiter deciding with alg on state kept in st. It returns
@@ -109,11 +182,55 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
+	if o.policy > FailLocal {
+		return nil, fmt.Errorf("%w: unknown FailurePolicy %d", ErrInvalidConfig, o.policy)
+	}
 	table, err := st.Open(alg, o.clock)
 	if err != nil {
 		return nil, err
 	}
-	return &Limiter[K]{table: table, clock: o.clock, limit: alg.Limit()}, nil
+	l := &Limiter[K]{table: table, clock: o.clock, limit: alg.Limit(), policy: o.policy, onError: o.onError}
+	if o.policy == FailLocal {
+		// The memory store has no server clock; the local one stands in.
+		l.localAt = o.clock
+		if clock.IsServer(o.clock) {
+			l.localAt = clock.Local()
+		}
+		if l.local, err = memorystore.New[K]().Open(alg, l.localAt); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// fail turns a store error into the policy's decision, or returns it.
+// peek selects the local table's Peek rather than Take.
+func (l *Limiter[K]) fail(ctx context.Context, err error, key K, cost int64, peek bool) (Decision, error) {
+	if l.policy == FailWithError || ctx.Err() != nil || !errors.Is(err, ErrStoreUnavailable) {
+		return Decision{}, err
+	}
+	if l.onError != nil {
+		l.onError(err)
+	}
+	switch l.policy {
+	case FailOpen:
+		return Decision{Allowed: true, Limit: l.limit, Remaining: l.limit, Source: FromFailOpen}, nil
+	case FailClosed:
+		return Decision{Limit: l.limit, RetryAfter: FailClosedRetryAfter, Source: FromFailClosed}, nil
+	}
+	now := l.localAt.Now().UnixMicro()
+	var r algorithm.Result
+	if peek {
+		r, err = l.local.Peek(ctx, key, now)
+	} else {
+		r, err = l.local.Take(ctx, key, now, cost)
+	}
+	if err != nil {
+		return Decision{}, err
+	}
+	d := decisionOf(r)
+	d.Source = FromLocal
+	return d, nil
 }
 
 // Limit returns the largest cost one request may have.
@@ -136,7 +253,7 @@ func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error)
 	}
 	r, err := l.table.Take(ctx, key, l.now(), int64(n))
 	if err != nil {
-		return Decision{}, err
+		return l.fail(ctx, err, key, int64(n), false)
 	}
 	return decisionOf(r), nil
 }
@@ -179,12 +296,16 @@ func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) 
 func (l *Limiter[K]) Peek(ctx context.Context, key K) (Decision, error) {
 	r, err := l.table.Peek(ctx, key, l.now())
 	if err != nil {
-		return Decision{}, err
+		return l.fail(ctx, err, key, 1, true)
 	}
 	return decisionOf(r), nil
 }
 
 // Reset forgets key's state: its next request is decided as a new key's.
+// With FailLocal, the local state is forgotten too.
 func (l *Limiter[K]) Reset(ctx context.Context, key K) error {
+	if l.local != nil {
+		_ = l.local.Reset(ctx, key) // the memory store cannot fail
+	}
 	return l.table.Reset(ctx, key)
 }

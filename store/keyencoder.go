@@ -49,11 +49,17 @@ func DefaultKeyEncoder[K comparable]() (KeyEncoder[K], error) {
 	case reflect.Uint:
 		return func(dst []byte, k K) []byte { return strconv.AppendUint(dst, uint64(*(*uint)(unsafe.Pointer(&k))), 10) }, nil
 	case reflect.Uint8:
-		return func(dst []byte, k K) []byte { return strconv.AppendUint(dst, uint64(*(*uint8)(unsafe.Pointer(&k))), 10) }, nil
+		return func(dst []byte, k K) []byte {
+			return strconv.AppendUint(dst, uint64(*(*uint8)(unsafe.Pointer(&k))), 10)
+		}, nil
 	case reflect.Uint16:
-		return func(dst []byte, k K) []byte { return strconv.AppendUint(dst, uint64(*(*uint16)(unsafe.Pointer(&k))), 10) }, nil
+		return func(dst []byte, k K) []byte {
+			return strconv.AppendUint(dst, uint64(*(*uint16)(unsafe.Pointer(&k))), 10)
+		}, nil
 	case reflect.Uint32:
-		return func(dst []byte, k K) []byte { return strconv.AppendUint(dst, uint64(*(*uint32)(unsafe.Pointer(&k))), 10) }, nil
+		return func(dst []byte, k K) []byte {
+			return strconv.AppendUint(dst, uint64(*(*uint32)(unsafe.Pointer(&k))), 10)
+		}, nil
 	case reflect.Uint64:
 		return func(dst []byte, k K) []byte { return strconv.AppendUint(dst, *(*uint64)(unsafe.Pointer(&k)), 10) }, nil
 	}
