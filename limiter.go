@@ -159,6 +159,7 @@ func WithErrorHandler(f func(error)) Option {
 // clock, read once per decision. Create it with [New]. A Limiter is safe
 // for concurrent use.
 type Limiter[K comparable] struct {
+	alg     algorithm.Algorithm
 	table   store.Table[K]
 	clock   clock.Clock
 	limit   int64
@@ -189,7 +190,7 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter[K]{table: table, clock: o.clock, limit: alg.Limit(), policy: o.policy, onError: o.onError}
+	l := &Limiter[K]{alg: alg, table: table, clock: o.clock, limit: alg.Limit(), policy: o.policy, onError: o.onError}
 	if o.policy == FailLocal {
 		// The memory store has no server clock; the local one stands in.
 		l.localAt = o.clock
@@ -235,6 +236,17 @@ func (l *Limiter[K]) fail(ctx context.Context, err error, key K, cost int64, pee
 
 // Limit returns the largest cost one request may have.
 func (l *Limiter[K]) Limit() int64 { return l.limit }
+
+// Window returns the period over which the limiter admits Limit: the window
+// of a sliding log or fixed window, the time an empty token bucket takes to
+// refill. It is 0 for an algorithm that does not say (one with no Window
+// method). HTTP headers advertise it as the policy's window.
+func (l *Limiter[K]) Window() time.Duration {
+	if w, ok := l.alg.(interface{ Window() time.Duration }); ok {
+		return w.Window()
+	}
+	return 0
+}
 
 // now reads the clock: the one read per decision.
 func (l *Limiter[K]) now() int64 { return l.clock.Now().UnixMicro() }

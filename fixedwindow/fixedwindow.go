@@ -50,6 +50,9 @@ func New(cfg Config) (*Window, error) {
 // Limit returns the most cost admitted per window.
 func (w *Window) Limit() int64 { return w.limit }
 
+// Window returns the window length.
+func (w *Window) Window() time.Duration { return time.Duration(w.window) * time.Microsecond }
+
 // Spec returns {"fixedwindow", [limit, window µs]}.
 func (w *Window) Spec() algorithm.Spec {
 	return algorithm.Spec{Name: "fixedwindow", Params: []float64{float64(w.limit), float64(w.window)}}

@@ -59,6 +59,9 @@ func New(cfg Config) (*Log, error) {
 // Limit returns the most cost admitted in one window.
 func (l *Log) Limit() int64 { return l.limit }
 
+// Window returns the length of the rolling window.
+func (l *Log) Window() time.Duration { return time.Duration(l.window) * time.Microsecond }
+
 // Spec returns {"slidinglog", [limit, window µs]}.
 func (l *Log) Spec() algorithm.Spec {
 	return algorithm.Spec{Name: "slidinglog", Params: []float64{float64(l.limit), float64(l.window)}}

@@ -61,6 +61,12 @@ func New(cfg Config) (*Bucket, error) {
 // Limit returns the capacity.
 func (b *Bucket) Limit() int64 { return b.limit }
 
+// Window returns how long an empty bucket takes to refill: the period
+// over which Capacity is replenished (Capacity/Rate, rounded up to 1µs).
+func (b *Bucket) Window() time.Duration {
+	return time.Duration(math.Ceil(b.capacity*1e6/b.rate)) * time.Microsecond
+}
+
 // Spec returns {"tokenbucket", [capacity, rate per second]}.
 func (b *Bucket) Spec() algorithm.Spec {
 	return algorithm.Spec{Name: "tokenbucket", Params: []float64{b.capacity, b.rate}}
@@ -197,6 +203,12 @@ func NewInterval(cfg IntervalConfig) (*IntervalBucket, error) {
 
 // Limit returns the capacity.
 func (b *IntervalBucket) Limit() int64 { return b.capacity }
+
+// Window returns how long an empty bucket takes to refill: ⌈Capacity/Tokens⌉
+// intervals.
+func (b *IntervalBucket) Window() time.Duration {
+	return time.Duration(ceilDiv(b.capacity, b.tokens)*b.interval) * time.Microsecond
+}
 
 // Spec returns {"tokenbucket-interval", [capacity, tokens, interval µs]}.
 func (b *IntervalBucket) Spec() algorithm.Spec {
