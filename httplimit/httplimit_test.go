@@ -1,0 +1,379 @@
+package httplimit_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/httplimit"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/memorystore"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func newLimiter[K comparable](t *testing.T, alg algorithm.Algorithm, fake *clock.Fake) *ratelimit.Limiter[K] {
+	t.Helper()
+	lim, err := ratelimit.New(alg, memorystore.New[K](), ratelimit.WithClock(fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
+}
+
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+
+func byHeader(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil }
+
+func serve(h http.Handler, user string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-User", user)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+type step struct {
+	advance    time.Duration
+	status     int
+	ratelimit  string
+	retryAfter string
+}
+
+func TestHeadersPerAlgorithm(t *testing.T) {
+	tests := []struct {
+		name   string
+		alg    algorithm.Algorithm
+		policy string
+		steps  []step
+	}{{
+		name:   "tokenbucket",
+		alg:    must(tokenbucket.New(tokenbucket.Config{Capacity: 2, Rate: 0.5})),
+		policy: `"default";q=2;w=4`,
+		steps: []step{
+			{0, 200, `"default";r=1;t=2`, ""},
+			{0, 200, `"default";r=0;t=4`, ""},
+			{0, 429, `"default";r=0;t=4`, "2"},
+			{1500 * time.Millisecond, 429, `"default";r=0;t=3`, "1"}, // 0.75 tokens: 0.5 s to go, rounded up
+			{500 * time.Millisecond, 200, `"default";r=0;t=4`, ""},
+		},
+	}, {
+		name:   "tokenbucket-interval",
+		alg:    must(tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 2, Tokens: 1, Interval: 10 * time.Second})),
+		policy: `"default";q=2;w=20`,
+		steps: []step{
+			{0, 200, `"default";r=1;t=10`, ""},
+			{0, 200, `"default";r=0;t=20`, ""},
+			{2500 * time.Millisecond, 429, `"default";r=0;t=18`, "8"},
+		},
+	}, {
+		name:   "slidinglog",
+		alg:    must(slidinglog.New(slidinglog.Config{Limit: 2, Window: time.Minute})),
+		policy: `"default";q=2;w=60`,
+		steps: []step{
+			{0, 200, `"default";r=1;t=60`, ""},
+			{30 * time.Second, 200, `"default";r=0;t=60`, ""},
+			{100 * time.Millisecond, 429, `"default";r=0;t=60`, "30"},
+		},
+	}, {
+		name:   "fixedwindow",
+		alg:    must(fixedwindow.New(fixedwindow.Config{Limit: 2, Window: time.Minute})),
+		policy: `"default";q=2;w=60`,
+		steps: []step{
+			{0, 200, `"default";r=1;t=60`, ""},
+			{15 * time.Second, 200, `"default";r=0;t=45`, ""},
+			{15 * time.Second, 429, `"default";r=0;t=30`, "30"},
+			{30 * time.Second, 200, `"default";r=1;t=60`, ""},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := clock.NewFake(t0)
+			h := httplimit.New(newLimiter[string](t, tt.alg, fake), byHeader, httplimit.WithLegacyHeaders()).Handler(ok)
+			for i, s := range tt.steps {
+				fake.Advance(s.advance)
+				w := serve(h, "alice")
+				if w.Code != s.status {
+					t.Errorf("step %d: status got %d, want %d", i, w.Code, s.status)
+				}
+				if got := w.Header().Get("RateLimit-Policy"); got != tt.policy {
+					t.Errorf("step %d: RateLimit-Policy got %q, want %q", i, got, tt.policy)
+				}
+				if got := w.Header().Get("RateLimit"); got != s.ratelimit {
+					t.Errorf("step %d: RateLimit got %q, want %q", i, got, s.ratelimit)
+				}
+				if got := w.Header().Get("Retry-After"); got != s.retryAfter {
+					t.Errorf("step %d: Retry-After got %q, want %q", i, got, s.retryAfter)
+				}
+			}
+		})
+	}
+}
+
+func TestDeniedResponse(t *testing.T) {
+	fake := clock.NewFake(t0)
+	alg := must(tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1000}))
+	h := httplimit.New(newLimiter[string](t, alg, fake), byHeader, httplimit.WithLegacyHeaders()).Handler(ok)
+	serve(h, "bob")
+	w := serve(h, "bob")
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("status got %d, want 429", w.Code)
+	}
+	// 1 ms to wait: Retry-After is rounded up and never 0.
+	if got := w.Header().Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After got %q, want %q", got, "1")
+	}
+	if got := w.Header().Get("Content-Type"); got != "application/problem+json" {
+		t.Errorf("Content-Type got %q", got)
+	}
+	var p struct {
+		Title  string
+		Status int
+		Detail string
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	if p.Status != 429 || p.Title != "Too Many Requests" || !strings.Contains(p.Detail, `"default"`) {
+		t.Errorf("problem got %+v", p)
+	}
+	for h, want := range map[string]string{"X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1"} {
+		if got := w.Header().Get(h); got != want {
+			t.Errorf("%s got %q, want %q", h, got, want)
+		}
+	}
+	if w := serve(h, "carol"); w.Code != 200 || w.Body.String() != "ok" {
+		t.Errorf("another key: got %d %q, want 200 ok", w.Code, w.Body)
+	}
+}
+
+func TestCost(t *testing.T) {
+	fake := clock.NewFake(t0)
+	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 10, Window: time.Minute}))
+	cost := func(r *http.Request) int { return len(r.Header.Get("X-User")) }
+	h := httplimit.New(newLimiter[string](t, alg, fake), byHeader, httplimit.WithCost(cost)).Handler(ok)
+	if w := serve(h, "abcdef"); w.Code != 200 || w.Header().Get("RateLimit") != `"default";r=4;t=60` {
+		t.Errorf("cost 6: got %d %q", w.Code, w.Header().Get("RateLimit"))
+	}
+	if w := serve(h, "abcdefghijk"); w.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("cost 11 > limit 10: got %d, want 413", w.Code)
+	}
+}
+
+func TestMultipleLimitsChargeAllOrNone(t *testing.T) {
+	fake := clock.NewFake(t0)
+	perSecond := newLimiter[string](t, must(fixedwindow.New(fixedwindow.Config{Limit: 3, Window: time.Second})), fake)
+	perDay := newLimiter[string](t, must(fixedwindow.New(fixedwindow.Config{Limit: 5, Window: 24 * time.Hour})), fake)
+	limits := []httplimit.Limit[string]{{Name: "second", Limiter: perSecond}, {Name: "day", Limiter: perDay}}
+	h := httplimit.NewResolver(func(r *http.Request) (string, []httplimit.Limit[string], error) {
+		return r.Header.Get("X-User"), limits, nil
+	}).Handler(ok)
+
+	for i := 0; i < 3; i++ {
+		if w := serve(h, "dan"); w.Code != 200 {
+			t.Fatalf("request %d: got %d, want 200", i, w.Code)
+		}
+	}
+	w := serve(h, "dan")
+	if w.Code != 429 {
+		t.Fatalf("4th in one second: got %d, want 429", w.Code)
+	}
+	// The day window is aligned to the epoch: it ends at midnight UTC.
+	if got, want := w.Header().Get("RateLimit"), `"second";r=0;t=1, "day";r=2;t=50400`; got != want {
+		t.Errorf("RateLimit got %q, want %q", got, want)
+	}
+	if got, want := w.Header().Get("RateLimit-Policy"), `"second";q=3;w=1, "day";q=5;w=86400`; got != want {
+		t.Errorf("RateLimit-Policy got %q, want %q", got, want)
+	}
+	// The denied request charged neither limit: the day still has 2.
+	d, err := perDay.Peek(context.Background(), "dan")
+	if err != nil || d.Remaining != 2 {
+		t.Fatalf("day limit after a denial: got %d (%v), want 2", d.Remaining, err)
+	}
+	fake.Advance(time.Second)
+	for i := 0; i < 2; i++ {
+		if w := serve(h, "dan"); w.Code != 200 {
+			t.Fatalf("next second, request %d: got %d, want 200", i, w.Code)
+		}
+	}
+	w = serve(h, "dan")
+	if w.Code != 429 || !strings.Contains(w.Body.String(), `\"day\"`) {
+		t.Fatalf("day exhausted: got %d %s", w.Code, w.Body)
+	}
+	if d, _ := perSecond.Peek(context.Background(), "dan"); d.Remaining != 1 {
+		t.Errorf("per-second after the day denied: got %d, want 1 (not charged)", d.Remaining)
+	}
+}
+
+func TestTiers(t *testing.T) {
+	fake := clock.NewFake(t0)
+	tier := func(limit int64) []httplimit.Limit[string] {
+		lim := newLimiter[string](t, must(fixedwindow.New(fixedwindow.Config{Limit: limit, Window: time.Minute})), fake)
+		return []httplimit.Limit[string]{{Name: "tier", Limiter: lim}}
+	}
+	free, pro, anon := tier(2), tier(100), tier(1)
+	keys := map[string][]httplimit.Limit[string]{"free-key": free, "pro-key": pro}
+	ip := httplimit.ClientIP{}
+	h := httplimit.NewResolver(func(r *http.Request) (string, []httplimit.Limit[string], error) {
+		if k := r.Header.Get("X-API-Key"); k != "" {
+			limits, ok := keys[k]
+			if !ok {
+				return "", nil, errors.New("unknown API key")
+			}
+			return "key:" + k, limits, nil
+		}
+		p, err := ip.Key(r)
+		return "ip:" + p.String(), anon, err
+	}).Handler(ok)
+	call := func(apiKey, remote string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		if apiKey != "" {
+			r.Header.Set("X-API-Key", apiKey)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	if w := call("pro-key", "192.0.2.1:1"); w.Header().Get("RateLimit-Policy") != `"tier";q=100;w=60` {
+		t.Errorf("pro policy got %q", w.Header().Get("RateLimit-Policy"))
+	}
+	if w := call("free-key", "192.0.2.1:1"); w.Header().Get("RateLimit") != `"tier";r=1;t=60` {
+		t.Errorf("free got %q", w.Header().Get("RateLimit"))
+	}
+	if w := call("", "192.0.2.1:1"); w.Code != 200 {
+		t.Errorf("anonymous first: got %d", w.Code)
+	}
+	if w := call("", "192.0.2.1:2"); w.Code != 429 {
+		t.Errorf("anonymous second from the same IP: got %d, want 429", w.Code)
+	}
+	if w := call("", "[2001:db8::1]:1"); w.Code != 200 {
+		t.Errorf("anonymous IPv6: got %d", w.Code)
+	}
+	if w := call("", "[2001:db8::2]:1"); w.Code != 429 {
+		t.Errorf("same IPv6 /64: got %d, want 429", w.Code)
+	}
+	w := call("stolen", "192.0.2.9:1")
+	if w.Code != 500 || strings.Contains(w.Body.String(), "unknown API key") {
+		t.Errorf("resolver error: got %d %q, want 500 revealing nothing", w.Code, w.Body)
+	}
+}
+
+func TestClientIP(t *testing.T) {
+	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48")}
+	tests := []struct {
+		name    string
+		cfg     httplimit.ClientIP
+		remote  string
+		headers map[string][]string
+		want    string
+	}{
+		{"peer", httplimit.ClientIP{}, "192.0.2.1:1234", nil, "192.0.2.1"},
+		{"spoofed XFF from an untrusted peer", httplimit.ClientIP{TrustedProxies: proxies}, "192.0.2.1:1234",
+			map[string][]string{"X-Forwarded-For": {"203.0.113.7"}}, "192.0.2.1"},
+		{"no proxies configured ignores XFF", httplimit.ClientIP{}, "10.0.0.1:1",
+			map[string][]string{"X-Forwarded-For": {"203.0.113.7"}}, "10.0.0.1"},
+		{"rightmost untrusted hop", httplimit.ClientIP{TrustedProxies: proxies}, "10.0.0.1:1",
+			map[string][]string{"X-Forwarded-For": {"6.6.6.6, 203.0.113.7, 10.1.1.1"}}, "203.0.113.7"},
+		{"several header lines", httplimit.ClientIP{TrustedProxies: proxies}, "10.0.0.1:1",
+			map[string][]string{"X-Forwarded-For": {"6.6.6.6, 203.0.113.7", "10.1.1.1"}}, "203.0.113.7"},
+		{"all trusted: leftmost", httplimit.ClientIP{TrustedProxies: proxies}, "10.0.0.1:1",
+			map[string][]string{"X-Forwarded-For": {"10.2.2.2, 10.1.1.1"}}, "10.2.2.2"},
+		{"garbage hop: the proxy that passed it", httplimit.ClientIP{TrustedProxies: proxies}, "10.0.0.1:1",
+			map[string][]string{"X-Forwarded-For": {"1.1.1.1, garbage, 10.1.1.1"}}, "10.1.1.1"},
+		{"IPv6 peer, mapped IPv4", httplimit.ClientIP{}, "[::ffff:192.0.2.5]:1", nil, "192.0.2.5"},
+		{"Forwarded header", httplimit.ClientIP{TrustedProxies: proxies, Header: "Forwarded"}, "[2001:db8:ffff::1]:443",
+			map[string][]string{"Forwarded": {`for=198.51.100.1;proto=https, for="[2001:db8:cafe::17]:4711"`}}, "2001:db8:cafe::17"},
+		{"Forwarded ignores XFF", httplimit.ClientIP{TrustedProxies: proxies, Header: "Forwarded"}, "10.0.0.1:1",
+			map[string][]string{"X-Forwarded-For": {"203.0.113.7"}}, "10.0.0.1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = tt.remote
+			for k, vs := range tt.headers {
+				for _, v := range vs {
+					r.Header.Add(k, v)
+				}
+			}
+			got, err := tt.cfg.Addr(r)
+			if err != nil || got.String() != tt.want {
+				t.Errorf("got %v (%v), want %s", got, err, tt.want)
+			}
+		})
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "not an address"
+	if _, err := (httplimit.ClientIP{}).Addr(r); !errors.Is(err, httplimit.ErrNoClientIP) {
+		t.Errorf("bad RemoteAddr: got %v, want ErrNoClientIP", err)
+	}
+	r.RemoteAddr = "[2001:db8:1:2:3:4:5:6]:80"
+	if p, _ := (httplimit.ClientIP{}).Key(r); p.String() != "2001:db8:1:2::/64" {
+		t.Errorf("IPv6 key got %v, want the /64", p)
+	}
+	if p, _ := (httplimit.ClientIP{IPv6Bits: 128}).Key(r); p.Bits() != 128 {
+		t.Errorf("IPv6 key with 128 bits got %v", p)
+	}
+}
+
+// failing is a store whose backend is down.
+type failing struct{}
+
+func (failing) Open(algorithm.Algorithm, clock.Clock) (store.Table[string], error) { return failing{}, nil }
+func (failing) Take(context.Context, string, int64, int64) (algorithm.Result, error) {
+	return algorithm.Result{}, errors.Join(store.ErrUnavailable, errors.New("dial tcp 10.1.2.3:6379: secret internals"))
+}
+func (failing) Peek(ctx context.Context, k string, now int64) (algorithm.Result, error) {
+	return failing{}.Take(ctx, k, now, 1)
+}
+func (failing) Reset(context.Context, string) error { return store.ErrUnavailable }
+
+func TestStoreFailure(t *testing.T) {
+	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: time.Minute}))
+	for _, tt := range []struct {
+		policy ratelimit.FailurePolicy
+		codes  []int
+	}{
+		{ratelimit.FailWithError, []int{503, 503}},
+		{ratelimit.FailOpen, []int{200, 200}},
+		{ratelimit.FailClosed, []int{429, 429}},
+		{ratelimit.FailLocal, []int{200, 429}},
+	} {
+		lim, err := ratelimit.New[string](alg, failing{}, ratelimit.WithFailurePolicy(tt.policy))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := httplimit.New(lim, byHeader).Handler(ok)
+		for i, want := range tt.codes {
+			w := serve(h, "eve")
+			if w.Code != want {
+				t.Errorf("policy %d request %d: got %d, want %d", tt.policy, i, w.Code, want)
+			}
+			if strings.Contains(w.Body.String(), "secret") {
+				t.Errorf("policy %d: body reveals the error: %s", tt.policy, w.Body)
+			}
+			if w.Code == 429 && w.Header().Get("Retry-After") == "" {
+				t.Errorf("policy %d: 429 without Retry-After", tt.policy)
+			}
+		}
+	}
+}
