@@ -338,7 +338,9 @@ func TestClientIP(t *testing.T) {
 // failing is a store whose backend is down.
 type failing struct{}
 
-func (failing) Open(algorithm.Algorithm, clock.Clock) (store.Table[string], error) { return failing{}, nil }
+func (failing) Open(algorithm.Algorithm, clock.Clock) (store.Table[string], error) {
+	return failing{}, nil
+}
 func (failing) Take(context.Context, string, int64, int64) (algorithm.Result, error) {
 	return algorithm.Result{}, errors.Join(store.ErrUnavailable, errors.New("dial tcp 10.1.2.3:6379: secret internals"))
 }
