@@ -1,0 +1,228 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/memorystore"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// The benchmarks time Limiter.AllowN on keys that already have state, with
+// the local clock, for every store × algorithm × number of keys × path ×
+// serial or parallel:
+//
+//	go test -run='^$' -bench=Memory -benchmem -benchtime=200ms .
+//	go test -run='^$' -bench=Memory -benchmem -cpu=1,4 .
+//
+// Names read store/algorithm/keys=N/path/mode. The allowed path uses a
+// configuration that never denies during a run and whose keys never expire
+// (so every decision finds the key's state); the denied path uses keys
+// drained before the timer starts that stay drained for years.
+
+// benchStore is a store the benchmarks run on.
+type benchStore struct {
+	name string
+	// new returns a fresh, empty store; it may skip b when its backend is
+	// not available.
+	new func(b *testing.B) store.Store[string]
+}
+
+// benchAlgorithm is one algorithm in the two configurations the paths use.
+type benchAlgorithm struct {
+	name string
+	// allowed never denies a cost of 1 during a benchmark; prime is the
+	// cost taken once per key before the timer starts, so that the key's
+	// state lives for years (a token bucket that is merely full would be
+	// dropped as expired).
+	allowed func() (algorithm.Algorithm, error)
+	prime   int
+	// denied has a limit of 1 and refills after years.
+	denied func() (algorithm.Algorithm, error)
+}
+
+// maxWindow is the longest window an algorithm accepts, a little under 9
+// years; windows aligned to the epoch end next in 2032.
+const maxWindow = time.Duration(algorithm.MaxDuration) * time.Microsecond
+
+var benchAlgorithms = []benchAlgorithm{
+	{
+		name: "tokenbucket",
+		// 2^40 tokens refilled at 4000/s (8.7 years to fill); priming
+		// takes half of them, so the key is full again in 4.4 years.
+		allowed: func() (algorithm.Algorithm, error) {
+			return tokenbucket.New(tokenbucket.Config{Capacity: algorithm.MaxLimit, Rate: 4000})
+		},
+		prime: int(algorithm.MaxLimit / 2),
+		denied: func() (algorithm.Algorithm, error) {
+			return tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1e-8})
+		},
+	},
+	{
+		name: "tokenbucket-interval",
+		// 2^40 tokens, one per 256µs: the slowest refill allowed.
+		allowed: func() (algorithm.Algorithm, error) {
+			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{
+				Capacity: algorithm.MaxLimit, Tokens: 1, Interval: 256 * time.Microsecond})
+		},
+		prime: int(algorithm.MaxLimit / 2),
+		denied: func() (algorithm.Algorithm, error) {
+			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 1, Tokens: 1, Interval: maxWindow})
+		},
+	},
+	{
+		name: "slidinglog",
+		// 2^24 per millisecond is never reached. The log keeps one entry
+		// per microsecond in which a key was admitted, so a short window
+		// keeps a hot key's log at a realistic size (≤ 1000 entries).
+		// Keys seen less often than once a millisecond expire between
+		// requests and are created again after a sweep.
+		allowed: func() (algorithm.Algorithm, error) {
+			return slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: time.Millisecond})
+		},
+		prime: 1,
+		denied: func() (algorithm.Algorithm, error) {
+			return slidinglog.New(slidinglog.Config{Limit: 1, Window: maxWindow})
+		},
+	},
+	{
+		name: "fixedwindow",
+		allowed: func() (algorithm.Algorithm, error) {
+			return fixedwindow.New(fixedwindow.Config{Limit: algorithm.MaxLimit, Window: maxWindow})
+		},
+		prime: 1,
+		denied: func() (algorithm.Algorithm, error) {
+			return fixedwindow.New(fixedwindow.Config{Limit: 1, Window: maxWindow})
+		},
+	},
+}
+
+// benchKeyCounts are the numbers of keys requests are spread over, round
+// robin: one hot key, or many.
+var benchKeyCounts = []int{1, 10_000}
+
+func BenchmarkMemory(b *testing.B) {
+	benchmarkStores(b, []benchStore{
+		{"memory", func(*testing.B) store.Store[string] { return memorystore.New[string]() }},
+	})
+}
+
+// benchmarkStores runs every combination on each store.
+func benchmarkStores(b *testing.B, stores []benchStore) {
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			for _, alg := range benchAlgorithms {
+				b.Run(alg.name, func(b *testing.B) {
+					for _, n := range benchKeyCounts {
+						b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+							for _, allowed := range []bool{true, false} {
+								path := "allowed"
+								if !allowed {
+									path = "denied"
+								}
+								b.Run(path, func(b *testing.B) {
+									b.Run("serial", func(b *testing.B) {
+										lim, keys := benchSetup(b, st, alg, n, allowed)
+										benchSerial(b, lim, keys, allowed)
+									})
+									b.Run("parallel", func(b *testing.B) {
+										lim, keys := benchSetup(b, st, alg, n, allowed)
+										benchParallel(b, lim, keys, allowed)
+									})
+								})
+							}
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+// benchSetup builds a limiter on a fresh store and n keys that already
+// have state: primed for the allowed path, drained for the denied one.
+func benchSetup(b *testing.B, st benchStore, ba benchAlgorithm, n int, allowed bool) (*ratelimit.Limiter[string], []string) {
+	b.Helper()
+	newAlg, cost := ba.denied, 1
+	if allowed {
+		newAlg, cost = ba.allowed, ba.prime
+	}
+	alg, err := newAlg()
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim, err := ratelimit.New(alg, st.new(b)) // the local clock
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("bench:%d", i)
+		if d, err := lim.AllowN(ctx, keys[i], cost); err != nil || !d.Allowed {
+			b.Fatalf("priming %s with %d: %+v, %v", keys[i], cost, d, err)
+		}
+	}
+	return lim, keys
+}
+
+func benchSerial(b *testing.B, lim *ratelimit.Limiter[string], keys []string, allowed bool) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	wrong, i := 0, 0
+	for b.Loop() {
+		d, err := lim.AllowN(ctx, keys[i], 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d.Allowed != allowed {
+			wrong++
+		}
+		if i++; i == len(keys) {
+			i = 0
+		}
+	}
+	reportDecisions(b, wrong, allowed)
+}
+
+func benchParallel(b *testing.B, lim *ratelimit.Limiter[string], keys []string, allowed bool) {
+	ctx := context.Background()
+	var wrong, failed atomic.Int64
+	var worker atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		// Workers start spread over the keys and go round robin.
+		i := int(worker.Add(1)*7919) % len(keys)
+		for pb.Next() {
+			d, err := lim.AllowN(ctx, keys[i], 1)
+			if err != nil {
+				failed.Add(1)
+			} else if d.Allowed != allowed {
+				wrong.Add(1)
+			}
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+	})
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d decisions failed", n)
+	}
+	reportDecisions(b, int(wrong.Load()), allowed)
+}
+
+func reportDecisions(b *testing.B, wrong int, allowed bool) {
+	if wrong > 0 {
+		b.Errorf("%d of %d decisions had Allowed = %v, want %v: the configuration does not fit the path", wrong, b.N, !allowed, allowed)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
