@@ -1,0 +1,452 @@
+package algorithm_test
+
+import (
+	"errors"
+	"math"
+	"math/bits"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// The kinds of algorithm FuzzAlgorithms builds, by kind%4.
+const (
+	kindBucket   = 0 // tokenbucket.New{Capacity: n, Rate: rate}
+	kindInterval = 1 // tokenbucket.NewInterval{Capacity: n, Tokens: tokens, Interval: dur}
+	kindLog      = 2 // slidinglog.New{Limit: n, Window: dur}
+	kindWindow   = 3 // fixedwindow.New{Limit: n, Window: dur}
+)
+
+// maxInstant bounds the instants FuzzAlgorithms uses, ±2^53 µs (285 years
+// either side of the epoch), so that no instant arithmetic overflows.
+const maxInstant = int64(1) << 53
+
+// An op is 4 bytes of FuzzAlgorithms' input:
+//
+//	flags: bit 0 peek (else take); bits 1–2 how the clock moves; bits 3–4
+//	       how the cost is chosen
+//	c:     the cost byte
+//	x:     2 bytes, little endian: the clock move
+type op struct {
+	peek         bool
+	move, costBy uint8
+	c            uint8
+	x            int16
+}
+
+func (o op) encode() []byte {
+	flags := o.move&3<<1 | o.costBy&3<<3
+	if o.peek {
+		flags |= 1
+	}
+	return []byte{flags, o.c, byte(o.x), byte(uint16(o.x) >> 8)}
+}
+
+func decode(b []byte) op {
+	return op{
+		peek:   b[0]&1 == 1,
+		move:   b[0] >> 1 & 3,
+		costBy: b[0] >> 3 & 3,
+		c:      b[1],
+		x:      int16(uint16(b[2]) | uint16(b[3])<<8),
+	}
+}
+
+// Clock moves.
+const (
+	moveMicros  = 0 // x µs
+	movePeriods = 1 // x/16 periods, x an int8: fractions and multiples of a period
+	moveEdge    = 2 // high byte of x periods, plus low byte of x µs: near period edges
+	moveAfter   = 3 // the last RetryAfter (or ResetAfter) plus x µs, x an int8
+)
+
+// Cost choices.
+const (
+	costSmall = 0 // int8(c): often 0 or negative
+	costLarge = 1 // limit+1-c: at, above or just below the limit
+	costValid = 2 // 1 + c%limit (also 3)
+)
+
+func seed(ops ...op) []byte {
+	var b []byte
+	for _, o := range ops {
+		b = append(b, o.encode()...)
+	}
+	return b
+}
+
+// config is FuzzAlgorithms' algorithm parameters.
+type config struct {
+	kind      uint8
+	n, tokens int64
+	dur       time.Duration
+	rate      float64
+}
+
+// build returns the algorithm, or the constructor's error.
+func (c config) build(t *testing.T) (algorithm.Algorithm, error) {
+	switch c.kind {
+	case kindBucket:
+		b, err := tokenbucket.New(tokenbucket.Config{Capacity: c.n, Rate: c.rate})
+		if err != nil || b == nil {
+			if b != nil || err == nil {
+				t.Fatalf("tokenbucket.New: got (%v, %v)", b, err)
+			}
+			return nil, err
+		}
+		return b, nil
+	case kindInterval:
+		b, err := tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: c.n, Tokens: c.tokens, Interval: c.dur})
+		if err != nil || b == nil {
+			if b != nil || err == nil {
+				t.Fatalf("tokenbucket.NewInterval: got (%v, %v)", b, err)
+			}
+			return nil, err
+		}
+		return b, nil
+	case kindLog:
+		l, err := slidinglog.New(slidinglog.Config{Limit: c.n, Window: c.dur})
+		if err != nil || l == nil {
+			if l != nil || err == nil {
+				t.Fatalf("slidinglog.New: got (%v, %v)", l, err)
+			}
+			return nil, err
+		}
+		return l, nil
+	default:
+		w, err := fixedwindow.New(fixedwindow.Config{Limit: c.n, Window: c.dur})
+		if err != nil || w == nil {
+			if w != nil || err == nil {
+				t.Fatalf("fixedwindow.New: got (%v, %v)", w, err)
+			}
+			return nil, err
+		}
+		return w, nil
+	}
+}
+
+// valid reports whether the documented rules accept c.
+func (c config) valid() bool {
+	us := c.dur.Microseconds()
+	durOK := us >= 1 && us <= algorithm.MaxDuration
+	switch c.kind {
+	case kindBucket:
+		return c.n >= 1 && c.n <= algorithm.MaxLimit && c.rate > 0 && !math.IsInf(c.rate, 0) &&
+			float64(c.n)*1e6/c.rate <= float64(algorithm.MaxDuration)
+	case kindInterval:
+		if c.n < 1 || c.n > algorithm.MaxLimit || c.tokens < 1 || c.tokens > algorithm.MaxLimit || !durOK {
+			return false
+		}
+		steps := (c.n + c.tokens - 1) / c.tokens
+		hi, lo := bits.Mul64(uint64(steps), uint64(us))
+		return hi == 0 && lo <= uint64(algorithm.MaxDuration)
+	case kindLog:
+		return c.n >= 1 && c.n <= slidinglog.MaxLimit && durOK
+	default:
+		return c.n >= 1 && c.n <= algorithm.MaxLimit && durOK
+	}
+}
+
+// fill returns the longest ResetAfter of a valid config with a clock that
+// never steps back: the time to refill an empty bucket, or the window.
+func (c config) fill() int64 {
+	switch c.kind {
+	case kindBucket:
+		return int64(math.Ceil(float64(c.n) * 1e6 / c.rate))
+	case kindInterval:
+		return (c.n + c.tokens - 1) / c.tokens * c.dur.Microseconds()
+	default:
+		return c.dur.Microseconds()
+	}
+}
+
+// period returns a natural time unit of a valid config: the time one token
+// takes, the interval or the window.
+func (c config) period() int64 {
+	if c.kind == kindBucket {
+		return min(max(int64(math.Ceil(1e6/c.rate)), 1), algorithm.MaxDuration)
+	}
+	return c.dur.Microseconds()
+}
+
+// admits returns the most cost the config may admit in total to a state
+// created at start and called at instants from earliest to latest (latest
+// includes start), and whether it knows: a sliding log that forgot entries
+// and then saw its clock step back may admit them again.
+func (c config) admits(start, earliest, latest int64, monotone bool) (float64, bool) {
+	n := float64(c.n)
+	switch c.kind {
+	case kindBucket:
+		// The bucket starts full and refills only while its clock moves
+		// forward; 1e-9 covers rounding.
+		return (n + c.rate*float64(latest-start)/1e6) * (1 + 1e-9), true
+	case kindInterval:
+		// It starts full and gains Tokens per whole Interval its last
+		// refill instant advances, which is at most latest.
+		return n + float64(c.tokens)*float64((latest-start)/c.dur.Microseconds()), true
+	case kindLog:
+		// Limit in each window of length Window that tiles earliest..latest.
+		return n * float64((latest-earliest)/c.dur.Microseconds()+1), monotone
+	default:
+		// Limit in each fixed window from earliest's to latest's; a clock
+		// that steps back counts in the later window.
+		w := c.dur.Microseconds()
+		return n * float64(algorithm.FloorDiv(latest, w)-algorithm.FloorDiv(earliest, w)+1), true
+	}
+}
+
+// call is one Take (cost ≥ 1) or Peek (cost 0) made on a state.
+type call struct{ now, cost int64 }
+
+func (c call) on(s algorithm.State) algorithm.Result {
+	if c.cost == 0 {
+		return s.Peek(c.now)
+	}
+	return s.Take(c.now, c.cost)
+}
+
+// FuzzAlgorithms builds each algorithm from random parameters, checks that
+// the constructor accepts exactly the documented configs, and drives a valid
+// one with random instants (forward, back, onto period edges and onto the
+// instants results announce) and random costs. After every call it checks
+// the Result's invariants, and against copies of the state (replayed from
+// the calls so far, since algorithms are deterministic) that Take agrees
+// with Peek, that RetryAfter and ResetAfter are exact to the microsecond,
+// and that state changes only on admission; and that the cost admitted so
+// far stays within what the config allows over the instants seen.
+func FuzzAlgorithms(f *testing.F) {
+	const t0 = 1_700_000_000_000_000 // Unix µs
+	take := func(move uint8, x int16, c uint8) op { return op{move: move, x: x, costBy: costValid, c: c} }
+	peek := func(move uint8, x int16) op { return op{peek: true, move: move, x: x} }
+	busy := seed(
+		take(moveMicros, 0, 0), take(moveMicros, 0, 1), take(moveMicros, 0, 0), take(moveMicros, 0, 0),
+		take(moveAfter, -1, 0), take(moveAfter, 0, 0), peek(movePeriods, 24),
+		op{costBy: costSmall, c: 0}, op{costBy: costSmall, c: 0xff}, op{costBy: costLarge, c: 0}, op{costBy: costLarge, c: 1},
+		take(moveEdge, 0x01ff, 2), take(moveEdge, -0x0100, 0), peek(moveMicros, -5), take(moveMicros, -300, 0),
+		take(movePeriods, 100, 0), peek(moveAfter, 0),
+	)
+	for _, c := range []config{
+		{kind: kindBucket, n: 3, rate: 2},
+		{kind: kindBucket, n: 1, rate: 3},
+		{kind: kindBucket, n: 10, rate: 1e6},
+		{kind: kindBucket, n: 1000, rate: 1e9},
+		{kind: kindBucket, n: algorithm.MaxLimit, rate: 3906.25},
+		{kind: kindBucket, n: 1, rate: 1e6 / (1 << 48)},
+		{kind: kindBucket, n: 5, rate: math.MaxFloat64},
+		{kind: kindBucket, n: 1, rate: math.NaN()},
+		{kind: kindBucket, n: 0, rate: 1},
+		{kind: kindInterval, n: 10, tokens: 1, dur: time.Second},
+		{kind: kindInterval, n: 10, tokens: 4, dur: time.Second},
+		{kind: kindInterval, n: 3, tokens: 5, dur: time.Millisecond},
+		{kind: kindInterval, n: 1, tokens: 1, dur: time.Microsecond},
+		{kind: kindInterval, n: 4, tokens: 1, dur: time.Duration(algorithm.MaxDuration/4) * time.Microsecond},
+		{kind: kindInterval, n: 10, tokens: 0, dur: time.Second},
+		{kind: kindInterval, n: 10, tokens: 1, dur: 999},
+		{kind: kindLog, n: 5, dur: time.Second},
+		{kind: kindLog, n: 1, dur: time.Microsecond},
+		{kind: kindLog, n: slidinglog.MaxLimit, dur: time.Hour},
+		{kind: kindLog, n: slidinglog.MaxLimit + 1, dur: time.Hour},
+		{kind: kindWindow, n: 3, dur: time.Second},
+		{kind: kindWindow, n: 2, dur: 10 * time.Microsecond},
+		{kind: kindWindow, n: algorithm.MaxLimit, dur: time.Duration(algorithm.MaxDuration) * time.Microsecond},
+		{kind: kindWindow, n: 1, dur: -time.Second},
+	} {
+		f.Add(c.kind, c.n, c.tokens, int64(c.dur), c.rate, int64(t0), busy)
+		f.Add(c.kind, c.n, c.tokens, int64(c.dur), c.rate, int64(-15), busy)
+	}
+
+	f.Fuzz(func(t *testing.T, kind uint8, n, tokens, dur int64, rate float64, start int64, ops []byte) {
+		c := config{kind: kind % 4, n: n, tokens: tokens, dur: time.Duration(dur), rate: rate}
+		alg, err := c.build(t)
+		if valid := c.valid(); valid != (err == nil) {
+			t.Fatalf("%+v: got error %v, want valid=%v", c, err, valid)
+		}
+		if err != nil {
+			if !errors.Is(err, algorithm.ErrInvalidConfig) {
+				t.Fatalf("%+v: got error %v, want ErrInvalidConfig", c, err)
+			}
+			return
+		}
+		limit := alg.Limit()
+		if limit != c.n {
+			t.Fatalf("%+v: Limit() = %d, want %d", c, limit, c.n)
+		}
+		fill, period := c.fill(), c.period()
+		if fill > algorithm.MaxDuration+1 {
+			t.Fatalf("%+v: fills in %dµs, above MaxDuration", c, fill)
+		}
+		if w, ok := alg.(interface{ Window() time.Duration }); ok && w.Window() != time.Duration(fill)*time.Microsecond {
+			t.Fatalf("%+v: Window() = %v, want %dµs", c, w.Window(), fill)
+		}
+
+		if start < -maxInstant || start > maxInstant {
+			start %= maxInstant
+		}
+		var calls []call
+		replay := func() algorithm.State {
+			s := alg.NewState(start)
+			for _, c := range calls {
+				c.on(s)
+			}
+			return s
+		}
+		s := alg.NewState(start)
+		now, latest := start, start
+		earliest, monotone := now, true // over the calls made
+		var admitted int64              // the sum of admitted costs
+		var last algorithm.Result
+		for i := 0; len(ops) >= 4 && i < 48; i++ {
+			o := decode(ops)
+			ops = ops[4:]
+
+			switch o.move {
+			case moveMicros:
+				now += int64(o.x)
+			case movePeriods:
+				now += period * int64(int8(o.x)) / 16
+			case moveEdge:
+				now += period*int64(int8(o.x>>8)) + int64(int8(o.x))
+			case moveAfter:
+				if last.RetryAfter > 0 {
+					now += last.RetryAfter
+				} else {
+					now += last.ResetAfter
+				}
+				now += int64(int8(o.x))
+			}
+			now = min(max(now, -maxInstant), maxInstant)
+
+			cl := call{now: now}
+			if !o.peek {
+				switch o.costBy {
+				case costSmall:
+					cl.cost = int64(int8(o.c))
+				case costLarge:
+					cl.cost = limit + 1 - int64(o.c)
+				default:
+					cl.cost = 1 + int64(o.c)%limit
+				}
+				err := algorithm.CheckCost(cl.cost, limit)
+				switch {
+				case cl.cost < 1 && !errors.Is(err, algorithm.ErrInvalidCost),
+					cl.cost > limit && !errors.Is(err, algorithm.ErrCostExceedsLimit),
+					cl.cost >= 1 && cl.cost <= limit && err != nil:
+					t.Fatalf("CheckCost(%d, %d): got %v", cl.cost, limit, err)
+				}
+				if err != nil {
+					continue
+				}
+			}
+
+			before := replay().Peek(now)
+			r := cl.on(s)
+			if len(calls) == 0 {
+				earliest = now
+			}
+			monotone = monotone && (len(calls) == 0 || now >= calls[len(calls)-1].now)
+			calls = append(calls, cl)
+			earliest, latest = min(earliest, now), max(latest, now)
+			last = r
+			check(t, c, calls, r, before, fill, latest)
+			if cl.cost > 0 && r.Allowed {
+				admitted += cl.cost
+				if bound, ok := c.admits(start, earliest, latest, monotone); ok && float64(admitted) > bound {
+					t.Fatalf("%+v: after %v: admitted %d, want at most %v", c, calls, admitted, bound)
+				}
+			}
+
+			// RetryAfter is exact: the same request is admitted then, and
+			// not a microsecond earlier. A denial changes nothing.
+			if !r.Allowed {
+				if got := replay().Peek(now); got != before {
+					t.Fatalf("%+v: after %v: Peek(%d): got %+v, want %+v as before the denial",
+						c, calls, now, got, before)
+				}
+				cost := max(cl.cost, 1)
+				if got := replay().Take(now+r.RetryAfter-1, cost); got.Allowed {
+					t.Fatalf("%+v: after %v: Take(%d, %d) a µs before RetryAfter: got %+v, want denied",
+						c, calls, now+r.RetryAfter-1, cost, got)
+				}
+				if got := replay().Take(now+r.RetryAfter, cost); !got.Allowed {
+					t.Fatalf("%+v: after %v: Take(%d, %d) at RetryAfter: got %+v, want allowed",
+						c, calls, now+r.RetryAfter, cost, got)
+				}
+			}
+			// ResetAfter is exact: the state is fresh then, and a
+			// microsecond earlier it is 1µs from fresh.
+			if got, want := replay().Peek(now+r.ResetAfter), algorithm.Fresh(limit); got != want {
+				t.Fatalf("%+v: after %v: Peek(%d) at ResetAfter: got %+v, want %+v",
+					c, calls, now+r.ResetAfter, got, want)
+			}
+			if r.ResetAfter > 0 {
+				if got := replay().Peek(now + r.ResetAfter - 1); got.ResetAfter != 1 {
+					t.Fatalf("%+v: after %v: Peek(%d) a µs before ResetAfter: got %+v, want ResetAfter 1",
+						c, calls, now+r.ResetAfter-1, got)
+				}
+			}
+		}
+	})
+}
+
+// check checks the invariants of r, the result of the last of calls, given
+// before, a peek at the same instant just before that call, fill, the
+// longest ResetAfter the config allows, and latest, the latest instant seen.
+func check(t *testing.T, c config, calls []call, r, before algorithm.Result, fill, latest int64) {
+	t.Helper()
+	cl := calls[len(calls)-1]
+	fail := func(format string, args ...any) {
+		t.Helper()
+		args = append([]any{c, calls, r}, args...)
+		t.Fatalf("%+v: after %v: got %+v: "+format, args...)
+	}
+	limit := c.n
+	if r.Limit != limit {
+		fail("want Limit %d", limit)
+	}
+	if r.Remaining < 0 || r.Remaining > limit {
+		fail("want 0 ≤ Remaining ≤ %d", limit)
+	}
+	if r.RetryAfter < 0 || r.ResetAfter < 0 {
+		fail("want RetryAfter ≥ 0 and ResetAfter ≥ 0")
+	}
+	if r.Allowed != (r.RetryAfter == 0) {
+		fail("want RetryAfter 0 exactly when allowed")
+	}
+	if r.RetryAfter > r.ResetAfter {
+		fail("want RetryAfter ≤ ResetAfter")
+	}
+	if (r.ResetAfter == 0) != (r.Remaining == limit) {
+		fail("want ResetAfter 0 exactly when Remaining is the limit")
+	}
+	// A clock that stepped back waits for the latest instant first; the
+	// continuous bucket may round its fill time up by a microsecond.
+	if bound := fill + 1 + max(latest-cl.now, 0); r.ResetAfter > bound {
+		fail("want ResetAfter ≤ %d", bound)
+	}
+
+	if cl.cost == 0 {
+		if r != before {
+			fail("want what the same peek on a replayed state gives, %+v", before)
+		}
+		if r.Allowed != (r.Remaining >= 1) {
+			fail("want a peek allowed exactly when Remaining ≥ 1")
+		}
+		return
+	}
+	if r.Allowed != (cl.cost <= before.Remaining) {
+		fail("want allowed exactly when cost %d ≤ Remaining before it (%+v)", cl.cost, before)
+	}
+	if r.Allowed && r.Remaining != before.Remaining-cl.cost {
+		fail("want Remaining %d - %d", before.Remaining, cl.cost)
+	}
+	if !r.Allowed && (r.Remaining != before.Remaining || r.ResetAfter != before.ResetAfter) {
+		fail("want a denial to report the state as a peek does (%+v)", before)
+	}
+	if cl.cost == 1 && (r.Allowed != before.Allowed || r.RetryAfter != before.RetryAfter) {
+		fail("want a cost of 1 decided as a peek (%+v)", before)
+	}
+}
