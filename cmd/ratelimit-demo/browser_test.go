@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath is Debian's Chromium (package chromium).
+const chromiumPath = "/usr/bin/chromium"
+
+// screenshotEnv names a directory that, when set, receives a copy of the
+// browser test's screenshots, to look at after the test's own temporary
+// directory is gone.
+const screenshotEnv = "RATELIMIT_DEMO_SCREENSHOTS"
+
+// TestBrowser drives the page in headless Chromium as a person would: it
+// sets a bucket of 3 tokens refilled very slowly, sends 5 requests, checks
+// the counters and the remaining tokens shown, then switches to a fixed
+// window through the form and checks that it took effect.
+func TestBrowser(t *testing.T) {
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is missing (%v); CI must install it: apt-get install -y chromium", chromiumPath, err)
+		}
+		t.Skipf("skipping the browser test: %s is missing; install it with apt-get install -y chromium", chromiumPath)
+	}
+	srv := newTestServer(t, serverOptions{})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+
+	shots := t.TempDir()
+	// A fresh profile. Not t.TempDir(): Chromium's helper processes may
+	// still write to it for a moment after the browser has exited, so its
+	// removal is retried. Cleanups run last-registered first, so this one
+	// runs after the browser is gone.
+	profile, err := os.MkdirTemp("", "ratelimit-demo-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeEventually(t, profile) })
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		// Without these Chromium reaches for Google's hosts, which this
+		// closed network refuses, many connections at a time.
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1280, 1000),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	browser, cancelBrowser := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancelBrowser)
+	// The first Run starts the browser, which lives as long as the context
+	// it was given: run it on browser, not on a step's shorter context.
+	launched := time.Now()
+	if err := chromedp.Run(browser); err != nil {
+		t.Fatalf("starting %s: %v", chromiumPath, err)
+	}
+	t.Logf("Chromium started in %v", time.Since(launched).Round(time.Millisecond))
+
+	// Errors the page's scripts throw or log fail the test.
+	var mu sync.Mutex
+	var jsErrors []string
+	chromedp.ListenTarget(browser, func(ev any) {
+		var msg string
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			msg = ev.ExceptionDetails.Text
+			if ev.ExceptionDetails.Exception != nil {
+				msg += " " + ev.ExceptionDetails.Exception.Description
+			}
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type != runtime.APITypeError {
+				return
+			}
+			for _, a := range ev.Args {
+				msg += " " + string(a.Value) + a.Description
+			}
+		default:
+			return
+		}
+		mu.Lock()
+		jsErrors = append(jsErrors, msg)
+		mu.Unlock()
+	})
+
+	shot := func(name string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(browser, 10*time.Second)
+		defer cancel()
+		var png []byte
+		if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
+			t.Errorf("screenshot %s: %v", name, err)
+			return
+		}
+		path := filepath.Join(shots, name+".png")
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Errorf("screenshot %s: %v", name, err)
+			return
+		}
+		t.Logf("screenshot: %s", path)
+		if dir := os.Getenv(screenshotEnv); dir != "" {
+			copyPath := filepath.Join(dir, name+".png")
+			if err := os.WriteFile(copyPath, png, 0o644); err != nil {
+				t.Errorf("screenshot copy: %v", err)
+				return
+			}
+			t.Logf("screenshot copy: %s", copyPath)
+		}
+	}
+	// step runs actions with a time limit of their own, so that the
+	// browser outlives a failed step long enough for a screenshot.
+	step := func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(browser, 20*time.Second)
+		defer cancel()
+		if err := chromedp.Run(ctx, actions...); err != nil {
+			shot("failure")
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	// waitFor polls a JavaScript condition until it holds.
+	waitFor := func(what, cond string) {
+		t.Helper()
+		var ok bool
+		ctx, cancel := context.WithTimeout(browser, 10*time.Second)
+		defer cancel()
+		if err := chromedp.Run(ctx, chromedp.Poll(cond, &ok, chromedp.WithPollingTimeout(8*time.Second))); err != nil {
+			shot("failure")
+			t.Fatalf("waiting until %s (%s): %v\npage: %s", what, cond, err, describePage(browser))
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		var s string
+		step("read "+sel, chromedp.TextContent(sel, &s, chromedp.ByQuery))
+		return strings.TrimSpace(s)
+	}
+	// typeInto replaces an input's text by typing, as a person would.
+	// (chromedp.SetValue(sel, "") would set the text "undefined": an empty
+	// string argument reaches the page as undefined.)
+	typeInto := func(sel, s string) chromedp.Action {
+		return chromedp.Tasks{
+			chromedp.Evaluate(fmt.Sprintf(`document.querySelector(%q).value = ""`, sel), nil),
+			chromedp.SendKeys(sel, s, chromedp.ByQuery),
+		}
+	}
+	// choose selects an option; SetValue fires the input and change
+	// events a person's choice would.
+	choose := func(sel, value string) chromedp.Action {
+		return chromedp.SetValue(sel, value, chromedp.ByQuery)
+	}
+
+	start := time.Now()
+	step("load the page",
+		chromedp.Navigate(ts.URL),
+		chromedp.WaitVisible("#send", chromedp.ByQuery),
+	)
+	waitFor("the configuration is loaded", `document.body.dataset.ready === "true"`)
+	if got, want := text("#active-config"), "tokenbucket(capacity=10, rate=1/s)"; got != want {
+		t.Errorf("active config at start = %q, want %q", got, want)
+	}
+
+	// A bucket of 3 tokens that takes 3000 s to refill.
+	step("configure a small token bucket",
+		choose("#algorithm", algTokenBucket),
+		typeInto("#capacity", "3"),
+		typeInto("#rate", "0.001"),
+		chromedp.Click("#apply", chromedp.ByQuery),
+	)
+	waitFor("the bucket is in service", `document.getElementById("active-config").textContent === "tokenbucket(capacity=3, rate=0.001/s)"`)
+
+	step("send 5 requests",
+		chromedp.Click("#send", chromedp.ByQuery),
+		chromedp.Click("#send", chromedp.ByQuery),
+		chromedp.Click("#send", chromedp.ByQuery),
+		chromedp.Click("#send", chromedp.ByQuery),
+		chromedp.Click("#send", chromedp.ByQuery),
+	)
+	waitFor("5 decisions are logged", `document.querySelectorAll("#log li[data-kind=allowed], #log li[data-kind=denied]").length === 5`)
+	if got, want := text("#allowed-count"), "3"; got != want {
+		t.Errorf("allowed count = %s, want %s", got, want)
+	}
+	if got, want := text("#denied-count"), "2"; got != want {
+		t.Errorf("denied count = %s, want %s", got, want)
+	}
+	// The display settles on the latest state (responses and polls race).
+	waitFor("0 tokens are shown", `document.getElementById("remaining").textContent === "0"`)
+	if got, want := text("#remaining"), "0"; got != want {
+		t.Errorf("remaining = %s, want %s", got, want)
+	}
+	if got := text("#last-headers"); !strings.Contains(got, "RateLimit: ") || !strings.Contains(got, "Retry-After: ") {
+		t.Errorf("last response shown without RateLimit and Retry-After headers:\n%s", got)
+	}
+	shot("token-bucket")
+
+	// Switch to a fixed window through the form.
+	step("choose a fixed window",
+		choose("#algorithm", algFixedWindow),
+		chromedp.WaitVisible("#limit", chromedp.ByQuery),
+		typeInto("#limit", "4"),
+		typeInto("#window", "24h"), // a window edge is not crossed during the test
+		chromedp.Click("#apply", chromedp.ByQuery),
+	)
+	waitFor("the fixed window is in service", `document.getElementById("active-config").textContent === "fixedwindow(limit=4, window=24h0m0s)"`)
+	cfg := getConfig(t, ts.URL)
+	if cfg.Algorithm != algFixedWindow || cfg.Limit != 4 || time.Duration(cfg.Window) != 24*time.Hour {
+		t.Errorf("server config after the form = %+v, want fixedwindow, limit 4, window 24h", cfg.demoConfig)
+	}
+	step("send one more", chromedp.Click("#send", chromedp.ByQuery))
+	waitFor("the request is admitted by the new window", `document.getElementById("allowed-count").textContent === "4"`)
+	if got, want := text("#log li:first-child .msg"), "cost 1 · remaining 3 / 4"; !strings.HasPrefix(got, want) {
+		t.Errorf("newest log entry = %q, want it to start with %q", got, want)
+	}
+	waitFor("3 are left in the window", `document.getElementById("remaining").textContent === "3"`)
+	if got, want := text("#limit-display"), "4"; got != want {
+		t.Errorf("limit shown = %s, want %s", got, want)
+	}
+	if got, want := text("#remaining-label"), "Left in window"; got != want {
+		t.Errorf("remaining label = %q, want %q", got, want)
+	}
+	shot("fixed-window")
+	t.Logf("browser steps took %v", time.Since(start).Round(time.Millisecond))
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range jsErrors {
+		t.Errorf("page script error: %s", e)
+	}
+}
+
+// removeEventually removes dir, retrying for a few seconds while something
+// still writes to it.
+func removeEventually(t *testing.T, dir string) {
+	var err error
+	for range 50 {
+		if err = os.RemoveAll(dir); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("leaving %s behind: %v", dir, err)
+}
+
+// describePage returns the page's counters and log, for failure messages.
+func describePage(browser context.Context) string {
+	ctx, cancel := context.WithTimeout(browser, 5*time.Second)
+	defer cancel()
+	var s string
+	err := chromedp.Run(ctx, chromedp.Evaluate(`JSON.stringify({
+		config: document.getElementById("active-config").textContent,
+		allowed: document.getElementById("allowed-count").textContent,
+		denied: document.getElementById("denied-count").textContent,
+		errors: document.getElementById("error-count").textContent,
+		remaining: document.getElementById("remaining").textContent,
+		configError: document.getElementById("config-error").textContent,
+		log: [...document.querySelectorAll("#log li")].map(li => li.textContent),
+	})`, &s))
+	if err != nil {
+		return err.Error()
+	}
+	return s
+}
+
+// getConfig returns GET /api/config.
+func getConfig(t *testing.T, base string) configJSON {
+	t.Helper()
+	res, err := http.Get(base + "/api/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var cfg configJSON
+	if err := json.NewDecoder(res.Body).Decode(&cfg); err != nil {
+		t.Fatalf("GET /api/config: %v", err)
+	}
+	return cfg
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// The algorithms the demo offers, by their names in the API.
+const (
+	algTokenBucket = "tokenbucket"          // tokenbucket.New: Capacity, Rate
+	algInterval    = "tokenbucket-interval" // tokenbucket.NewInterval: Capacity, Tokens, Interval
+	algSlidingLog  = "slidinglog"           // slidinglog.New: Limit, Window
+	algFixedWindow = "fixedwindow"          // fixedwindow.New: Limit, Window
+)
+
+// The stores the demo offers, by their names in the API and the -store flag.
+const (
+	storeMemory    = "memory"    // memorystore, in this process
+	storeMiniredis = "miniredis" // an embedded miniredis, started on first use
+	storeRedis     = "redis"     // the real Redis named by -redis
+)
+
+// demoConfig is what GET /api/config reports and PUT /api/config sets: the
+// algorithm, its parameters and the store. Every algorithm's parameters are
+// kept, so that switching back and forth keeps what was typed; only those
+// of Algorithm are used.
+type demoConfig struct {
+	// Algorithm is one of tokenbucket, tokenbucket-interval, slidinglog,
+	// fixedwindow.
+	Algorithm string `json:"algorithm"`
+	// Capacity is the token buckets' capacity.
+	Capacity int64 `json:"capacity"`
+	// Rate is the continuous bucket's refill in tokens per second.
+	Rate float64 `json:"rate"`
+	// Tokens is what the interval bucket adds every Interval.
+	Tokens int64 `json:"tokens"`
+	// Interval is the interval bucket's refill period.
+	Interval duration `json:"interval"`
+	// Limit is the windows' limit.
+	Limit int64 `json:"limit"`
+	// Window is the windows' length.
+	Window duration `json:"window"`
+	// Store is one of memory, miniredis, redis.
+	Store string `json:"store"`
+}
+
+// defaultConfig is the configuration a server starts with, on store st.
+func defaultConfig(st string) demoConfig {
+	return demoConfig{
+		Algorithm: algTokenBucket,
+		Capacity:  10,
+		Rate:      1,
+		Tokens:    1,
+		Interval:  duration(time.Second),
+		Limit:     10,
+		Window:    duration(10 * time.Second),
+		Store:     st,
+	}
+}
+
+// algorithm builds c's algorithm. Errors wrap ratelimit.ErrInvalidConfig.
+func (c demoConfig) algorithm() (algorithm.Algorithm, error) {
+	switch c.Algorithm {
+	case algTokenBucket:
+		return tokenbucket.New(tokenbucket.Config{Capacity: c.Capacity, Rate: c.Rate})
+	case algInterval:
+		return tokenbucket.NewInterval(tokenbucket.IntervalConfig{
+			Capacity: c.Capacity, Tokens: c.Tokens, Interval: time.Duration(c.Interval)})
+	case algSlidingLog:
+		return slidinglog.New(slidinglog.Config{Limit: c.Limit, Window: time.Duration(c.Window)})
+	case algFixedWindow:
+		return fixedwindow.New(fixedwindow.Config{Limit: c.Limit, Window: time.Duration(c.Window)})
+	}
+	return nil, fmt.Errorf("%w: unknown algorithm %q (want %s, %s, %s or %s)", ratelimit.ErrInvalidConfig,
+		c.Algorithm, algTokenBucket, algInterval, algSlidingLog, algFixedWindow)
+}
+
+// duration is a time.Duration that JSON carries as a Go duration string
+// such as "1.5s" or "10m".
+type duration time.Duration
+
+// MarshalJSON writes d as a duration string.
+func (d duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string.
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("interval and window are strings such as \"1s\" or \"500ms\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("bad duration %q: interval and window are numbers with a unit, such as \"1s\" or \"500ms\"", s)
+	}
+	*d = duration(v)
+	return nil
+}
