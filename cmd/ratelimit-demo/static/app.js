@@ -394,16 +394,22 @@
     g.fillStyle = '#64748b';
     g.textAlign = 'left';
     g.textBaseline = 'top';
-    for (const m of state.marks) {
+    // Labels newest first; one that would overlap a newer one is left out.
+    let freeRight = pad.l + pw; // labels may extend up to here
+    for (const m of [...state.marks].reverse()) {
       const xx = Math.round(x(m.t)) + 0.5;
       g.beginPath();
       g.moveTo(xx, pad.t);
       g.lineTo(xx, pad.t + ph);
       g.stroke();
       // The label goes left of the line when it would not fit right of it.
-      const right = xx + 4 + g.measureText(m.label).width <= pad.l + pw;
-      g.textAlign = right ? 'left' : 'right';
-      g.fillText(m.label, right ? xx + 4 : xx - 4, pad.t + 2);
+      const width = g.measureText(m.label).width;
+      const left = xx + 4 + width <= freeRight ? xx + 4 : xx - 4 - width;
+      if (left >= pad.l && left + width <= freeRight) {
+        g.textAlign = 'left';
+        g.fillText(m.label, left, pad.t + 2);
+        freeRight = left - 8;
+      }
     }
     g.setLineDash([]);
 
