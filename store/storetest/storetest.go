@@ -1,0 +1,206 @@
+// Package storetest checks that a store.Store keeps the store contract.
+//
+// It is to stores what testing/slogtest is to slog handlers: every store
+// (in memory, in Redis through go-redis or rueidis, on miniredis, on a
+// cluster) runs the same suite, unchanged, from its own tests:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store[string] {
+//			return memorystore.New[string]()
+//		})
+//	}
+//
+// The suite drives every algorithm (both token buckets, the sliding log, the
+// fixed window) through Limiters built with ratelimit.New on a fake clock,
+// so it uses only the public API and never sleeps. Besides fixed scenarios
+// it runs model-based property tests (pgregory.net/rapid) that compare every
+// decision with a slow reference model, and a concurrency test that needs
+// the store's operations to be atomic.
+//
+// The property tests honour rapid's flags: -rapid.checks (default 100) and
+// -rapid.steps set how many sequences and how many actions per sequence
+// are tried; -short divides both; a failure prints the shrunk sequence of
+// actions and how to replay it (-rapid.seed or the fail file rapid writes
+// under testdata/rapid).
+//
+// The fake clocks move independently of real time. A store may forget a
+// key only once the limiter's clock has reached the instant the key's last
+// ResetAfter named; a store that also expires keys on a clock of its own
+// (a Redis TTL) needs a margin of real time above that for the suite to
+// pass, since a sequence may take milliseconds while its fake clock stands
+// still.
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+	"pgregory.net/rapid"
+)
+
+// Run checks that stores made by newStore keep the store.Store contract,
+// for every algorithm. newStore is called once per subtest and must return
+// an empty store (or one whose keys the suite cannot meet, such as a fresh
+// key prefix); it may register cleanups on the t it is given.
+//
+// For each algorithm Run checks, on a fake clock:
+//   - a new key is admitted with Remaining = Limit − cost, and Peek on an
+//     unseen key reports it full without creating or consuming anything;
+//   - a denied request changes nothing, and the same request is admitted
+//     exactly RetryAfter later, not a microsecond sooner;
+//   - a key is back to its fresh state exactly ResetAfter later;
+//   - Reset makes a key fresh; keys are independent, including empty,
+//     binary, invalid UTF-8, 4 KiB and Redis-syntax keys;
+//   - 32 goroutines racing on one key are admitted exactly Limit in total,
+//     each decision's Remaining telling one consistent order;
+//   - random sequences of AllowN, Peek, Reset and clock moves decide as a
+//     reference model does and never admit more than the algorithm's bound.
+func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
+	t.Helper()
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			for _, c := range basicCases {
+				t.Run(c.name, func(t *testing.T) {
+					c.run(newFixture(t, k, basicLimit, newStore(t)))
+				})
+			}
+			t.Run("Concurrent", func(t *testing.T) {
+				testConcurrent(newFixture(t, k, concurrentLimit, newStore(t)))
+			})
+			t.Run("ConcurrentCosts", func(t *testing.T) {
+				testConcurrentCosts(newFixture(t, k, concurrentLimit, newStore(t)))
+			})
+			t.Run("Model", func(t *testing.T) {
+				testModel(t, k, newStore(t))
+			})
+		})
+	}
+}
+
+// Differential runs the same random operation sequences (rapid) on limiters
+// over a and b, both with fake clocks set identically, and fails unless
+// every Decision field and every error agree. Used to prove the Redis
+// stores give bit-identical decisions to the memory store. a and b are
+// called once per algorithm, as Run's newStore is.
+func Differential(t *testing.T, a, b func(t *testing.T) store.Store[string]) {
+	t.Helper()
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			testDifferential(t, k, a(t), b(t))
+		})
+	}
+}
+
+// kind is an algorithm the suite runs every store with.
+type kind struct {
+	name string
+	// withLimit returns the algorithm in a fixed configuration with the
+	// given limit, for the scenario and concurrency tests.
+	withLimit func(limit int64) (algorithm.Algorithm, error)
+	// draw returns a random configuration and its reference model.
+	draw func(t *rapid.T) setup
+}
+
+var kinds = []kind{
+	{
+		name: "tokenbucket",
+		withLimit: func(limit int64) (algorithm.Algorithm, error) {
+			return tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: 2})
+		},
+		draw: drawBucket,
+	},
+	{
+		name: "tokenbucket-interval",
+		withLimit: func(limit int64) (algorithm.Algorithm, error) {
+			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: 2, Interval: time.Second})
+		},
+		draw: drawInterval,
+	},
+	{
+		name: "slidinglog",
+		withLimit: func(limit int64) (algorithm.Algorithm, error) {
+			return slidinglog.New(slidinglog.Config{Limit: limit, Window: time.Second})
+		},
+		draw: drawLog,
+	},
+	{
+		name: "fixedwindow",
+		withLimit: func(limit int64) (algorithm.Algorithm, error) {
+			return fixedwindow.New(fixedwindow.Config{Limit: limit, Window: time.Second})
+		},
+		draw: drawWindow,
+	},
+}
+
+// epoch is where the fake clocks start: a Unix instant with a fraction of
+// a second, so that no fixed window starts on it.
+const epoch = int64(1_700_000_000_123_457)
+
+// fresh is the decision for a key in its fresh state: what Peek reports
+// for a key never seen.
+func fresh(limit int64) ratelimit.Decision {
+	return ratelimit.Decision{Allowed: true, Limit: limit, Remaining: limit}
+}
+
+// micros converts microseconds to a Duration.
+func micros(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
+
+// show formats a decision compactly, for messages.
+func show(d ratelimit.Decision) string {
+	verdict := "denied"
+	if d.Allowed {
+		verdict = "allowed"
+	}
+	source := ""
+	if d.Source != ratelimit.FromStore {
+		source = " source=" + d.Source.String()
+	}
+	return fmt.Sprintf("{%s remaining=%d/%d retry=%dµs reset=%dµs%s}",
+		verdict, d.Remaining, d.Limit, d.RetryAfter.Microseconds(), d.ResetAfter.Microseconds(), source)
+}
+
+// sanity returns what is wrong with d on its own, as the answer to
+// AllowN(cost), or to Peek when cost is 0, of an algorithm whose limit is
+// limit; or nil.
+func sanity(d ratelimit.Decision, limit, cost int64) error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if d.Limit != limit {
+		fail("Limit: got %d, want %d", d.Limit, limit)
+	}
+	if d.Remaining < 0 || d.Remaining > limit {
+		fail("Remaining: got %d, want it within [0, %d]", d.Remaining, limit)
+	}
+	if d.RetryAfter < 0 || d.RetryAfter%time.Microsecond != 0 {
+		fail("RetryAfter: got %v, want a whole number of microseconds ≥ 0", d.RetryAfter)
+	}
+	if d.ResetAfter < 0 || d.ResetAfter%time.Microsecond != 0 {
+		fail("ResetAfter: got %v, want a whole number of microseconds ≥ 0", d.ResetAfter)
+	}
+	if d.Allowed != (d.RetryAfter == 0) {
+		fail("RetryAfter: got %v with Allowed=%v, want 0 exactly when allowed", d.RetryAfter, d.Allowed)
+	}
+	if (d.ResetAfter == 0) != (d.Remaining == limit) {
+		fail("ResetAfter: got %v with Remaining=%d, want 0 exactly when Remaining is the limit %d", d.ResetAfter, d.Remaining, limit)
+	}
+	if d.RetryAfter > d.ResetAfter {
+		fail("RetryAfter: got %v, want at most ResetAfter %v (a fresh key admits any cost)", d.RetryAfter, d.ResetAfter)
+	}
+	switch {
+	case cost == 0 && d.Allowed != (d.Remaining >= 1):
+		fail("Allowed: got %v with Remaining=%d, want true exactly when Remaining ≥ 1", d.Allowed, d.Remaining)
+	case cost > 0 && d.Allowed && d.Remaining > limit-cost:
+		fail("Remaining: got %d after admitting %d, want at most %d", d.Remaining, cost, limit-cost)
+	case cost > 0 && !d.Allowed && d.Remaining >= cost:
+		fail("Remaining: got %d with cost %d denied, want less than the cost", d.Remaining, cost)
+	}
+	return errors.Join(errs...)
+}
