@@ -82,53 +82,65 @@ type entry struct {
 
 // logState keeps the admitted entries ordered by instant, oldest first,
 // merging entries of the same instant; used is the sum of their costs.
+// The live entries are buf[head:]: expiring entries advances head, and the
+// dead prefix is reclaimed by compaction when appending would otherwise
+// grow the buffer, so each entry is copied O(1) times on average and a
+// steady log allocates nothing.
 type logState struct {
-	l       *Log
-	entries []entry
-	used    int64
+	l    *Log
+	buf  []entry
+	head int
+	used int64
 }
+
+// entries returns the live entries.
+func (s *logState) entries() []entry { return s.buf[s.head:] }
 
 // expire forgets entries that have left the window at now: those at or
 // before now−window. Forgetting them changes no decision.
 func (s *logState) expire(now int64) {
 	cut := now - s.l.window
-	n := 0
-	for n < len(s.entries) && s.entries[n].at <= cut {
-		s.used -= s.entries[n].cost
-		n++
+	for s.head < len(s.buf) && s.buf[s.head].at <= cut {
+		s.used -= s.buf[s.head].cost
+		s.head++
 	}
-	if n == 0 {
-		return
+	if s.head == len(s.buf) {
+		s.buf, s.head = s.buf[:0], 0
 	}
-	if n == len(s.entries) {
-		s.entries = s.entries[:0]
-		return
+}
+
+// grow makes room for one more entry at the end of buf, compacting the
+// live entries to the front when at least half of buf is dead.
+func (s *logState) grow() {
+	if len(s.buf) == cap(s.buf) && s.head > 0 && s.head >= len(s.buf)/2 {
+		n := copy(s.buf, s.buf[s.head:])
+		s.buf, s.head = s.buf[:n], 0
 	}
-	// Shift rather than reslice, so the backing array is reused and the
-	// log never holds more than the entries of one window.
-	m := copy(s.entries, s.entries[n:])
-	s.entries = s.entries[:m]
+	s.buf = append(s.buf, entry{})
 }
 
 // record logs cost at now, keeping entries ordered even when now is
 // earlier than the newest entry (a clock that stepped back).
 func (s *logState) record(now, cost int64) {
 	s.used += cost
-	last := len(s.entries) - 1
+	live := s.entries()
+	last := len(live) - 1
 	switch {
-	case last < 0 || s.entries[last].at < now:
-		s.entries = append(s.entries, entry{now, cost})
-	case s.entries[last].at == now:
-		s.entries[last].cost += cost
+	case last < 0 || live[last].at < now:
+		s.grow()
+		s.buf[len(s.buf)-1] = entry{now, cost}
+	case live[last].at == now:
+		live[last].cost += cost
 	default:
-		i := sort.Search(len(s.entries), func(i int) bool { return s.entries[i].at >= now })
-		if s.entries[i].at == now {
-			s.entries[i].cost += cost
+		i := sort.Search(len(live), func(i int) bool { return live[i].at >= now })
+		if live[i].at == now {
+			live[i].cost += cost
 			return
 		}
-		s.entries = append(s.entries, entry{})
-		copy(s.entries[i+1:], s.entries[i:])
-		s.entries[i] = entry{now, cost}
+		s.grow()
+		live = s.entries()
+		copy(live[i+1:], live[i:])
+		live[i] = entry{now, cost}
 	}
 }
 
@@ -139,7 +151,7 @@ func (s *logState) retryAfter(cost, now int64) int64 {
 	if excess <= 0 {
 		return 0
 	}
-	for _, e := range s.entries {
+	for _, e := range s.entries() {
 		excess -= e.cost
 		if excess <= 0 {
 			return e.at + s.l.window - now
@@ -153,10 +165,11 @@ func (s *logState) retryAfter(cost, now int64) int64 {
 // resetAfter returns the microseconds from now until the newest entry
 // leaves the window.
 func (s *logState) resetAfter(now int64) int64 {
-	if len(s.entries) == 0 {
+	live := s.entries()
+	if len(live) == 0 {
 		return 0
 	}
-	return s.entries[len(s.entries)-1].at + s.l.window - now
+	return live[len(live)-1].at + s.l.window - now
 }
 
 func (s *logState) Take(now, cost int64) algorithm.Result {

@@ -1,0 +1,38 @@
+package slidinglog_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+)
+
+// BenchmarkTakeSteady admits one request per microsecond into a log whose
+// window holds 1k, 10k or 100k entries: a decision should cost the same
+// whatever the log's length, and allocate nothing once the log is full.
+//
+//	go test -run='^$' -bench=TakeSteady -benchmem ./slidinglog
+func BenchmarkTakeSteady(b *testing.B) {
+	for _, window := range []time.Duration{time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond} {
+		b.Run(fmt.Sprintf("window=%v", window), func(b *testing.B) {
+			alg, err := slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: window})
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := int64(1 << 50)
+			s := alg.NewState(now)
+			for range 2 * window.Microseconds() { // fill the window, then some
+				now++
+				s.Take(now, 1)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				now++
+				if !s.Take(now, 1).Allowed {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}
