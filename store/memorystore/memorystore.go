@@ -62,8 +62,10 @@ func WithShards(n int) Option {
 	})
 }
 
-// WithMaxKeys caps how many keys each table holds, spread evenly over the
-// shards (a shard holds at most ⌈n/shards⌉). At the cap, a new key first
+// WithMaxKeys caps how many keys each table holds at n: never more. The
+// cap is split evenly over the shards, each holding at most ⌊n/shards⌋
+// (the store uses fewer shards when n is small), so a table may start to
+// evict a little before n keys when keys hash unevenly. At the cap, a new key first
 // makes its shard drop every expired key; if none expired, the shard evicts
 // the key closest to expiry among a few sampled at random (as Redis's
 // volatile-ttl policy does). An evicted key starts again from a fresh
@@ -87,6 +89,11 @@ func New[K comparable](opts ...Option) *Store[K] {
 	for shards < c.shards {
 		shards <<= 1
 	}
+	if c.maxKeys > 0 {
+		for shards > c.maxKeys {
+			shards >>= 1 // every shard must hold at least one key
+		}
+	}
 	return &Store[K]{shards: shards, maxKeys: c.maxKeys}
 }
 
@@ -104,7 +111,7 @@ func (s *Store[K]) Open(alg algorithm.Algorithm, clk clock.Clock) (store.Table[K
 		mask:   uint64(s.shards - 1),
 	}
 	if s.maxKeys > 0 {
-		t.shardCap = (s.maxKeys + s.shards - 1) / s.shards
+		t.shardCap = s.maxKeys / s.shards
 	}
 	for i := range t.shards {
 		t.shards[i].keys = make(map[K]*entry)

@@ -469,3 +469,28 @@ func mustWindow(t testing.TB, limit int64) algorithm.Algorithm {
 	}
 	return a
 }
+
+// TestMaxKeysIsAHardCap checks that the number of keys never exceeds the
+// cap, whatever the shard count, including caps smaller than the default
+// number of shards.
+func TestMaxKeysIsAHardCap(t *testing.T) {
+	alg, err := fixedwindow.New(fixedwindow.Config{Limit: 5, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, max := range []int{1, 3, 10, 100, 1000} {
+		st := memorystore.New[int](memorystore.WithMaxKeys(max))
+		lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clock.NewFake(time.Unix(1e9, 0))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range 5 * max {
+			if _, err := lim.Allow(context.Background(), k); err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Stats().Keys; got > max {
+				t.Fatalf("WithMaxKeys(%d): %d keys after %d new keys", max, got, k+1)
+			}
+		}
+	}
+}
