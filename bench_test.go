@@ -3,6 +3,9 @@ package ratelimit_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,9 +13,12 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/goredisstore"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
+	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
@@ -34,6 +40,9 @@ type benchStore struct {
 	// new returns a fresh, empty store; it may skip b when its backend is
 	// not available.
 	new func(b *testing.B) store.Store[string]
+	// remote stores are measured with redisCallers concurrent callers and
+	// latency percentiles.
+	remote bool
 }
 
 // benchAlgorithm is one algorithm in the two configurations the paths use.
@@ -111,9 +120,39 @@ var benchKeyCounts = []int{1, 10_000}
 
 func BenchmarkMemory(b *testing.B) {
 	benchmarkStores(b, []benchStore{
-		{"memory", func(*testing.B) store.Store[string] { return memorystore.New[string]() }},
+		{"memory", func(*testing.B) store.Store[string] { return memorystore.New[string]() }, false},
 	})
 }
+
+// BenchmarkRedis runs the same matrix on a real Redis at
+// $RATELIMIT_REDIS_ADDR (skipped when unset), through both clients. The
+// parallel runs use redisCallers concurrent callers and report p50 and p99
+// latency besides decisions/s:
+//
+//	RATELIMIT_REDIS_ADDR=127.0.0.1:16379 go test -run='^$' -bench=Redis -benchmem .
+func BenchmarkRedis(b *testing.B) {
+	target := redistest.Standalone(b)
+	benchmarkStores(b, []benchStore{
+		{"goredis", func(b *testing.B) store.Store[string] {
+			st, err := goredisstore.New[string](redistest.GoRedis(b, target), goredisstore.WithPrefix[string](redistest.Prefix(b)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return st
+		}, true},
+		{"rueidis", func(b *testing.B) store.Store[string] {
+			st, err := rueidisstore.New[string](redistest.Rueidis(b, target), rueidisstore.WithPrefix[string](redistest.Prefix(b)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return st
+		}, true},
+	})
+}
+
+// redisCallers is how many goroutines call a Redis store at once in the
+// parallel benchmarks.
+const redisCallers = 64
 
 // benchmarkStores runs every combination on each store.
 func benchmarkStores(b *testing.B, stores []benchStore) {
@@ -135,7 +174,7 @@ func benchmarkStores(b *testing.B, stores []benchStore) {
 									})
 									b.Run("parallel", func(b *testing.B) {
 										lim, keys := benchSetup(b, st, alg, n, allowed)
-										benchParallel(b, lim, keys, allowed)
+										benchParallel(b, lim, keys, allowed, st.remote)
 									})
 								})
 							}
@@ -193,17 +232,38 @@ func benchSerial(b *testing.B, lim *ratelimit.Limiter[string], keys []string, al
 	reportDecisions(b, wrong, allowed)
 }
 
-func benchParallel(b *testing.B, lim *ratelimit.Limiter[string], keys []string, allowed bool) {
+func benchParallel(b *testing.B, lim *ratelimit.Limiter[string], keys []string, allowed, remote bool) {
 	ctx := context.Background()
 	var wrong, failed atomic.Int64
 	var worker atomic.Int64
+	var mu sync.Mutex
+	var latencies []time.Duration
+	if remote {
+		b.SetParallelism((redisCallers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		// Workers start spread over the keys and go round robin.
 		i := int(worker.Add(1)*7919) % len(keys)
+		var mine []time.Duration
+		if remote {
+			mine = make([]time.Duration, 0, 1024)
+			defer func() {
+				mu.Lock()
+				latencies = append(latencies, mine...)
+				mu.Unlock()
+			}()
+		}
 		for pb.Next() {
+			var start time.Time
+			if remote {
+				start = time.Now()
+			}
 			d, err := lim.AllowN(ctx, keys[i], 1)
+			if remote {
+				mine = append(mine, time.Since(start))
+			}
 			if err != nil {
 				failed.Add(1)
 			} else if d.Allowed != allowed {
@@ -214,10 +274,21 @@ func benchParallel(b *testing.B, lim *ratelimit.Limiter[string], keys []string, 
 			}
 		}
 	})
+	b.StopTimer()
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d decisions failed", n)
 	}
 	reportDecisions(b, int(wrong.Load()), allowed)
+	if len(latencies) > 0 {
+		slices.Sort(latencies)
+		b.ReportMetric(float64(percentile(latencies, 50).Microseconds()), "p50-µs")
+		b.ReportMetric(float64(percentile(latencies, 99).Microseconds()), "p99-µs")
+	}
+}
+
+// percentile returns the p-th percentile of sorted latencies.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	return sorted[(len(sorted)-1)*p/100]
 }
 
 func reportDecisions(b *testing.B, wrong int, allowed bool) {
