@@ -20,16 +20,25 @@ type KeyEncoder[K comparable] func(dst []byte, key K) []byte
 
 // DefaultKeyEncoder returns the encoding used when none is given: strings
 // as their bytes, integers in decimal, netip.Addr and netip.Prefix in their
-// text form. Types whose underlying type is a string or an integer (type
-// UserID string) are encoded as that type. For any other K it returns an
-// error wrapping ErrKeyType.
+// text form (an invalid prefix as its address followed by "/-1"). Types
+// whose underlying type is a string or an integer (type UserID string) are
+// encoded as that type. For any other K it returns an error wrapping
+// ErrKeyType.
 func DefaultKeyEncoder[K comparable]() (KeyEncoder[K], error) {
 	var zero K
 	switch any(zero).(type) {
 	case netip.Addr:
 		return func(dst []byte, k K) []byte { return (*(*netip.Addr)(unsafe.Pointer(&k))).AppendTo(dst) }, nil
 	case netip.Prefix:
-		return func(dst []byte, k K) []byte { return (*(*netip.Prefix)(unsafe.Pointer(&k))).AppendTo(dst) }, nil
+		return func(dst []byte, k K) []byte {
+			p := *(*netip.Prefix)(unsafe.Pointer(&k))
+			if !p.IsValid() {
+				// Every invalid prefix prints as "invalid Prefix" (the zero
+				// one as nothing); keep their addresses apart.
+				return append(p.Addr().AppendTo(dst), "/-1"...)
+			}
+			return p.AppendTo(dst)
+		}, nil
 	}
 	// The key's type has the layout of its underlying kind, checked here
 	// once, so the encoders read it in place rather than boxing each key.
