@@ -53,5 +53,8 @@ for i = first, first + cost - 1 do
 end
 used = used + cost
 local reset = reset_after()
-redis.call('PEXPIRE', key, ttl_ms(reset))
+-- PEXPIRE reads the clock for the deadline, then again to see whether it
+-- has passed, and deletes the key when it has: with 1 ms, whenever a
+-- millisecond ends in between. It is never asked for less than 2.
+redis.call('PEXPIRE', key, math.max(ttl_ms(reset), 2))
 return {1, limit, limit - used, 0, reset}
