@@ -1,0 +1,337 @@
+package redistable_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/internal/redistable"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+const prefix = "rl:"
+
+func window(t testing.TB) algorithm.Algorithm {
+	t.Helper()
+	alg, err := fixedwindow.New(fixedwindow.Config{Limit: 5, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return alg
+}
+
+func open[K comparable](t testing.TB, run redistable.Runner, encode store.KeyEncoder[K], clk clock.Clock) *redistable.Table[K] {
+	t.Helper()
+	table, err := redistable.Open(run, prefix, encode, window(t), clk)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return table
+}
+
+// tricky are user keys that could collide or take over the hash tag if
+// the encoding were careless.
+var tricky = []string{
+	"", "a", "a}b", "}b", "a}", "}", "{", "{}", "}{", "{a}", "a{b}c", "{a}b",
+	`\`, `\\`, `\)`, `\}`, `)`, `\\)`, `\\\`, "a\\", "\\a",
+	"\x00", "a\x00b", "\xff", "\xfe\xff", "\xc3\x28", "😀", "{😀}",
+	"prefix:{x}", "rl:{x}", strings.Repeat("}", 10), strings.Repeat("\\", 10),
+}
+
+// fataler is what checkKey needs of *testing.T and *rapid.T.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// decode inverts the escaping inside the braces of a key, or fails.
+func decode(t fataler, key string) string {
+	t.Helper()
+	if !strings.HasPrefix(key, prefix+"{") || !strings.HasSuffix(key, "}") {
+		t.Fatalf("key %q: want %q + \"{\" + encoded key + \"}\"", key, prefix)
+	}
+	inner := key[len(prefix)+1 : len(key)-1]
+	var b strings.Builder
+	for i := 0; i < len(inner); i++ {
+		switch c := inner[i]; {
+		case c == '}':
+			t.Fatalf("key %q: an unescaped '}' inside the braces", key)
+		case c != '\\':
+			b.WriteByte(c)
+		case i+1 < len(inner) && inner[i+1] == '\\':
+			b.WriteByte('\\')
+			i++
+		case i+1 < len(inner) && inner[i+1] == ')':
+			b.WriteByte('}')
+			i++
+		default:
+			t.Fatalf("key %q: a lone '\\' at %d", key, i)
+		}
+	}
+	return b.String()
+}
+
+// hashTag returns the part of key Redis Cluster hashes: the text between
+// the first '{' and the first '}' after it, when that is not empty.
+func hashTag(key string) string {
+	s := strings.IndexByte(key, '{')
+	if s < 0 {
+		return key
+	}
+	e := strings.IndexByte(key[s+1:], '}')
+	if e <= 0 {
+		return key
+	}
+	return key[s+1 : s+1+e]
+}
+
+func checkKey(t fataler, table *redistable.Table[string], key string) string {
+	t.Helper()
+	got := table.Key(key)
+	if back := decode(t, got); back != key {
+		t.Fatalf("Key(%q) = %q, which decodes to %q", key, got, back)
+	}
+	encoded := got[len(prefix)+1 : len(got)-1]
+	// The tag is the whole encoded key; an empty one means Redis hashes
+	// the whole name, which is as good for one-key scripts.
+	if tag := hashTag(got); encoded != "" && tag != encoded {
+		t.Fatalf("Key(%q) = %q: the hash tag is %q, want the whole encoded key %q", key, got, tag, encoded)
+	}
+	return got
+}
+
+func TestKeyInjective(t *testing.T) {
+	table := open[string](t, nil, nil, clock.Local())
+	seen := map[string]string{}
+	for _, k := range tricky {
+		got := checkKey(t, table, k)
+		if other, dup := seen[got]; dup {
+			t.Errorf("Key(%q) = Key(%q) = %q", k, other, got)
+		}
+		seen[got] = k
+	}
+	// The examples that made the escaping necessary.
+	for _, pair := range [][2]string{{"a}b", "a"}, {`\)`, "}"}, {`\\`, `\`}} {
+		if table.Key(pair[0]) == table.Key(pair[1]) {
+			t.Errorf("Key(%q) = Key(%q)", pair[0], pair[1])
+		}
+	}
+}
+
+// TestKeyProperties draws keys from an alphabet rich in the bytes that
+// matter, so that any collision of the escaping would be found.
+func TestKeyProperties(t *testing.T) {
+	table := open[string](t, nil, nil, clock.Local())
+	alphabet := []byte{'{', '}', '\\', ')', 'a', 0, 0xff}
+	key := rapid.Custom(func(t *rapid.T) string {
+		return string(rapid.SliceOfN(rapid.SampledFrom(alphabet), 0, 12).Draw(t, "bytes"))
+	})
+	rapid.Check(t, func(rt *rapid.T) {
+		a, b := key.Draw(rt, "a"), key.Draw(rt, "b")
+		ka, kb := checkKey(rt, table, a), checkKey(rt, table, b)
+		if (ka == kb) != (a == b) {
+			rt.Fatalf("Key(%q) = %q, Key(%q) = %q", a, ka, b, kb)
+		}
+	})
+}
+
+func TestKeyConcurrent(t *testing.T) {
+	table := open[string](t, nil, nil, clock.Local())
+	done := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 1000 {
+				k := fmt.Sprintf("%d}%d\\%d", g, i, g*i)
+				if got, want := table.Key(k), prefix+"{"+strings.NewReplacer(`\`, `\\`, "}", `\)`).Replace(k)+"}"; got != want {
+					done <- fmt.Errorf("Key(%q) = %q, want %q", k, got, want)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestKeyEncoders(t *testing.T) {
+	ints := open[int](t, nil, nil, clock.Local())
+	if got, want := ints.Key(-42), prefix+"{-42}"; got != want {
+		t.Errorf("Key(-42) with the default encoder = %q, want %q", got, want)
+	}
+	type pair struct{ a, b string }
+	pairs := open(t, nil, func(dst []byte, k pair) []byte {
+		return append(append(append(dst, k.a...), '}'), k.b...)
+	}, clock.Local())
+	if got, want := pairs.Key(pair{"x", "y"}), prefix+`{x\)y}`; got != want {
+		t.Errorf("Key with a custom encoder = %q, want %q (escaped after encoding)", got, want)
+	}
+	if _, err := redistable.Open[pair](nil, prefix, nil, window(t), clock.Local()); !errors.Is(err, store.ErrKeyType) {
+		t.Errorf("Open[struct] without an encoder: %v, want ErrKeyType", err)
+	}
+}
+
+func TestCheckPrefix(t *testing.T) {
+	for _, p := range []string{"", "rl:", "a:b:", "\\", "x)"} {
+		if err := redistable.CheckPrefix(p); err != nil {
+			t.Errorf("CheckPrefix(%q): %v, want nil", p, err)
+		}
+	}
+	for _, p := range []string{"{", "}", "a{", "a}b", "{}", "x:{y}:"} {
+		if err := redistable.CheckPrefix(p); !errors.Is(err, algorithm.ErrInvalidConfig) {
+			t.Errorf("CheckPrefix(%q): %v, want ErrInvalidConfig", p, err)
+		}
+		if _, err := redistable.Open[string](nil, p, nil, window(t), clock.Local()); !errors.Is(err, algorithm.ErrInvalidConfig) {
+			t.Errorf("Open with prefix %q: %v, want ErrInvalidConfig", p, err)
+		}
+	}
+}
+
+// unknown is an algorithm with no script.
+type unknown struct{}
+
+func (unknown) Limit() int64                   { return 1 }
+func (unknown) NewState(int64) algorithm.State { return nil }
+func (unknown) Spec() algorithm.Spec           { return algorithm.Spec{Name: "unknown"} }
+
+func TestOpenUnknownAlgorithm(t *testing.T) {
+	if _, err := redistable.Open[string](nil, prefix, nil, unknown{}, clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {
+		t.Errorf("Open(unknown algorithm): %v, want ErrAlgorithmUnsupported", err)
+	}
+}
+
+// call is one call a fakeRunner received.
+type call struct {
+	script   string
+	readOnly bool
+	key      string
+	args     []string
+}
+
+// fakeRunner records calls and answers with reply and err.
+type fakeRunner struct {
+	calls []call
+	dels  []string
+	reply []int64
+	err   error
+}
+
+func (r *fakeRunner) Eval(_ context.Context, s *luascript.Script, readOnly bool, key string, args []string) ([]int64, error) {
+	r.calls = append(r.calls, call{s.Name, readOnly, key, slices.Clone(args)})
+	return r.reply, r.err
+}
+
+func (r *fakeRunner) Del(_ context.Context, key string) error {
+	r.dels = append(r.dels, key)
+	return r.err
+}
+
+func TestArguments(t *testing.T) {
+	ctx := context.Background()
+	run := &fakeRunner{reply: []int64{1, 5, 4, 0, 700}}
+	local := open[string](t, run, nil, clock.Local())
+	if _, err := local.Take(ctx, "k", 1_700_000_000_123_456, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.Peek(ctx, "k", 1_700_000_000_123_457); err != nil {
+		t.Fatal(err)
+	}
+	server := open[string](t, run, nil, clock.Server())
+	if _, err := server.Take(ctx, "k", 1_700_000_000_123_456, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.Peek(ctx, "k", 1_700_000_000_123_456); err != nil {
+		t.Fatal(err)
+	}
+	want := []call{
+		{"fixedwindow", false, "rl:{k}", []string{"1700000000123456", "3", "5", "1000000"}},
+		{"fixedwindow", true, "rl:{k}", []string{"1700000000123457", "0", "5", "1000000"}},
+		{"fixedwindow", false, "rl:{k}", []string{"", "2", "5", "1000000"}},
+		{"fixedwindow", true, "rl:{k}", []string{"", "0", "5", "1000000"}},
+	}
+	if len(run.calls) != len(want) {
+		t.Fatalf("got %d calls, want %d", len(run.calls), len(want))
+	}
+	for i, got := range run.calls {
+		if got.script != want[i].script || got.readOnly != want[i].readOnly || got.key != want[i].key || !slices.Equal(got.args, want[i].args) {
+			t.Errorf("call %d: got %+v, want %+v", i, got, want[i])
+		}
+	}
+	if err := local.Reset(ctx, "a}b"); err != nil || !slices.Equal(run.dels, []string{`rl:{a\)b}`}) {
+		t.Errorf("Reset(a}b): %v, deleted %q; want rl:{a\\)b}", err, run.dels)
+	}
+}
+
+func TestReplies(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		reply []int64
+		want  algorithm.Result
+		ok    bool
+	}{
+		{[]int64{1, 5, 4, 0, 700}, algorithm.Result{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 700}, true},
+		{[]int64{0, 5, 0, 300, 700}, algorithm.Result{Limit: 5, RetryAfter: 300, ResetAfter: 700}, true},
+		{[]int64{1, 5, 5, 0, 0}, algorithm.Fresh(5), true},
+		{nil, algorithm.Result{}, false},
+		{[]int64{1, 5, 4, 0}, algorithm.Result{}, false},
+		{[]int64{1, 5, 4, 0, 700, 1}, algorithm.Result{}, false},
+		{[]int64{2, 5, 4, 0, 700}, algorithm.Result{}, false},
+		{[]int64{-1, 5, 4, 0, 700}, algorithm.Result{}, false},
+		{[]int64{1, 6, 4, 0, 700}, algorithm.Result{}, false},  // another limit
+		{[]int64{1, 5, -1, 0, 700}, algorithm.Result{}, false}, // remaining below 0
+		{[]int64{1, 5, 6, 0, 700}, algorithm.Result{}, false},  // remaining above the limit
+		{[]int64{1, 5, 4, 0, -1}, algorithm.Result{}, false},   // reset below 0
+		{[]int64{1, 5, 4, 10, 700}, algorithm.Result{}, false}, // allowed with a retry
+		{[]int64{0, 5, 0, 0, 700}, algorithm.Result{}, false},  // denied without a retry
+		{[]int64{0, 5, 0, -5, 700}, algorithm.Result{}, false}, // retry below 0
+		{[]int64{1, 5, 4, 0, -9223372036854775808}, algorithm.Result{}, false},
+	} {
+		table := open[string](t, &fakeRunner{reply: c.reply}, nil, clock.Local())
+		for _, peek := range []bool{false, true} {
+			var got algorithm.Result
+			var err error
+			if peek {
+				got, err = table.Peek(ctx, "k", 1)
+			} else {
+				got, err = table.Take(ctx, "k", 1, 1)
+			}
+			if c.ok && (err != nil || got != c.want) {
+				t.Errorf("reply %v (peek %v): got %+v, %v; want %+v", c.reply, peek, got, err, c.want)
+			}
+			if !c.ok && (!errors.Is(err, store.ErrUnavailable) || got != (algorithm.Result{})) {
+				t.Errorf("reply %v (peek %v): got %+v, %v; want ErrUnavailable", c.reply, peek, got, err)
+			}
+		}
+	}
+}
+
+func TestRunnerErrorsWrapped(t *testing.T) {
+	ctx := context.Background()
+	cause := errors.New("connection refused")
+	table := open[string](t, &fakeRunner{err: cause}, nil, clock.Local())
+	_, err := table.Take(ctx, "k", 1, 1)
+	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, cause) {
+		t.Errorf("Take: %v, want ErrUnavailable wrapping the cause", err)
+	}
+	_, err = table.Peek(ctx, "k", 1)
+	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, cause) {
+		t.Errorf("Peek: %v, want ErrUnavailable wrapping the cause", err)
+	}
+	err = table.Reset(ctx, "k")
+	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, cause) {
+		t.Errorf("Reset: %v, want ErrUnavailable wrapping the cause", err)
+	}
+}
