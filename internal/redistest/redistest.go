@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -37,6 +38,16 @@ type Target struct {
 	Cluster bool
 	// Mini is the embedded server, for the miniredis target only.
 	Mini *miniredis.Miniredis
+	// Username and Password, when set, authenticate the clients GoRedis
+	// and Rueidis make (an ACL user of a private server).
+	Username, Password string
+	// LongTTL, when set, makes the clients GoRedis and Rueidis run the
+	// library's scripts in a form that writes every key with a TTL of
+	// LongTTL rather than its ResetAfter, and decides exactly as the
+	// script does. For suites on fake clocks: Redis TTLs count real time,
+	// which passes while a fake clock stands still, so real TTLs would
+	// forget keys early in the suite's time.
+	LongTTL time.Duration
 }
 
 // Miniredis starts an embedded server for the test.
@@ -77,17 +88,23 @@ func Each(t *testing.T, f func(t *testing.T, target Target)) {
 func GoRedis(t testing.TB, target Target) redis.UniversalClient {
 	var c redis.UniversalClient
 	if target.Cluster {
-		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: target.Addrs, ContextTimeoutEnabled: true})
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: target.Addrs, ContextTimeoutEnabled: true,
+			Username: target.Username, Password: target.Password})
 	} else {
-		c = redis.NewClient(&redis.Options{Addr: target.Addrs[0], ContextTimeoutEnabled: true})
+		c = redis.NewClient(&redis.Options{Addr: target.Addrs[0], ContextTimeoutEnabled: true,
+			Username: target.Username, Password: target.Password})
 	}
 	t.Cleanup(func() { c.Close() })
+	if target.LongTTL > 0 {
+		return longTTLGoRedis{c, longTTL(target.LongTTL)}
+	}
 	return c
 }
 
 // Rueidis returns a rueidis client for target, closed when the test ends.
 func Rueidis(t testing.TB, target Target) rueidis.Client {
-	opt := rueidis.ClientOption{InitAddress: target.Addrs, DisableCache: true}
+	opt := rueidis.ClientOption{InitAddress: target.Addrs, DisableCache: true,
+		Username: target.Username, Password: target.Password}
 	if target.Mini != nil {
 		opt.ForceSingleClient = true
 	}
@@ -96,6 +113,9 @@ func Rueidis(t testing.TB, target Target) rueidis.Client {
 		t.Fatalf("rueidis client for %s: %v", target.Name, err)
 	}
 	t.Cleanup(c.Close)
+	if target.LongTTL > 0 {
+		return longTTLRueidis{c, longTTL(target.LongTTL)}
+	}
 	return c
 }
 
@@ -138,6 +158,11 @@ func StartServer(t testing.TB, args ...string) *Server {
 	return s
 }
 
+// Target returns the server as a standalone target named "private".
+func (s *Server) Target() Target {
+	return Target{Name: "private", Addrs: []string{s.Addr}}
+}
+
 // Start starts the server process (again, after Kill) and waits until it
 // answers.
 func (s *Server) Start() {
@@ -174,4 +199,39 @@ func (s *Server) Kill() {
 	s.cmd.Process.Kill()
 	s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Block makes the server sleep for d (DEBUG SLEEP, so the server must run
+// with --enable-debug-command yes) and returns once it has stopped
+// answering. The returned channel is closed when it answers again.
+func (s *Server) Block(d time.Duration) <-chan struct{} {
+	s.t.Helper()
+	sleeper := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ReadTimeout: d + 10*time.Second})
+	probe := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer probe.Close()
+	if err := probe.Ping(context.Background()).Err(); err != nil {
+		s.t.Fatalf("redis-server on %s: %v", s.Addr, err)
+	}
+	woke := make(chan struct{})
+	slept := make(chan error, 1)
+	go func() {
+		defer close(woke)
+		defer sleeper.Close()
+		slept <- sleeper.Do(context.Background(), "debug", "sleep", strconv.FormatFloat(d.Seconds(), 'f', -1, 64)).Err()
+	}()
+	for start := time.Now(); time.Since(start) < d; {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		err := probe.Ping(ctx).Err()
+		cancel()
+		if err != nil {
+			return woke // busy
+		}
+		select {
+		case err := <-slept:
+			s.t.Fatalf("DEBUG SLEEP on %s: %v (start the server with --enable-debug-command yes)", s.Addr, err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	s.t.Fatalf("redis-server on %s kept answering during DEBUG SLEEP %v", s.Addr, d)
+	return nil
 }

@@ -21,7 +21,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -140,9 +142,27 @@ func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, ke
 		err = r.c.Process(ctx, onceCmd{cmd})
 	}
 	if err != nil {
-		return nil, err
+		return nil, contextError(ctx, err)
 	}
 	return cmd.Int64Slice()
+}
+
+// contextError returns err, made to match the context's error when it is
+// a network timeout at or after ctx's deadline: go-redis enforces the
+// deadline as the connection's, and reports it as an i/o timeout.
+func contextError(ctx context.Context, err error) error {
+	var nerr net.Error
+	if !errors.As(err, &nerr) || !nerr.Timeout() {
+		return err
+	}
+	cerr := ctx.Err()
+	if deadline, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(deadline) {
+		cerr = context.DeadlineExceeded // the deadline passed; ctx's timer has yet to fire
+	}
+	if cerr == nil || errors.Is(err, cerr) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", cerr, err)
 }
 
 func isNoScript(err error) bool {
@@ -151,5 +171,5 @@ func isNoScript(err error) bool {
 }
 
 func (r runner) Del(ctx context.Context, key string) error {
-	return r.c.Process(ctx, onceCmd{redis.NewCmd(ctx, "del", key)})
+	return contextError(ctx, r.c.Process(ctx, onceCmd{redis.NewCmd(ctx, "del", key)}))
 }

@@ -6,7 +6,11 @@
 // read-only (EVALSHA_RO). rueidis pipelines concurrent calls on shared
 // connections, which is what lets many goroutines reach Redis's own
 // throughput. Scripts that charge are never retried by rueidis, so a lost
-// reply is an error (store.ErrUnavailable), never a second charge.
+// reply is an error (store.ErrUnavailable), never a second charge. Peeks
+// are not retried either, so that a call to a Redis that is down fails at
+// once and the Limiter's failure policy decides; they are not marked
+// read-only for rueidis, so a ClientOption.SendToReplicas that routes by
+// Completed.IsReadOnly sends them to the primary.
 //
 // With clock.Server(), scripts read Redis's TIME. Requires Redis 7.0 or
 // newer.
@@ -83,25 +87,29 @@ func (s *Store[K]) Open(alg algorithm.Algorithm, clk clock.Clock) (store.Table[K
 	if err != nil {
 		return nil, err
 	}
-	r := runner{
-		client: s.client,
-		take:   rueidis.NewLuaScript(script.Source),
-		peek:   rueidis.NewLuaScriptReadOnly(script.Source),
-	}
+	r := runner{client: s.client, take: rueidis.NewLuaScript(script.Source)}
 	return redistable.Open(r, s.prefix, s.encode, alg, clk)
 }
 
 type runner struct {
-	client     rueidis.Client
-	take, peek *rueidis.Lua // the table's script, in both modes
+	client rueidis.Client
+	take   *rueidis.Lua // the table's script
 }
 
-func (r runner) Eval(ctx context.Context, _ *luascript.Script, readOnly bool, key string, args []string) ([]int64, error) {
-	lua := r.take
-	if readOnly {
-		lua = r.peek
+func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, key string, args []string) ([]int64, error) {
+	if !readOnly {
+		return r.take.Exec(ctx, r.client, []string{key}, args).AsIntSlice()
 	}
-	return lua.Exec(ctx, r.client, []string{key}, args).AsIntSlice()
+	// Peeks are built as arbitrary commands rather than with
+	// rueidis.NewLuaScriptReadOnly: rueidis retries commands marked
+	// read-only on network errors until the context ends (forever without
+	// a deadline), and a peek at a Redis that is down must fail at once
+	// for the Limiter's failure policy to decide.
+	resp := r.client.Do(ctx, r.client.B().Arbitrary("EVALSHA_RO", s.SHA1, "1").Keys(key).Args(args...).Build())
+	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
+		resp = r.client.Do(ctx, r.client.B().Arbitrary("EVAL_RO", s.Source, "1").Keys(key).Args(args...).Build())
+	}
+	return resp.AsIntSlice()
 }
 
 func (r runner) Del(ctx context.Context, key string) error {

@@ -1,0 +1,362 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
+)
+
+// testTimeout checks that a call whose context ends while the server is
+// busy returns at its deadline with ErrStoreUnavailable and
+// context.DeadlineExceeded, whatever the failure policy, and charges at
+// most once.
+func testTimeout(t *testing.T, newStore NewStore) {
+	srv := StartServer(t, "--enable-debug-command", "yes")
+	ctx := t.Context()
+	alg := algorithms(t, 5, time.Hour)[3].alg
+	st := newStore(t, srv.Target(), Prefix(t))
+	clk := clock.NewFake(epoch)
+	lim := newLimiter(t, alg, st, ratelimit.WithClock(clk))
+	open := newLimiter(t, alg, st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	for _, l := range []*ratelimit.Limiter[string]{lim, open} {
+		if _, err := l.Allow(ctx, "warm"); err != nil { // connected, script cached
+			t.Fatalf("Allow(warm): %v", err)
+		}
+	}
+
+	woke := srv.Block(500 * time.Millisecond)
+	const deadline = 50 * time.Millisecond
+	for _, c := range []struct {
+		name string
+		lim  *ratelimit.Limiter[string]
+	}{{"FailWithError", lim}, {"FailOpen", open}} {
+		cctx, cancel := context.WithTimeout(ctx, deadline)
+		start := time.Now()
+		d, err := c.lim.Allow(cctx, "k")
+		took := time.Since(start)
+		cancel()
+		if !errors.Is(err, ratelimit.ErrStoreUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: Allow with a %v deadline on a sleeping server = %+v, %v; want an error matching ErrStoreUnavailable and context.DeadlineExceeded",
+				c.name, deadline, d, err)
+		}
+		if took > deadline+150*time.Millisecond {
+			t.Errorf("%s: Allow with a %v deadline on a sleeping server took %v", c.name, deadline, took)
+		}
+	}
+	<-woke
+	// The two scripts sent may have run once each after the server woke,
+	// never more.
+	d, err := lim.Peek(ctx, "k")
+	if err != nil || d.Remaining < 3 {
+		t.Errorf("Peek(k) after the server woke = %+v, %v; want Remaining ≥ 3 (two timed-out calls, each charged at most once)", d, err)
+	}
+	if d, err := lim.Allow(ctx, "after"); err != nil || d.Remaining != 4 {
+		t.Errorf("Allow(after) once the server woke = %+v, %v; want allowed with Remaining 4", d, err)
+	}
+}
+
+// testLostReply loses the reply to a take the server ran (a proxy closes
+// the connection instead of answering): the call fails with
+// ErrStoreUnavailable, and neither the client library nor the store
+// resends it, so the key is charged exactly once.
+func testLostReply(t *testing.T, newStore NewStore) {
+	Each(t, func(t *testing.T, target Target) {
+		if target.Cluster {
+			t.Skip("a proxy cannot stand in for the nodes of a cluster")
+		}
+		ctx := t.Context()
+		proxy := StartProxy(t, target)
+		for _, a := range algorithms(t, 5, time.Hour) {
+			t.Run(a.name, func(t *testing.T) {
+				prefix := Prefix(t)
+				lim := newLimiter(t, a.alg, newStore(t, proxy.Target(), prefix), ratelimit.WithClock(clock.NewFake(epoch)))
+				if _, err := lim.Allow(ctx, "warm"); err != nil { // connected, script cached
+					t.Fatal(err)
+				}
+				cuts := proxy.Cuts()
+				proxy.LoseReplyTo(redisKey(t, prefix, "lost"))
+				if d, err := lim.AllowN(ctx, "lost", 2); !errors.Is(err, ratelimit.ErrStoreUnavailable) {
+					t.Errorf("AllowN(lost, 2) whose reply was lost = %+v, %v; want ErrStoreUnavailable", d, err)
+				}
+				if proxy.Cuts() != cuts+1 {
+					t.Fatalf("the proxy lost %d replies, want 1", proxy.Cuts()-cuts)
+				}
+				var d ratelimit.Decision
+				var err error
+				for start := time.Now(); ; time.Sleep(10 * time.Millisecond) { // the client may take a moment to reconnect
+					if d, err = lim.Peek(ctx, "lost"); err == nil || time.Since(start) > 2*time.Second {
+						break
+					}
+				}
+				if err != nil || d.Remaining != 3 {
+					t.Errorf("Peek(lost) = %+v, %v; want Remaining 3: charged once, by the call whose reply was lost", d, err)
+				}
+			})
+		}
+	})
+}
+
+// testRestart kills the server under a limiter of every failure policy
+// and starts it again.
+func testRestart(t *testing.T, newStore NewStore) {
+	srv := StartServer(t)
+	ctx := t.Context()
+	alg := algorithms(t, 3, time.Hour)[3].alg
+	script, _, err := luascript.For(alg.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newStore(t, srv.Target(), Prefix(t))
+	clk := clock.NewFake(epoch)
+	var handled atomic.Int64
+	policies := []ratelimit.FailurePolicy{ratelimit.FailWithError, ratelimit.FailOpen, ratelimit.FailClosed, ratelimit.FailLocal}
+	lims := make([]*ratelimit.Limiter[string], len(policies))
+	for i, p := range policies {
+		lims[i] = newLimiter(t, alg, st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(p),
+			ratelimit.WithErrorHandler(func(error) { handled.Add(1) }))
+		key := fmt.Sprint("k", i)
+		if d, err := lims[i].Allow(ctx, key); err != nil || d.Source != ratelimit.FromStore || d.Remaining != 2 {
+			t.Fatalf("policy %d: Allow(%s) before the kill = %+v, %v", p, key, d, err)
+		}
+	}
+
+	// Goroutines keep calling across the kill and the restart: no panic,
+	// and every error is the store's.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var badErr atomic.Value
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				cctx, cancel := context.WithTimeout(ctx, time.Second)
+				_, err := lims[0].Allow(cctx, fmt.Sprint("busy", g, i%7))
+				if err == nil {
+					_, err = lims[0].Peek(cctx, fmt.Sprint("busy", g, i%5))
+				}
+				cancel()
+				if err != nil && !errors.Is(err, ratelimit.ErrStoreUnavailable) {
+					badErr.Store(err)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	stopped := false
+	stopCalls := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			wg.Wait()
+		}
+		if err := badErr.Load(); err != nil {
+			t.Errorf("a call while the server was down failed with %v, which is not ErrStoreUnavailable", err)
+		}
+	}
+	defer stopCalls()
+
+	srv.Kill()
+	call := func(what string, f func(ctx context.Context) (ratelimit.Decision, error)) (ratelimit.Decision, error) {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		d, err := f(cctx)
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("%s on a dead server took %v", what, took)
+		}
+		return d, err
+	}
+	allow := func(l *ratelimit.Limiter[string], key string) func(context.Context) (ratelimit.Decision, error) {
+		return func(ctx context.Context) (ratelimit.Decision, error) { return l.Allow(ctx, key) }
+	}
+	peek := func(l *ratelimit.Limiter[string], key string) func(context.Context) (ratelimit.Decision, error) {
+		return func(ctx context.Context) (ratelimit.Decision, error) { return l.Peek(ctx, key) }
+	}
+
+	// FailWithError: the store's error.
+	for _, f := range []func(context.Context) (ratelimit.Decision, error){allow(lims[0], "down"), peek(lims[0], "down")} {
+		if d, err := call("FailWithError", f); !errors.Is(err, ratelimit.ErrStoreUnavailable) || d != (ratelimit.Decision{}) {
+			t.Errorf("FailWithError on a dead server = %+v, %v; want a zero Decision and ErrStoreUnavailable", d, err)
+		}
+	}
+	if err := lims[0].Reset(ctx, "down"); !errors.Is(err, ratelimit.ErrStoreUnavailable) {
+		t.Errorf("Reset on a dead server: %v, want ErrStoreUnavailable", err)
+	}
+	// FailOpen: admitted, nothing used.
+	for _, f := range []func(context.Context) (ratelimit.Decision, error){allow(lims[1], "down"), peek(lims[1], "down")} {
+		want := ratelimit.Decision{Allowed: true, Limit: 3, Remaining: 3, Source: ratelimit.FromFailOpen}
+		if d, err := call("FailOpen", f); err != nil || d != want {
+			t.Errorf("FailOpen on a dead server = %+v, %v; want %+v", d, err, want)
+		}
+	}
+	// FailClosed: denied, retry in FailClosedRetryAfter.
+	for _, f := range []func(context.Context) (ratelimit.Decision, error){allow(lims[2], "down"), peek(lims[2], "down")} {
+		want := ratelimit.Decision{Limit: 3, RetryAfter: ratelimit.FailClosedRetryAfter, Source: ratelimit.FromFailClosed}
+		if d, err := call("FailClosed", f); err != nil || d != want {
+			t.Errorf("FailClosed on a dead server = %+v, %v; want %+v", d, err, want)
+		}
+	}
+	// FailLocal: an in-memory limiter of the same algorithm decides.
+	for i, want := range []struct {
+		allowed   bool
+		remaining int64
+	}{{true, 2}, {true, 1}, {true, 0}, {false, 0}} {
+		d, err := call("FailLocal", allow(lims[3], "down"))
+		if err != nil || d.Source != ratelimit.FromLocal || d.Allowed != want.allowed || d.Remaining != want.remaining {
+			t.Errorf("FailLocal: call %d on a dead server = %+v, %v; want allowed=%v remaining=%d from local", i, d, err, want.allowed, want.remaining)
+		}
+	}
+	if d, err := call("FailLocal", peek(lims[3], "down")); err != nil || d.Source != ratelimit.FromLocal || d.Allowed || d.Remaining != 0 {
+		t.Errorf("FailLocal: Peek on a dead server = %+v, %v; want the local state, used up", d, err)
+	}
+	if handled.Load() == 0 {
+		t.Errorf("the error handler was never called while the server was down")
+	}
+	// Without a deadline, a call still returns: nothing retries until the
+	// server is back.
+	for _, f := range []func(context.Context) (ratelimit.Decision, error){allow(lims[0], "down"), peek(lims[0], "down")} {
+		done := make(chan error, 1)
+		go func() { _, err := f(context.Background()); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ratelimit.ErrStoreUnavailable) {
+				t.Errorf("a call without a deadline on a dead server: %v, want ErrStoreUnavailable", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Errorf("a call without a deadline on a dead server has not returned after 2s")
+		}
+	}
+	stopCalls()
+	srv.Start()
+	admin := GoRedis(t, srv.Target())
+	if ok, err := admin.ScriptExists(ctx, script.SHA1).Result(); err != nil || ok[0] {
+		t.Fatalf("SCRIPT EXISTS on the restarted server = %v, %v; want an empty cache", ok, err)
+	}
+	// The client may take a moment to reconnect.
+	var d ratelimit.Decision
+	for start := time.Now(); ; {
+		if d, err = lims[0].Allow(ctx, "up"); err == nil || time.Since(start) > 5*time.Second {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil || d.Source != ratelimit.FromStore || d.Remaining != 2 {
+		t.Fatalf("Allow(up) after the restart = %+v, %v; want allowed by the store", d, err)
+	}
+	for i, l := range lims {
+		// The server kept nothing: k<i> is new again.
+		key := fmt.Sprint("k", i)
+		if d, err := l.Allow(ctx, key); err != nil || d.Source != ratelimit.FromStore || d.Remaining != 2 {
+			t.Errorf("policy %d: Allow(%s) after the restart = %+v, %v; want allowed by the store with Remaining 2", policies[i], key, d, err)
+		}
+	}
+}
+
+// testEviction fills a server that evicts under maxmemory: the limiter
+// keeps answering, and an evicted key is decided as a new one.
+func testEviction(t *testing.T, newStore NewStore) {
+	srv := StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
+	ctx := t.Context()
+	admin := GoRedis(t, srv.Target())
+	prefix := Prefix(t)
+	lim := newLimiter(t, algorithms(t, 2, time.Hour)[3].alg, newStore(t, srv.Target(), prefix),
+		ratelimit.WithClock(clock.NewFake(epoch)))
+	for i, want := range []bool{true, true, false} {
+		if d, err := lim.Allow(ctx, "victim"); err != nil || d.Allowed != want {
+			t.Fatalf("Allow(victim) #%d = %+v, %v; want allowed=%v", i, d, err, want)
+		}
+	}
+	victim := redisKey(t, prefix, "victim")
+	filler := strings.Repeat("x", 8<<10)
+	evicted := false
+	for i := 0; i < 2000 && !evicted; i++ {
+		if err := admin.Set(ctx, fmt.Sprint("fill:", i), filler, 0).Err(); err != nil {
+			t.Fatalf("SET fill:%d: %v", i, err)
+		}
+		key := fmt.Sprint("key", i)
+		if d, err := lim.Allow(ctx, key); err != nil || !d.Allowed || d.Remaining != 1 {
+			t.Fatalf("Allow(%s) while memory is full = %+v, %v; want allowed with Remaining 1", key, d, err)
+		}
+		n, err := admin.Exists(ctx, victim).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		evicted = n == 0
+	}
+	if !evicted {
+		t.Fatalf("%s was never evicted", victim)
+	}
+	if d, err := lim.Allow(ctx, "victim"); err != nil || !d.Allowed || d.Remaining != 1 {
+		t.Errorf("Allow(victim) once evicted = %+v, %v; want allowed with Remaining 1, as a new key", d, err)
+	}
+}
+
+// testOutOfMemory fills a server that does not evict: takes fail with
+// ErrStoreUnavailable (OOM), peeks and resets still work.
+func testOutOfMemory(t *testing.T, newStore NewStore) {
+	srv := StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	ctx := t.Context()
+	admin := GoRedis(t, srv.Target())
+	alg := algorithms(t, 5, time.Hour)[0].alg
+	st := newStore(t, srv.Target(), Prefix(t))
+	clk := clock.NewFake(epoch)
+	lim := newLimiter(t, alg, st, ratelimit.WithClock(clk))
+	open := newLimiter(t, alg, st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	if _, err := lim.AllowN(ctx, "before", 2); err != nil {
+		t.Fatal(err)
+	}
+	filler := strings.Repeat("x", 8<<10)
+	full := false
+	for i := 0; i < 1000 && !full; i++ {
+		err := admin.Set(ctx, fmt.Sprint("fill:", i), filler, 0).Err()
+		if err != nil && !strings.Contains(err.Error(), "OOM") {
+			t.Fatalf("SET fill:%d: %v", i, err)
+		}
+		full = err != nil
+	}
+	if !full {
+		t.Fatal("the server never ran out of memory")
+	}
+	// The SET refused was itself what went over the limit (its argument
+	// counts); halve the limit so that the server is full for any command.
+	if err := admin.ConfigSet(ctx, "maxmemory", "1mb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Set(ctx, "small", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Fatalf("SET small on a full server: %v, want OOM", err)
+	}
+	for _, key := range []string{"new", "before"} {
+		if d, err := lim.Allow(ctx, key); !errors.Is(err, ratelimit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "OOM") {
+			t.Errorf("Allow(%s) on a full server = %+v, %v; want ErrStoreUnavailable with OOM", key, d, err)
+		}
+	}
+	if d, err := open.Allow(ctx, "new"); err != nil || d.Source != ratelimit.FromFailOpen {
+		t.Errorf("FailOpen: Allow(new) on a full server = %+v, %v; want admitted by FailOpen", d, err)
+	}
+	// Read-only scripts and DEL run on a full server.
+	if d, err := lim.Peek(ctx, "before"); err != nil || d.Remaining != 3 {
+		t.Errorf("Peek(before) on a full server = %+v, %v; want Remaining 3", d, err)
+	}
+	if err := lim.Reset(ctx, "before"); err != nil {
+		t.Errorf("Reset(before) on a full server: %v", err)
+	}
+	if d, err := lim.Peek(ctx, "before"); err != nil || d.Remaining != 5 {
+		t.Errorf("Peek(before) after Reset = %+v, %v; want Remaining 5", d, err)
+	}
+}

@@ -1,0 +1,623 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/internal/redistable"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/memorystore"
+	"github.com/go-ratelimit/ratelimit/store/storetest"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// NewStore returns a store on target whose keys all start with prefix,
+// on a client of its own that is closed when t ends (GoRedis and Rueidis
+// make such clients).
+type NewStore func(t *testing.T, target Target, prefix string) store.Store[string]
+
+// RunSuite runs the tests every Redis store passes, each in a subtest, on
+// stores made by newStore:
+//
+//   - Conformance: storetest.Run on every target;
+//   - Differential: storetest.Differential against the memory store on
+//     every target, so the Lua scripts decide exactly as the Go transitions
+//     (on real Redis both run with Target.LongTTL, as their clocks are fake);
+//   - TTL: every key written has a time to live of its last ResetAfter,
+//     rounded up to the millisecond; denials and peeks write nothing;
+//   - PeekReadOnly: Peek works for an ACL user allowed only EVALSHA_RO and
+//     EVAL_RO, for which Take fails;
+//   - ScriptFlush: calls succeed after SCRIPT FLUSH (EVAL fallback);
+//   - ServerClock, ServerClockShared: with clock.Server() decisions follow
+//     the server's TIME, whatever the instant the Limiter passes;
+//   - Timeout, Restart, Eviction, OutOfMemory: private servers that are
+//     slow, killed, evicting or full;
+//   - LostReply: a take whose reply is lost is charged once, not resent;
+//   - ClusterSlots: keys with braces land in the slot of their whole
+//     encoded key;
+//   - UnsupportedAlgorithm: an algorithm without a script is refused.
+//
+// Real targets skip unless $RATELIMIT_REDIS_ADDR (and, for the cluster,
+// $RATELIMIT_REDIS_CLUSTER_ADDRS) are set.
+func RunSuite(t *testing.T, newStore NewStore) {
+	t.Run("Conformance", func(t *testing.T) { testConformance(t, newStore) })
+	t.Run("Differential", func(t *testing.T) { testDifferential(t, newStore) })
+	t.Run("TTL", func(t *testing.T) { testTTL(t, newStore) })
+	t.Run("PeekReadOnly", func(t *testing.T) { testPeekReadOnly(t, newStore) })
+	t.Run("ScriptFlush", func(t *testing.T) { testScriptFlush(t, newStore) })
+	t.Run("ServerClock", func(t *testing.T) { testServerClock(t, newStore) })
+	t.Run("ServerClockShared", func(t *testing.T) { testServerClockShared(t, newStore) })
+	t.Run("Timeout", func(t *testing.T) { testTimeout(t, newStore) })
+	t.Run("LostReply", func(t *testing.T) { testLostReply(t, newStore) })
+	t.Run("Restart", func(t *testing.T) { testRestart(t, newStore) })
+	t.Run("Eviction", func(t *testing.T) { testEviction(t, newStore) })
+	t.Run("OutOfMemory", func(t *testing.T) { testOutOfMemory(t, newStore) })
+	t.Run("ClusterSlots", func(t *testing.T) { testClusterSlots(t, newStore) })
+	t.Run("UnsupportedAlgorithm", func(t *testing.T) { testUnsupportedAlgorithm(t, newStore) })
+}
+
+// suiteTTL is the Target.LongTTL of real targets under storetest, whose
+// clocks are fake: real Redis would expire keys by real time, early in
+// the suite's time (miniredis's TTLs do not move on their own). The TTLs
+// the scripts set are checked by the TTL test.
+const suiteTTL = 10 * time.Minute
+
+func testConformance(t *testing.T, newStore NewStore) {
+	Each(t, func(t *testing.T, target Target) {
+		t.Parallel() // the targets share nothing
+		if target.Mini == nil {
+			target.LongTTL = suiteTTL
+		}
+		storetest.Run(t, func(t *testing.T) store.Store[string] {
+			return newStore(t, target, Prefix(t))
+		})
+	})
+}
+
+func testDifferential(t *testing.T, newStore NewStore) {
+	Each(t, func(t *testing.T, target Target) {
+		t.Parallel()
+		if target.Mini == nil {
+			target.LongTTL = suiteTTL
+		}
+		storetest.Differential(t,
+			func(t *testing.T) store.Store[string] { return memorystore.New[string]() },
+			func(t *testing.T) store.Store[string] { return newStore(t, target, Prefix(t)) })
+	})
+}
+
+// algo is an algorithm with a name for subtests.
+type algo struct {
+	name string
+	alg  algorithm.Algorithm
+}
+
+// algorithms returns one configuration of every algorithm, each admitting
+// about limit per period.
+func algorithms(t testing.TB, limit int64, period time.Duration) []algo {
+	t.Helper()
+	tb, err1 := tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: float64(limit) / period.Seconds()})
+	ib, err2 := tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: 1, Interval: period / time.Duration(limit)})
+	sl, err3 := slidinglog.New(slidinglog.Config{Limit: limit, Window: period})
+	fw, err4 := fixedwindow.New(fixedwindow.Config{Limit: limit, Window: period})
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		t.Fatalf("algorithms(%d, %v): %v", limit, period, err)
+	}
+	return []algo{{"tokenbucket", tb}, {"tokenbucket-interval", ib}, {"slidinglog", sl}, {"fixedwindow", fw}}
+}
+
+func newLimiter(t testing.TB, alg algorithm.Algorithm, st store.Store[string], opts ...ratelimit.Option) *ratelimit.Limiter[string] {
+	t.Helper()
+	lim, err := ratelimit.New(alg, st, opts...)
+	if err != nil {
+		t.Fatalf("ratelimit.New(%v): %v", alg, err)
+	}
+	return lim
+}
+
+// epoch is where the tests' fake clocks start, with a fraction of a second.
+var epoch = time.UnixMicro(1_700_000_000_654_321)
+
+// redisKey returns the Redis key a store with prefix keeps key's state in.
+func redisKey(t testing.TB, prefix, key string) string {
+	t.Helper()
+	alg, _ := fixedwindow.New(fixedwindow.Config{Limit: 1, Window: time.Second})
+	table, err := redistable.Open[string](nil, prefix, nil, alg, clock.Local())
+	if err != nil {
+		t.Fatalf("redistable.Open(prefix %q): %v", prefix, err)
+	}
+	return table.Key(key)
+}
+
+// forEachMaster calls f with a client of every master of target (the one
+// server when it is not a cluster), one at a time.
+func forEachMaster(ctx context.Context, t testing.TB, admin redis.UniversalClient, f func(c redis.Cmdable) error) {
+	t.Helper()
+	cc, ok := admin.(*redis.ClusterClient)
+	if !ok {
+		if err := f(admin); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	var mu sync.Mutex
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return f(c)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// keysUnder returns every key starting with prefix, sorted.
+func keysUnder(ctx context.Context, t testing.TB, admin redis.UniversalClient, prefix string) []string {
+	t.Helper()
+	var keys []string
+	forEachMaster(ctx, t, admin, func(c redis.Cmdable) error {
+		it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			keys = append(keys, it.Val())
+		}
+		return it.Err()
+	})
+	slices.Sort(keys)
+	return keys
+}
+
+// pttl returns PTTL key in milliseconds (-2: no key, -1: no TTL).
+func pttl(ctx context.Context, t testing.TB, admin redis.UniversalClient, key string) int64 {
+	t.Helper()
+	ms, err := admin.Do(ctx, "pttl", key).Int64()
+	if err != nil {
+		t.Fatalf("PTTL %q: %v", key, err)
+	}
+	return ms
+}
+
+// value returns a printable copy of key's value, "none" when it is missing.
+func value(ctx context.Context, t testing.TB, admin redis.UniversalClient, key string) string {
+	t.Helper()
+	typ, err := admin.Type(ctx, key).Result()
+	if err != nil {
+		t.Fatalf("TYPE %q: %v", key, err)
+	}
+	switch typ {
+	case "none":
+		return "none"
+	case "string":
+		v, err := admin.Get(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("GET %q: %v", key, err)
+		}
+		return "string " + v
+	case "zset":
+		zs, err := admin.ZRangeWithScores(ctx, key, 0, -1).Result()
+		if err != nil {
+			t.Fatalf("ZRANGE %q: %v", key, err)
+		}
+		return fmt.Sprint("zset ", zs)
+	}
+	t.Fatalf("key %q has type %s, which no script writes", key, typ)
+	return ""
+}
+
+// pass lets d pass for the target's TTLs: real time, or miniredis's
+// FastForward, since miniredis TTLs do not move on their own.
+func pass(target Target, d time.Duration) {
+	if target.Mini != nil {
+		target.Mini.FastForward(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// ceilMillis returns d in milliseconds, rounded up.
+func ceilMillis(d time.Duration) int64 {
+	return int64(math.Ceil(float64(d) / float64(time.Millisecond)))
+}
+
+// testTTL checks that every key written has a TTL of its last ResetAfter,
+// rounded up to the millisecond, and that denials and peeks write nothing.
+func testTTL(t *testing.T, newStore NewStore) {
+	Each(t, func(t *testing.T, target Target) {
+		admin := GoRedis(t, target)
+		ctx := t.Context()
+		for _, a := range algorithms(t, 5, 61234567*time.Microsecond) {
+			t.Run(a.name, func(t *testing.T) {
+				prefix := Prefix(t)
+				clk := clock.NewFake(epoch)
+				lim := newLimiter(t, a.alg, newStore(t, target, prefix), ratelimit.WithClock(clk))
+
+				type write struct {
+					reset time.Duration // the ResetAfter of the last admitted request
+					sent  time.Time     // when it was sent: the server wrote the TTL after
+				}
+				written := map[string]write{}
+				take := func(key string, n int) ratelimit.Decision {
+					t.Helper()
+					sent := time.Now()
+					d, err := lim.AllowN(ctx, key, n)
+					if err != nil {
+						t.Fatalf("AllowN(%q, %d): %v", key, n, err)
+					}
+					if d.Allowed {
+						written[redisKey(t, prefix, key)] = write{d.ResetAfter, sent}
+					}
+					return d
+				}
+				peek := func(key string) ratelimit.Decision {
+					t.Helper()
+					d, err := lim.Peek(ctx, key)
+					if err != nil {
+						t.Fatalf("Peek(%q): %v", key, err)
+					}
+					return d
+				}
+
+				take("a", 1)
+				clk.Advance(100 * time.Millisecond)
+				take("a", 2)
+				take("b", 4)
+				clk.Advance(333*time.Millisecond + 7*time.Microsecond)
+				take("c", 1)
+				take("b", 1)
+				take("full", 5)
+				if d := take("full", 1); d.Allowed {
+					t.Fatalf("AllowN(full, 1) after 5 of 5 at the same instant: allowed, want denied")
+				}
+				peek("a")
+				if d := peek("unseen"); d.Remaining != 5 || !d.Allowed {
+					t.Fatalf("Peek(unseen) = %+v, want a fresh key", d)
+				}
+
+				// Every key under the prefix is one written, with its TTL.
+				var want []string
+				for k := range written {
+					want = append(want, k)
+				}
+				slices.Sort(want)
+				if got := keysUnder(ctx, t, admin, prefix); !slices.Equal(got, want) {
+					t.Fatalf("keys under %q: got %q, want %q (a peek must create nothing)", prefix, got, want)
+				}
+				for _, k := range want {
+					w := written[k]
+					ms := pttl(ctx, t, admin, k)
+					late := ceilMillis(time.Since(w.sent))
+					if target.Mini != nil {
+						late = 0 // miniredis TTLs stand still
+					}
+					ttl := ceilMillis(w.reset)
+					if ms <= 0 || ms > ttl+1 || ms < ttl-late-1 {
+						t.Errorf("PTTL %q = %dms, want the last ResetAfter %v rounded up, %dms, less the %dms since", k, ms, w.reset, ttl, late)
+					}
+				}
+
+				// A denial and a peek change neither the value nor the TTL.
+				for _, c := range []struct {
+					what string
+					key  string
+					call func() ratelimit.Decision
+				}{
+					{"denied AllowN(full, 1)", "full", func() ratelimit.Decision { return take("full", 1) }},
+					{"Peek(full)", "full", func() ratelimit.Decision { return peek("full") }},
+					{"Peek(a)", "a", func() ratelimit.Decision { return peek("a") }},
+				} {
+					k := redisKey(t, prefix, c.key)
+					start := time.Now()
+					v0, ms0 := value(ctx, t, admin, k), pttl(ctx, t, admin, k)
+					const gap = 30 * time.Millisecond
+					pass(target, gap)
+					if d := c.call(); strings.HasPrefix(c.what, "denied") && d.Allowed {
+						t.Fatalf("%s: allowed", c.what)
+					}
+					v1, ms1 := value(ctx, t, admin, k), pttl(ctx, t, admin, k)
+					late := ceilMillis(time.Since(start))
+					if v1 != v0 {
+						t.Errorf("%s changed the value of %q: was %s, now %s", c.what, k, v0, v1)
+					}
+					if ms1 > ms0-gap.Milliseconds()+1 || ms1 < ms0-late-gap.Milliseconds()-1 {
+						t.Errorf("%s changed the TTL of %q: %dms, then %dms after %v", c.what, k, ms0, ms1, gap)
+					}
+				}
+
+				// The harness's Target.LongTTL, which Conformance and
+				// Differential use, decides the same and only lengthens TTLs.
+				long := target
+				long.LongTTL = suiteTTL
+				longPrefix := Prefix(t)
+				longLim := newLimiter(t, a.alg, newStore(t, long, longPrefix), ratelimit.WithClock(clk))
+				without := take("twin", 2) // on the first store, at the same instant
+				with, err := longLim.AllowN(ctx, "twin", 2)
+				if err != nil || with != without {
+					t.Errorf("AllowN(twin, 2) with Target.LongTTL = %+v, %v; want %+v, as without", with, err, without)
+				}
+				if ms := pttl(ctx, t, admin, redisKey(t, longPrefix, "twin")); ms <= (suiteTTL - time.Minute).Milliseconds() {
+					t.Errorf("PTTL with Target.LongTTL %v = %dms", suiteTTL, ms)
+				}
+			})
+		}
+	})
+}
+
+// testPeekReadOnly checks that Peek runs only read-only commands: an ACL
+// user allowed EVALSHA_RO and EVAL_RO but neither EVALSHA nor EVAL can
+// peek, with the script cache full or empty, and cannot take.
+func testPeekReadOnly(t *testing.T, newStore NewStore) {
+	srv := StartServer(t)
+	ctx := t.Context()
+	admin := GoRedis(t, srv.Target())
+	err := admin.Do(ctx, "acl", "setuser", "peeker", "on", ">peeker-password", "~*", "resetchannels",
+		"-@all", "+@connection", "+@read", "+time", "+evalsha_ro", "+eval_ro").Err()
+	if err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	ro := srv.Target()
+	ro.Username, ro.Password = "peeker", "peeker-password"
+	for _, a := range algorithms(t, 5, time.Hour) {
+		t.Run(a.name, func(t *testing.T) {
+			prefix := Prefix(t)
+			clk := clock.NewFake(epoch)
+			rw := newLimiter(t, a.alg, newStore(t, srv.Target(), prefix), ratelimit.WithClock(clk))
+			peeker := newLimiter(t, a.alg, newStore(t, ro, prefix), ratelimit.WithClock(clk))
+			if _, err := rw.AllowN(ctx, "k", 2); err != nil {
+				t.Fatalf("AllowN(k, 2) as the default user: %v", err)
+			}
+			want, err := rw.Peek(ctx, "k")
+			if err != nil {
+				t.Fatalf("Peek(k) as the default user: %v", err)
+			}
+			for _, flush := range []bool{false, true} {
+				if flush {
+					if err := admin.ScriptFlush(ctx).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got, err := peeker.Peek(ctx, "k"); err != nil || got != want {
+					t.Errorf("Peek(k) as a read-only user (script cache flushed: %v) = %+v, %v; want %+v, nil", flush, got, err, want)
+				}
+				if got, err := peeker.Peek(ctx, "unseen"); err != nil || got != (ratelimit.Decision{Allowed: true, Limit: 5, Remaining: 5}) {
+					t.Errorf("Peek(unseen) as a read-only user (script cache flushed: %v) = %+v, %v; want a fresh key", flush, got, err)
+				}
+			}
+			_, err = peeker.Allow(ctx, "k")
+			if !errors.Is(err, ratelimit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "NOPERM") {
+				t.Errorf("Allow(k) as a read-only user: %v, want ErrStoreUnavailable with NOPERM", err)
+			}
+			if got := keysUnder(ctx, t, admin, prefix); !slices.Equal(got, []string{redisKey(t, prefix, "k")}) {
+				t.Errorf("keys under %q: %q, want only k's", prefix, got)
+			}
+		})
+	}
+}
+
+// testScriptFlush checks that takes and peeks succeed after the server
+// lost its script cache, and that the state survives.
+func testScriptFlush(t *testing.T, newStore NewStore) {
+	Each(t, func(t *testing.T, target Target) {
+		ctx := t.Context()
+		admin := GoRedis(t, target)
+		for _, a := range algorithms(t, 5, time.Hour) {
+			t.Run(a.name, func(t *testing.T) {
+				script, _, err := luascript.For(a.alg.Spec())
+				if err != nil {
+					t.Fatal(err)
+				}
+				flush := func() {
+					t.Helper()
+					forEachMaster(ctx, t, admin, func(c redis.Cmdable) error {
+						if err := c.ScriptFlush(ctx).Err(); err != nil {
+							return err
+						}
+						if ok, err := c.ScriptExists(ctx, script.SHA1).Result(); err != nil || ok[0] {
+							return fmt.Errorf("SCRIPT EXISTS after SCRIPT FLUSH: %v, %v", ok, err)
+						}
+						return nil
+					})
+				}
+				lim := newLimiter(t, a.alg, newStore(t, target, Prefix(t)), ratelimit.WithClock(clock.NewFake(epoch)))
+				steps := []struct {
+					what      string
+					call      func() (ratelimit.Decision, error)
+					remaining int64
+				}{
+					{"AllowN(k, 2)", func() (ratelimit.Decision, error) { return lim.AllowN(ctx, "k", 2) }, 3},
+					{"Peek(k)", func() (ratelimit.Decision, error) { return lim.Peek(ctx, "k") }, 3},
+					{"AllowN(k, 1)", func() (ratelimit.Decision, error) { return lim.AllowN(ctx, "k", 1) }, 2},
+					{"Peek(other)", func() (ratelimit.Decision, error) { return lim.Peek(ctx, "other") }, 5},
+					{"Peek(k)", func() (ratelimit.Decision, error) { return lim.Peek(ctx, "k") }, 2},
+				}
+				for _, s := range steps {
+					flush()
+					d, err := s.call()
+					if err != nil || !d.Allowed || d.Remaining != s.remaining {
+						t.Fatalf("%s after SCRIPT FLUSH = %+v, %v; want allowed with Remaining %d", s.what, d, err, s.remaining)
+					}
+				}
+			})
+		}
+	})
+}
+
+// testServerClock checks, on miniredis whose TIME the test sets, that
+// with clock.Server() every algorithm decides at the server's time:
+// exactly as the memory store does on a fake clock showing that time,
+// while the Limiter's own clock reads today. Only takes: miniredis refuses
+// TIME in EVALSHA_RO scripts (it does not mark TIME read-only), so a
+// server-clock Peek fails there; ServerClockShared checks such peeks on
+// real Redis.
+func testServerClock(t *testing.T, newStore NewStore) {
+	target := Miniredis(t)
+	t0 := time.Date(2001, 2, 3, 4, 5, 6, 250_000_000, time.UTC)
+	steps := []struct {
+		at   time.Duration // server time, from t0
+		key  string
+		cost int
+	}{
+		{0, "k", 1}, {0, "k", 2}, {0, "k", 1},
+		{400 * time.Millisecond, "k", 1}, {400 * time.Millisecond, "k", 1},
+		{1300 * time.Millisecond, "k", 3}, {1300 * time.Millisecond, "j", 2},
+		{200 * time.Millisecond, "k", 1}, {200 * time.Millisecond, "j", 1}, // the server's clock steps back
+		{2750 * time.Millisecond, "k", 2}, {2750 * time.Millisecond, "k", 2}, {2750 * time.Millisecond, "j", 1},
+		{time.Hour, "j", 3},
+	}
+	ctx := t.Context()
+	for _, a := range algorithms(t, 3, time.Second) {
+		t.Run(a.name, func(t *testing.T) {
+			server := newLimiter(t, a.alg, newStore(t, target, Prefix(t)), ratelimit.WithClock(clock.Server()))
+			fake := clock.NewFake(t0)
+			model := newLimiter(t, a.alg, memorystore.New[string](), ratelimit.WithClock(fake))
+			for _, s := range steps {
+				target.Mini.SetTime(t0.Add(s.at))
+				fake.Set(t0.Add(s.at))
+				got, err := server.AllowN(ctx, s.key, s.cost)
+				if err != nil {
+					t.Fatalf("server time t0+%v, AllowN(%q, %d): %v", s.at, s.key, s.cost, err)
+				}
+				if want, _ := model.AllowN(ctx, s.key, s.cost); got != want {
+					t.Fatalf("server time t0+%v, AllowN(%q, %d): got %+v, want %+v (the memory store at that time)", s.at, s.key, s.cost, got, want)
+				}
+			}
+		})
+	}
+}
+
+// testServerClockShared checks that two tables opened with clock.Server()
+// share a key correctly while the instants they are handed disagree by
+// hours: the server's TIME decides, not the caller's clock. Refill during
+// the test is negligible (10 per 1000 hours).
+func testServerClockShared(t *testing.T, newStore NewStore) {
+	Each(t, func(t *testing.T, target Target) {
+		ctx := t.Context()
+		for _, a := range algorithms(t, 10, 1000*time.Hour) {
+			t.Run(a.name, func(t *testing.T) {
+				prefix := Prefix(t)
+				open := func() store.Table[string] {
+					table, err := newStore(t, target, prefix).Open(a.alg, clock.Server())
+					if err != nil {
+						t.Fatalf("Open(%v, clock.Server()): %v", a.alg, err)
+					}
+					return table
+				}
+				ta, tb := open(), open()
+				clkA := clock.NewFake(epoch)
+				clkB := clock.NewFake(epoch.Add(-3 * time.Hour))
+				var lastA, lastB algorithm.Result
+				type step struct {
+					who       string
+					cost      int64 // 0 to peek
+					allowed   bool
+					remaining int64
+				}
+				for i, s := range []step{
+					{"A", 4, true, 6}, {"B", 3, true, 3}, {"A", 0, true, 3}, {"B", 4, false, 3},
+					{"A", 3, true, 0}, {"B", 0, false, 0}, {"A", 1, false, 0}, {"B", 1, false, 0},
+				} {
+					table, clk, last := ta, clkA, &lastA
+					if s.who == "B" {
+						table, clk, last = tb, clkB, &lastB
+					}
+					if s.cost == 0 && target.Mini != nil {
+						continue // miniredis refuses TIME in read-only scripts
+					}
+					clk.Advance(time.Duration(i) * 17 * time.Minute)
+					now := clk.Now().UnixMicro()
+					var r algorithm.Result
+					var err error
+					if s.cost == 0 {
+						r, err = table.Peek(ctx, "shared", now)
+					} else {
+						r, err = table.Take(ctx, "shared", now, s.cost)
+					}
+					if err != nil || r.Allowed != s.allowed || r.Remaining != s.remaining {
+						t.Fatalf("step %d: %s cost %d = %+v, %v; want allowed=%v remaining=%d", i, s.who, s.cost, r, err, s.allowed, s.remaining)
+					}
+					*last = r
+				}
+				// Both saw the same state at (nearly) the same server time.
+				if diff := time.Duration(lastA.ResetAfter-lastB.ResetAfter) * time.Microsecond; diff.Abs() > 10*time.Second {
+					t.Errorf("ResetAfter: A %dµs, B %dµs; want them within seconds of each other", lastA.ResetAfter, lastB.ResetAfter)
+				}
+			})
+		}
+	})
+}
+
+// testClusterSlots checks on the real cluster that keys with braces work
+// and land in the slot of their whole encoded key.
+func testClusterSlots(t *testing.T, newStore NewStore) {
+	target := Cluster(t)
+	ctx := t.Context()
+	admin := GoRedis(t, target)
+	prefix := Prefix(t)
+	alg := algorithms(t, 3, time.Hour)[3].alg
+	lim := newLimiter(t, alg, newStore(t, target, prefix), ratelimit.WithClock(clock.NewFake(epoch)))
+	keys := []string{"a}b", "a", "}b", "{", "}", "{}", "}{", "{a}", "x{y}z", "{a}b", "a{b}", `\`, `\)`, `\}`, "\\\\)", "", "\x00", "a\x00}", "\xff{\xfe}", "{{}}"}
+	seen := map[string]string{}
+	for _, key := range keys {
+		d, err := lim.Allow(ctx, key)
+		if err != nil || d.Remaining != 2 {
+			t.Fatalf("Allow(%q) = %+v, %v; want allowed with Remaining 2 (every key is new)", key, d, err)
+		}
+		full := redisKey(t, prefix, key)
+		if other, dup := seen[full]; dup {
+			t.Fatalf("keys %q and %q share the Redis key %q", other, key, full)
+		}
+		seen[full] = key
+		encoded := full[len(prefix)+1 : len(full)-1]
+		slot, err := admin.ClusterKeySlot(ctx, full).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := slot
+		if encoded != "" {
+			if want, err = admin.ClusterKeySlot(ctx, encoded).Result(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if slot != want {
+			t.Errorf("key %q: %q is in slot %d, want %d, the slot of its whole encoded key %q", key, full, slot, want, encoded)
+		}
+		if n, err := admin.Exists(ctx, full).Result(); err != nil || n != 1 {
+			t.Errorf("key %q: EXISTS %q (slot %d) = %d, %v; want 1", key, full, slot, n, err)
+		}
+	}
+	if got := len(keysUnder(ctx, t, admin, prefix)); got != len(keys) {
+		t.Errorf("%d keys under the prefix, want %d", got, len(keys))
+	}
+}
+
+// unknownAlgorithm is an algorithm no store has a script for.
+type unknownAlgorithm struct{}
+
+func (unknownAlgorithm) Limit() int64                   { return 1 }
+func (unknownAlgorithm) NewState(int64) algorithm.State { return nil }
+func (unknownAlgorithm) Spec() algorithm.Spec           { return algorithm.Spec{Name: "no-such-algorithm"} }
+func (unknownAlgorithm) String() string                 { return "unknownAlgorithm" }
+
+func testUnsupportedAlgorithm(t *testing.T, newStore NewStore) {
+	target := Miniredis(t)
+	st := newStore(t, target, Prefix(t))
+	if _, err := st.Open(unknownAlgorithm{}, clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {
+		t.Errorf("Open(unknown algorithm): %v, want ErrAlgorithmUnsupported", err)
+	}
+	if _, err := ratelimit.New[string](unknownAlgorithm{}, st); !errors.Is(err, store.ErrAlgorithmUnsupported) {
+		t.Errorf("ratelimit.New(unknown algorithm): %v, want ErrAlgorithmUnsupported", err)
+	}
+}

@@ -1,0 +1,69 @@
+package goredisstore_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/internal/redistest"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/goredisstore"
+)
+
+func newStore(t *testing.T, target redistest.Target, prefix string) store.Store[string] {
+	t.Helper()
+	st, err := goredisstore.New(redistest.GoRedis(t, target), goredisstore.WithPrefix[string](prefix))
+	if err != nil {
+		t.Fatalf("goredisstore.New on %s: %v", target.Name, err)
+	}
+	return st
+}
+
+func TestRedis(t *testing.T) {
+	redistest.RunSuite(t, newStore)
+}
+
+func TestNewRequiresContextTimeout(t *testing.T) {
+	addr := redistest.Miniredis(t).Addrs[0]
+	for _, c := range []struct {
+		name   string
+		client goredisstore.Client
+		ok     bool
+	}{
+		{"Client", redis.NewClient(&redis.Options{Addr: addr}), false},
+		{"Client with ContextTimeoutEnabled", redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}), true},
+		{"ClusterClient", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}}), false},
+		{"ClusterClient with ContextTimeoutEnabled", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, ContextTimeoutEnabled: true}), true},
+		{"Ring", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}}), false},
+		{"Ring with ContextTimeoutEnabled", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}, ContextTimeoutEnabled: true}), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer c.client.(interface{ Close() error }).Close()
+			_, err := goredisstore.New[string](c.client)
+			if c.ok && err != nil {
+				t.Errorf("New: %v, want no error", err)
+			}
+			if !c.ok && !errors.Is(err, ratelimit.ErrInvalidConfig) {
+				t.Errorf("New: %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	client := redistest.GoRedis(t, redistest.Miniredis(t))
+	if _, err := goredisstore.New[string](nil); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("New(nil): %v, want ErrInvalidConfig", err)
+	}
+	for _, prefix := range []string{"a{", "}", "x{y}:"} {
+		if _, err := goredisstore.New(client, goredisstore.WithPrefix[string](prefix)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("New(WithPrefix(%q)): %v, want ErrInvalidConfig", prefix, err)
+		}
+	}
+	type pair struct{ a, b int }
+	if _, err := goredisstore.New[pair](client); !errors.Is(err, store.ErrKeyType) {
+		t.Errorf("New[struct]: %v, want ErrKeyType", err)
+	}
+}
