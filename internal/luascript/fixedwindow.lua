@@ -1,9 +1,9 @@
 -- Fixed window (Go: fixedwindow.Window).
--- ARGV[3] limit, ARGV[4] window in µs.
+-- ARGV[4] limit, ARGV[5] window in µs.
 -- State: a string "<window index> <count>". A clock that stepped back into
 -- an earlier window stays in the counted one.
-local limit = tonumber(ARGV[3])
-local window = tonumber(ARGV[4])
+local limit = tonumber(ARGV[4])
+local window = tonumber(ARGV[5])
 
 local index = floordiv(now, window)
 local count = 0

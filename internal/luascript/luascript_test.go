@@ -167,7 +167,7 @@ func TestShortTTLKeepsKey(t *testing.T) {
 		if err := client.ScriptLoad(ctx, script.Source).Err(); err != nil {
 			t.Fatal(err)
 		}
-		args := append([]any{"1700000000000001", "1"}, anys(c.params)...)
+		args := append([]any{"1700000000000001", "1", "0"}, anys(c.params)...) // now, cost, TTL margin
 		const batches, perBatch = 20, 1000
 		lost := 0
 		for b := range batches {

@@ -5,7 +5,8 @@
 -- ARGV[1]  now, in Unix microseconds; empty to read the server's TIME
 -- ARGV[2]  the cost to take (1..limit), or 0 to peek: report the state for
 --          a cost of 1 and write nothing (safe under EVALSHA_RO)
--- ARGV[3…] the algorithm's parameters, named in its body
+-- ARGV[3]  extra milliseconds every TTL gets (the store's TTL margin)
+-- ARGV[4…] the algorithm's parameters, named in its body
 --
 -- Every script returns {allowed (0 or 1), limit, remaining, retry after µs,
 -- reset after µs}: whole numbers below 2^53, exact as integer replies.
@@ -20,6 +21,7 @@ if now == nil then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local cost = tonumber(ARGV[2])
+local margin = tonumber(ARGV[3])
 local peek = cost == 0
 if peek then
   cost = 1
@@ -36,9 +38,12 @@ local function floordiv(a, b)
   return q
 end
 
--- ttl_ms turns a reset-after in µs into a PX argument, rounded up.
+-- ttl_ms turns a reset-after in µs into a PX or PEXPIRE argument: rounded
+-- up, at least 2 (Redis reads its clock for the deadline, then again to
+-- see whether it has passed, and deletes the key at once when a
+-- millisecond ends in between a 1 ms TTL), plus the margin.
 local function ttl_ms(us)
-  return math.ceil(us / 1000)
+  return math.max(math.ceil(us / 1000), 2) + margin
 end
 
 -- int formats a whole number without an exponent.

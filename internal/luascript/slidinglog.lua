@@ -1,11 +1,11 @@
 -- Sliding log (Go: slidinglog.Log).
--- ARGV[3] limit, ARGV[4] window in µs.
+-- ARGV[4] limit, ARGV[5] window in µs.
 -- State: a sorted set with one member per unit of admitted cost, scored by
 -- the instant it was admitted; members are "<instant>:<n>", n counting the
 -- units admitted at that instant, so they never collide. An entry counts
 -- while its instant is after now − window.
-local limit = tonumber(ARGV[3])
-local window = tonumber(ARGV[4])
+local limit = tonumber(ARGV[4])
+local window = tonumber(ARGV[5])
 
 local cut = now - window
 local after = '(' .. int(cut)
@@ -53,8 +53,5 @@ for i = first, first + cost - 1 do
 end
 used = used + cost
 local reset = reset_after()
--- PEXPIRE reads the clock for the deadline, then again to see whether it
--- has passed, and deletes the key when it has: with 1 ms, whenever a
--- millisecond ends in between. It is never asked for less than 2.
-redis.call('PEXPIRE', key, math.max(ttl_ms(reset), 2))
+redis.call('PEXPIRE', key, ttl_ms(reset))
 return {1, limit, limit - used, 0, reset}

@@ -1,9 +1,9 @@
 -- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
--- ARGV[3] capacity, ARGV[4] tokens per interval, ARGV[5] interval in µs.
+-- ARGV[4] capacity, ARGV[5] tokens per interval, ARGV[6] interval in µs.
 -- State: a string "<tokens> <instant of the last refill µs>".
-local capacity = tonumber(ARGV[3])
-local per = tonumber(ARGV[4])
-local interval = tonumber(ARGV[5])
+local capacity = tonumber(ARGV[4])
+local per = tonumber(ARGV[5])
+local interval = tonumber(ARGV[6])
 
 local tokens, last = capacity, now
 local state = redis.call('GET', key)

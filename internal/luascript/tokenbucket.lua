@@ -1,8 +1,8 @@
 -- Continuous token bucket (Go: tokenbucket.Bucket).
--- ARGV[3] capacity, ARGV[4] rate in tokens per second.
+-- ARGV[4] capacity, ARGV[5] rate in tokens per second.
 -- State: a string "<tokens as %.17g> <last update µs>".
-local capacity = tonumber(ARGV[3])
-local rate = tonumber(ARGV[4])
+local capacity = tonumber(ARGV[4])
+local rate = tonumber(ARGV[5])
 
 local tokens, last = capacity, now
 local state = redis.call('GET', key)

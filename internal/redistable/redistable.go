@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
@@ -37,12 +38,23 @@ func CheckPrefix(prefix string) error {
 	return nil
 }
 
+// Config is what a Redis store's options set.
+type Config[K comparable] struct {
+	// Prefix starts every key; it must not contain '{' or '}'.
+	Prefix string
+	// Encode turns keys into bytes; nil means store.DefaultKeyEncoder.
+	Encode store.KeyEncoder[K]
+	// TTLMargin is added to every key's time to live.
+	TTLMargin time.Duration
+}
+
 // Table is a store.Table kept in Redis.
 type Table[K comparable] struct {
 	run    Runner
 	prefix string
 	encode store.KeyEncoder[K]
 	script *luascript.Script
+	margin string // ARGV[3]: the TTL margin in ms
 	params []string
 	server bool
 	limit  int64
@@ -50,11 +62,15 @@ type Table[K comparable] struct {
 
 var _ store.Table[string] = (*Table[string])(nil)
 
-// Open returns a table for alg whose keys are prefix + "{" + encoded key +
-// "}". A nil encode uses store.DefaultKeyEncoder.
-func Open[K comparable](run Runner, prefix string, encode store.KeyEncoder[K], alg algorithm.Algorithm, clk clock.Clock) (*Table[K], error) {
+// Open returns a table for alg whose keys are cfg.Prefix + "{" + encoded
+// key + "}".
+func Open[K comparable](run Runner, cfg Config[K], alg algorithm.Algorithm, clk clock.Clock) (*Table[K], error) {
+	prefix, encode := cfg.Prefix, cfg.Encode
 	if err := CheckPrefix(prefix); err != nil {
 		return nil, err
+	}
+	if cfg.TTLMargin < 0 || cfg.TTLMargin > time.Duration(algorithm.MaxDuration)*time.Microsecond {
+		return nil, fmt.Errorf("%w: TTL margin %v out of range", algorithm.ErrInvalidConfig, cfg.TTLMargin)
 	}
 	if encode == nil {
 		var err error
@@ -71,6 +87,7 @@ func Open[K comparable](run Runner, prefix string, encode store.KeyEncoder[K], a
 		prefix: prefix,
 		encode: encode,
 		script: script,
+		margin: strconv.FormatInt(cfg.TTLMargin.Milliseconds(), 10),
 		params: params,
 		server: clock.IsServer(clk),
 		limit:  alg.Limit(),
@@ -106,11 +123,12 @@ func (t *Table[K]) Key(key K) string {
 }
 
 func (t *Table[K]) args(now, cost int64) []string {
-	args := make([]string, 2, 2+len(t.params))
+	args := make([]string, 3, 3+len(t.params))
 	if !t.server {
 		args[0] = strconv.FormatInt(now, 10)
 	}
 	args[1] = strconv.FormatInt(cost, 10)
+	args[2] = t.margin
 	return append(args, t.params...)
 }
 

@@ -32,7 +32,7 @@ func window(t testing.TB) algorithm.Algorithm {
 
 func open[K comparable](t testing.TB, run redistable.Runner, encode store.KeyEncoder[K], clk clock.Clock) *redistable.Table[K] {
 	t.Helper()
-	table, err := redistable.Open(run, prefix, encode, window(t), clk)
+	table, err := redistable.Open(run, redistable.Config[K]{Prefix: prefix, Encode: encode}, window(t), clk)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -179,7 +179,7 @@ func TestKeyEncoders(t *testing.T) {
 	if got, want := pairs.Key(pair{"x", "y"}), prefix+`{x\)y}`; got != want {
 		t.Errorf("Key with a custom encoder = %q, want %q (escaped after encoding)", got, want)
 	}
-	if _, err := redistable.Open[pair](nil, prefix, nil, window(t), clock.Local()); !errors.Is(err, store.ErrKeyType) {
+	if _, err := redistable.Open(nil, redistable.Config[pair]{Prefix: prefix}, window(t), clock.Local()); !errors.Is(err, store.ErrKeyType) {
 		t.Errorf("Open[struct] without an encoder: %v, want ErrKeyType", err)
 	}
 }
@@ -194,7 +194,7 @@ func TestCheckPrefix(t *testing.T) {
 		if err := redistable.CheckPrefix(p); !errors.Is(err, algorithm.ErrInvalidConfig) {
 			t.Errorf("CheckPrefix(%q): %v, want ErrInvalidConfig", p, err)
 		}
-		if _, err := redistable.Open[string](nil, p, nil, window(t), clock.Local()); !errors.Is(err, algorithm.ErrInvalidConfig) {
+		if _, err := redistable.Open(nil, redistable.Config[string]{Prefix: p}, window(t), clock.Local()); !errors.Is(err, algorithm.ErrInvalidConfig) {
 			t.Errorf("Open with prefix %q: %v, want ErrInvalidConfig", p, err)
 		}
 	}
@@ -208,7 +208,7 @@ func (unknown) NewState(int64) algorithm.State { return nil }
 func (unknown) Spec() algorithm.Spec           { return algorithm.Spec{Name: "unknown"} }
 
 func TestOpenUnknownAlgorithm(t *testing.T) {
-	if _, err := redistable.Open[string](nil, prefix, nil, unknown{}, clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {
+	if _, err := redistable.Open(nil, redistable.Config[string]{Prefix: prefix}, unknown{}, clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {
 		t.Errorf("Open(unknown algorithm): %v, want ErrAlgorithmUnsupported", err)
 	}
 }
@@ -257,10 +257,10 @@ func TestArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []call{
-		{"fixedwindow", false, "rl:{k}", []string{"1700000000123456", "3", "5", "1000000"}},
-		{"fixedwindow", true, "rl:{k}", []string{"1700000000123457", "0", "5", "1000000"}},
-		{"fixedwindow", false, "rl:{k}", []string{"", "2", "5", "1000000"}},
-		{"fixedwindow", true, "rl:{k}", []string{"", "0", "5", "1000000"}},
+		{"fixedwindow", false, "rl:{k}", []string{"1700000000123456", "3", "0", "5", "1000000"}},
+		{"fixedwindow", true, "rl:{k}", []string{"1700000000123457", "0", "0", "5", "1000000"}},
+		{"fixedwindow", false, "rl:{k}", []string{"", "2", "0", "5", "1000000"}},
+		{"fixedwindow", true, "rl:{k}", []string{"", "0", "0", "5", "1000000"}},
 	}
 	if len(run.calls) != len(want) {
 		t.Fatalf("got %d calls, want %d", len(run.calls), len(want))

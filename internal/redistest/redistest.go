@@ -41,13 +41,11 @@ type Target struct {
 	// Username and Password, when set, authenticate the clients GoRedis
 	// and Rueidis make (an ACL user of a private server).
 	Username, Password string
-	// LongTTL, when set, makes the clients GoRedis and Rueidis run the
-	// library's scripts in a form that writes every key with a TTL of
-	// LongTTL rather than its ResetAfter, and decides exactly as the
-	// script does. For suites on fake clocks: Redis TTLs count real time,
-	// which passes while a fake clock stands still, so real TTLs would
-	// forget keys early in the suite's time.
-	LongTTL time.Duration
+	// TTLMargin is the TTL margin the tests' store constructors give the
+	// stores (WithTTLMargin). Suites on fake clocks need one on real
+	// Redis: its TTLs count real time, which passes while a fake clock
+	// stands still, so keys would expire early in the suite's time.
+	TTLMargin time.Duration
 }
 
 // Miniredis starts an embedded server for the test.
@@ -95,9 +93,6 @@ func GoRedis(t testing.TB, target Target) redis.UniversalClient {
 			Username: target.Username, Password: target.Password})
 	}
 	t.Cleanup(func() { c.Close() })
-	if target.LongTTL > 0 {
-		return longTTLGoRedis{c, longTTL(target.LongTTL)}
-	}
 	return c
 }
 
@@ -113,9 +108,6 @@ func Rueidis(t testing.TB, target Target) rueidis.Client {
 		t.Fatalf("rueidis client for %s: %v", target.Name, err)
 	}
 	t.Cleanup(c.Close)
-	if target.LongTTL > 0 {
-		return longTTLRueidis{c, longTTL(target.LongTTL)}
-	}
 	return c
 }
 

@@ -37,7 +37,7 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //   - Conformance: storetest.Run on every target;
 //   - Differential: storetest.Differential against the memory store on
 //     every target, so the Lua scripts decide exactly as the Go transitions
-//     (on real Redis both run with Target.LongTTL, as their clocks are fake);
+//     (on real Redis both run with a Target.TTLMargin, as their clocks are fake);
 //   - TTL: every key written has a time to live of its last ResetAfter,
 //     rounded up to the millisecond; denials and peeks write nothing;
 //   - PeekReadOnly: Peek works for an ACL user allowed only EVALSHA_RO and
@@ -71,7 +71,7 @@ func RunSuite(t *testing.T, newStore NewStore) {
 	t.Run("UnsupportedAlgorithm", func(t *testing.T) { testUnsupportedAlgorithm(t, newStore) })
 }
 
-// suiteTTL is the Target.LongTTL of real targets under storetest, whose
+// suiteTTL is the Target.TTLMargin of real targets under storetest, whose
 // clocks are fake: real Redis would expire keys by real time, early in
 // the suite's time (miniredis's TTLs do not move on their own). The TTLs
 // the scripts set are checked by the TTL test.
@@ -81,7 +81,7 @@ func testConformance(t *testing.T, newStore NewStore) {
 	Each(t, func(t *testing.T, target Target) {
 		t.Parallel() // the targets share nothing
 		if target.Mini == nil {
-			target.LongTTL = suiteTTL
+			target.TTLMargin = suiteTTL
 		}
 		storetest.Run(t, func(t *testing.T) store.Store[string] {
 			return newStore(t, target, Prefix(t))
@@ -93,7 +93,7 @@ func testDifferential(t *testing.T, newStore NewStore) {
 	Each(t, func(t *testing.T, target Target) {
 		t.Parallel()
 		if target.Mini == nil {
-			target.LongTTL = suiteTTL
+			target.TTLMargin = suiteTTL
 		}
 		storetest.Differential(t,
 			func(t *testing.T) store.Store[string] { return memorystore.New[string]() },
@@ -137,7 +137,7 @@ var epoch = time.UnixMicro(1_700_000_000_654_321)
 func redisKey(t testing.TB, prefix, key string) string {
 	t.Helper()
 	alg, _ := fixedwindow.New(fixedwindow.Config{Limit: 1, Window: time.Second})
-	table, err := redistable.Open[string](nil, prefix, nil, alg, clock.Local())
+	table, err := redistable.Open(nil, redistable.Config[string]{Prefix: prefix}, alg, clock.Local())
 	if err != nil {
 		t.Fatalf("redistable.Open(prefix %q): %v", prefix, err)
 	}
@@ -337,19 +337,19 @@ func testTTL(t *testing.T, newStore NewStore) {
 					}
 				}
 
-				// The harness's Target.LongTTL, which Conformance and
-				// Differential use, decides the same and only lengthens TTLs.
+				// A TTL margin, which Conformance and Differential use on
+				// real Redis, decides the same and only lengthens TTLs.
 				long := target
-				long.LongTTL = suiteTTL
+				long.TTLMargin = suiteTTL
 				longPrefix := Prefix(t)
 				longLim := newLimiter(t, a.alg, newStore(t, long, longPrefix), ratelimit.WithClock(clk))
 				without := take("twin", 2) // on the first store, at the same instant
 				with, err := longLim.AllowN(ctx, "twin", 2)
 				if err != nil || with != without {
-					t.Errorf("AllowN(twin, 2) with Target.LongTTL = %+v, %v; want %+v, as without", with, err, without)
+					t.Errorf("AllowN(twin, 2) with a TTL margin = %+v, %v; want %+v, as without", with, err, without)
 				}
-				if ms := pttl(ctx, t, admin, redisKey(t, longPrefix, "twin")); ms <= (suiteTTL - time.Minute).Milliseconds() {
-					t.Errorf("PTTL with Target.LongTTL %v = %dms", suiteTTL, ms)
+				if ms := pttl(ctx, t, admin, redisKey(t, longPrefix, "twin")); ms <= suiteTTL.Milliseconds() {
+					t.Errorf("PTTL with a TTL margin of %v = %dms, want more than the margin", suiteTTL, ms)
 				}
 			})
 		}

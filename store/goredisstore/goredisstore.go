@@ -46,8 +46,7 @@ const DefaultPrefix = "ratelimit:"
 // Store keeps limiter state in Redis through go-redis. Create it with [New].
 type Store[K comparable] struct {
 	client Client
-	prefix string
-	encode store.KeyEncoder[K]
+	cfg    redistable.Config[K]
 }
 
 var _ store.Store[string] = (*Store[string])(nil)
@@ -59,13 +58,25 @@ type Option[K comparable] func(*Store[K])
 // DefaultPrefix). Limiters sharing a Redis must use different prefixes,
 // and a prefix must not contain '{' or '}'.
 func WithPrefix[K comparable](prefix string) Option[K] {
-	return func(s *Store[K]) { s.prefix = prefix }
+	return func(s *Store[K]) { s.cfg.Prefix = prefix }
 }
 
 // WithKeyEncoder sets how keys are turned into bytes (default
 // store.DefaultKeyEncoder, which knows strings, integers and netip types).
 func WithKeyEncoder[K comparable](encode store.KeyEncoder[K]) Option[K] {
-	return func(s *Store[K]) { s.encode = encode }
+	return func(s *Store[K]) { s.cfg.Encode = encode }
+}
+
+// WithTTLMargin keeps every key this much longer than the time after which
+// its state is indistinguishable from a new key's (default 0). Keys then
+// outlive their state by the margin, which only costs memory. Use it when
+// limiters decide on local clocks that may disagree: a key written by a
+// server whose clock runs ahead could otherwise expire before a server
+// whose clock lags thinks it should, letting the lagging one start it
+// afresh. A margin at least as large as the clocks' disagreement prevents
+// it; with clock.Server() there is nothing to disagree about.
+func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
+	return func(s *Store[K]) { s.cfg.TTLMargin = margin }
 }
 
 // New returns a store on client. When the client's options are visible
@@ -77,19 +88,19 @@ func New[K comparable](client Client, opts ...Option[K]) (*Store[K], error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: goredisstore: nil client", algorithm.ErrInvalidConfig)
 	}
-	s := &Store[K]{client: client, prefix: DefaultPrefix}
+	s := &Store[K]{client: client, cfg: redistable.Config[K]{Prefix: DefaultPrefix}}
 	for _, o := range opts {
 		o(s)
 	}
-	if err := redistable.CheckPrefix(s.prefix); err != nil {
+	if err := redistable.CheckPrefix(s.cfg.Prefix); err != nil {
 		return nil, err
 	}
-	if s.encode == nil {
+	if s.cfg.Encode == nil {
 		enc, err := store.DefaultKeyEncoder[K]()
 		if err != nil {
 			return nil, err
 		}
-		s.encode = enc
+		s.cfg.Encode = enc
 	}
 	if !honoursDeadlines(client) {
 		return nil, fmt.Errorf("%w: goredisstore: the client needs ContextTimeoutEnabled: true so that context deadlines bound each decision",
@@ -113,7 +124,7 @@ func honoursDeadlines(c Client) bool {
 // Open returns a table for alg. Every clock works: with clock.Server()
 // the scripts read Redis's TIME.
 func (s *Store[K]) Open(alg algorithm.Algorithm, clk clock.Clock) (store.Table[K], error) {
-	return redistable.Open(runner{s.client}, s.prefix, s.encode, alg, clk)
+	return redistable.Open(runner{s.client}, s.cfg, alg, clk)
 }
 
 type runner struct{ c Client }

@@ -14,7 +14,7 @@ import (
 
 func newStore(t *testing.T, target redistest.Target, prefix string) store.Store[string] {
 	t.Helper()
-	st, err := goredisstore.New(redistest.GoRedis(t, target), goredisstore.WithPrefix[string](prefix))
+	st, err := goredisstore.New(redistest.GoRedis(t, target), goredisstore.WithPrefix[string](prefix), goredisstore.WithTTLMargin[string](target.TTLMargin))
 	if err != nil {
 		t.Fatalf("goredisstore.New on %s: %v", target.Name, err)
 	}

@@ -19,6 +19,7 @@ package rueidisstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -35,8 +36,7 @@ const DefaultPrefix = "ratelimit:"
 // Store keeps limiter state in Redis through rueidis. Create it with [New].
 type Store[K comparable] struct {
 	client rueidis.Client
-	prefix string
-	encode store.KeyEncoder[K]
+	cfg    redistable.Config[K]
 }
 
 var _ store.Store[string] = (*Store[string])(nil)
@@ -48,13 +48,25 @@ type Option[K comparable] func(*Store[K])
 // DefaultPrefix). Limiters sharing a Redis must use different prefixes,
 // and a prefix must not contain '{' or '}'.
 func WithPrefix[K comparable](prefix string) Option[K] {
-	return func(s *Store[K]) { s.prefix = prefix }
+	return func(s *Store[K]) { s.cfg.Prefix = prefix }
 }
 
 // WithKeyEncoder sets how keys are turned into bytes (default
 // store.DefaultKeyEncoder).
 func WithKeyEncoder[K comparable](encode store.KeyEncoder[K]) Option[K] {
-	return func(s *Store[K]) { s.encode = encode }
+	return func(s *Store[K]) { s.cfg.Encode = encode }
+}
+
+// WithTTLMargin keeps every key this much longer than the time after which
+// its state is indistinguishable from a new key's (default 0). Keys then
+// outlive their state by the margin, which only costs memory. Use it when
+// limiters decide on local clocks that may disagree: a key written by a
+// server whose clock runs ahead could otherwise expire before a server
+// whose clock lags thinks it should, letting the lagging one start it
+// afresh. A margin at least as large as the clocks' disagreement prevents
+// it; with clock.Server() there is nothing to disagree about.
+func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
+	return func(s *Store[K]) { s.cfg.TTLMargin = margin }
 }
 
 // New returns a store on client, a standalone, sentinel or cluster client.
@@ -63,19 +75,19 @@ func New[K comparable](client rueidis.Client, opts ...Option[K]) (*Store[K], err
 	if client == nil {
 		return nil, fmt.Errorf("%w: rueidisstore: nil client", algorithm.ErrInvalidConfig)
 	}
-	s := &Store[K]{client: client, prefix: DefaultPrefix}
+	s := &Store[K]{client: client, cfg: redistable.Config[K]{Prefix: DefaultPrefix}}
 	for _, o := range opts {
 		o(s)
 	}
-	if err := redistable.CheckPrefix(s.prefix); err != nil {
+	if err := redistable.CheckPrefix(s.cfg.Prefix); err != nil {
 		return nil, err
 	}
-	if s.encode == nil {
+	if s.cfg.Encode == nil {
 		enc, err := store.DefaultKeyEncoder[K]()
 		if err != nil {
 			return nil, err
 		}
-		s.encode = enc
+		s.cfg.Encode = enc
 	}
 	return s, nil
 }
@@ -88,7 +100,7 @@ func (s *Store[K]) Open(alg algorithm.Algorithm, clk clock.Clock) (store.Table[K
 		return nil, err
 	}
 	r := runner{client: s.client, take: rueidis.NewLuaScript(script.Source)}
-	return redistable.Open(r, s.prefix, s.encode, alg, clk)
+	return redistable.Open(r, s.cfg, alg, clk)
 }
 
 type runner struct {

@@ -12,7 +12,7 @@ import (
 
 func newStore(t *testing.T, target redistest.Target, prefix string) store.Store[string] {
 	t.Helper()
-	st, err := rueidisstore.New(redistest.Rueidis(t, target), rueidisstore.WithPrefix[string](prefix))
+	st, err := rueidisstore.New(redistest.Rueidis(t, target), rueidisstore.WithPrefix[string](prefix), rueidisstore.WithTTLMargin[string](target.TTLMargin))
 	if err != nil {
 		t.Fatalf("rueidisstore.New on %s: %v", target.Name, err)
 	}
