@@ -36,7 +36,8 @@ type Config struct {
 // Bucket is a continuously refilled token bucket. Create it with [New].
 type Bucket struct {
 	capacity float64
-	rate     float64
+	rate     float64 // tokens per second
+	perMicro float64 // tokens per microsecond: rate/1e6, rounded once
 	limit    int64
 }
 
@@ -55,7 +56,7 @@ func New(cfg Config) (*Bucket, error) {
 		return nil, fmt.Errorf("%w: tokenbucket: refilling %d tokens at %v/s takes longer than %dµs",
 			algorithm.ErrInvalidConfig, cfg.Capacity, cfg.Rate, algorithm.MaxDuration)
 	}
-	return &Bucket{capacity: float64(cfg.Capacity), rate: cfg.Rate, limit: cfg.Capacity}, nil
+	return &Bucket{capacity: float64(cfg.Capacity), rate: cfg.Rate, perMicro: cfg.Rate / 1e6, limit: cfg.Capacity}, nil
 }
 
 // Limit returns the capacity.
@@ -91,31 +92,30 @@ type bucketState struct {
 
 // at returns the tokens the bucket holds at now: the stored tokens plus
 // what refilled since last, capped at capacity. Time going backwards adds
-// nothing. The arithmetic order is the Lua script's; keep them in step.
+// nothing. The arithmetic is the Lua script's, operation for operation;
+// the conversions keep Go from fusing the multiply and add.
 func (s *bucketState) at(now int64) float64 {
-	elapsed := now - s.last
-	if elapsed < 0 {
-		elapsed = 0
-	}
-	t := s.tokens + float64(float64(elapsed)*s.b.rate)/1e6
-	return min(t, s.b.capacity)
+	return min(s.after(max(now-s.last, 0)), s.b.capacity)
+}
+
+// after returns the stored tokens plus e microseconds of refill, uncapped.
+func (s *bucketState) after(e int64) float64 {
+	return s.tokens + float64(float64(e)*s.b.perMicro)
 }
 
 // until returns the microseconds from now until the bucket holds target
-// tokens (target ≤ capacity), or 0 if it already does. It is exact: at the
-// returned instant at() reaches target, one microsecond earlier it does not.
-func (s *bucketState) until(target float64, now int64) int64 {
-	if s.at(now) >= target {
+// tokens (target ≤ capacity), given that it holds held at now. It is
+// exact: at the returned instant at() reaches target, one microsecond
+// earlier it does not.
+func (s *bucketState) until(target, held float64, now int64) int64 {
+	if held >= target {
 		return 0
 	}
-	reaches := func(e int64) bool {
-		return s.tokens+float64(float64(e)*s.b.rate)/1e6 >= target
-	}
-	e := int64(math.Ceil((target - s.tokens) * 1e6 / s.b.rate))
-	for !reaches(e) {
+	e := int64(math.Ceil((target - s.tokens) / s.b.perMicro))
+	for s.after(e) < target {
 		e++
 	}
-	for e > 0 && reaches(e-1) {
+	for e > 0 && s.after(e-1) >= target {
 		e--
 	}
 	return s.last + e - now
@@ -128,8 +128,8 @@ func (s *bucketState) Take(now, cost int64) algorithm.Result {
 		return algorithm.Result{
 			Limit:      s.b.limit,
 			Remaining:  int64(math.Floor(tokens)),
-			RetryAfter: s.until(c, now),
-			ResetAfter: s.until(s.b.capacity, now),
+			RetryAfter: s.until(c, tokens, now),
+			ResetAfter: s.until(s.b.capacity, tokens, now),
 		}
 	}
 	s.tokens = tokens - c
@@ -138,7 +138,7 @@ func (s *bucketState) Take(now, cost int64) algorithm.Result {
 		Allowed:    true,
 		Limit:      s.b.limit,
 		Remaining:  int64(math.Floor(s.tokens)),
-		ResetAfter: s.until(s.b.capacity, now),
+		ResetAfter: s.until(s.b.capacity, s.tokens, now),
 	}
 }
 
@@ -148,8 +148,8 @@ func (s *bucketState) Peek(now int64) algorithm.Result {
 		Allowed:    tokens >= 1,
 		Limit:      s.b.limit,
 		Remaining:  int64(math.Floor(tokens)),
-		RetryAfter: s.until(1, now),
-		ResetAfter: s.until(s.b.capacity, now),
+		RetryAfter: s.until(1, tokens, now),
+		ResetAfter: s.until(s.b.capacity, tokens, now),
 	}
 }
 
