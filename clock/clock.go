@@ -7,7 +7,6 @@
 package clock
 
 import (
-	"sync"
 	"time"
 )
 
@@ -29,23 +28,36 @@ type Timer interface {
 }
 
 // Local returns the clock of this process. It never goes backwards: it is
-// the wall-clock time at the first call, advanced by the monotonic clock,
-// so a step of the system clock (NTP, an operator) does not move it.
+// the wall-clock time when the program started, advanced by the monotonic
+// clock, so a step of the system clock (NTP, an operator) does not move it.
 func Local() Clock { return local }
 
-var local = &localClock{}
+// Micros is implemented by clocks that can tell the time as Unix
+// microseconds without building a time.Time, which the Limiter prefers:
+// it reads its clock once per decision, and on the local clock this halves
+// the cost of the read. UnixMicro must equal Now().UnixMicro().
+type Micros interface {
+	Clock
+	UnixMicro() int64
+}
+
+var local = newLocalClock()
 
 type localClock struct {
-	once  sync.Once
-	start time.Time
+	mono  time.Time // carries the monotonic reading time.Since uses
+	start time.Time // mono's wall-clock time, truncated to the microsecond
+	micro int64     // start in Unix microseconds
 }
 
-func (c *localClock) Now() time.Time {
-	c.once.Do(func() { c.start = time.Now() })
-	// Round(0) strips the monotonic reading so the result is a plain
-	// instant; the addition itself used it.
-	return c.start.Add(time.Since(c.start)).Round(0)
+func newLocalClock() *localClock {
+	mono := time.Now()
+	start := mono.Truncate(time.Microsecond) // also drops the monotonic reading
+	return &localClock{mono: mono, start: start, micro: start.UnixMicro()}
 }
+
+func (c *localClock) Now() time.Time { return c.start.Add(time.Since(c.mono)) }
+
+func (c *localClock) UnixMicro() int64 { return c.micro + int64(time.Since(c.mono)/time.Microsecond) }
 
 func (c *localClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
@@ -66,6 +78,7 @@ var server = serverClock{}
 type serverClock struct{}
 
 func (serverClock) Now() time.Time                 { return local.Now() }
+func (serverClock) UnixMicro() int64               { return local.UnixMicro() }
 func (serverClock) NewTimer(d time.Duration) Timer { return local.NewTimer(d) }
 func (serverClock) String() string                 { return "clock.Server()" }
 

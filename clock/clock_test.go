@@ -113,3 +113,16 @@ func TestServerTellsLocalTime(t *testing.T) {
 		t.Error("Server() timer: Stop() before firing = false, want true")
 	}
 }
+
+// TestLocalUnixMicro checks that the fast read agrees with Now.
+func TestLocalUnixMicro(t *testing.T) {
+	c := clock.Local().(clock.Micros)
+	for range 10000 {
+		before := c.Now().UnixMicro()
+		got := c.UnixMicro()
+		after := c.Now().UnixMicro()
+		if got < before || got > after {
+			t.Fatalf("UnixMicro() = %d, outside [%d, %d] read by Now around it", got, before, after)
+		}
+	}
+}

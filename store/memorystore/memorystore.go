@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -115,6 +116,7 @@ func (s *Store[K]) Open(alg algorithm.Algorithm, clk clock.Clock) (store.Table[K
 	}
 	for i := range t.shards {
 		t.shards[i].keys = make(map[K]*entry)
+		t.shards[i].soon = math.MaxInt64
 	}
 	s.mu.Lock()
 	s.tables = append(s.tables, t)
@@ -173,7 +175,8 @@ type shard[K comparable] struct {
 	keys map[K]*entry
 	ops  int      // operations since the last sweep
 	due  int      // keys the last sweep left: operations until the next one
-	_    [32]byte // keep neighbouring shards' mutexes on separate cache lines
+	soon int64    // no key expires before this instant (Unix µs)
+	_    [24]byte // keep neighbouring shards' mutexes on separate cache lines
 }
 
 // sweepMin is the fewest operations between two sweeps of a shard, so
@@ -197,6 +200,7 @@ func (t *table[K]) Take(_ context.Context, key K, now, cost int64) (algorithm.Re
 	}
 	r := e.state.Take(now, cost)
 	e.expires = now + r.ResetAfter
+	sh.soon = min(sh.soon, e.expires)
 	return r, nil
 }
 
@@ -221,23 +225,32 @@ func (t *table[K]) Reset(_ context.Context, key K) error {
 }
 
 // tick counts an operation and sweeps the shard once the count reaches
-// the number of keys the last sweep left. The count is measured against
+// the number of keys the last sweep left, unless no key can have expired
+// yet (soon, the earliest expiry, is still ahead). The count is measured against
 // that number, not the current size: a stream of new keys grows the size
 // as fast as the count, which would then never catch up. A sweep thus
 // visits at most twice the operations since the last one, O(1) amortised.
 func (sh *shard[K]) tick(now int64) {
 	sh.ops++
-	if sh.ops >= max(sh.due, sweepMin) {
-		sh.sweep(now)
+	if sh.ops < max(sh.due, sweepMin) {
+		return
 	}
+	if now < sh.soon {
+		sh.ops = 0 // nothing can have expired yet: skip this sweep
+		return
+	}
+	sh.sweep(now)
 }
 
 // sweep drops every key whose state has expired at now.
 func (sh *shard[K]) sweep(now int64) {
 	sh.ops = 0
+	sh.soon = math.MaxInt64
 	for k, e := range sh.keys {
 		if e.expires <= now {
 			delete(sh.keys, k)
+		} else {
+			sh.soon = min(sh.soon, e.expires)
 		}
 	}
 	sh.due = len(sh.keys)
