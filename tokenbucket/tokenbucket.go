@@ -38,6 +38,7 @@ type Bucket struct {
 	capacity float64
 	rate     float64 // tokens per second
 	perMicro float64 // tokens per microsecond: rate/1e6, rounded once
+	perToken float64 // microseconds per token, for first guesses only
 	limit    int64
 }
 
@@ -56,7 +57,8 @@ func New(cfg Config) (*Bucket, error) {
 		return nil, fmt.Errorf("%w: tokenbucket: refilling %d tokens at %v/s takes longer than %dµs",
 			algorithm.ErrInvalidConfig, cfg.Capacity, cfg.Rate, algorithm.MaxDuration)
 	}
-	return &Bucket{capacity: float64(cfg.Capacity), rate: cfg.Rate, perMicro: cfg.Rate / 1e6, limit: cfg.Capacity}, nil
+	return &Bucket{capacity: float64(cfg.Capacity), rate: cfg.Rate, perMicro: cfg.Rate / 1e6,
+		perToken: 1e6 / cfg.Rate, limit: cfg.Capacity}, nil
 }
 
 // Limit returns the capacity.
@@ -111,7 +113,9 @@ func (s *bucketState) until(target, held float64, now int64) int64 {
 	if held >= target {
 		return 0
 	}
-	e := int64(math.Ceil((target - s.tokens) / s.b.perMicro))
+	// A first guess, then the exact answer by after() itself; the guess
+	// may be off by a few µs either way without changing the result.
+	e := int64(math.Ceil((target - s.tokens) * s.b.perToken))
 	for s.after(e) < target {
 		e++
 	}
