@@ -5,7 +5,13 @@
 local limit = tonumber(ARGV[4])
 local window = tonumber(ARGV[5])
 
-local index = floordiv(now, window)
+-- The window of now, ⌊now/window⌋, exact for whole numbers below 2^53.
+local index = math.floor(now / window)
+if index * window > now then
+  index = index - 1
+elseif (index + 1) * window <= now then
+  index = index + 1
+end
 local count = 0
 local state = redis.call('GET', key)
 if state then
@@ -26,9 +32,13 @@ if peek or count + cost > limit then
   if count > 0 then
     reset = ends
   end
-  return {allowed, limit, limit - count, retry, reset}
+  return {allowed, limit - count, retry, reset}
 end
 
 count = count + cost
-redis.call('SET', key, int(index) .. ' ' .. int(count), 'PX', ttl_ms(ends))
-return {1, limit, limit - count, 0, ends}
+local ttl = math.ceil(ends / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+redis.call('SET', key, string.format('%.0f %.0f', index, count), 'PX', ttl + margin)
+return {1, limit - count, 0, ends}

@@ -8,8 +8,15 @@
 -- ARGV[3]  extra milliseconds every TTL gets (the store's TTL margin)
 -- ARGV[4…] the algorithm's parameters, named in its body
 --
--- Every script returns {allowed (0 or 1), limit, remaining, retry after µs,
--- reset after µs}: whole numbers below 2^53, exact as integer replies.
+-- Every script returns {allowed (0 or 1), remaining, retry after µs, reset
+-- after µs}: whole numbers below 2^53, exact as integer replies.
+--
+-- Scripts define as few functions as they can: each runs as a fresh call,
+-- so every function is a closure allocated again on every decision.
+-- TTLs are written as ttl(µs) would: rounded up to milliseconds, at least 2
+-- (Redis reads its clock for the deadline, then again to see whether it
+-- has passed, and deletes the key at once when a millisecond ends in
+-- between a 1 ms TTL), plus the margin.
 -- The arithmetic mirrors the Go transition of the same algorithm operation
 -- for operation, so that both give bit-identical results. Nothing is
 -- written before every value is computed; the state and its TTL are written
@@ -25,29 +32,5 @@ local margin = tonumber(ARGV[3])
 local peek = cost == 0
 if peek then
   cost = 1
-end
-
--- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
-local function floordiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
-
--- ttl_ms turns a reset-after in µs into a PX or PEXPIRE argument: rounded
--- up, at least 2 (Redis reads its clock for the deadline, then again to
--- see whether it has passed, and deletes the key at once when a
--- millisecond ends in between a 1 ms TTL), plus the margin.
-local function ttl_ms(us)
-  return math.max(math.ceil(us / 1000), 2) + margin
-end
-
--- int formats a whole number without an exponent.
-local function int(n)
-  return string.format('%.0f', n)
 end
 

@@ -8,23 +8,16 @@ local limit = tonumber(ARGV[4])
 local window = tonumber(ARGV[5])
 
 local cut = now - window
-local after = '(' .. int(cut)
+local after = string.format('(%.0f', cut)
 local used = redis.call('ZCOUNT', key, after, '+inf')
 
--- newest: the instant of the newest entry, or nil when the log is empty.
-local function newest()
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then
-    return tonumber(last[2])
-  end
-  return nil
-end
-
+-- reset_after: µs from now until the newest entry leaves the window.
 local function reset_after()
   if used == 0 then
     return 0
   end
-  return newest() + window - now
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  return tonumber(newest[2]) + window - now
 end
 
 if peek or used + cost > limit then
@@ -35,16 +28,16 @@ if peek or used + cost > limit then
     local oldest = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', excess - 1, 1)
     retry = tonumber(oldest[2]) + window - now
   end
-  return {allowed, limit, limit - used, retry, reset_after()}
+  return {allowed, limit - used, retry, reset_after()}
 end
 
-redis.call('ZREMRANGEBYSCORE', key, '-inf', int(cut))
-local at = int(now)
+redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', cut))
+local at = string.format('%.0f', now)
 local first = redis.call('ZCOUNT', key, at, at)
 local args, n = {}, 0
 for i = first, first + cost - 1 do
   args[n + 1] = at
-  args[n + 2] = at .. ':' .. int(i)
+  args[n + 2] = at .. ':' .. string.format('%.0f', i)
   n = n + 2
   if n == 1000 or i == first + cost - 1 then
     redis.call('ZADD', key, unpack(args, 1, n))
@@ -53,5 +46,9 @@ for i = first, first + cost - 1 do
 end
 used = used + cost
 local reset = reset_after()
-redis.call('PEXPIRE', key, ttl_ms(reset))
-return {1, limit, limit - used, 0, reset}
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+redis.call('PEXPIRE', key, ttl + margin)
+return {1, limit - used, 0, reset}

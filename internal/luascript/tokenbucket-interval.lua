@@ -5,6 +5,17 @@ local capacity = tonumber(ARGV[4])
 local per = tonumber(ARGV[5])
 local interval = tonumber(ARGV[6])
 
+-- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
 local tokens, last = capacity, now
 local state = redis.call('GET', key)
 if state then
@@ -39,10 +50,14 @@ if peek or cost > tokens then
   if tokens >= cost then
     allowed = 1
   end
-  return {allowed, capacity, tokens, wait(tokens, cost), wait(tokens, capacity)}
+  return {allowed, tokens, wait(tokens, cost), wait(tokens, capacity)}
 end
 
 tokens = tokens - cost
 local reset = wait(tokens, capacity)
-redis.call('SET', key, int(tokens) .. ' ' .. int(last), 'PX', ttl_ms(reset))
-return {1, capacity, tokens, 0, reset}
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+redis.call('SET', key, string.format('%.0f %.0f', tokens, last), 'PX', ttl + margin)
+return {1, tokens, 0, reset}

@@ -12,51 +12,49 @@ if state then
   last = tonumber(string.sub(state, sp + 1))
 end
 
--- after: the stored tokens plus e µs of refill, uncapped.
-local function after(e)
-  return tokens + e * per_micro
+-- The tokens held now: the stored ones plus what refilled since last,
+-- capped; time going backwards adds nothing.
+local elapsed = now - last
+if elapsed < 0 then
+  elapsed = 0
 end
-
--- at: tokens held at t; time going backwards adds nothing.
-local function at(t)
-  local elapsed = t - last
-  if elapsed < 0 then
-    elapsed = 0
-  end
-  local v = after(elapsed)
-  if v > capacity then
-    v = capacity
-  end
-  return v
+local avail = tokens + elapsed * per_micro
+if avail > capacity then
+  avail = capacity
 end
 
 -- wait: µs from now until the bucket holds target tokens, given that it
--- holds held now; exact.
+-- holds held now; exact, as the refill above computes it.
 local function wait(target, held)
   if held >= target then
     return 0
   end
   local e = math.ceil((target - tokens) / per_micro)
-  while after(e) < target do
+  while tokens + e * per_micro < target do
     e = e + 1
   end
-  while e > 0 and after(e - 1) >= target do
+  while e > 0 and tokens + (e - 1) * per_micro >= target do
     e = e - 1
   end
   return last + e - now
 end
 
-local avail = at(now)
 if peek or cost > avail then
   local allowed = 0
   if avail >= cost then
     allowed = 1
   end
-  return {allowed, capacity, math.floor(avail), wait(cost, avail), wait(capacity, avail)}
+  return {allowed, math.floor(avail), wait(cost, avail), wait(capacity, avail)}
 end
 
 tokens = avail - cost
-last = math.max(last, now)
+if now > last then
+  last = now
+end
 local reset = wait(capacity, tokens)
-redis.call('SET', key, string.format('%.17g', tokens) .. ' ' .. int(last), 'PX', ttl_ms(reset))
-return {1, capacity, math.floor(tokens), 0, reset}
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+redis.call('SET', key, string.format('%.17g %.0f', tokens, last), 'PX', ttl + margin)
+return {1, math.floor(tokens), 0, reset}

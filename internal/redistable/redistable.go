@@ -158,21 +158,22 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args []string
 	return t.result(reply)
 }
 
-// result checks a script's reply and turns it into a Result. A reply out
-// of shape (a foreign script under the same SHA, a key of another type
-// under this prefix) is an error, never a wrong decision.
+// result checks a script's reply, {allowed, remaining, retry after, reset
+// after}, and turns it into a Result. A reply out of shape (a foreign
+// script under the same SHA, a key of another type under this prefix) is
+// an error, never a wrong decision.
 func (t *Table[K]) result(reply []int64) (algorithm.Result, error) {
-	if len(reply) != 5 {
-		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %d values, want 5", store.ErrUnavailable, t.script.Name, len(reply))
+	if len(reply) != 4 {
+		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %d values, want 4", store.ErrUnavailable, t.script.Name, len(reply))
 	}
 	r := algorithm.Result{
 		Allowed:    reply[0] == 1,
-		Limit:      reply[1],
-		Remaining:  reply[2],
-		RetryAfter: reply[3],
-		ResetAfter: reply[4],
+		Limit:      t.limit,
+		Remaining:  reply[1],
+		RetryAfter: reply[2],
+		ResetAfter: reply[3],
 	}
-	if reply[0] != 0 && reply[0] != 1 || r.Limit != t.limit || r.Remaining < 0 || r.Remaining > r.Limit ||
+	if reply[0] != 0 && reply[0] != 1 || r.Remaining < 0 || r.Remaining > r.Limit ||
 		r.ResetAfter < 0 || r.Allowed != (r.RetryAfter == 0) || r.RetryAfter < 0 {
 		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %v, out of range", store.ErrUnavailable, t.script.Name, reply)
 	}
