@@ -1,15 +1,67 @@
 -- Continuous token bucket (Go: tokenbucket.Bucket).
 -- ARGV[4] capacity, ARGV[5] rate in tokens per second.
--- State: a string "<tokens as %.17g> <last update µs>".
+-- State: 16 bytes, tokens and the last update in µs as two little-endian
+-- IEEE 754 doubles: exact, and small enough that Redis stores the key in
+-- its smallest string encoding (text with 17 digits would not fit).
 local capacity = tonumber(ARGV[4])
 local per_micro = tonumber(ARGV[5]) / 1e6
+
+-- Redis has the struct library; miniredis's Lua does not, so there two
+-- plain-Lua functions stand in for it, writing the same bytes.
+local struct = rawget(_G, 'struct')
+local enc, dec = nil, nil
+if not struct then
+  enc = function(x)
+    local sign = 0
+    if x < 0 or (x == 0 and 1 / x < 0) then
+      sign, x = 128, -x
+    end
+    local m, e = math.frexp(x)
+    local exp, mant = 0, 0
+    if x ~= 0 then
+      if e > -1022 then
+        exp, mant = e + 1022, math.ldexp(m * 2 - 1, 52)
+      else
+        mant = math.ldexp(x, 1074)
+      end
+    end
+    local b = {}
+    for i = 1, 6 do
+      b[i] = mant % 256
+      mant = math.floor(mant / 256)
+    end
+    b[7] = (exp % 16) * 16 + mant
+    b[8] = sign + math.floor(exp / 16)
+    return string.char(b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8])
+  end
+  dec = function(s, i)
+    local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(s, i, i + 7)
+    local exp = (b8 % 128) * 16 + math.floor(b7 / 16)
+    local mant = (((((b7 % 16) * 256 + b6) * 256 + b5) * 256 + b4) * 256 + b3) * 65536 + b2 * 256 + b1
+    local x
+    if exp == 0 then
+      x = math.ldexp(mant, -1074)
+    else
+      x = math.ldexp(mant + 4503599627370496, exp - 1075)
+    end
+    if b8 >= 128 then
+      x = -x
+    end
+    return x
+  end
+end
 
 local tokens, last = capacity, now
 local state = redis.call('GET', key)
 if state then
-  local sp = string.find(state, ' ', 1, true)
-  tokens = tonumber(string.sub(state, 1, sp - 1))
-  last = tonumber(string.sub(state, sp + 1))
+  if #state ~= 16 then
+    return redis.error_reply('ratelimit: ' .. key .. ' does not hold a token bucket')
+  end
+  if struct then
+    tokens, last = struct.unpack('<dd', state)
+  else
+    tokens, last = dec(state, 1), dec(state, 9)
+  end
 end
 
 -- The tokens held now: the stored ones plus what refilled since last,
@@ -56,5 +108,11 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
-redis.call('SET', key, string.format('%.17g %.0f', tokens, last), 'PX', ttl + margin)
+local packed
+if struct then
+  packed = struct.pack('<dd', tokens, last)
+else
+  packed = enc(tokens) .. enc(last)
+end
+redis.call('SET', key, packed, 'PX', ttl + margin)
 return {1, math.floor(tokens), 0, reset}
