@@ -19,13 +19,29 @@ import (
 
 // Runner runs scripts on one Redis deployment through one client library.
 type Runner interface {
-	// Eval runs s with KEYS = {key} and ARGV = args: EVALSHA (EVALSHA_RO
+	// Eval runs s with KEYS = {key} and ARGV = args.All(): EVALSHA (EVALSHA_RO
 	// when readOnly), then EVAL (EVAL_RO) if the server answers NOSCRIPT.
 	// It returns the reply as integers. It must not resend a call that may
 	// have reached the server, since a resent Take would charge twice.
-	Eval(ctx context.Context, s *luascript.Script, readOnly bool, key string, args []string) ([]int64, error)
+	Eval(ctx context.Context, s *luascript.Script, readOnly bool, key string, args Args) ([]int64, error)
 	// Del deletes key.
 	Del(ctx context.Context, key string) error
+}
+
+// Args are a script call's ARGV: the two that change with every call, then
+// those a table sends every time (the TTL margin and the algorithm's
+// parameters), kept both as strings and boxed once for clients whose
+// commands take []any, so that a call does not box them again.
+type Args struct {
+	Now, Cost string // ARGV[1] and ARGV[2]
+	Rest      []string
+	RestAny   []any // Rest, boxed
+}
+
+// All returns every argument in order.
+func (a Args) All() []string {
+	all := make([]string, 0, 2+len(a.Rest))
+	return append(append(all, a.Now, a.Cost), a.Rest...)
 }
 
 // CheckPrefix returns an error wrapping algorithm.ErrInvalidConfig when
@@ -50,14 +66,14 @@ type Config[K comparable] struct {
 
 // Table is a store.Table kept in Redis.
 type Table[K comparable] struct {
-	run    Runner
-	prefix string
-	encode store.KeyEncoder[K]
-	script *luascript.Script
-	margin string // ARGV[3]: the TTL margin in ms
-	params []string
-	server bool
-	limit  int64
+	run     Runner
+	prefix  string
+	encode  store.KeyEncoder[K]
+	script  *luascript.Script
+	rest    []string // ARGV[3…]: the TTL margin in ms, then the parameters
+	restAny []any
+	server  bool
+	limit   int64
 }
 
 var _ store.Table[string] = (*Table[string])(nil)
@@ -82,15 +98,20 @@ func Open[K comparable](run Runner, cfg Config[K], alg algorithm.Algorithm, clk 
 	if err != nil {
 		return nil, err
 	}
+	rest := append([]string{strconv.FormatInt(cfg.TTLMargin.Milliseconds(), 10)}, params...)
+	restAny := make([]any, len(rest))
+	for i, a := range rest {
+		restAny[i] = a
+	}
 	return &Table[K]{
-		run:    run,
-		prefix: prefix,
-		encode: encode,
-		script: script,
-		margin: strconv.FormatInt(cfg.TTLMargin.Milliseconds(), 10),
-		params: params,
-		server: clock.IsServer(clk),
-		limit:  alg.Limit(),
+		run:     run,
+		prefix:  prefix,
+		encode:  encode,
+		script:  script,
+		rest:    rest,
+		restAny: restAny,
+		server:  clock.IsServer(clk),
+		limit:   alg.Limit(),
 	}, nil
 }
 
@@ -122,14 +143,12 @@ func (t *Table[K]) Key(key K) string {
 	return string(b)
 }
 
-func (t *Table[K]) args(now, cost int64) []string {
-	args := make([]string, 3, 3+len(t.params))
+func (t *Table[K]) args(now, cost int64) Args {
+	a := Args{Cost: strconv.FormatInt(cost, 10), Rest: t.rest, RestAny: t.restAny}
 	if !t.server {
-		args[0] = strconv.FormatInt(now, 10)
+		a.Now = strconv.FormatInt(now, 10)
 	}
-	args[1] = strconv.FormatInt(cost, 10)
-	args[2] = t.margin
-	return append(args, t.params...)
+	return a
 }
 
 // Take runs the script for key at now (ignored with the server clock).
@@ -150,7 +169,7 @@ func (t *Table[K]) Reset(ctx context.Context, key K) error {
 	return nil
 }
 
-func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args []string) (algorithm.Result, error) {
+func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args) (algorithm.Result, error) {
 	reply, err := t.run.Eval(ctx, t.script, readOnly, t.Key(key), args)
 	if err != nil {
 		return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrUnavailable, t.script.Name, err)

@@ -229,8 +229,16 @@ type fakeRunner struct {
 	err   error
 }
 
-func (r *fakeRunner) Eval(_ context.Context, s *luascript.Script, readOnly bool, key string, args []string) ([]int64, error) {
-	r.calls = append(r.calls, call{s.Name, readOnly, key, slices.Clone(args)})
+func (r *fakeRunner) Eval(_ context.Context, s *luascript.Script, readOnly bool, key string, args redistable.Args) ([]int64, error) {
+	if len(args.RestAny) != len(args.Rest) {
+		return nil, fmt.Errorf("RestAny has %d values, Rest %d", len(args.RestAny), len(args.Rest))
+	}
+	for i := range args.Rest {
+		if args.RestAny[i] != any(args.Rest[i]) {
+			return nil, fmt.Errorf("RestAny[%d] = %v, Rest[%d] = %q", i, args.RestAny[i], i, args.Rest[i])
+		}
+	}
+	r.calls = append(r.calls, call{s.Name, readOnly, key, args.All()})
 	return r.reply, r.err
 }
 

@@ -135,16 +135,14 @@ type onceCmd struct{ *redis.Cmd }
 
 func (onceCmd) NoRetry() bool { return true }
 
-func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, key string, args []string) ([]int64, error) {
+func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, key string, args redistable.Args) ([]int64, error) {
 	sha, src := "evalsha", "eval"
 	if readOnly {
 		sha, src = "evalsha_ro", "eval_ro"
 	}
-	call := make([]any, 0, 4+len(args))
-	call = append(call, sha, s.SHA1, 1, key)
-	for _, a := range args {
-		call = append(call, a)
-	}
+	call := make([]any, 0, 6+len(args.RestAny))
+	call = append(call, sha, s.SHA1, 1, key, args.Now, args.Cost)
+	call = append(call, args.RestAny...)
 	cmd := redis.NewCmd(ctx, call...)
 	err := r.c.Process(ctx, onceCmd{cmd})
 	if err != nil && isNoScript(err) {

@@ -19,6 +19,7 @@ package rueidisstore
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -108,9 +109,27 @@ type runner struct {
 	take   *rueidis.Lua // the table's script
 }
 
-func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, key string, args []string) ([]int64, error) {
+// call holds one call's KEYS and ARGV. rueidis copies them into its own
+// command, so they are reused from a pool rather than allocated per call.
+type call struct {
+	keys [1]string
+	argv []string
+}
+
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, key string, a redistable.Args) ([]int64, error) {
+	c := calls.Get().(*call)
+	defer func() {
+		c.keys[0] = ""
+		clear(c.argv) // hold no strings while pooled
+		calls.Put(c)
+	}()
+	c.keys[0] = key
+	c.argv = append(append(c.argv[:0], a.Now, a.Cost), a.Rest...)
+	keys, args := c.keys[:], c.argv
 	if !readOnly {
-		return r.take.Exec(ctx, r.client, []string{key}, args).AsIntSlice()
+		return r.take.Exec(ctx, r.client, keys, args).AsIntSlice()
 	}
 	// Peeks are built as arbitrary commands rather than with
 	// rueidis.NewLuaScriptReadOnly: rueidis retries commands marked
