@@ -1,0 +1,159 @@
+// Package benchmarks compares ratelimit with the Go rate limiters people
+// choose among, on the same workloads in the same run. It is a module of
+// its own so that the library's go.mod never requires the peers.
+//
+//	bash benchmarks/run.sh        # starts a Redis on loopback, prints the tables
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// allowFunc decides one request for key; every library under test is
+// adapted to it.
+type allowFunc func(ctx context.Context, key string) (bool, error)
+
+// subject is one library on one workload: setup builds it with nkeys keys
+// that already have state, primed so the path is the one wanted.
+type subject struct {
+	lib   string
+	setup func(b *testing.B, keys []string, allowed bool) allowFunc
+}
+
+// The workloads: one hot key or many; every request allowed, or every one
+// denied; one caller, or many at once.
+var (
+	keyCounts = []int{1, 10_000}
+	paths     = []string{"allowed", "denied"}
+)
+
+func makeKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%d", 1_000_000+i)
+	}
+	return keys
+}
+
+// run runs every workload on every subject, named
+// keys=N/path=P/mode=M/lib=L so that benchstat can put libraries side by
+// side (-col /lib). callers > 0 sets how many goroutines call at once in
+// the parallel mode and reports latency percentiles.
+func run(b *testing.B, subjects []subject, callers int, modes []string) {
+	for _, n := range keyCounts {
+		keys := makeKeys(n)
+		for _, path := range paths {
+			for _, mode := range modes {
+				for _, s := range subjects {
+					name := fmt.Sprintf("keys=%d/path=%s/mode=%s/lib=%s", n, path, mode, s.lib)
+					b.Run(name, func(b *testing.B) {
+						allow := s.setup(b, keys, path == "allowed")
+						if mode == "serial" {
+							serial(b, allow, keys, path == "allowed")
+						} else {
+							parallel(b, allow, keys, path == "allowed", callers)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func serial(b *testing.B, allow allowFunc, keys []string, want bool) {
+	ctx := context.Background()
+	wrong, i := 0, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		ok, err := allow(ctx, keys[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ok != want {
+			wrong++
+		}
+		if i++; i == len(keys) {
+			i = 0
+		}
+	}
+	report(b, wrong, want)
+}
+
+func parallel(b *testing.B, allow allowFunc, keys []string, want bool, callers int) {
+	ctx := context.Background()
+	var wrong, failed, worker atomic.Int64
+	var mu sync.Mutex
+	var latencies []time.Duration
+	if callers > 0 {
+		b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(worker.Add(1)*7919) % len(keys)
+		var mine []time.Duration
+		if callers > 0 {
+			mine = make([]time.Duration, 0, 1024)
+			defer func() {
+				mu.Lock()
+				latencies = append(latencies, mine...)
+				mu.Unlock()
+			}()
+		}
+		for pb.Next() {
+			var start time.Time
+			if callers > 0 {
+				start = time.Now()
+			}
+			ok, err := allow(ctx, keys[i])
+			if callers > 0 {
+				mine = append(mine, time.Since(start))
+			}
+			if err != nil {
+				failed.Add(1)
+			} else if ok != want {
+				wrong.Add(1)
+			}
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+	})
+	b.StopTimer()
+	// Some peers give up under contention (throttled's compare-and-swap
+	// retries run out on a hot key); that is part of their result.
+	b.ReportMetric(float64(failed.Load())/float64(b.N), "errors/op")
+	report(b, int(wrong.Load()), want)
+	if len(latencies) > 0 {
+		slices.Sort(latencies)
+		b.ReportMetric(float64(latencies[(len(latencies)-1)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(latencies[(len(latencies)-1)*99/100].Microseconds()), "p99-µs")
+	}
+}
+
+func report(b *testing.B, wrong int, want bool) {
+	if wrong > 0 {
+		b.Errorf("%d of %d decisions were not %v: the configuration does not fit the path", wrong, b.N, want)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
+
+// prime runs allow once on every key so that each has state, and checks
+// the answer.
+func prime(b *testing.B, allow allowFunc, keys []string, want bool) {
+	b.Helper()
+	ctx := context.Background()
+	for _, k := range keys {
+		ok, err := allow(ctx, k)
+		if err != nil || ok != want {
+			b.Fatalf("priming %s: %v, %v; want %v", k, ok, err, want)
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package benchmarks
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/throttled/throttled/v2"
+	throttledredis "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	ulule "github.com/ulule/limiter/v3"
+	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/goredisstore"
+	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// redisCallers is how many goroutines call Redis at once in the parallel
+// benchmarks.
+const redisCallers = 64
+
+// trivialBucket is a token bucket in its plainest form: the ceiling any
+// script-based limiter can reach from Go is running something like it
+// with nothing around the EVALSHA. KEYS[1] the bucket; ARGV[1] capacity,
+// ARGV[2] tokens per µs, ARGV[3] now in µs.
+const trivialBucket = `
+local v = redis.call('GET', KEYS[1])
+local cap, rate, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local tokens, last = cap, now
+if v then
+  local sp = string.find(v, ' ', 1, true)
+  tokens = math.min(cap, tonumber(string.sub(v, 1, sp - 1)) + (now - tonumber(string.sub(v, sp + 1))) * rate)
+end
+if tokens < 1 then
+  return 0
+end
+redis.call('SET', KEYS[1], (tokens - 1) .. ' ' .. string.format('%.0f', now), 'PX', math.ceil((cap - tokens + 1) / rate / 1000) + 1)
+return 1
+`
+
+// BenchmarkRedis compares Redis-backed limiters on a real Redis at
+// $RATELIMIT_REDIS_ADDR, with redisCallers concurrent callers in the
+// parallel mode (p50/p99 latency reported), and serially.
+func BenchmarkRedis(b *testing.B) {
+	addr := os.Getenv("RATELIMIT_REDIS_ADDR")
+	if addr == "" {
+		b.Skip("set RATELIMIT_REDIS_ADDR=host:port of a Redis to run (run.sh starts one)")
+	}
+	gr := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: redisCallers})
+	b.Cleanup(func() { gr.Close() })
+	ru, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(ru.Close)
+	run(b, redisSubjects(gr, ru), redisCallers, []string{"serial", "parallel"})
+}
+
+var prefixes int
+
+// prefix returns a key prefix of its own for each benchmark.
+func prefix() string {
+	prefixes++
+	return "bench:" + strconv.Itoa(os.Getpid()) + ":" + strconv.Itoa(prefixes) + ":"
+}
+
+// The configurations: allowed never denies during a run (a bucket of 2^30
+// refilled at 1e6/s), denied admits one request and then nothing for hours.
+func ratelimitOn(b *testing.B, st store.Store[string], keys []string, allowed bool) allowFunc {
+	cfg := tokenbucket.Config{Capacity: 1, Rate: 1e-4}
+	if allowed {
+		cfg = tokenbucket.Config{Capacity: 1 << 30, Rate: 1e6}
+	}
+	alg, err := tokenbucket.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim, err := ratelimit.New(alg, st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	allow := func(ctx context.Context, key string) (bool, error) {
+		d, err := lim.Allow(ctx, key)
+		return d.Allowed, err
+	}
+	prime(b, allow, keys, true)
+	return allow
+}
+
+func redisSubjects(gr *redis.Client, ru rueidis.Client) []subject {
+	_ = algorithm.MaxLimit
+	return []subject{
+		{"ratelimit-rueidis", func(b *testing.B, keys []string, allowed bool) allowFunc {
+			st, err := rueidisstore.New[string](ru, rueidisstore.WithPrefix[string](prefix()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return ratelimitOn(b, st, keys, allowed)
+		}},
+		{"ratelimit-goredis", func(b *testing.B, keys []string, allowed bool) allowFunc {
+			st, err := goredisstore.New[string](gr, goredisstore.WithPrefix[string](prefix()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return ratelimitOn(b, st, keys, allowed)
+		}},
+		{"raw-rueidis", func(b *testing.B, keys []string, allowed bool) allowFunc {
+			lua := rueidis.NewLuaScript(trivialBucket)
+			p := prefix()
+			capacity, rate := "1073741824", "1"
+			if !allowed {
+				capacity, rate = "1", "0.0000000001"
+			}
+			allow := func(ctx context.Context, key string) (bool, error) {
+				now := strconv.FormatInt(time.Now().UnixMicro(), 10)
+				v, err := lua.Exec(ctx, ru, []string{p + key}, []string{capacity, rate, now}).AsInt64()
+				return v == 1, err
+			}
+			prime(b, allow, keys, true)
+			return allow
+		}},
+		{"raw-goredis", func(b *testing.B, keys []string, allowed bool) allowFunc {
+			script := redis.NewScript(trivialBucket)
+			p := prefix()
+			capacity, rate := "1073741824", "1"
+			if !allowed {
+				capacity, rate = "1", "0.0000000001"
+			}
+			allow := func(ctx context.Context, key string) (bool, error) {
+				v, err := script.Run(ctx, gr, []string{p + key}, capacity, rate, time.Now().UnixMicro()).Int64()
+				return v == 1, err
+			}
+			prime(b, allow, keys, true)
+			return allow
+		}},
+		{"redis_rate", func(b *testing.B, keys []string, allowed bool) allowFunc {
+			lim := redis_rate.NewLimiter(gr)
+			limit := redis_rate.Limit{Rate: 1, Burst: 1, Period: 3 * time.Hour}
+			if allowed {
+				limit = redis_rate.Limit{Rate: 1_000_000, Burst: 1 << 30, Period: time.Second}
+			}
+			p := prefix()
+			allow := func(ctx context.Context, key string) (bool, error) {
+				r, err := lim.Allow(ctx, p+key, limit)
+				if err != nil {
+					return false, err
+				}
+				return r.Allowed > 0, nil
+			}
+			prime(b, allow, keys, true)
+			return allow
+		}},
+		{"ulule", func(b *testing.B, keys []string, allowed bool) allowFunc {
+			st, err := ululeredis.NewStoreWithOptions(gr, ulule.StoreOptions{Prefix: prefix()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := ulule.Rate{Period: 3 * time.Hour, Limit: 1}
+			if allowed {
+				r = ulule.Rate{Period: time.Hour, Limit: 1 << 40}
+			}
+			lim := ulule.New(st, r)
+			allow := func(ctx context.Context, key string) (bool, error) {
+				c, err := lim.Get(ctx, key)
+				return !c.Reached, err
+			}
+			prime(b, allow, keys, true)
+			return allow
+		}},
+		{"throttled", func(b *testing.B, keys []string, allowed bool) allowFunc {
+			st, err := throttledredis.NewCtx(gr, prefix())
+			if err != nil {
+				b.Fatal(err)
+			}
+			q := throttled.RateQuota{MaxRate: throttled.PerDuration(1, 3*time.Hour), MaxBurst: 0}
+			if allowed {
+				q = throttled.RateQuota{MaxRate: throttled.PerSec(1_000_000), MaxBurst: 1 << 30}
+			}
+			lim, err := throttled.NewGCRARateLimiterCtx(st, q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			allow := func(ctx context.Context, key string) (bool, error) {
+				limited, _, err := lim.RateLimitCtx(ctx, key, 1)
+				return !limited, err
+			}
+			prime(b, allow, keys, true)
+			return allow
+		}},
+	}
+}
