@@ -150,8 +150,35 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 				fmt.Sprintf("rate limit %q exceeded; retry in %d s", denied, retry))
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionsKey{}, namedDecisions(limits, ds))))
 	})
+}
+
+// Named is the decision of one named limit on a request.
+type Named struct {
+	// Name is the limit's name.
+	Name string
+	// Decision is what its limiter decided.
+	Decision ratelimit.Decision
+}
+
+type decisionsKey struct{}
+
+func namedDecisions[K comparable](limits []Limit[K], ds []ratelimit.Decision) []Named {
+	out := make([]Named, len(limits))
+	for i, l := range limits {
+		out[i] = Named{Name: l.Name, Decision: ds[i]}
+	}
+	return out
+}
+
+// Decisions returns the decisions the middleware made for the request
+// whose context ctx is, one per limit in the resolver's order, so that the
+// wrapped handler can use them (to log, or to show the remaining quota).
+// It returns nil outside the middleware.
+func Decisions(ctx context.Context) []Named {
+	ds, _ := ctx.Value(decisionsKey{}).([]Named)
+	return ds
 }
 
 // decide charges cost against every limit, or, unless two requests race,

@@ -379,3 +379,23 @@ func TestStoreFailure(t *testing.T) {
 		}
 	}
 }
+
+func TestDecisionsReachTheHandler(t *testing.T) {
+	fake := clock.NewFake(t0)
+	perSecond := newLimiter[string](t, must(fixedwindow.New(fixedwindow.Config{Limit: 3, Window: time.Second})), fake)
+	perDay := newLimiter[string](t, must(fixedwindow.New(fixedwindow.Config{Limit: 5, Window: 24 * time.Hour})), fake)
+	limits := []httplimit.Limit[string]{{Name: "second", Limiter: perSecond}, {Name: "day", Limiter: perDay}}
+	var got []httplimit.Named
+	h := httplimit.NewResolver(func(r *http.Request) (string, []httplimit.Limit[string], error) {
+		return "frank", limits, nil
+	}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = httplimit.Decisions(r.Context())
+	}))
+	serve(h, "frank")
+	if len(got) != 2 || got[0].Name != "second" || got[0].Decision.Remaining != 2 || got[1].Name != "day" || got[1].Decision.Remaining != 4 {
+		t.Fatalf("Decisions got %+v, want second with 2 left, day with 4", got)
+	}
+	if ds := httplimit.Decisions(context.Background()); ds != nil {
+		t.Errorf("Decisions outside the middleware got %+v, want nil", ds)
+	}
+}

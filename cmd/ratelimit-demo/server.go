@@ -20,8 +20,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-ratelimit/ratelimit"
-	"github.com/go-ratelimit/ratelimit/algorithm"
-	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/httplimit"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
@@ -187,7 +185,7 @@ func (s *server) apply(cfg demoConfig) (*active, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim, err := ratelimit.New[string](alg, recordingStore{st})
+	lim, err := ratelimit.New[string](alg, st)
 	if err != nil {
 		return nil, err
 	}
@@ -350,19 +348,15 @@ func (s *server) handleRequest(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveAllowed answers a request the middleware admitted, with the
-// decision the store recorded in the request's requestInfo.
+// decision the middleware hands on.
 func (a *active) serveAllowed(w http.ResponseWriter, r *http.Request) {
 	info := infoOf(r.Context())
-	if info == nil || !info.taken {
-		writeProblem(w, http.StatusInternalServerError, "Internal Server Error", "no decision was recorded")
+	ds := httplimit.Decisions(r.Context())
+	if info == nil || len(ds) != 1 {
+		writeProblem(w, http.StatusInternalServerError, "Internal Server Error", "no decision was made")
 		return
 	}
-	res := info.result
-	d := ratelimit.Decision{Allowed: res.Allowed, Limit: res.Limit, Remaining: res.Remaining,
-		RetryAfter: time.Duration(res.RetryAfter) * time.Microsecond,
-		ResetAfter: time.Duration(res.ResetAfter) * time.Microsecond,
-		Source:     ratelimit.FromStore}
-	writeJSON(w, http.StatusOK, a.decisionJSON(d, info.key, info.cost))
+	writeJSON(w, http.StatusOK, a.decisionJSON(ds[0].Decision, info.key, info.cost))
 }
 
 // handleState serves GET /api/state?key=K: key's state now (a Peek, which
@@ -417,14 +411,10 @@ func queryKey(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return key, true
 }
 
-// requestInfo carries a request's key and cost to httplimit's middleware,
-// and the store's result back to serveAllowed: httplimit hands the next
-// handler no Decision, so the store records it.
+// requestInfo carries a request's key and cost to httplimit's middleware.
 type requestInfo struct {
-	key    string
-	cost   int
-	result algorithm.Result
-	taken  bool
+	key  string
+	cost int
 }
 
 type requestInfoKey struct{}
@@ -449,31 +439,6 @@ func requestCost(r *http.Request) int {
 		return info.cost
 	}
 	return 1
-}
-
-// recordingStore wraps a store so that each Take records its result in the
-// requestInfo of the context it was called with.
-type recordingStore struct{ store.Store[string] }
-
-var _ store.Store[string] = recordingStore{}
-
-// Open opens the wrapped store's table and wraps it.
-func (s recordingStore) Open(alg algorithm.Algorithm, clk clock.Clock) (store.Table[string], error) {
-	t, err := s.Store.Open(alg, clk)
-	if err != nil {
-		return nil, err
-	}
-	return recordingTable{t}, nil
-}
-
-type recordingTable struct{ store.Table[string] }
-
-func (t recordingTable) Take(ctx context.Context, key string, now, cost int64) (algorithm.Result, error) {
-	res, err := t.Table.Take(ctx, key, now, cost)
-	if info := infoOf(ctx); info != nil && err == nil {
-		info.result, info.taken = res, true
-	}
-	return res, err
 }
 
 // millis returns d in milliseconds, to the microsecond.
