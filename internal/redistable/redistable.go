@@ -64,6 +64,25 @@ type Config[K comparable] struct {
 	TTLMargin time.Duration
 }
 
+// Check validates c, and sets Encode to store.DefaultKeyEncoder when it is
+// nil. Errors wrap algorithm.ErrInvalidConfig or store.ErrKeyType.
+func (c *Config[K]) Check() error {
+	if err := CheckPrefix(c.Prefix); err != nil {
+		return err
+	}
+	if c.TTLMargin < 0 || c.TTLMargin > time.Duration(algorithm.MaxDuration)*time.Microsecond {
+		return fmt.Errorf("%w: TTL margin %v out of range", algorithm.ErrInvalidConfig, c.TTLMargin)
+	}
+	if c.Encode == nil {
+		enc, err := store.DefaultKeyEncoder[K]()
+		if err != nil {
+			return err
+		}
+		c.Encode = enc
+	}
+	return nil
+}
+
 // Table is a store.Table kept in Redis.
 type Table[K comparable] struct {
 	run     Runner
@@ -81,19 +100,10 @@ var _ store.Table[string] = (*Table[string])(nil)
 // Open returns a table for alg whose keys are cfg.Prefix + "{" + encoded
 // key + "}".
 func Open[K comparable](run Runner, cfg Config[K], alg algorithm.Algorithm, clk clock.Clock) (*Table[K], error) {
-	prefix, encode := cfg.Prefix, cfg.Encode
-	if err := CheckPrefix(prefix); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	if cfg.TTLMargin < 0 || cfg.TTLMargin > time.Duration(algorithm.MaxDuration)*time.Microsecond {
-		return nil, fmt.Errorf("%w: TTL margin %v out of range", algorithm.ErrInvalidConfig, cfg.TTLMargin)
-	}
-	if encode == nil {
-		var err error
-		if encode, err = store.DefaultKeyEncoder[K](); err != nil {
-			return nil, err
-		}
-	}
+	prefix, encode := cfg.Prefix, cfg.Encode
 	script, params, err := luascript.For(alg.Spec())
 	if err != nil {
 		return nil, err

@@ -92,15 +92,8 @@ func New[K comparable](client Client, opts ...Option[K]) (*Store[K], error) {
 	for _, o := range opts {
 		o(s)
 	}
-	if err := redistable.CheckPrefix(s.cfg.Prefix); err != nil {
+	if err := s.cfg.Check(); err != nil {
 		return nil, err
-	}
-	if s.cfg.Encode == nil {
-		enc, err := store.DefaultKeyEncoder[K]()
-		if err != nil {
-			return nil, err
-		}
-		s.cfg.Encode = enc
 	}
 	if !honoursDeadlines(client) {
 		return nil, fmt.Errorf("%w: goredisstore: the client needs ContextTimeoutEnabled: true so that context deadlines bound each decision",

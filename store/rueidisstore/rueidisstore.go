@@ -80,15 +80,8 @@ func New[K comparable](client rueidis.Client, opts ...Option[K]) (*Store[K], err
 	for _, o := range opts {
 		o(s)
 	}
-	if err := redistable.CheckPrefix(s.cfg.Prefix); err != nil {
+	if err := s.cfg.Check(); err != nil {
 		return nil, err
-	}
-	if s.cfg.Encode == nil {
-		enc, err := store.DefaultKeyEncoder[K]()
-		if err != nil {
-			return nil, err
-		}
-		s.cfg.Encode = enc
 	}
 	return s, nil
 }
