@@ -342,3 +342,16 @@ func TestRunnerErrorsWrapped(t *testing.T) {
 		t.Errorf("Reset: %v, want ErrUnavailable wrapping the cause", err)
 	}
 }
+
+func TestConfigCheckTTLMargin(t *testing.T) {
+	for _, margin := range []time.Duration{-time.Millisecond, 10 * 365 * 24 * time.Hour} {
+		c := redistable.Config[string]{Prefix: prefix, TTLMargin: margin}
+		if err := c.Check(); !errors.Is(err, algorithm.ErrInvalidConfig) {
+			t.Errorf("TTLMargin %v: Check() = %v, want ErrInvalidConfig", margin, err)
+		}
+	}
+	c := redistable.Config[string]{Prefix: prefix, TTLMargin: time.Minute}
+	if err := c.Check(); err != nil || c.Encode == nil {
+		t.Errorf("TTLMargin 1m: Check() = %v, Encode set %v; want nil, true", err, c.Encode != nil)
+	}
+}
