@@ -17,7 +17,6 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
-	"github.com/go-ratelimit/ratelimit/internal/luascript"
 	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/store"
@@ -415,20 +414,14 @@ func testScriptFlush(t *testing.T, newStore NewStore) {
 		admin := GoRedis(t, target)
 		for _, a := range algorithms(t, 5, time.Hour) {
 			t.Run(a.name, func(t *testing.T) {
-				script, _, err := luascript.For(a.alg.Spec())
-				if err != nil {
-					t.Fatal(err)
-				}
 				flush := func() {
 					t.Helper()
 					forEachMaster(ctx, t, admin, func(c redis.Cmdable) error {
-						if err := c.ScriptFlush(ctx).Err(); err != nil {
-							return err
-						}
-						if ok, err := c.ScriptExists(ctx, script.SHA1).Result(); err != nil || ok[0] {
-							return fmt.Errorf("SCRIPT EXISTS after SCRIPT FLUSH: %v, %v", ok, err)
-						}
-						return nil
+						// Not followed by a SCRIPT EXISTS check: other test
+						// processes share this server and may load the script
+						// again at once. The private servers of Restart and
+						// PeekReadOnly see an empty cache for sure.
+						return c.ScriptFlush(ctx).Err()
 					})
 				}
 				lim := newLimiter(t, a.alg, newStore(t, target, Prefix(t)), ratelimit.WithClock(clock.NewFake(epoch)))
