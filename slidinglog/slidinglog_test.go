@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/internal/steptest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 )
 
@@ -25,45 +26,22 @@ const (
 	t9 = t0 + 9*d
 )
 
-// peek as a step's cost makes the step a Peek instead of a Take.
-const peek = 0
+// The step tables' vocabulary, from steptest.
+const peek = steptest.Peek
 
-// step is one call on a state: Take(at, cost), or Peek(at) when cost is peek.
+// step is a steptest.Step of this package, so that tables stay unkeyed.
 type step struct {
-	at   int64
-	cost int64
-	want algorithm.Result
+	At   int64
+	Cost int64
+	Want algorithm.Result
 }
 
-// ok and no build the wanted result of an admitted and of a denied
-// decision; run fills in Limit.
-func ok(remaining, resetAfter int64) algorithm.Result {
-	return algorithm.Result{Allowed: true, Remaining: remaining, ResetAfter: resetAfter}
-}
-
-func no(remaining, retryAfter, resetAfter int64) algorithm.Result {
-	return algorithm.Result{Remaining: remaining, RetryAfter: retryAfter, ResetAfter: resetAfter}
-}
+var ok, no = steptest.OK, steptest.No
 
 // run replays steps on a state of alg created at t0.
 func run(t *testing.T, alg algorithm.Algorithm, steps []step) {
 	t.Helper()
-	s := alg.NewState(t0)
-	for i, st := range steps {
-		var got algorithm.Result
-		op := "Peek"
-		if st.cost == peek {
-			got = s.Peek(st.at)
-		} else {
-			got = s.Take(st.at, st.cost)
-			op = "Take"
-		}
-		want := st.want
-		want.Limit = alg.Limit()
-		if got != want {
-			t.Errorf("step %d: %s(t0%+dµs, cost %d): got %+v, want %+v", i, op, st.at-t0, st.cost, got, want)
-		}
-	}
+	steptest.Run(t, alg, t0, steps)
 }
 
 func mustNew(t *testing.T, cfg slidinglog.Config) *slidinglog.Log {
