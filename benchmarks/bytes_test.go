@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +29,7 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	rlmemory "github.com/go-ratelimit/ratelimit/store/memorystore"
 	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
@@ -322,7 +322,7 @@ func TestBytesPerKeyRedis(t *testing.T) {
 	addr := startRedis(t)
 	m := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1})
 	defer m.Close()
-	server := redisInfo(t, m)
+	server := redistest.Info(t, m)
 	users := makeKeys(redisKeys + 1) // the last one warms up
 	start := time.Now()
 
@@ -366,7 +366,7 @@ func measureRedis(t *testing.T, m *redis.Client, s inRedis, users []string) floa
 	if err := m.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	before := settle(t, m)
+	before := redistest.SettledUsedMemory(t, m)
 
 	allow, done = s.open(t, m.Options().Addr)
 	var (
@@ -396,51 +396,11 @@ func measureRedis(t *testing.T, m *redis.Client, s inRedis, users []string) floa
 		t.Fatalf("%s: second request for %s: allowed %v, %v; want denied", s.lib, users[0], ok, err)
 	}
 	done()
-	after := settle(t, m)
+	after := redistest.SettledUsedMemory(t, m)
 	if got, err := m.DBSize(ctx).Result(); err != nil || got != int64(n) {
 		t.Fatalf("%s: DBSIZE = %d, %v; want %d, one key per user", s.lib, got, err, n)
 	}
 	return float64(after-before) / float64(n)
-}
-
-// settle waits until the measuring client is the only one connected and
-// used_memory has stayed the same for three readings 200 ms apart (a hash
-// table that was growing has finished rehashing), then returns it.
-func settle(t *testing.T, m *redis.Client) int64 {
-	t.Helper()
-	last, same := int64(-1), 0
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		fields := redisInfo(t, m)
-		used, err := strconv.ParseInt(fields["used_memory"], 10, 64)
-		if err != nil {
-			t.Fatalf("used_memory: %v", err)
-		}
-		if fields["connected_clients"] != "1" || used != last {
-			last, same = used, 0
-			continue
-		}
-		if same++; same == 3 {
-			return used
-		}
-	}
-	t.Fatal("used_memory did not settle within 30 s")
-	return 0
-}
-
-// redisInfo returns the fields of INFO.
-func redisInfo(t *testing.T, m *redis.Client) map[string]string {
-	t.Helper()
-	text, err := m.Info(t.Context()).Result()
-	if err != nil {
-		t.Fatalf("INFO: %v", err)
-	}
-	fields := map[string]string{}
-	for _, line := range strings.Split(text, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			fields[k] = v
-		}
-	}
-	return fields
 }
 
 // describeKey returns MEMORY USAGE of key, what it holds (type, encoding,

@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -177,7 +176,7 @@ func TestMemoryPerKey(t *testing.T) {
 	srv := redistest.StartServer(t)
 	m := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1, MaxRetries: -1})
 	defer m.Close()
-	server := info(t, m)
+	server := redistest.Info(t, m)
 	start := time.Now()
 
 	var rows []row
@@ -249,7 +248,7 @@ func measure(t *testing.T, m *redis.Client, n int, open func() (func(ctx context
 	if err := m.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	before := settle(t, m)
+	before := redistest.SettledUsedMemory(t, m)
 
 	write, done = open()
 	var (
@@ -275,51 +274,11 @@ func measure(t *testing.T, m *redis.Client, n int, open func() (func(ctx context
 	for err := range errs {
 		t.Fatalf("writing keys: %v", err)
 	}
-	after := settle(t, m)
+	after := redistest.SettledUsedMemory(t, m)
 	if got, err := m.DBSize(ctx).Result(); err != nil || got != int64(n) {
 		t.Fatalf("DBSIZE = %d, %v; want %d (did keys expire during the measurement?)", got, err, n)
 	}
 	return float64(after-before) / float64(n)
-}
-
-// settle waits until the measuring client is the only one connected and
-// used_memory has stayed the same for a while (a hash table that was
-// growing has finished rehashing), then returns used_memory.
-func settle(t *testing.T, m *redis.Client) int64 {
-	t.Helper()
-	last, same := int64(-1), 0
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		fields := info(t, m)
-		used, err := strconv.ParseInt(fields["used_memory"], 10, 64)
-		if err != nil {
-			t.Fatalf("used_memory: %v", err)
-		}
-		if fields["connected_clients"] != "1" || used != last {
-			last, same = used, 0
-			continue
-		}
-		if same++; same == 3 {
-			return used
-		}
-	}
-	t.Fatal("used_memory did not settle within 30 s")
-	return 0
-}
-
-// info returns the fields of INFO.
-func info(t *testing.T, m *redis.Client) map[string]string {
-	t.Helper()
-	text, err := m.Info(t.Context()).Result()
-	if err != nil {
-		t.Fatalf("INFO: %v", err)
-	}
-	fields := map[string]string{}
-	for _, line := range strings.Split(text, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			fields[k] = v
-		}
-	}
-	return fields
 }
 
 // describe returns MEMORY USAGE of key and a short account of what it
