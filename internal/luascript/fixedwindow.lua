@@ -25,14 +25,14 @@ end
 
 local ends = (index + 1) * window - now
 if peek or count + cost > limit then
-  local allowed, retry, reset = 0, ends, 0
+  local retry, reset = ends, 0
   if count + cost <= limit then
-    allowed, retry = 1, 0
+    retry = 0
   end
   if count > 0 then
     reset = ends
   end
-  return {allowed, limit - count, retry, reset}
+  return {limit - count, retry, reset}
 end
 
 count = count + cost
@@ -41,4 +41,4 @@ if ttl < 2 then
   ttl = 2
 end
 redis.call('SET', key, string.format('%.0f %.0f', index, count), 'PX', ttl + margin)
-return {1, limit - count, 0, ends}
+return {limit - count, 0, ends}

@@ -8,8 +8,10 @@
 -- ARGV[3]  extra milliseconds every TTL gets (the store's TTL margin)
 -- ARGV[4…] the algorithm's parameters, named in its body
 --
--- Every script returns {allowed (0 or 1), remaining, retry after µs, reset
--- after µs}: whole numbers below 2^53, exact as integer replies.
+-- Every script returns {remaining, retry after µs, reset after µs}: whole
+-- numbers below 2^53, exact as integer replies. The cost was (or, for a
+-- peek, would be) admitted exactly when retry after is 0, so that is not
+-- sent: every element of the reply costs the server time.
 --
 -- Scripts define as few functions as they can: each runs as a fresh call,
 -- so every function is a closure allocated again on every decision.

@@ -21,14 +21,13 @@ local function reset_after()
 end
 
 if peek or used + cost > limit then
-  local allowed, retry = 1, 0
+  local retry = 0
   local excess = used + cost - limit
   if excess > 0 then
-    allowed = 0
     local oldest = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', excess - 1, 1)
     retry = tonumber(oldest[2]) + window - now
   end
-  return {allowed, limit - used, retry, reset_after()}
+  return {limit - used, retry, reset_after()}
 end
 
 redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', cut))
@@ -51,4 +50,4 @@ if ttl < 2 then
   ttl = 2
 end
 redis.call('PEXPIRE', key, ttl + margin)
-return {1, limit - used, 0, reset}
+return {limit - used, 0, reset}

@@ -46,11 +46,7 @@ local function wait(held, target)
 end
 
 if peek or cost > tokens then
-  local allowed = 0
-  if tokens >= cost then
-    allowed = 1
-  end
-  return {allowed, tokens, wait(tokens, cost), wait(tokens, capacity)}
+  return {tokens, wait(tokens, cost), wait(tokens, capacity)}
 end
 
 tokens = tokens - cost
@@ -60,4 +56,4 @@ if ttl < 2 then
   ttl = 2
 end
 redis.call('SET', key, string.format('%.0f %.0f', tokens, last), 'PX', ttl + margin)
-return {1, tokens, 0, reset}
+return {tokens, 0, reset}

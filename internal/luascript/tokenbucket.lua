@@ -92,11 +92,7 @@ local function wait(target, held)
 end
 
 if peek or cost > avail then
-  local allowed = 0
-  if avail >= cost then
-    allowed = 1
-  end
-  return {allowed, math.floor(avail), wait(cost, avail), wait(capacity, avail)}
+  return {math.floor(avail), wait(cost, avail), wait(capacity, avail)}
 end
 
 tokens = avail - cost
@@ -115,4 +111,4 @@ else
   packed = enc(tokens) .. enc(last)
 end
 redis.call('SET', key, packed, 'PX', ttl + margin)
-return {1, math.floor(tokens), 0, reset}
+return {math.floor(tokens), 0, reset}

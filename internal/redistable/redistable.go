@@ -187,23 +187,23 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args) (a
 	return t.result(reply)
 }
 
-// result checks a script's reply, {allowed, remaining, retry after, reset
-// after}, and turns it into a Result. A reply out of shape (a foreign
-// script under the same SHA, a key of another type under this prefix) is
-// an error, never a wrong decision.
+// result checks a script's reply, {remaining, retry after, reset after},
+// and turns it into a Result: the cost was admitted exactly when retry
+// after is 0. A reply out of shape (a foreign script under the same SHA, a
+// key of another type under this prefix) is an error, never a wrong
+// decision.
 func (t *Table[K]) result(reply []int64) (algorithm.Result, error) {
-	if len(reply) != 4 {
-		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %d values, want 4", store.ErrUnavailable, t.script.Name, len(reply))
+	if len(reply) != 3 {
+		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %d values, want 3", store.ErrUnavailable, t.script.Name, len(reply))
 	}
 	r := algorithm.Result{
-		Allowed:    reply[0] == 1,
+		Allowed:    reply[1] == 0,
 		Limit:      t.limit,
-		Remaining:  reply[1],
-		RetryAfter: reply[2],
-		ResetAfter: reply[3],
+		Remaining:  reply[0],
+		RetryAfter: reply[1],
+		ResetAfter: reply[2],
 	}
-	if reply[0] != 0 && reply[0] != 1 || r.Remaining < 0 || r.Remaining > r.Limit ||
-		r.ResetAfter < 0 || r.Allowed != (r.RetryAfter == 0) || r.RetryAfter < 0 {
+	if r.Remaining < 0 || r.Remaining > r.Limit || r.RetryAfter < 0 || r.ResetAfter < 0 {
 		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %v, out of range", store.ErrUnavailable, t.script.Name, reply)
 	}
 	return r, nil

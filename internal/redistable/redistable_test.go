@@ -249,7 +249,7 @@ func (r *fakeRunner) Del(_ context.Context, key string) error {
 
 func TestArguments(t *testing.T) {
 	ctx := context.Background()
-	run := &fakeRunner{reply: []int64{1, 4, 0, 700}}
+	run := &fakeRunner{reply: []int64{4, 0, 700}}
 	local := open[string](t, run, nil, clock.Local())
 	if _, err := local.Take(ctx, "k", 1_700_000_000_123_456, 3); err != nil {
 		t.Fatal(err)
@@ -290,21 +290,17 @@ func TestReplies(t *testing.T) {
 		want  algorithm.Result
 		ok    bool
 	}{
-		{[]int64{1, 4, 0, 700}, algorithm.Result{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 700}, true},
-		{[]int64{0, 0, 300, 700}, algorithm.Result{Limit: 5, RetryAfter: 300, ResetAfter: 700}, true},
-		{[]int64{1, 5, 0, 0}, algorithm.Fresh(5), true},
+		{[]int64{4, 0, 700}, algorithm.Result{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 700}, true},
+		{[]int64{0, 300, 700}, algorithm.Result{Limit: 5, RetryAfter: 300, ResetAfter: 700}, true},
+		{[]int64{5, 0, 0}, algorithm.Fresh(5), true},
 		{nil, algorithm.Result{}, false},
-		{[]int64{1, 4, 0}, algorithm.Result{}, false},
-		{[]int64{1, 5, 4, 0, 700}, algorithm.Result{}, false}, // the old layout, with the limit
-		{[]int64{2, 4, 0, 700}, algorithm.Result{}, false},
-		{[]int64{-1, 4, 0, 700}, algorithm.Result{}, false},
-		{[]int64{1, -1, 0, 700}, algorithm.Result{}, false}, // remaining below 0
-		{[]int64{1, 6, 0, 700}, algorithm.Result{}, false},  // remaining above the limit
-		{[]int64{1, 4, 0, -1}, algorithm.Result{}, false},   // reset below 0
-		{[]int64{1, 4, 10, 700}, algorithm.Result{}, false}, // allowed with a retry
-		{[]int64{0, 0, 0, 700}, algorithm.Result{}, false},  // denied without a retry
-		{[]int64{0, 0, -5, 700}, algorithm.Result{}, false}, // retry below 0
-		{[]int64{1, 4, 0, -9223372036854775808}, algorithm.Result{}, false},
+		{[]int64{4, 0}, algorithm.Result{}, false},
+		{[]int64{1, 4, 0, 700}, algorithm.Result{}, false}, // an older layout, with allowed
+		{[]int64{-1, 0, 700}, algorithm.Result{}, false},   // remaining below 0
+		{[]int64{6, 0, 700}, algorithm.Result{}, false},    // remaining above the limit
+		{[]int64{4, 0, -1}, algorithm.Result{}, false},     // reset below 0
+		{[]int64{0, -5, 700}, algorithm.Result{}, false},   // retry below 0
+		{[]int64{4, 0, -9223372036854775808}, algorithm.Result{}, false},
 	} {
 		table := open[string](t, &fakeRunner{reply: c.reply}, nil, clock.Local())
 		for _, peek := range []bool{false, true} {
