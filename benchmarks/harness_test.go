@@ -24,14 +24,38 @@ type allowFunc func(ctx context.Context, key string) (bool, error)
 // that already have state, primed so the path is the one wanted.
 type subject struct {
 	lib   string
-	setup func(b *testing.B, keys []string, allowed bool) allowFunc
+	setup func(b *testing.B, keys []string, p path) allowFunc
 }
 
-// The workloads: one hot key or many; every request allowed, or every one
-// denied; one caller, or many at once.
+// path is what every request of a workload meets.
+type path string
+
+const (
+	// allowed: a large bucket drained by half before the run, so every
+	// request is admitted and every key keeps state throughout.
+	allowed path = "allowed"
+	// generous: the most common key of all, far below a generous limit
+	// (a burst of 1e9, 1e9 per hour) and never drained, so its bucket is
+	// full again microseconds after each request; stores that drop full
+	// buckets see it come and go.
+	generous path = "generous"
+	// denied: a key that had its one request and is refused for hours.
+	denied path = "denied"
+)
+
+// admits reports whether every request on p is to be admitted.
+func (p path) admits() bool { return p != denied }
+
+// The generous limit every library gets: a burst of generousBurst and
+// generousBurst per hour.
+const generousBurst = 1_000_000_000
+
+// The workloads: one hot key or many; every request admitted by a drained
+// bucket, admitted by a generous one, or denied; one caller, or many at
+// once.
 var (
 	keyCounts = []int{1, 10_000}
-	paths     = []string{"allowed", "denied"}
+	paths     = []path{allowed, generous, denied}
 )
 
 func makeKeys(n int) []string {
@@ -54,11 +78,11 @@ func run(b *testing.B, subjects []subject, callers int, modes []string) {
 				for _, s := range subjects {
 					name := fmt.Sprintf("keys=%d/path=%s/mode=%s/lib=%s", n, path, mode, s.lib)
 					b.Run(name, func(b *testing.B) {
-						allow := s.setup(b, keys, path == "allowed")
+						allow := s.setup(b, keys, path)
 						if mode == "serial" {
-							serial(b, allow, keys, path == "allowed")
+							serial(b, allow, keys, path.admits())
 						} else {
-							parallel(b, allow, keys, path == "allowed", callers)
+							parallel(b, allow, keys, path.admits(), callers)
 						}
 					})
 				}

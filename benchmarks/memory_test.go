@@ -19,10 +19,12 @@ import (
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
-// The token-bucket configurations every library gets: allowed never
-// denies during a run, denied admits one request and then nothing for
-// hours. Where a library counts in whole tokens per interval it gets the
-// nearest equivalent.
+// The token-bucket configurations every library gets, per path (see
+// path): allowed is a huge bucket refilled at 1e9/s that never runs out
+// during a run; generous is a burst of 1e9 refilled at 1e9 per hour, never
+// approached; denied admits one request and then nothing for hours. Where
+// a library counts in whole tokens per interval it gets the nearest
+// equivalent.
 const (
 	allowedRate  = 1e9
 	allowedBurst = 1 << 30
@@ -37,11 +39,12 @@ func BenchmarkMemory(b *testing.B) {
 }
 
 var memorySubjects = []subject{
-	{"ratelimit", func(b *testing.B, keys []string, allowed bool) allowFunc {
-		cfg := tokenbucket.Config{Capacity: 1, Rate: 1e-4} // one request, then 3 hours
-		if allowed {
-			cfg = tokenbucket.Config{Capacity: algorithm.MaxLimit, Rate: allowedRate}
-		}
+	{"ratelimit", func(b *testing.B, keys []string, p path) allowFunc {
+		cfg := map[path]tokenbucket.Config{
+			allowed:  {Capacity: algorithm.MaxLimit, Rate: allowedRate},
+			generous: {Capacity: generousBurst, Rate: generousBurst / 3600.0},
+			denied:   {Capacity: 1, Rate: 1e-4}, // one request, then 3 hours
+		}[p]
 		alg, err := tokenbucket.New(cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -50,52 +53,48 @@ var memorySubjects = []subject{
 		if err != nil {
 			b.Fatal(err)
 		}
-		// Half the bucket, so that a key stays far from full (and alive)
-		// for the whole run; the denied bucket is drained by the first.
-		ctx := context.Background()
-		for _, k := range keys {
-			n := 1
-			if allowed {
-				n = int(algorithm.MaxLimit / 2)
-			}
-			if d, err := lim.AllowN(ctx, k, n); err != nil || !d.Allowed {
-				b.Fatalf("priming %s: %+v %v", k, d, err)
-			}
-		}
-		return func(ctx context.Context, key string) (bool, error) {
+		allow := func(ctx context.Context, key string) (bool, error) {
 			d, err := lim.Allow(ctx, key)
 			return d.Allowed, err
 		}
-	}},
-	{"x-time-rate", func(b *testing.B, keys []string, allowed bool) allowFunc {
-		// The usual way to key golang.org/x/time/rate: a map of limiters
-		// behind a mutex.
-		r, burst := rate.Limit(1e-4), 1
-		if allowed {
-			r, burst = allowedRate, allowedBurst
+		if p != allowed {
+			prime(b, allow, keys, true)
+			return allow
 		}
-		var mu sync.Mutex
-		limiters := map[string]*rate.Limiter{}
-		allow := func(_ context.Context, key string) (bool, error) {
-			mu.Lock()
-			l, ok := limiters[key]
-			if !ok {
-				l = rate.NewLimiter(r, burst)
-				limiters[key] = l
+		// Half the bucket, so that a key stays far from full for the
+		// whole run.
+		for _, k := range keys {
+			if d, err := lim.AllowN(context.Background(), k, int(algorithm.MaxLimit/2)); err != nil || !d.Allowed {
+				b.Fatalf("priming %s: %+v %v", k, d, err)
 			}
-			mu.Unlock()
-			return l.Allow(), nil
+		}
+		return allow
+	}},
+	{"x-time-rate", func(b *testing.B, keys []string, p path) allowFunc {
+		// The fastest common way to key golang.org/x/time/rate: a
+		// sync.Map of limiters, read without a lock once a key exists.
+		r, burst := map[path]rate.Limit{allowed: allowedRate, generous: generousBurst / 3600.0, denied: 1e-4}[p],
+			map[path]int{allowed: allowedBurst, generous: generousBurst, denied: 1}[p]
+		var limiters sync.Map
+		allow := func(_ context.Context, key string) (bool, error) {
+			l, ok := limiters.Load(key)
+			if !ok {
+				l, _ = limiters.LoadOrStore(key, rate.NewLimiter(r, burst))
+			}
+			return l.(*rate.Limiter).Allow(), nil
 		}
 		prime(b, allow, keys, true)
 		return allow
 	}},
-	{"sethvargo", func(b *testing.B, keys []string, allowed bool) allowFunc {
-		cfg := &memorystore.Config{Tokens: 1, Interval: 3 * time.Hour}
-		if allowed {
-			// go-limiter hands out an interval's tokens as the interval passes,
-			// so a short interval denies a hot key; an hour's worth never runs out.
-			cfg = &memorystore.Config{Tokens: 1 << 40, Interval: time.Hour}
-		}
+	{"sethvargo", func(b *testing.B, keys []string, p path) allowFunc {
+		// go-limiter hands out an interval's tokens as the interval
+		// passes, so a short interval denies a hot key; an hour's worth
+		// never runs out.
+		cfg := map[path]*memorystore.Config{
+			allowed:  {Tokens: 1 << 40, Interval: time.Hour},
+			generous: {Tokens: generousBurst, Interval: time.Hour},
+			denied:   {Tokens: 1, Interval: 3 * time.Hour},
+		}[p]
 		st, err := memorystore.New(cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -108,11 +107,12 @@ var memorySubjects = []subject{
 		prime(b, allow, keys, true)
 		return allow
 	}},
-	{"ulule", func(b *testing.B, keys []string, allowed bool) allowFunc {
-		r := ulule.Rate{Period: 3 * time.Hour, Limit: 1}
-		if allowed {
-			r = ulule.Rate{Period: time.Second, Limit: allowedBurst}
-		}
+	{"ulule", func(b *testing.B, keys []string, p path) allowFunc {
+		r := map[path]ulule.Rate{
+			allowed:  {Period: time.Second, Limit: allowedBurst},
+			generous: {Period: time.Hour, Limit: generousBurst},
+			denied:   {Period: 3 * time.Hour, Limit: 1},
+		}[p]
 		lim := ulule.New(ululememory.NewStore(), r)
 		allow := func(ctx context.Context, key string) (bool, error) {
 			c, err := lim.Get(ctx, key)
@@ -121,15 +121,16 @@ var memorySubjects = []subject{
 		prime(b, allow, keys, true)
 		return allow
 	}},
-	{"throttled", func(b *testing.B, keys []string, allowed bool) allowFunc {
+	{"throttled", func(b *testing.B, keys []string, p path) allowFunc {
 		st, err := memstore.NewCtx(0)
 		if err != nil {
 			b.Fatal(err)
 		}
-		q := throttled.RateQuota{MaxRate: throttled.PerDuration(1, 3*time.Hour), MaxBurst: 0}
-		if allowed {
-			q = throttled.RateQuota{MaxRate: throttled.PerSec(int(allowedRate)), MaxBurst: allowedBurst}
-		}
+		q := map[path]throttled.RateQuota{
+			allowed:  {MaxRate: throttled.PerSec(int(allowedRate)), MaxBurst: allowedBurst},
+			generous: {MaxRate: throttled.PerHour(generousBurst), MaxBurst: generousBurst},
+			denied:   {MaxRate: throttled.PerDuration(1, 3*time.Hour), MaxBurst: 0},
+		}[p]
 		lim, err := throttled.NewGCRARateLimiterCtx(st, q)
 		if err != nil {
 			b.Fatal(err)

@@ -73,12 +73,14 @@ func prefix() string {
 }
 
 // The configurations: allowed never denies during a run (a bucket of 2^30
-// refilled at 1e6/s), denied admits one request and then nothing for hours.
-func ratelimitOn(b *testing.B, st store.Store[string], keys []string, allowed bool) allowFunc {
-	cfg := tokenbucket.Config{Capacity: 1, Rate: 1e-4}
-	if allowed {
-		cfg = tokenbucket.Config{Capacity: 1 << 30, Rate: 1e6}
-	}
+// refilled at 1e6/s), generous is a burst of 1e9 and 1e9 per hour, denied
+// admits one request and then nothing for hours.
+func ratelimitOn(b *testing.B, st store.Store[string], keys []string, p path) allowFunc {
+	cfg := map[path]tokenbucket.Config{
+		allowed:  {Capacity: 1 << 30, Rate: 1e6},
+		generous: {Capacity: generousBurst, Rate: generousBurst / 3600.0},
+		denied:   {Capacity: 1, Rate: 1e-4},
+	}[p]
 	alg, err := tokenbucket.New(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -95,61 +97,67 @@ func ratelimitOn(b *testing.B, st store.Store[string], keys []string, allowed bo
 	return allow
 }
 
+// rawConfig returns trivialBucket's capacity and tokens per µs for p.
+func rawConfig(p path) (capacity, perMicro string) {
+	switch p {
+	case allowed:
+		return "1073741824", "1"
+	case generous:
+		return "1000000000", "0.27777777777777778"
+	}
+	return "1", "0.0000000001"
+}
+
 func redisSubjects(gr *redis.Client, ru rueidis.Client) []subject {
 	_ = algorithm.MaxLimit
 	return []subject{
-		{"ratelimit-rueidis", func(b *testing.B, keys []string, allowed bool) allowFunc {
+		{"ratelimit-rueidis", func(b *testing.B, keys []string, p path) allowFunc {
 			st, err := rueidisstore.New[string](ru, rueidisstore.WithPrefix[string](prefix()))
 			if err != nil {
 				b.Fatal(err)
 			}
-			return ratelimitOn(b, st, keys, allowed)
+			return ratelimitOn(b, st, keys, p)
 		}},
-		{"ratelimit-goredis", func(b *testing.B, keys []string, allowed bool) allowFunc {
+		{"ratelimit-goredis", func(b *testing.B, keys []string, p path) allowFunc {
 			st, err := goredisstore.New[string](gr, goredisstore.WithPrefix[string](prefix()))
 			if err != nil {
 				b.Fatal(err)
 			}
-			return ratelimitOn(b, st, keys, allowed)
+			return ratelimitOn(b, st, keys, p)
 		}},
-		{"raw-rueidis", func(b *testing.B, keys []string, allowed bool) allowFunc {
+		{"raw-rueidis", func(b *testing.B, keys []string, p path) allowFunc {
 			lua := rueidis.NewLuaScript(trivialBucket)
-			p := prefix()
-			capacity, rate := "1073741824", "1"
-			if !allowed {
-				capacity, rate = "1", "0.0000000001"
-			}
+			pre := prefix()
+			capacity, rate := rawConfig(p)
 			allow := func(ctx context.Context, key string) (bool, error) {
 				now := strconv.FormatInt(time.Now().UnixMicro(), 10)
-				v, err := lua.Exec(ctx, ru, []string{p + key}, []string{capacity, rate, now}).AsInt64()
+				v, err := lua.Exec(ctx, ru, []string{pre + key}, []string{capacity, rate, now}).AsInt64()
 				return v == 1, err
 			}
 			prime(b, allow, keys, true)
 			return allow
 		}},
-		{"raw-goredis", func(b *testing.B, keys []string, allowed bool) allowFunc {
+		{"raw-goredis", func(b *testing.B, keys []string, p path) allowFunc {
 			script := redis.NewScript(trivialBucket)
-			p := prefix()
-			capacity, rate := "1073741824", "1"
-			if !allowed {
-				capacity, rate = "1", "0.0000000001"
-			}
+			pre := prefix()
+			capacity, rate := rawConfig(p)
 			allow := func(ctx context.Context, key string) (bool, error) {
-				v, err := script.Run(ctx, gr, []string{p + key}, capacity, rate, time.Now().UnixMicro()).Int64()
+				v, err := script.Run(ctx, gr, []string{pre + key}, capacity, rate, time.Now().UnixMicro()).Int64()
 				return v == 1, err
 			}
 			prime(b, allow, keys, true)
 			return allow
 		}},
-		{"redis_rate", func(b *testing.B, keys []string, allowed bool) allowFunc {
+		{"redis_rate", func(b *testing.B, keys []string, p path) allowFunc {
 			lim := redis_rate.NewLimiter(gr)
-			limit := redis_rate.Limit{Rate: 1, Burst: 1, Period: 3 * time.Hour}
-			if allowed {
-				limit = redis_rate.Limit{Rate: 1_000_000, Burst: 1 << 30, Period: time.Second}
-			}
-			p := prefix()
+			limit := map[path]redis_rate.Limit{
+				allowed:  {Rate: 1_000_000, Burst: 1 << 30, Period: time.Second},
+				generous: {Rate: generousBurst, Burst: generousBurst, Period: time.Hour},
+				denied:   {Rate: 1, Burst: 1, Period: 3 * time.Hour},
+			}[p]
+			pre := prefix()
 			allow := func(ctx context.Context, key string) (bool, error) {
-				r, err := lim.Allow(ctx, p+key, limit)
+				r, err := lim.Allow(ctx, pre+key, limit)
 				if err != nil {
 					return false, err
 				}
@@ -158,15 +166,16 @@ func redisSubjects(gr *redis.Client, ru rueidis.Client) []subject {
 			prime(b, allow, keys, true)
 			return allow
 		}},
-		{"ulule", func(b *testing.B, keys []string, allowed bool) allowFunc {
+		{"ulule", func(b *testing.B, keys []string, p path) allowFunc {
 			st, err := ululeredis.NewStoreWithOptions(gr, ulule.StoreOptions{Prefix: prefix()})
 			if err != nil {
 				b.Fatal(err)
 			}
-			r := ulule.Rate{Period: 3 * time.Hour, Limit: 1}
-			if allowed {
-				r = ulule.Rate{Period: time.Hour, Limit: 1 << 40}
-			}
+			r := map[path]ulule.Rate{
+				allowed:  {Period: time.Hour, Limit: 1 << 40},
+				generous: {Period: time.Hour, Limit: generousBurst},
+				denied:   {Period: 3 * time.Hour, Limit: 1},
+			}[p]
 			lim := ulule.New(st, r)
 			allow := func(ctx context.Context, key string) (bool, error) {
 				c, err := lim.Get(ctx, key)
@@ -175,15 +184,16 @@ func redisSubjects(gr *redis.Client, ru rueidis.Client) []subject {
 			prime(b, allow, keys, true)
 			return allow
 		}},
-		{"throttled", func(b *testing.B, keys []string, allowed bool) allowFunc {
+		{"throttled", func(b *testing.B, keys []string, p path) allowFunc {
 			st, err := throttledredis.NewCtx(gr, prefix())
 			if err != nil {
 				b.Fatal(err)
 			}
-			q := throttled.RateQuota{MaxRate: throttled.PerDuration(1, 3*time.Hour), MaxBurst: 0}
-			if allowed {
-				q = throttled.RateQuota{MaxRate: throttled.PerSec(1_000_000), MaxBurst: 1 << 30}
-			}
+			q := map[path]throttled.RateQuota{
+				allowed:  {MaxRate: throttled.PerSec(1_000_000), MaxBurst: 1 << 30},
+				generous: {MaxRate: throttled.PerHour(generousBurst), MaxBurst: generousBurst},
+				denied:   {MaxRate: throttled.PerDuration(1, 3*time.Hour), MaxBurst: 0},
+			}[p]
 			lim, err := throttled.NewGCRARateLimiterCtx(st, q)
 			if err != nil {
 				b.Fatal(err)
