@@ -31,8 +31,10 @@ import (
 //
 // Names read store/algorithm/keys=N/path/mode. The allowed path uses a
 // configuration that never denies during a run and whose keys never expire
-// (so every decision finds the key's state); the denied path uses keys
-// drained before the timer starts that stay drained for years.
+// (so every decision finds the key's state as it left it); the generous
+// path a limit never approached, whose state is fresh again microseconds
+// after each request (so every decision finds it expired); the denied path
+// keys drained before the timer starts that stay drained for years.
 
 // benchStore is a store the benchmarks run on.
 type benchStore struct {
@@ -45,15 +47,18 @@ type benchStore struct {
 	remote bool
 }
 
-// benchAlgorithm is one algorithm in the two configurations the paths use.
+// benchAlgorithm is one algorithm in the configurations the paths use.
 type benchAlgorithm struct {
 	name string
 	// allowed never denies a cost of 1 during a benchmark; prime is the
 	// cost taken once per key before the timer starts, so that the key's
-	// state lives for years (a token bucket that is merely full would be
-	// dropped as expired).
+	// state stays far from fresh for years.
 	allowed func() (algorithm.Algorithm, error)
 	prime   int
+	// generous is a limit never approached whose state is fresh again
+	// microseconds after each request, as most keys' are: every request
+	// meets state that has expired since the last.
+	generous func() (algorithm.Algorithm, error)
 	// denied has a limit of 1 and refills after years.
 	denied func() (algorithm.Algorithm, error)
 }
@@ -71,6 +76,10 @@ var benchAlgorithms = []benchAlgorithm{
 			return tokenbucket.New(tokenbucket.Config{Capacity: algorithm.MaxLimit, Rate: 4000})
 		},
 		prime: int(algorithm.MaxLimit / 2),
+		// A burst of 1e9 and 1e9 per hour: one token back in 3.6µs.
+		generous: func() (algorithm.Algorithm, error) {
+			return tokenbucket.New(tokenbucket.Config{Capacity: 1_000_000_000, Rate: 1e9 / 3600})
+		},
 		denied: func() (algorithm.Algorithm, error) {
 			return tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1e-8})
 		},
@@ -83,6 +92,9 @@ var benchAlgorithms = []benchAlgorithm{
 				Capacity: algorithm.MaxLimit, Tokens: 1, Interval: 256 * time.Microsecond})
 		},
 		prime: int(algorithm.MaxLimit / 2),
+		generous: func() (algorithm.Algorithm, error) {
+			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 1_000_000, Tokens: 1, Interval: time.Microsecond})
+		},
 		denied: func() (algorithm.Algorithm, error) {
 			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 1, Tokens: 1, Interval: maxWindow})
 		},
@@ -98,6 +110,9 @@ var benchAlgorithms = []benchAlgorithm{
 			return slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: time.Millisecond})
 		},
 		prime: 1,
+		generous: func() (algorithm.Algorithm, error) {
+			return slidinglog.New(slidinglog.Config{Limit: 1_000_000, Window: 10 * time.Microsecond})
+		},
 		denied: func() (algorithm.Algorithm, error) {
 			return slidinglog.New(slidinglog.Config{Limit: 1, Window: maxWindow})
 		},
@@ -108,6 +123,9 @@ var benchAlgorithms = []benchAlgorithm{
 			return fixedwindow.New(fixedwindow.Config{Limit: algorithm.MaxLimit, Window: maxWindow})
 		},
 		prime: 1,
+		generous: func() (algorithm.Algorithm, error) {
+			return fixedwindow.New(fixedwindow.Config{Limit: 1_000_000, Window: 10 * time.Microsecond})
+		},
 		denied: func() (algorithm.Algorithm, error) {
 			return fixedwindow.New(fixedwindow.Config{Limit: 1, Window: maxWindow})
 		},
@@ -162,18 +180,15 @@ func benchmarkStores(b *testing.B, stores []benchStore) {
 				b.Run(alg.name, func(b *testing.B) {
 					for _, n := range benchKeyCounts {
 						b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
-							for _, allowed := range []bool{true, false} {
-								path := "allowed"
-								if !allowed {
-									path = "denied"
-								}
+							for _, path := range []string{"allowed", "generous", "denied"} {
+								allowed := path != "denied"
 								b.Run(path, func(b *testing.B) {
 									b.Run("serial", func(b *testing.B) {
-										lim, keys := benchSetup(b, st, alg, n, allowed)
+										lim, keys := benchSetup(b, st, alg, n, path)
 										benchSerial(b, lim, keys, allowed)
 									})
 									b.Run("parallel", func(b *testing.B) {
-										lim, keys := benchSetup(b, st, alg, n, allowed)
+										lim, keys := benchSetup(b, st, alg, n, path)
 										benchParallel(b, lim, keys, allowed, st.remote)
 									})
 								})
@@ -187,12 +202,16 @@ func benchmarkStores(b *testing.B, stores []benchStore) {
 }
 
 // benchSetup builds a limiter on a fresh store and n keys that already
-// have state: primed for the allowed path, drained for the denied one.
-func benchSetup(b *testing.B, st benchStore, ba benchAlgorithm, n int, allowed bool) (*ratelimit.Limiter[string], []string) {
+// have state: primed for the allowed path, asked once for the generous
+// one, drained for the denied one.
+func benchSetup(b *testing.B, st benchStore, ba benchAlgorithm, n int, path string) (*ratelimit.Limiter[string], []string) {
 	b.Helper()
 	newAlg, cost := ba.denied, 1
-	if allowed {
+	switch path {
+	case "allowed":
 		newAlg, cost = ba.allowed, ba.prime
+	case "generous":
+		newAlg = ba.generous
 	}
 	alg, err := newAlg()
 	if err != nil {

@@ -108,10 +108,10 @@ const (
 // FailClosedRetryAfter is the RetryAfter of decisions made by FailClosed.
 const FailClosedRetryAfter = time.Second
 
-func decisionOf(r algorithm.Result) Decision {
+func decisionOf(r algorithm.Result, limit int64) Decision {
 	return Decision{
-		Allowed:    r.Allowed,
-		Limit:      r.Limit,
+		Allowed:    r.RetryAfter == 0,
+		Limit:      limit,
 		Remaining:  r.Remaining,
 		RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
 		ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond,
@@ -162,7 +162,7 @@ type Limiter[K comparable] struct {
 	alg     algorithm.Algorithm
 	table   store.Table[K]
 	clock   clock.Clock
-	micros  func() int64 // the clock's UnixMicro, when it has one
+	micros  clock.Micros // the clock, read as Unix µs
 	limit   int64
 	policy  FailurePolicy
 	onError func(error)
@@ -192,9 +192,7 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 		return nil, err
 	}
 	l := &Limiter[K]{alg: alg, table: table, clock: o.clock, limit: alg.Limit(), policy: o.policy, onError: o.onError}
-	if m, ok := o.clock.(clock.Micros); ok {
-		l.micros = m.UnixMicro
-	}
+	l.micros = clock.AsMicros(o.clock)
 	if o.policy == FailLocal {
 		// The memory store has no server clock; the local one stands in.
 		l.localAt = o.clock
@@ -233,7 +231,7 @@ func (l *Limiter[K]) fail(ctx context.Context, err error, key K, cost int64, pee
 	if err != nil {
 		return Decision{}, err
 	}
-	d := decisionOf(r)
+	d := decisionOf(r, l.limit)
 	d.Source = FromLocal
 	return d, nil
 }
@@ -252,14 +250,6 @@ func (l *Limiter[K]) Window() time.Duration {
 	return 0
 }
 
-// now reads the clock: the one read per decision.
-func (l *Limiter[K]) now() int64 {
-	if l.micros != nil {
-		return l.micros()
-	}
-	return l.clock.Now().UnixMicro()
-}
-
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
 	return l.AllowN(ctx, key, 1)
@@ -269,14 +259,14 @@ func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
 // consumes n if it is. A cost below 1 or above Limit is an error
 // (ErrInvalidCost, ErrCostExceedsLimit) that consumes nothing.
 func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error) {
-	if err := algorithm.CheckCost(int64(n), l.limit); err != nil {
-		return Decision{}, err
+	if n < 1 || int64(n) > l.limit {
+		return Decision{}, algorithm.CheckCost(int64(n), l.limit)
 	}
-	r, err := l.table.Take(ctx, key, l.now(), int64(n))
+	r, err := l.table.Take(ctx, key, l.micros.UnixMicro(), int64(n))
 	if err != nil {
 		return l.fail(ctx, err, key, int64(n), false)
 	}
-	return decisionOf(r), nil
+	return decisionOf(r, l.limit), nil
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
@@ -315,11 +305,11 @@ func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) 
 // Peek reports key's state now without consuming anything: Allowed and
 // RetryAfter are for a request of cost 1, Remaining is what is left.
 func (l *Limiter[K]) Peek(ctx context.Context, key K) (Decision, error) {
-	r, err := l.table.Peek(ctx, key, l.now())
+	r, err := l.table.Peek(ctx, key, l.micros.UnixMicro())
 	if err != nil {
 		return l.fail(ctx, err, key, 1, true)
 	}
-	return decisionOf(r), nil
+	return decisionOf(r, l.limit), nil
 }
 
 // Reset forgets key's state: its next request is decided as a new key's.

@@ -42,18 +42,17 @@ const MaxDuration = int64(1) << 48
 // Fractional token counts up to it keep 13 bits of fraction in a double.
 const MaxLimit = int64(1) << 40
 
-// Result is the outcome of one decision, in the units stores exchange.
+// Result is the outcome of one decision, in the units stores exchange:
+// the three whole numbers the Lua scripts reply. The cost was admitted (for
+// a peek: would be) exactly when RetryAfter is 0. It has no more fields
+// than Go passes in registers, since every decision returns it through
+// several calls.
 type Result struct {
-	// Allowed reports whether the cost was admitted (for a peek: whether a
-	// cost of 1 would be).
-	Allowed bool
-	// Limit is the largest cost the algorithm can admit at once.
-	Limit int64
 	// Remaining is how much cost could still be admitted now, after this
-	// decision, rounded down. It is between 0 and Limit.
+	// decision, rounded down. It is between 0 and the algorithm's Limit.
 	Remaining int64
 	// RetryAfter is how many microseconds from now the same cost would be
-	// admitted, if nothing else happened in between; 0 when allowed.
+	// admitted, if nothing else happened in between; 0 when it is admitted.
 	RetryAfter int64
 	// ResetAfter is how many microseconds from now the key's state becomes
 	// indistinguishable from a key never seen; 0 when it already is. Stores
@@ -61,33 +60,72 @@ type Result struct {
 	ResetAfter int64
 }
 
+// Allowed reports whether the cost was admitted (for a peek: whether it
+// would be).
+func (r Result) Allowed() bool { return r.RetryAfter == 0 }
+
 // Fresh is the result for a key that has no state: nothing is used, so the
 // full limit remains. A store answers a peek at a missing key with it.
 func Fresh(limit int64) Result {
-	return Result{Allowed: true, Limit: limit, Remaining: limit}
+	return Result{Remaining: limit}
 }
 
-// Algorithm is a rate-limiting algorithm with its configuration. It is
-// immutable and safe for concurrent use.
+// Algorithm is a rate-limiting algorithm with its configuration: the
+// transition a store applies to each key's [State]. It is immutable and
+// safe for concurrent use; the states it works on are not (stores
+// serialise calls for one key).
+//
+// The transition is a pure function of the state, the instant and the
+// cost: the same calls on equal states give equal results, which is what
+// lets the Redis stores run it as a Lua script with bit-identical results.
+// A state that has reached its ResetAfter is treated exactly as a fresh
+// one, so a store may keep it or drop it.
 type Algorithm interface {
 	// Limit is the largest cost a single request may have.
 	Limit() int64
-	// NewState returns the state of a key first seen at now (Unix µs).
-	NewState(now int64) State
+	// Init makes s the state of a key first seen at now (Unix µs). It keeps
+	// the memory s.Log holds, emptied, so that a store reusing a slot does
+	// not allocate again.
+	Init(s *State, now int64)
+	// Take decides whether cost (1 ≤ cost ≤ Limit) is admitted at now
+	// (Unix µs) and, if it is, charges it to s. A denied cost leaves s
+	// meaning what it did.
+	Take(s *State, now, cost int64) Result
+	// Peek reports what Take(s, now, cost) would decide, without charging:
+	// for a cost that would be denied it is Take's result; for one that
+	// would be admitted, Remaining and ResetAfter describe s as it is,
+	// before the cost. It may forget what has expired from s, which
+	// changes no decision.
+	Peek(s *State, now, cost int64) Result
 	// Spec describes the algorithm for stores that run it elsewhere.
 	Spec() Spec
 }
 
-// State is one key's state under one algorithm. Stores serialise calls for
-// a key; a State is not safe for concurrent use on its own.
-type State interface {
-	// Take decides whether cost (1 ≤ cost ≤ Limit) is admitted at now
-	// (Unix µs). The state changes only when the cost is admitted; a denied
-	// request leaves it as it was.
-	Take(now, cost int64) Result
-	// Peek reports the state at now without changing it, as a decision for
-	// a cost of 1 whose Remaining is what is left before that cost.
-	Peek(now int64) Result
+// State is one key's state under one algorithm, held by value so that a
+// store keeps it inline, with no allocation per key and no pointer to
+// chase. Its numbers mean what the algorithm that set them says (tokens,
+// instants, counts); only that algorithm reads them. The zero State is not
+// a fresh one: stores start a key with [Algorithm.Init].
+type State struct {
+	// N holds the algorithm's numbers. A float is kept as its IEEE 754
+	// bits.
+	N [3]int64
+	// Log holds the admissions of an algorithm that remembers each one
+	// (the sliding log); nil for every other algorithm.
+	Log *Log
+}
+
+// Log is the part of a State that grows with what a key admits: amounts
+// admitted at instants, kept in order of instant from Entries[Head] on.
+// The algorithm that owns it decides how it is kept; stores only hold it.
+type Log struct {
+	Entries []Entry
+	Head    int
+}
+
+// Entry is an amount admitted at an instant (Unix µs).
+type Entry struct {
+	At, Cost int64
 }
 
 // Spec names an algorithm and its parameters for stores that implement the

@@ -94,7 +94,7 @@ func TestFloorDiv(t *testing.T) {
 
 func TestFresh(t *testing.T) {
 	got := algorithm.Fresh(7)
-	want := algorithm.Result{Allowed: true, Limit: 7, Remaining: 7}
+	want := algorithm.Result{Remaining: 7}
 	if got != want {
 		t.Errorf("Fresh(7): got %+v, want %+v", got, want)
 	}

@@ -202,11 +202,11 @@ func (c config) admits(start, earliest, latest int64, monotone bool) (float64, b
 // call is one Take (cost ≥ 1) or Peek (cost 0) made on a state.
 type call struct{ now, cost int64 }
 
-func (c call) on(s algorithm.State) algorithm.Result {
+func (c call) on(alg algorithm.Algorithm, s *algorithm.State) algorithm.Result {
 	if c.cost == 0 {
-		return s.Peek(c.now)
+		return alg.Peek(s, c.now, 1)
 	}
-	return s.Take(c.now, c.cost)
+	return alg.Take(s, c.now, c.cost)
 }
 
 // FuzzAlgorithms builds each algorithm from random parameters, checks that
@@ -287,14 +287,16 @@ func FuzzAlgorithms(f *testing.F) {
 			start %= maxInstant
 		}
 		var calls []call
-		replay := func() algorithm.State {
-			s := alg.NewState(start)
+		// replay returns a state of its own that went through calls.
+		replay := func() *state {
+			s := &state{alg: alg}
+			alg.Init(&s.State, start)
 			for _, c := range calls {
-				c.on(s)
+				c.on(alg, &s.State)
 			}
 			return s
 		}
-		s := alg.NewState(start)
+		s := replay()
 		now, latest := start, start
 		earliest, monotone := now, true // over the calls made
 		var admitted int64              // the sum of admitted costs
@@ -343,7 +345,12 @@ func FuzzAlgorithms(f *testing.F) {
 			}
 
 			before := replay().Peek(now)
-			r := cl.on(s)
+			if cl.cost > 0 {
+				if got, want := replay().PeekN(now, cl.cost), replay().Take(now, cl.cost); !got.Allowed() && got != want || got.Allowed() && (!want.Allowed() || got.Remaining != before.Remaining || got.ResetAfter != before.ResetAfter) {
+					t.Fatalf("%+v: after %v: Peek(%d, cost %d): got %+v; Take gives %+v, Peek(cost 1) %+v", c, calls, now, cl.cost, got, want, before)
+				}
+			}
+			r := cl.on(alg, &s.State)
 			if len(calls) == 0 {
 				earliest = now
 			}
@@ -352,7 +359,7 @@ func FuzzAlgorithms(f *testing.F) {
 			earliest, latest = min(earliest, now), max(latest, now)
 			last = r
 			check(t, c, calls, r, before, fill, latest)
-			if cl.cost > 0 && r.Allowed {
+			if cl.cost > 0 && r.Allowed() {
 				admitted += cl.cost
 				if bound, ok := c.admits(start, earliest, latest, monotone); ok && float64(admitted) > bound {
 					t.Fatalf("%+v: after %v: admitted %d, want at most %v", c, calls, admitted, bound)
@@ -361,17 +368,17 @@ func FuzzAlgorithms(f *testing.F) {
 
 			// RetryAfter is exact: the same request is admitted then, and
 			// not a microsecond earlier. A denial changes nothing.
-			if !r.Allowed {
+			if !r.Allowed() {
 				if got := replay().Peek(now); got != before {
 					t.Fatalf("%+v: after %v: Peek(%d): got %+v, want %+v as before the denial",
 						c, calls, now, got, before)
 				}
 				cost := max(cl.cost, 1)
-				if got := replay().Take(now+r.RetryAfter-1, cost); got.Allowed {
+				if got := replay().Take(now+r.RetryAfter-1, cost); got.Allowed() {
 					t.Fatalf("%+v: after %v: Take(%d, %d) a µs before RetryAfter: got %+v, want denied",
 						c, calls, now+r.RetryAfter-1, cost, got)
 				}
-				if got := replay().Take(now+r.RetryAfter, cost); !got.Allowed {
+				if got := replay().Take(now+r.RetryAfter, cost); !got.Allowed() {
 					t.Fatalf("%+v: after %v: Take(%d, %d) at RetryAfter: got %+v, want allowed",
 						c, calls, now+r.RetryAfter, cost, got)
 				}
@@ -392,6 +399,21 @@ func FuzzAlgorithms(f *testing.F) {
 	})
 }
 
+// state is a state with its algorithm, for the fuzz test's replays.
+type state struct {
+	algorithm.State
+	alg algorithm.Algorithm
+}
+
+// Peek peeks for a cost of 1.
+func (s *state) Peek(now int64) algorithm.Result { return s.alg.Peek(&s.State, now, 1) }
+
+// PeekN peeks for cost.
+func (s *state) PeekN(now, cost int64) algorithm.Result { return s.alg.Peek(&s.State, now, cost) }
+
+// Take takes cost.
+func (s *state) Take(now, cost int64) algorithm.Result { return s.alg.Take(&s.State, now, cost) }
+
 // check checks the invariants of r, the result of the last of calls, given
 // before, a peek at the same instant just before that call, fill, the
 // longest ResetAfter the config allows, and latest, the latest instant seen.
@@ -404,17 +426,11 @@ func check(t *testing.T, c config, calls []call, r, before algorithm.Result, fil
 		t.Fatalf("%+v: after %v: got %+v: "+format, args...)
 	}
 	limit := c.n
-	if r.Limit != limit {
-		fail("want Limit %d", limit)
-	}
 	if r.Remaining < 0 || r.Remaining > limit {
 		fail("want 0 ≤ Remaining ≤ %d", limit)
 	}
 	if r.RetryAfter < 0 || r.ResetAfter < 0 {
 		fail("want RetryAfter ≥ 0 and ResetAfter ≥ 0")
-	}
-	if r.Allowed != (r.RetryAfter == 0) {
-		fail("want RetryAfter 0 exactly when allowed")
 	}
 	if r.RetryAfter > r.ResetAfter {
 		fail("want RetryAfter ≤ ResetAfter")
@@ -432,21 +448,21 @@ func check(t *testing.T, c config, calls []call, r, before algorithm.Result, fil
 		if r != before {
 			fail("want what the same peek on a replayed state gives, %+v", before)
 		}
-		if r.Allowed != (r.Remaining >= 1) {
+		if r.Allowed() != (r.Remaining >= 1) {
 			fail("want a peek allowed exactly when Remaining ≥ 1")
 		}
 		return
 	}
-	if r.Allowed != (cl.cost <= before.Remaining) {
+	if r.Allowed() != (cl.cost <= before.Remaining) {
 		fail("want allowed exactly when cost %d ≤ Remaining before it (%+v)", cl.cost, before)
 	}
-	if r.Allowed && r.Remaining != before.Remaining-cl.cost {
+	if r.Allowed() && r.Remaining != before.Remaining-cl.cost {
 		fail("want Remaining %d - %d", before.Remaining, cl.cost)
 	}
-	if !r.Allowed && (r.Remaining != before.Remaining || r.ResetAfter != before.ResetAfter) {
+	if !r.Allowed() && (r.Remaining != before.Remaining || r.ResetAfter != before.ResetAfter) {
 		fail("want a denial to report the state as a peek does (%+v)", before)
 	}
-	if cl.cost == 1 && (r.Allowed != before.Allowed || r.RetryAfter != before.RetryAfter) {
+	if cl.cost == 1 && (r.Allowed() != before.Allowed() || r.RetryAfter != before.RetryAfter) {
 		fail("want a cost of 1 decided as a peek (%+v)", before)
 	}
 }

@@ -41,6 +41,19 @@ type Micros interface {
 	UnixMicro() int64
 }
 
+// AsMicros returns c as a Micros: c itself when it is one, else c behind
+// an adapter whose UnixMicro is c.Now().UnixMicro().
+func AsMicros(c Clock) Micros {
+	if m, ok := c.(Micros); ok {
+		return m
+	}
+	return microsOf{c}
+}
+
+type microsOf struct{ Clock }
+
+func (c microsOf) UnixMicro() int64 { return c.Now().UnixMicro() }
+
 var local = newLocalClock()
 
 type localClock struct {

@@ -63,66 +63,63 @@ func (w *Window) String() string {
 	return fmt.Sprintf("fixedwindow(limit=%d, window=%v)", w.limit, time.Duration(w.window)*time.Microsecond)
 }
 
-// NewState returns a window with nothing counted.
-func (w *Window) NewState(int64) algorithm.State { return &windowState{w: w} }
+// A window's state is N[0], the index of the window counted, and N[1], the
+// cost admitted in it.
 
-// windowState counts the cost admitted in window index.
-type windowState struct {
-	w     *Window
-	index int64
-	count int64
+// Init sets s to a window with nothing counted.
+func (w *Window) Init(s *algorithm.State, _ int64) {
+	s.N = [3]int64{}
 }
 
-// at returns the window index of now and the cost counted in it. A clock
-// that stepped back into an earlier window stays in the counted one.
-func (s *windowState) at(now int64) (index, count int64) {
-	index = algorithm.FloorDiv(now, s.w.window)
+// at returns the window index of now and the cost counted in it, given
+// the state's. A clock that stepped back into an earlier window stays in
+// the counted one.
+func (w *Window) at(s *algorithm.State, now int64) (index, count int64) {
+	index = algorithm.FloorDiv(now, w.window)
 	switch {
-	case s.count == 0:
+	case s.N[1] == 0:
 		return index, 0
-	case s.index >= index:
-		return s.index, s.count
+	case s.N[0] >= index:
+		return s.N[0], s.N[1]
 	default:
 		return index, 0
 	}
 }
 
-func (s *windowState) resetAfter(index, count, now int64) int64 {
+func (w *Window) resetAfter(index, count, now int64) int64 {
 	if count == 0 {
 		return 0
 	}
-	return (index+1)*s.w.window - now
+	return (index+1)*w.window - now
 }
 
-func (s *windowState) Take(now, cost int64) algorithm.Result {
-	index, count := s.at(now)
-	if count+cost > s.w.limit {
-		return algorithm.Result{
-			Limit:      s.w.limit,
-			Remaining:  s.w.limit - count,
-			RetryAfter: (index+1)*s.w.window - now,
-			ResetAfter: s.resetAfter(index, count, now),
-		}
+// Take admits cost when the window of now has room for it.
+func (w *Window) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+	index, count := w.at(s, now)
+	if count+cost > w.limit {
+		return w.report(index, count, cost, now)
 	}
-	s.index, s.count = index, count+cost
+	count += cost
+	s.N[0], s.N[1] = index, count
 	return algorithm.Result{
-		Allowed:    true,
-		Limit:      s.w.limit,
-		Remaining:  s.w.limit - s.count,
-		ResetAfter: s.resetAfter(index, s.count, now),
+		Remaining:  w.limit - count,
+		ResetAfter: w.resetAfter(index, count, now),
 	}
 }
 
-func (s *windowState) Peek(now int64) algorithm.Result {
-	index, count := s.at(now)
+// Peek reports the window of now for a request of cost.
+func (w *Window) Peek(s *algorithm.State, now, cost int64) algorithm.Result {
+	index, count := w.at(s, now)
+	return w.report(index, count, cost, now)
+}
+
+func (w *Window) report(index, count, cost, now int64) algorithm.Result {
 	r := algorithm.Result{
-		Allowed:    count < s.w.limit,
-		Limit:      s.w.limit,
-		Remaining:  s.w.limit - count,
-		ResetAfter: s.resetAfter(index, count, now),
+		Remaining:  w.limit - count,
+		ResetAfter: w.resetAfter(index, count, now),
 	}
-	if !r.Allowed {
-		r.RetryAfter = (index+1)*s.w.window - now
+	if count+cost > w.limit {
+		r.RetryAfter = (index+1)*w.window - now
 	}
 	return r
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 )
 
@@ -21,15 +22,16 @@ func BenchmarkTakeSteady(b *testing.B) {
 				b.Fatal(err)
 			}
 			now := int64(1 << 50)
-			s := alg.NewState(now)
+			var s algorithm.State
+			alg.Init(&s, now)
 			for range 2 * window.Microseconds() { // fill the window, then some
 				now++
-				s.Take(now, 1)
+				alg.Take(&s, now, 1)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
 				now++
-				if !s.Take(now, 1).Allowed {
+				if !alg.Take(&s, now, 1).Allowed() {
 					b.Fatal("denied")
 				}
 			}

@@ -72,132 +72,137 @@ func (l *Log) String() string {
 	return fmt.Sprintf("slidinglog(limit=%d, window=%v)", l.limit, time.Duration(l.window)*time.Microsecond)
 }
 
-// NewState returns an empty log.
-func (l *Log) NewState(int64) algorithm.State { return &logState{l: l} }
+// A log's state is N[0], the cost its live entries add up to, and Log,
+// the entries: cost admitted per instant, oldest first, merging entries of
+// the same instant. The live entries are Log.Entries[Log.Head:]: expiring
+// entries advances Head, and the dead prefix is reclaimed by compaction
+// when appending would otherwise grow the buffer, so each entry is copied
+// O(1) times on average and a steady log allocates nothing.
 
-// entry is cost admitted at one instant.
-type entry struct {
-	at, cost int64
+// Init sets s to an empty log, keeping the buffer s.Log holds.
+func (l *Log) Init(s *algorithm.State, _ int64) {
+	s.N = [3]int64{}
+	if s.Log != nil {
+		s.Log.Entries, s.Log.Head = s.Log.Entries[:0], 0
+	}
 }
 
-// logState keeps the admitted entries ordered by instant, oldest first,
-// merging entries of the same instant; used is the sum of their costs.
-// The live entries are buf[head:]: expiring entries advances head, and the
-// dead prefix is reclaimed by compaction when appending would otherwise
-// grow the buffer, so each entry is copied O(1) times on average and a
-// steady log allocates nothing.
-type logState struct {
-	l    *Log
-	buf  []entry
-	head int
-	used int64
+// live returns the live entries.
+func live(s *algorithm.State) []algorithm.Entry {
+	if s.Log == nil {
+		return nil
+	}
+	return s.Log.Entries[s.Log.Head:]
 }
-
-// entries returns the live entries.
-func (s *logState) entries() []entry { return s.buf[s.head:] }
 
 // expire forgets entries that have left the window at now: those at or
 // before now−window. Forgetting them changes no decision.
-func (s *logState) expire(now int64) {
-	cut := now - s.l.window
-	for s.head < len(s.buf) && s.buf[s.head].at <= cut {
-		s.used -= s.buf[s.head].cost
-		s.head++
+func (l *Log) expire(s *algorithm.State, now int64) {
+	g := s.Log
+	if g == nil {
+		return
 	}
-	if s.head == len(s.buf) {
-		s.buf, s.head = s.buf[:0], 0
+	cut := now - l.window
+	for g.Head < len(g.Entries) && g.Entries[g.Head].At <= cut {
+		s.N[0] -= g.Entries[g.Head].Cost
+		g.Head++
+	}
+	if g.Head == len(g.Entries) {
+		g.Entries, g.Head = g.Entries[:0], 0
 	}
 }
 
-// grow makes room for one more entry at the end of buf, compacting the
-// live entries to the front when at least half of buf is dead.
-func (s *logState) grow() {
-	if len(s.buf) == cap(s.buf) && s.head > 0 && s.head >= len(s.buf)/2 {
-		n := copy(s.buf, s.buf[s.head:])
-		s.buf, s.head = s.buf[:n], 0
+// grow makes room for one more entry at the end of the buffer, compacting
+// the live entries to the front when at least half of it is dead.
+func grow(g *algorithm.Log) {
+	if len(g.Entries) == cap(g.Entries) && g.Head > 0 && g.Head >= len(g.Entries)/2 {
+		n := copy(g.Entries, g.Entries[g.Head:])
+		g.Entries, g.Head = g.Entries[:n], 0
 	}
-	s.buf = append(s.buf, entry{})
+	g.Entries = append(g.Entries, algorithm.Entry{})
 }
 
 // record logs cost at now, keeping entries ordered even when now is
 // earlier than the newest entry (a clock that stepped back).
-func (s *logState) record(now, cost int64) {
-	s.used += cost
-	live := s.entries()
-	last := len(live) - 1
+func record(s *algorithm.State, now, cost int64) {
+	if s.Log == nil {
+		s.Log = new(algorithm.Log)
+	}
+	g := s.Log
+	s.N[0] += cost
+	entries := g.Entries[g.Head:]
+	last := len(entries) - 1
 	switch {
-	case last < 0 || live[last].at < now:
-		s.grow()
-		s.buf[len(s.buf)-1] = entry{now, cost}
-	case live[last].at == now:
-		live[last].cost += cost
+	case last < 0 || entries[last].At < now:
+		grow(g)
+		g.Entries[len(g.Entries)-1] = algorithm.Entry{At: now, Cost: cost}
+	case entries[last].At == now:
+		entries[last].Cost += cost
 	default:
-		i := sort.Search(len(live), func(i int) bool { return live[i].at >= now })
-		if live[i].at == now {
-			live[i].cost += cost
+		i := sort.Search(len(entries), func(i int) bool { return entries[i].At >= now })
+		if entries[i].At == now {
+			entries[i].Cost += cost
 			return
 		}
-		s.grow()
-		live = s.entries()
-		copy(live[i+1:], live[i:])
-		live[i] = entry{now, cost}
+		grow(g)
+		entries = g.Entries[g.Head:]
+		copy(entries[i+1:], entries[i:])
+		entries[i] = algorithm.Entry{At: now, Cost: cost}
 	}
 }
 
 // retryAfter returns the microseconds from now until cost fits: when enough
 // of the oldest entries have left the window.
-func (s *logState) retryAfter(cost, now int64) int64 {
-	excess := s.used + cost - s.l.limit
+func (l *Log) retryAfter(s *algorithm.State, cost, now int64) int64 {
+	excess := s.N[0] + cost - l.limit
 	if excess <= 0 {
 		return 0
 	}
-	for _, e := range s.entries() {
-		excess -= e.cost
+	for _, e := range live(s) {
+		excess -= e.Cost
 		if excess <= 0 {
-			return e.at + s.l.window - now
+			return e.At + l.window - now
 		}
 	}
 	// Only a cost above the limit gets here (callers check costs first):
 	// it never fits, and the best answer is when the log is empty.
-	return s.resetAfter(now)
+	return l.resetAfter(s, now)
 }
 
 // resetAfter returns the microseconds from now until the newest entry
 // leaves the window.
-func (s *logState) resetAfter(now int64) int64 {
-	live := s.entries()
-	if len(live) == 0 {
+func (l *Log) resetAfter(s *algorithm.State, now int64) int64 {
+	entries := live(s)
+	if len(entries) == 0 {
 		return 0
 	}
-	return live[len(live)-1].at + s.l.window - now
+	return entries[len(entries)-1].At + l.window - now
 }
 
-func (s *logState) Take(now, cost int64) algorithm.Result {
-	s.expire(now)
-	if s.used+cost > s.l.limit {
-		return algorithm.Result{
-			Limit:      s.l.limit,
-			Remaining:  s.l.limit - s.used,
-			RetryAfter: s.retryAfter(cost, now),
-			ResetAfter: s.resetAfter(now),
-		}
+// Take admits cost when the cost admitted in (now−Window, now] leaves room
+// for it.
+func (l *Log) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+	l.expire(s, now)
+	if s.N[0]+cost > l.limit {
+		return l.report(s, cost, now)
 	}
-	s.record(now, cost)
+	record(s, now, cost)
 	return algorithm.Result{
-		Allowed:    true,
-		Limit:      s.l.limit,
-		Remaining:  s.l.limit - s.used,
-		ResetAfter: s.resetAfter(now),
+		Remaining:  l.limit - s.N[0],
+		ResetAfter: l.resetAfter(s, now),
 	}
 }
 
-func (s *logState) Peek(now int64) algorithm.Result {
-	s.expire(now)
+// Peek reports the window ending at now for a request of cost.
+func (l *Log) Peek(s *algorithm.State, now, cost int64) algorithm.Result {
+	l.expire(s, now)
+	return l.report(s, cost, now)
+}
+
+func (l *Log) report(s *algorithm.State, cost, now int64) algorithm.Result {
 	return algorithm.Result{
-		Allowed:    s.used < s.l.limit,
-		Limit:      s.l.limit,
-		Remaining:  s.l.limit - s.used,
-		RetryAfter: s.retryAfter(1, now),
-		ResetAfter: s.resetAfter(now),
+		Remaining:  l.limit - s.N[0],
+		RetryAfter: l.retryAfter(s, cost, now),
+		ResetAfter: l.resetAfter(s, now),
 	}
 }

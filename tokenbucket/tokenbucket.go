@@ -80,80 +80,74 @@ func (b *Bucket) String() string {
 	return fmt.Sprintf("tokenbucket(capacity=%d, rate=%v/s)", b.limit, b.rate)
 }
 
-// NewState returns a full bucket.
-func (b *Bucket) NewState(now int64) algorithm.State {
-	return &bucketState{b: b, tokens: b.capacity, last: now}
+// A bucket's state is N[0], the tokens it held at N[1] (a float64's bits),
+// and N[1], the instant of that count (Unix µs).
+
+// Init sets s to a full bucket.
+func (b *Bucket) Init(s *algorithm.State, now int64) {
+	s.N = [3]int64{int64(math.Float64bits(b.capacity)), now}
 }
 
-// bucketState is (tokens at last, last update in Unix µs).
-type bucketState struct {
-	b      *Bucket
-	tokens float64
-	last   int64
+func load(s *algorithm.State) (tokens float64, last int64) {
+	return math.Float64frombits(uint64(s.N[0])), s.N[1]
 }
 
-// at returns the tokens the bucket holds at now: the stored tokens plus
-// what refilled since last, capped at capacity. Time going backwards adds
+// at returns the tokens a bucket holding tokens at last holds at now: those
+// plus what refilled since, capped at capacity. Time going backwards adds
 // nothing. The arithmetic is the Lua script's, operation for operation;
 // the conversions keep Go from fusing the multiply and add.
-func (s *bucketState) at(now int64) float64 {
-	return min(s.after(max(now-s.last, 0)), s.b.capacity)
+func (b *Bucket) at(tokens float64, last, now int64) float64 {
+	return min(tokens+float64(float64(max(now-last, 0))*b.perMicro), b.capacity)
 }
 
-// after returns the stored tokens plus e microseconds of refill, uncapped.
-func (s *bucketState) after(e int64) float64 {
-	return s.tokens + float64(float64(e)*s.b.perMicro)
-}
-
-// until returns the microseconds from now until the bucket holds target
-// tokens (target ≤ capacity), given that it holds held at now. It is
-// exact: at the returned instant at() reaches target, one microsecond
-// earlier it does not.
-func (s *bucketState) until(target, held float64, now int64) int64 {
+// until returns the microseconds from now until a bucket that held tokens
+// at last, and holds held at now, holds target (≤ capacity). It is exact:
+// at the returned instant at() reaches target, one microsecond earlier it
+// does not.
+func (b *Bucket) until(tokens float64, last int64, held, target float64, now int64) int64 {
 	if held >= target {
 		return 0
 	}
-	// A first guess, then the exact answer by after() itself; the guess
+	// A first guess, then the exact answer by the refill itself; the guess
 	// may be off by a few µs either way without changing the result.
-	e := int64(math.Ceil((target - s.tokens) * s.b.perToken))
-	for s.after(e) < target {
+	e := int64(math.Ceil((target - tokens) * b.perToken))
+	for tokens+float64(float64(e)*b.perMicro) < target {
 		e++
 	}
-	for e > 0 && s.after(e-1) >= target {
+	for e > 0 && tokens+float64(float64(e-1)*b.perMicro) >= target {
 		e--
 	}
-	return s.last + e - now
+	return last + e - now
 }
 
-func (s *bucketState) Take(now, cost int64) algorithm.Result {
-	tokens := s.at(now)
+// Take admits cost when the bucket holds at least cost tokens at now.
+func (b *Bucket) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+	tokens, last := load(s)
+	held := b.at(tokens, last, now)
 	c := float64(cost)
-	if c > tokens {
-		return algorithm.Result{
-			Limit:      s.b.limit,
-			Remaining:  int64(math.Floor(tokens)),
-			RetryAfter: s.until(c, tokens, now),
-			ResetAfter: s.until(s.b.capacity, tokens, now),
-		}
+	if c > held {
+		return b.report(tokens, last, held, c, now)
 	}
-	s.tokens = tokens - c
-	s.last = max(s.last, now)
+	tokens, last = held-c, max(last, now)
+	s.N[0], s.N[1] = int64(math.Float64bits(tokens)), last
 	return algorithm.Result{
-		Allowed:    true,
-		Limit:      s.b.limit,
-		Remaining:  int64(math.Floor(s.tokens)),
-		ResetAfter: s.until(s.b.capacity, s.tokens, now),
+		Remaining:  int64(tokens), // ≥ 0: truncation is the floor
+		ResetAfter: b.until(tokens, last, tokens, b.capacity, now),
 	}
 }
 
-func (s *bucketState) Peek(now int64) algorithm.Result {
-	tokens := s.at(now)
+// Peek reports the bucket at now for a request of cost.
+func (b *Bucket) Peek(s *algorithm.State, now, cost int64) algorithm.Result {
+	tokens, last := load(s)
+	return b.report(tokens, last, b.at(tokens, last, now), float64(cost), now)
+}
+
+// report is the decision for c without taking it, the bucket holding held.
+func (b *Bucket) report(tokens float64, last int64, held, c float64, now int64) algorithm.Result {
 	return algorithm.Result{
-		Allowed:    tokens >= 1,
-		Limit:      s.b.limit,
-		Remaining:  int64(math.Floor(tokens)),
-		RetryAfter: s.until(1, tokens, now),
-		ResetAfter: s.until(s.b.capacity, tokens, now),
+		Remaining:  int64(held),
+		RetryAfter: b.until(tokens, last, held, c, now),
+		ResetAfter: b.until(tokens, last, held, b.capacity, now),
 	}
 }
 
@@ -226,69 +220,64 @@ func (b *IntervalBucket) String() string {
 		time.Duration(b.interval)*time.Microsecond)
 }
 
-// NewState returns a full bucket.
-func (b *IntervalBucket) NewState(now int64) algorithm.State {
-	return &intervalState{b: b, tokens: b.capacity, last: now}
+// An interval bucket's state is N[0], the tokens it holds, and N[1], the
+// instant of its last refill (Unix µs).
+
+// Init sets s to a full bucket.
+func (b *IntervalBucket) Init(s *algorithm.State, now int64) {
+	s.N = [3]int64{b.capacity, now}
 }
 
-type intervalState struct {
-	b      *IntervalBucket
-	tokens int64
-	last   int64 // instant of the last refill, Unix µs
-}
-
-// at returns the state refilled up to now. It is a pure function of the
-// stored state: refilling twice gives what refilling once does.
-func (s *intervalState) at(now int64) (tokens, last int64) {
-	if s.tokens >= s.b.capacity {
-		return s.b.capacity, max(s.last, now)
+// at returns the bucket, holding tokens since its refill at last, refilled
+// up to now. Refilling twice gives what refilling once does.
+func (b *IntervalBucket) at(tokens, last, now int64) (int64, int64) {
+	if tokens >= b.capacity {
+		return b.capacity, max(last, now)
 	}
-	if now <= s.last {
-		return s.tokens, s.last
+	if now <= last {
+		return tokens, last
 	}
-	ticks := (now - s.last) / s.b.interval
-	if need := ceilDiv(s.b.capacity-s.tokens, s.b.tokens); ticks >= need {
-		return s.b.capacity, now
+	ticks := (now - last) / b.interval
+	if need := ceilDiv(b.capacity-tokens, b.tokens); ticks >= need {
+		return b.capacity, now
 	}
-	return s.tokens + ticks*s.b.tokens, s.last + ticks*s.b.interval
+	return tokens + ticks*b.tokens, last + ticks*b.interval
 }
 
 // until returns the microseconds from now until a bucket holding tokens
 // since last holds target, or 0 if it already does.
-func (s *intervalState) until(tokens, last, target, now int64) int64 {
+func (b *IntervalBucket) until(tokens, last, target, now int64) int64 {
 	if tokens >= target {
 		return 0
 	}
-	return last + ceilDiv(target-tokens, s.b.tokens)*s.b.interval - now
+	return last + ceilDiv(target-tokens, b.tokens)*b.interval - now
 }
 
-func (s *intervalState) Take(now, cost int64) algorithm.Result {
-	tokens, last := s.at(now)
+// Take admits cost when the bucket holds at least cost tokens at now.
+func (b *IntervalBucket) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+	tokens, last := b.at(s.N[0], s.N[1], now)
 	if cost > tokens {
-		return algorithm.Result{
-			Limit:      s.b.capacity,
-			Remaining:  tokens,
-			RetryAfter: s.until(tokens, last, cost, now),
-			ResetAfter: s.until(tokens, last, s.b.capacity, now),
-		}
+		return b.report(tokens, last, cost, now)
 	}
-	s.tokens, s.last = tokens-cost, last
+	tokens -= cost
+	s.N[0], s.N[1] = tokens, last
 	return algorithm.Result{
-		Allowed:    true,
-		Limit:      s.b.capacity,
-		Remaining:  s.tokens,
-		ResetAfter: s.until(s.tokens, last, s.b.capacity, now),
+		Remaining:  tokens,
+		ResetAfter: b.until(tokens, last, b.capacity, now),
 	}
 }
 
-func (s *intervalState) Peek(now int64) algorithm.Result {
-	tokens, last := s.at(now)
+// Peek reports the bucket at now for a request of cost.
+func (b *IntervalBucket) Peek(s *algorithm.State, now, cost int64) algorithm.Result {
+	tokens, last := b.at(s.N[0], s.N[1], now)
+	return b.report(tokens, last, cost, now)
+}
+
+func (b *IntervalBucket) report(tokens, last, cost, now int64) algorithm.Result {
 	return algorithm.Result{
-		Allowed:    tokens >= 1,
-		Limit:      s.b.capacity,
 		Remaining:  tokens,
-		RetryAfter: s.until(tokens, last, 1, now),
-		ResetAfter: s.until(tokens, last, s.b.capacity, now),
+		RetryAfter: b.until(tokens, last, cost, now),
+		ResetAfter: b.until(tokens, last, b.capacity, now),
 	}
 }
 

@@ -127,10 +127,11 @@ func TestBucketHighRate(t *testing.T) {
 		{3, 2.5e6, 2},
 	} {
 		b := mustNew(t, tokenbucket.Config{Capacity: tc.capacity, Rate: tc.rate})
-		s := b.NewState(t0)
+		var s algorithm.State
+		b.Init(&s, t0)
 		// One second of traffic at the full rate: never a denial.
 		for now := int64(t0); now < t0+sec; now++ {
-			if r := s.Take(now, tc.cost); !r.Allowed {
+			if r := b.Take(&s, now, tc.cost); !r.Allowed() {
 				t.Fatalf("capacity %d, rate %v/s: Take(t0%+dµs, %d): got %+v, want allowed",
 					tc.capacity, tc.rate, now-t0, tc.cost, r)
 			}

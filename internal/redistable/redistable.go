@@ -197,13 +197,11 @@ func (t *Table[K]) result(reply []int64) (algorithm.Result, error) {
 		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %d values, want 3", store.ErrUnavailable, t.script.Name, len(reply))
 	}
 	r := algorithm.Result{
-		Allowed:    reply[1] == 0,
-		Limit:      t.limit,
 		Remaining:  reply[0],
 		RetryAfter: reply[1],
 		ResetAfter: reply[2],
 	}
-	if r.Remaining < 0 || r.Remaining > r.Limit || r.RetryAfter < 0 || r.ResetAfter < 0 {
+	if r.Remaining < 0 || r.Remaining > t.limit || r.RetryAfter < 0 || r.ResetAfter < 0 {
 		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %v, out of range", store.ErrUnavailable, t.script.Name, reply)
 	}
 	return r, nil

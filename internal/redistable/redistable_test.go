@@ -203,9 +203,11 @@ func TestCheckPrefix(t *testing.T) {
 // unknown is an algorithm with no script.
 type unknown struct{}
 
-func (unknown) Limit() int64                   { return 1 }
-func (unknown) NewState(int64) algorithm.State { return nil }
-func (unknown) Spec() algorithm.Spec           { return algorithm.Spec{Name: "unknown"} }
+func (unknown) Limit() int64                                         { return 1 }
+func (unknown) Init(*algorithm.State, int64)                         {}
+func (unknown) Take(*algorithm.State, int64, int64) algorithm.Result { return algorithm.Fresh(1) }
+func (unknown) Peek(*algorithm.State, int64, int64) algorithm.Result { return algorithm.Fresh(1) }
+func (unknown) Spec() algorithm.Spec                                 { return algorithm.Spec{Name: "unknown"} }
 
 func TestOpenUnknownAlgorithm(t *testing.T) {
 	if _, err := redistable.Open(nil, redistable.Config[string]{Prefix: prefix}, unknown{}, clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {
@@ -290,8 +292,8 @@ func TestReplies(t *testing.T) {
 		want  algorithm.Result
 		ok    bool
 	}{
-		{[]int64{4, 0, 700}, algorithm.Result{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 700}, true},
-		{[]int64{0, 300, 700}, algorithm.Result{Limit: 5, RetryAfter: 300, ResetAfter: 700}, true},
+		{[]int64{4, 0, 700}, algorithm.Result{Remaining: 4, ResetAfter: 700}, true},
+		{[]int64{0, 300, 700}, algorithm.Result{RetryAfter: 300, ResetAfter: 700}, true},
 		{[]int64{5, 0, 0}, algorithm.Fresh(5), true},
 		{nil, algorithm.Result{}, false},
 		{[]int64{4, 0}, algorithm.Result{}, false},

@@ -538,7 +538,7 @@ func testServerClockShared(t *testing.T, newStore NewStore) {
 					} else {
 						r, err = table.Take(ctx, "shared", now, s.cost)
 					}
-					if err != nil || r.Allowed != s.allowed || r.Remaining != s.remaining {
+					if err != nil || r.Allowed() != s.allowed || r.Remaining != s.remaining {
 						t.Fatalf("step %d: %s cost %d = %+v, %v; want allowed=%v remaining=%d", i, s.who, s.cost, r, err, s.allowed, s.remaining)
 					}
 					*last = r
@@ -596,13 +596,20 @@ func testClusterSlots(t *testing.T, newStore NewStore) {
 	}
 }
 
-// unknownAlgorithm is an algorithm no store has a script for.
+// unknownAlgorithm is an algorithm no store has a script for: it admits
+// everything, in Go.
 type unknownAlgorithm struct{}
 
-func (unknownAlgorithm) Limit() int64                   { return 1 }
-func (unknownAlgorithm) NewState(int64) algorithm.State { return nil }
-func (unknownAlgorithm) Spec() algorithm.Spec           { return algorithm.Spec{Name: "no-such-algorithm"} }
-func (unknownAlgorithm) String() string                 { return "unknownAlgorithm" }
+func (unknownAlgorithm) Limit() int64                 { return 1 }
+func (unknownAlgorithm) Init(*algorithm.State, int64) {}
+func (unknownAlgorithm) Spec() algorithm.Spec         { return algorithm.Spec{Name: "no-such-algorithm"} }
+func (unknownAlgorithm) String() string               { return "unknownAlgorithm" }
+func (unknownAlgorithm) Take(*algorithm.State, int64, int64) algorithm.Result {
+	return algorithm.Fresh(1)
+}
+func (unknownAlgorithm) Peek(*algorithm.State, int64, int64) algorithm.Result {
+	return algorithm.Fresh(1)
+}
 
 func testUnsupportedAlgorithm(t *testing.T, newStore NewStore) {
 	target := Miniredis(t)

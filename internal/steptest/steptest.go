@@ -23,7 +23,7 @@ type Step struct {
 
 // OK is the wanted result of an admitted decision.
 func OK(remaining, resetAfter int64) algorithm.Result {
-	return algorithm.Result{Allowed: true, Remaining: remaining, ResetAfter: resetAfter}
+	return algorithm.Result{Remaining: remaining, ResetAfter: resetAfter}
 }
 
 // No is the wanted result of a denied decision.
@@ -43,22 +43,26 @@ type Steps interface {
 }
 
 // Run replays steps on a state of alg created at start, naming instants
-// relative to start in failures.
+// relative to start in failures. A Peek step peeks for a cost of 1. Every
+// result's Remaining must be within [0, alg.Limit()].
 func Run[S Steps](t *testing.T, alg algorithm.Algorithm, start int64, steps []S) {
 	t.Helper()
-	s := alg.NewState(start)
+	var s algorithm.State
+	alg.Init(&s, start)
 	for i, raw := range steps {
 		st := Step(raw)
 		var got algorithm.Result
 		op := "Peek"
 		if st.Cost == Peek {
-			got = s.Peek(st.At)
+			got = alg.Peek(&s, st.At, 1)
 		} else {
-			got = s.Take(st.At, st.Cost)
+			got = alg.Take(&s, st.At, st.Cost)
 			op = "Take"
 		}
 		want := st.Want
-		want.Limit = alg.Limit()
+		if got.Remaining < 0 || got.Remaining > alg.Limit() {
+			t.Errorf("step %d: %s(start%+dµs, cost %d): got %+v, want Remaining within [0, %d]", i, op, st.At-start, st.Cost, got, alg.Limit())
+		}
 		if got != want {
 			t.Errorf("step %d: %s(start%+dµs, cost %d): got %+v, want %+v", i, op, st.At-start, st.Cost, got, want)
 		}

@@ -1,27 +1,35 @@
 // Package memorystore keeps limiter state in the memory of this process.
 //
-// State is sharded by key hash, each shard behind its own mutex, so
-// decisions on different keys proceed in parallel. Keys are kept as they
-// are (never encoded to strings), and a decision on a key that already has
-// state allocates nothing.
+// Each key's state is held by value in an entry of its own, with its own
+// lock, found through an index that decisions read without locking: a
+// decision writes nothing but its key's entry, so decisions on different
+// keys proceed in parallel, and a decision allocates nothing, whether the
+// key's state is live or has expired since its last request. Keys are kept
+// as they are (never encoded to strings).
 //
-// Memory stays bounded: a key's state is dropped once it has become
-// indistinguishable from a key never seen (a full bucket, an empty log, a
-// past window). There is no background goroutine: each shard sweeps its
-// expired keys itself after as many operations as the last sweep left it
-// keys (at least 64), which costs O(1) per operation amortised and keeps a
-// shard below about twice its live keys. [WithMaxKeys] caps the number of
-// keys; see it for what happens at the cap.
+// Memory stays bounded without a background goroutine. A key whose state
+// has become indistinguishable from a new key's (a full bucket, an empty
+// log, a past window) keeps it for a grace period ([WithGrace], a second
+// by default), so that a key far below its limit, whose state expires
+// between its requests, is not dropped and made again each time. Expired
+// keys are reclaimed as new keys arrive: each shard sweeps itself once it
+// has gained as many new keys as it kept at its last sweep, dropping the
+// keys expired for longer than the grace period. That costs O(1) per new
+// key amortised and nothing on a steady set of keys, and keeps a shard to
+// about twice its live keys plus those that expired within the grace
+// period, whatever stream of keys arrives. The slots of dropped keys are
+// reused for new ones, so memory does not shrink below its peak, as a Go
+// map's does not. Entries of new keys are laid out in the order keys were
+// first seen, so that keys used in that order are read from consecutive
+// memory. [WithMaxKeys] caps the number of keys; see it for what
+// happens at the cap.
 package memorystore
 
 import (
-	"context"
 	"fmt"
-	"hash/maphash"
-	"math"
 	"runtime"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
@@ -33,6 +41,7 @@ import (
 type Store[K comparable] struct {
 	shards  int
 	maxKeys int
+	grace   int64 // µs
 
 	mu     sync.Mutex
 	tables []*table[K]
@@ -46,6 +55,7 @@ type Option interface{ apply(*config) }
 type config struct {
 	shards  int
 	maxKeys int
+	grace   time.Duration
 }
 
 type optionFunc func(*config)
@@ -80,9 +90,27 @@ func WithMaxKeys(n int) Option {
 	})
 }
 
+// WithGrace sets how long a key's state is kept once it has expired
+// (become the same as a new key's) before the key may be dropped: one
+// second by default. A key asked for again within the grace period finds
+// its state where it left it; one asked for less often is dropped and
+// made again on its next request, from reused memory. Longer periods keep
+// more idle keys; 0 drops every expired key at the next sweep. Negative
+// values are ignored.
+func WithGrace(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d >= 0 {
+			c.grace = d
+		}
+	})
+}
+
+// DefaultGrace is the grace period of a store made without WithGrace.
+const DefaultGrace = time.Second
+
 // New returns an empty in-memory store.
 func New[K comparable](opts ...Option) *Store[K] {
-	c := config{shards: max(64, 16*runtime.GOMAXPROCS(0))}
+	c := config{shards: max(64, 16*runtime.GOMAXPROCS(0)), grace: DefaultGrace}
 	for _, o := range opts {
 		o.apply(&c)
 	}
@@ -95,7 +123,7 @@ func New[K comparable](opts ...Option) *Store[K] {
 			shards >>= 1 // every shard must hold at least one key
 		}
 	}
-	return &Store[K]{shards: shards, maxKeys: c.maxKeys}
+	return &Store[K]{shards: shards, maxKeys: c.maxKeys, grace: c.grace.Microseconds()}
 }
 
 // Open returns a table for alg. The memory store has no clock of its own,
@@ -104,20 +132,7 @@ func (s *Store[K]) Open(alg algorithm.Algorithm, clk clock.Clock) (store.Table[K
 	if clock.IsServer(clk) {
 		return nil, fmt.Errorf("%w: the memory store has no server clock; use clock.Local() or a fake clock", store.ErrClockUnsupported)
 	}
-	t := &table[K]{
-		alg:    alg,
-		limit:  alg.Limit(),
-		seed:   maphash.MakeSeed(),
-		shards: make([]shard[K], s.shards),
-		mask:   uint64(s.shards - 1),
-	}
-	if s.maxKeys > 0 {
-		t.shardCap = s.maxKeys / s.shards
-	}
-	for i := range t.shards {
-		t.shards[i].keys = make(map[K]*entry)
-		t.shards[i].soon = math.MaxInt64
-	}
+	t := newTable[K](alg, s.shards, s.maxKeys, s.grace)
 	s.mu.Lock()
 	s.tables = append(s.tables, t)
 	s.mu.Unlock()
@@ -131,6 +146,9 @@ type Stats struct {
 	Keys int
 	// Evicted counts keys dropped at the WithMaxKeys cap before expiring.
 	Evicted uint64
+	// Dropped counts keys dropped after their state had expired, by sweeps
+	// or at the cap.
+	Dropped uint64
 }
 
 // Stats returns the store's statistics, summed over its tables. It locks
@@ -144,140 +162,11 @@ func (s *Store[K]) Stats() Stats {
 		for i := range t.shards {
 			sh := &t.shards[i]
 			sh.mu.Lock()
-			st.Keys += len(sh.keys)
+			st.Keys += sh.keys
 			sh.mu.Unlock()
 		}
 		st.Evicted += t.evicted.Load()
+		st.Dropped += t.dropped.Load()
 	}
 	return st
-}
-
-// table is one algorithm's state, sharded by key hash.
-type table[K comparable] struct {
-	alg      algorithm.Algorithm
-	limit    int64
-	seed     maphash.Seed
-	shards   []shard[K]
-	mask     uint64
-	shardCap int // 0: no cap
-	evicted  atomic.Uint64
-}
-
-// entry is one key's state and the instant (Unix µs) from which it equals
-// a fresh state and may be dropped.
-type entry struct {
-	state   algorithm.State
-	expires int64
-}
-
-type shard[K comparable] struct {
-	mu   sync.Mutex
-	keys map[K]*entry
-	ops  int      // operations since the last sweep
-	due  int      // keys the last sweep left: operations until the next one
-	soon int64    // no key expires before this instant (Unix µs)
-	_    [24]byte // keep neighbouring shards' mutexes on separate cache lines
-}
-
-// sweepMin is the fewest operations between two sweeps of a shard, so
-// small shards do not sweep on every call.
-const sweepMin = 64
-
-func (t *table[K]) shard(key K) *shard[K] {
-	return &t.shards[maphash.Comparable(t.seed, key)&t.mask]
-}
-
-func (t *table[K]) Take(_ context.Context, key K, now, cost int64) (algorithm.Result, error) {
-	sh := t.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	sh.tick(now)
-	e := sh.keys[key]
-	if e == nil {
-		t.makeRoom(sh, now)
-		e = &entry{state: t.alg.NewState(now)}
-		sh.keys[key] = e
-	}
-	r := e.state.Take(now, cost)
-	e.expires = now + r.ResetAfter
-	sh.soon = min(sh.soon, e.expires)
-	return r, nil
-}
-
-func (t *table[K]) Peek(_ context.Context, key K, now int64) (algorithm.Result, error) {
-	sh := t.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	sh.tick(now)
-	e := sh.keys[key]
-	if e == nil {
-		return algorithm.Fresh(t.limit), nil
-	}
-	return e.state.Peek(now), nil
-}
-
-func (t *table[K]) Reset(_ context.Context, key K) error {
-	sh := t.shard(key)
-	sh.mu.Lock()
-	delete(sh.keys, key)
-	sh.mu.Unlock()
-	return nil
-}
-
-// tick counts an operation and sweeps the shard once the count reaches
-// the number of keys the last sweep left, unless no key can have expired
-// yet (soon, the earliest expiry, is still ahead). The count is measured against
-// that number, not the current size: a stream of new keys grows the size
-// as fast as the count, which would then never catch up. A sweep thus
-// visits at most twice the operations since the last one, O(1) amortised.
-func (sh *shard[K]) tick(now int64) {
-	sh.ops++
-	if sh.ops < max(sh.due, sweepMin) {
-		return
-	}
-	if now < sh.soon {
-		sh.ops = 0 // nothing can have expired yet: skip this sweep
-		return
-	}
-	sh.sweep(now)
-}
-
-// sweep drops every key whose state has expired at now.
-func (sh *shard[K]) sweep(now int64) {
-	sh.ops = 0
-	sh.soon = math.MaxInt64
-	for k, e := range sh.keys {
-		if e.expires <= now {
-			delete(sh.keys, k)
-		} else {
-			sh.soon = min(sh.soon, e.expires)
-		}
-	}
-	sh.due = len(sh.keys)
-}
-
-// evictSample is how many keys a full shard samples to pick one to evict.
-const evictSample = 8
-
-// makeRoom ensures sh can take one more key under the cap.
-func (t *table[K]) makeRoom(sh *shard[K], now int64) {
-	if t.shardCap == 0 || len(sh.keys) < t.shardCap {
-		return
-	}
-	sh.sweep(now)
-	for len(sh.keys) >= t.shardCap {
-		var victim K
-		var soonest *entry
-		n := 0
-		for k, e := range sh.keys { // map iteration starts at a random key
-			if soonest == nil || e.expires < soonest.expires {
-				victim, soonest = k, e
-			}
-			if n++; n == evictSample {
-				break
-			}
-		}
-		delete(sh.keys, victim)
-		t.evicted.Add(1)
-	}
 }

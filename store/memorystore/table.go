@@ -1,0 +1,315 @@
+package memorystore
+
+import (
+	"context"
+	"hash/maphash"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+)
+
+// table keeps one algorithm's state per key.
+//
+// Entries live in an arena, in the order their keys were first seen, and
+// are found through an index per shard (see index). Each entry carries its
+// own mutex, its key, its state and the instant its state expires.
+//
+// A decision takes no shard-wide lock: it reads the shard's index without
+// locking, locks the entry a word points to and checks that the entry is
+// live and holds the key. The index is only a hint: writers (new keys,
+// sweeps, Reset, growth), which hold the shard's mutex, may rewrite its
+// words at any time, and a reader that finds nothing takes the shard's
+// mutex and looks again before concluding that the key has no state. So
+// nothing shared is written on the way to a decision but the key's own
+// entry. Locks are taken shard first, then entry.
+type table[K comparable] struct {
+	alg      algorithm.Algorithm
+	limit    int64
+	seed     maphash.Seed
+	shards   []shard[K]
+	shift    uint  // a key's hash >> shift is its shard
+	shardCap int   // 0: no cap
+	grace    int64 // µs
+	arena    arena[K]
+	evicted  atomic.Uint64
+	dropped  atomic.Uint64
+}
+
+// entry is one key's state. It is live while its index word is in its
+// shard's index; a dropped entry's expires is dead until it is reused.
+type entry[K comparable] struct {
+	mu      sync.Mutex
+	key     K
+	state   algorithm.State
+	expires int64 // Unix µs from which state equals a fresh state
+}
+
+// dead marks an entry that holds no key.
+const dead = math.MinInt64
+
+type shard[K comparable] struct {
+	mu    sync.Mutex // serialises the shard's writers
+	index atomic.Pointer[index]
+	keys  int      // live entries
+	free  []uint32 // entries this shard dropped, for its new keys
+	added int      // keys added since the last sweep
+	every int      // keys added from one sweep to the next
+	soon  int64    // no live entry expires before this instant (Unix µs)
+	_     [shardPad]byte
+}
+
+// shardPad makes a shard two cache lines long, so that shards written by
+// different goroutines never share a line.
+const shardPad = 128 - unsafe.Sizeof(struct {
+	mu           sync.Mutex
+	index        atomic.Pointer[index]
+	keys         int
+	free         []uint32
+	added, every int
+	soon         int64
+}{})
+
+// sweepMin is the fewest keys added between two sweeps of a shard, so
+// small shards do not sweep on every new key.
+const sweepMin = 64
+
+func newTable[K comparable](alg algorithm.Algorithm, shards, maxKeys int, grace int64) *table[K] {
+	t := &table[K]{
+		alg:    alg,
+		limit:  alg.Limit(),
+		seed:   maphash.MakeSeed(),
+		shards: make([]shard[K], shards),
+		shift:  64,
+		grace:  grace,
+	}
+	for n := shards; n > 1; n >>= 1 {
+		t.shift--
+	}
+	if maxKeys > 0 {
+		t.shardCap = maxKeys / shards
+	}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.index.Store(newIndex(minIndex))
+		sh.soon = math.MaxInt64
+		sh.every = sweepMin
+	}
+	return t
+}
+
+func (t *table[K]) Take(_ context.Context, key K, now, cost int64) (algorithm.Result, error) {
+	h := maphash.Comparable(t.seed, key)
+	sh := &t.shards[h>>t.shift]
+	e := t.lookup(sh, key, uint32(h))
+	if e == nil {
+		e = t.insert(sh, key, uint32(h), now)
+	}
+	r := t.alg.Take(&e.state, now, cost)
+	e.expires = now + r.ResetAfter
+	e.mu.Unlock()
+	return r, nil
+}
+
+func (t *table[K]) Peek(_ context.Context, key K, now int64) (algorithm.Result, error) {
+	h := maphash.Comparable(t.seed, key)
+	sh := &t.shards[h>>t.shift]
+	e := t.lookup(sh, key, uint32(h))
+	if e == nil {
+		sh.mu.Lock()
+		e = t.lookup(sh, key, uint32(h))
+		sh.mu.Unlock()
+		if e == nil {
+			return algorithm.Fresh(t.limit), nil
+		}
+	}
+	r := t.alg.Peek(&e.state, now, 1)
+	e.mu.Unlock()
+	return r, nil
+}
+
+func (t *table[K]) Reset(_ context.Context, key K) error {
+	h := maphash.Comparable(t.seed, key)
+	sh := &t.shards[h>>t.shift]
+	sh.mu.Lock()
+	if pos, ok := t.locate(sh, key, uint32(h)); ok {
+		t.drop(sh, pos)
+	}
+	sh.mu.Unlock()
+	return nil
+}
+
+// lookup returns key's entry, locked, or nil when the shard's index, read
+// without the shard's lock, does not lead to it.
+func (t *table[K]) lookup(sh *shard[K], key K, hash uint32) *entry[K] {
+	ix := sh.index.Load()
+	for i, pos := uint32(0), hash&ix.mask; i <= ix.mask; i, pos = i+1, (pos+1)&ix.mask {
+		w := ix.words[pos].Load()
+		if w == 0 {
+			return nil
+		}
+		if wordHash(w) != hash {
+			continue
+		}
+		e := t.arena.at(wordEntry(w))
+		e.mu.Lock()
+		if e.expires != dead && e.key == key {
+			return e
+		}
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// locate returns the position of key's word in sh's index. The caller
+// holds sh.mu, under which the index is exact and keys do not change.
+func (t *table[K]) locate(sh *shard[K], key K, hash uint32) (uint32, bool) {
+	ix := sh.index.Load()
+	for i, pos := uint32(0), hash&ix.mask; i <= ix.mask; i, pos = i+1, (pos+1)&ix.mask {
+		w := ix.words[pos].Load()
+		if w == 0 {
+			return 0, false
+		}
+		if wordHash(w) == hash && t.arena.at(wordEntry(w)).key == key {
+			return pos, true
+		}
+	}
+	return 0, false
+}
+
+// insert returns key's entry, locked: the one another goroutine added
+// meanwhile, or a new one holding a fresh state at now.
+func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) *entry[K] {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := t.lookup(sh, key, hash); e != nil {
+		return e
+	}
+	if sh.added++; sh.added >= sh.every {
+		t.sweep(sh, now)
+	}
+	if t.shardCap > 0 && sh.keys >= t.shardCap {
+		t.makeRoom(sh, now)
+	}
+	var n uint32
+	if k := len(sh.free); k > 0 {
+		n = sh.free[k-1]
+		sh.free = sh.free[:k-1]
+	} else {
+		n = t.arena.alloc()
+	}
+	e := t.arena.at(n)
+	e.mu.Lock()
+	e.key = key
+	t.alg.Init(&e.state, now)
+	e.expires = now
+	sh.soon = min(sh.soon, now)
+	ix := sh.index.Load()
+	if (sh.keys+1)*4 > len(ix.words)*3 {
+		ix = ix.grown()
+		sh.index.Store(ix)
+	}
+	ix.add(word(hash, n))
+	sh.keys++
+	return e
+}
+
+// drop forgets the key whose word is at pos in sh's index. The caller
+// holds sh.mu. The entry keeps its log, when that is small, for the next
+// key that reuses it, so that a sliding log does not allocate again.
+func (t *table[K]) drop(sh *shard[K], pos uint32) {
+	ix := sh.index.Load()
+	n := wordEntry(ix.words[pos].Load())
+	e := t.arena.at(n)
+	e.mu.Lock()
+	e.expires = dead
+	if e.state.Log != nil && cap(e.state.Log.Entries) > keptLog {
+		e.state.Log = nil
+	}
+	var zero K
+	e.key = zero // holds no memory of the key
+	e.mu.Unlock()
+	ix.remove(pos)
+	sh.free = append(sh.free, n)
+	sh.keys--
+}
+
+// keptLog is the most entries a dropped key's log may hold for reuse.
+const keptLog = 64
+
+// sweep drops the keys whose state expired at least the grace period ago.
+// A shard sweeps itself once it has gained as many new keys as it kept at
+// its last sweep (at least sweepMin): memory is reclaimed as the shard
+// grows, a sweep visits at most as many keys as were added since the last
+// (O(1) per new key, amortised), and a steady set of keys is never swept.
+// No key is visited while none can qualify.
+func (t *table[K]) sweep(sh *shard[K], now int64) {
+	sh.added = 0
+	if cut := now - t.grace; sh.soon <= cut {
+		t.dropExpired(sh, cut)
+	}
+	sh.every = max(sweepMin, sh.keys)
+}
+
+// dropExpired drops the keys of sh whose state expired at or before cut.
+// The caller holds sh.mu.
+func (t *table[K]) dropExpired(sh *shard[K], cut int64) {
+	ix := sh.index.Load()
+	kept := sh.keys
+	sh.soon = math.MaxInt64
+	// Removing a word shifts later words of its run back into its place,
+	// so the position is examined again rather than passed.
+	for pos := 0; pos < len(ix.words); {
+		w := ix.words[pos].Load()
+		if w == 0 {
+			pos++
+			continue
+		}
+		e := t.arena.at(wordEntry(w))
+		e.mu.Lock()
+		expires := e.expires
+		e.mu.Unlock()
+		if expires <= cut {
+			t.drop(sh, uint32(pos))
+			continue
+		}
+		sh.soon = min(sh.soon, expires)
+		pos++
+	}
+	t.dropped.Add(uint64(kept - sh.keys))
+}
+
+// evictSample is how many keys a full shard samples to pick one to evict.
+const evictSample = 8
+
+// makeRoom ensures sh can take one more key under the cap: it drops every
+// expired key, and if none had expired, evicts the key closest to expiry
+// among a few sampled at random (as Redis's volatile-ttl policy does).
+func (t *table[K]) makeRoom(sh *shard[K], now int64) {
+	t.dropExpired(sh, now)
+	for sh.keys >= t.shardCap {
+		ix := sh.index.Load()
+		var victim uint32
+		soonest, seen := int64(math.MaxInt64), 0
+		start := rand.Uint32() & ix.mask
+		for i := uint32(0); i <= ix.mask && seen < evictSample; i++ {
+			pos := (start + i) & ix.mask
+			w := ix.words[pos].Load()
+			if w == 0 {
+				continue
+			}
+			e := t.arena.at(wordEntry(w))
+			e.mu.Lock()
+			if e.expires < soonest || seen == 0 {
+				victim, soonest = pos, e.expires
+			}
+			e.mu.Unlock()
+			seen++
+		}
+		t.drop(sh, victim)
+		t.evicted.Add(1)
+	}
+}
