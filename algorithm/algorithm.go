@@ -75,11 +75,14 @@ func Fresh(limit int64) Result {
 // safe for concurrent use; the states it works on are not (stores
 // serialise calls for one key).
 //
-// The transition is a pure function of the state, the instant and the
-// cost: the same calls on equal states give equal results, which is what
-// lets the Redis stores run it as a Lua script with bit-identical results.
-// A state that has reached its ResetAfter is treated exactly as a fresh
-// one, so a store may keep it or drop it.
+// A decision is two calls: Charge, the transition, which is all a store
+// must run while it holds a key's state exclusively, and Peek, which
+// computes the numbers of the result from a copy of the state and may run
+// after the store has let go of it (see [Take]). Both are pure functions of
+// the state, the instant and the cost, which is what lets the Redis stores
+// run them as a Lua script with bit-identical results. A state that has
+// reached its ResetAfter is treated exactly as a fresh one, so a store may
+// keep it or drop it.
 type Algorithm interface {
 	// Limit is the largest cost a single request may have.
 	Limit() int64
@@ -87,18 +90,42 @@ type Algorithm interface {
 	// the memory s.Log holds, emptied, so that a store reusing a slot does
 	// not allocate again.
 	Init(s *State, now int64)
-	// Take decides whether cost (1 ≤ cost ≤ Limit) is admitted at now
-	// (Unix µs) and, if it is, charges it to s. A denied cost leaves s
-	// meaning what it did.
-	Take(s *State, now, cost int64) Result
-	// Peek reports what Take(s, now, cost) would decide, without charging:
-	// for a cost that would be denied it is Take's result; for one that
-	// would be admitted, Remaining and ResetAfter describe s as it is,
-	// before the cost. It may forget what has expired from s, which
-	// changes no decision.
-	Peek(s *State, now, cost int64) Result
+	// Charge admits cost (1 ≤ cost ≤ Limit) at now (Unix µs) if s allows
+	// it, charging it to s, and reports whether it did. A denied cost
+	// leaves s meaning what it did.
+	Charge(s *State, now, cost int64) bool
+	// Peek reports what charging cost at now would decide, without
+	// charging: for a cost that would be denied, the denial (Remaining,
+	// RetryAfter, ResetAfter); for one that would be admitted, RetryAfter
+	// 0, and Remaining and ResetAfter describing s as it is, before the
+	// cost. It changes nothing that s points to, so it may run on a copy
+	// of a state while the original changes, as long as s.Log is nil.
+	Peek(s State, now, cost int64) Result
 	// Spec describes the algorithm for stores that run it elsewhere.
 	Spec() Spec
+}
+
+// Take is one whole decision on s, as a store that holds s exclusively
+// makes it: Charge, then the numbers of the result from the state it left.
+// After an admitted charge, Peek of the new state describes it (what
+// remains, when it is fresh again); its RetryAfter, about a further cost,
+// is dropped.
+func Take(alg Algorithm, s *State, now, cost int64) Result {
+	ok := alg.Charge(s, now, cost)
+	r := alg.Peek(*s, now, cost)
+	if ok {
+		r.RetryAfter = 0
+	}
+	return r
+}
+
+// Expiry returns the instant (Unix µs) from which s is the same as a fresh
+// state, so that a store may drop it, or at itself when s is already fresh
+// at at. at may be earlier than the instant s was last decided at: every
+// algorithm's ResetAfter names an instant that does not depend on when it
+// is asked.
+func Expiry(alg Algorithm, s State, at int64) int64 {
+	return at + alg.Peek(s, at, 1).ResetAfter
 }
 
 // State is one key's state under one algorithm, held by value so that a

@@ -204,9 +204,9 @@ type call struct{ now, cost int64 }
 
 func (c call) on(alg algorithm.Algorithm, s *algorithm.State) algorithm.Result {
 	if c.cost == 0 {
-		return alg.Peek(s, c.now, 1)
+		return alg.Peek(*s, c.now, 1)
 	}
-	return alg.Take(s, c.now, c.cost)
+	return algorithm.Take(alg, s, c.now, c.cost)
 }
 
 // FuzzAlgorithms builds each algorithm from random parameters, checks that
@@ -406,13 +406,15 @@ type state struct {
 }
 
 // Peek peeks for a cost of 1.
-func (s *state) Peek(now int64) algorithm.Result { return s.alg.Peek(&s.State, now, 1) }
+func (s *state) Peek(now int64) algorithm.Result { return s.alg.Peek(s.State, now, 1) }
 
 // PeekN peeks for cost.
-func (s *state) PeekN(now, cost int64) algorithm.Result { return s.alg.Peek(&s.State, now, cost) }
+func (s *state) PeekN(now, cost int64) algorithm.Result { return s.alg.Peek(s.State, now, cost) }
 
 // Take takes cost.
-func (s *state) Take(now, cost int64) algorithm.Result { return s.alg.Take(&s.State, now, cost) }
+func (s *state) Take(now, cost int64) algorithm.Result {
+	return algorithm.Take(s.alg, &s.State, now, cost)
+}
 
 // check checks the invariants of r, the result of the last of calls, given
 // before, a peek at the same instant just before that call, fill, the

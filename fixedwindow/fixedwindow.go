@@ -93,23 +93,19 @@ func (w *Window) resetAfter(index, count, now int64) int64 {
 	return (index+1)*w.window - now
 }
 
-// Take admits cost when the window of now has room for it.
-func (w *Window) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+// Charge admits cost when the window of now has room for it.
+func (w *Window) Charge(s *algorithm.State, now, cost int64) bool {
 	index, count := w.at(s, now)
 	if count+cost > w.limit {
-		return w.report(index, count, cost, now)
+		return false
 	}
-	count += cost
-	s.N[0], s.N[1] = index, count
-	return algorithm.Result{
-		Remaining:  w.limit - count,
-		ResetAfter: w.resetAfter(index, count, now),
-	}
+	s.N[0], s.N[1] = index, count+cost
+	return true
 }
 
 // Peek reports the window of now for a request of cost.
-func (w *Window) Peek(s *algorithm.State, now, cost int64) algorithm.Result {
-	index, count := w.at(s, now)
+func (w *Window) Peek(s algorithm.State, now, cost int64) algorithm.Result {
+	index, count := w.at(&s, now)
 	return w.report(index, count, cost, now)
 }
 

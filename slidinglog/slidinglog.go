@@ -151,58 +151,46 @@ func record(s *algorithm.State, now, cost int64) {
 	}
 }
 
-// retryAfter returns the microseconds from now until cost fits: when enough
-// of the oldest entries have left the window.
-func (l *Log) retryAfter(s *algorithm.State, cost, now int64) int64 {
-	excess := s.N[0] + cost - l.limit
-	if excess <= 0 {
-		return 0
+// inWindow returns the entries of s in the window ending at now, those
+// after now−window, and the cost they add up to, without changing s.
+func (l *Log) inWindow(s *algorithm.State, now int64) ([]algorithm.Entry, int64) {
+	entries, used := live(s), s.N[0]
+	cut := now - l.window
+	i := 0
+	for i < len(entries) && entries[i].At <= cut {
+		used -= entries[i].Cost
+		i++
 	}
-	for _, e := range live(s) {
-		excess -= e.Cost
-		if excess <= 0 {
-			return e.At + l.window - now
-		}
-	}
-	// Only a cost above the limit gets here (callers check costs first):
-	// it never fits, and the best answer is when the log is empty.
-	return l.resetAfter(s, now)
+	return entries[i:], used
 }
 
-// resetAfter returns the microseconds from now until the newest entry
-// leaves the window.
-func (l *Log) resetAfter(s *algorithm.State, now int64) int64 {
-	entries := live(s)
-	if len(entries) == 0 {
-		return 0
-	}
-	return entries[len(entries)-1].At + l.window - now
-}
-
-// Take admits cost when the cost admitted in (now−Window, now] leaves room
-// for it.
-func (l *Log) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+// Charge admits cost when the cost admitted in (now−Window, now] leaves
+// room for it.
+func (l *Log) Charge(s *algorithm.State, now, cost int64) bool {
 	l.expire(s, now)
 	if s.N[0]+cost > l.limit {
-		return l.report(s, cost, now)
+		return false
 	}
 	record(s, now, cost)
-	return algorithm.Result{
-		Remaining:  l.limit - s.N[0],
-		ResetAfter: l.resetAfter(s, now),
-	}
+	return true
 }
 
-// Peek reports the window ending at now for a request of cost.
-func (l *Log) Peek(s *algorithm.State, now, cost int64) algorithm.Result {
-	l.expire(s, now)
-	return l.report(s, cost, now)
-}
-
-func (l *Log) report(s *algorithm.State, cost, now int64) algorithm.Result {
-	return algorithm.Result{
-		Remaining:  l.limit - s.N[0],
-		RetryAfter: l.retryAfter(s, cost, now),
-		ResetAfter: l.resetAfter(s, now),
+// Peek reports the window ending at now for a request of cost. A request
+// that does not fit waits until enough of the oldest entries have left the
+// window; the key is fresh once the newest has.
+func (l *Log) Peek(s algorithm.State, now, cost int64) algorithm.Result {
+	entries, used := l.inWindow(&s, now)
+	r := algorithm.Result{Remaining: l.limit - used}
+	if len(entries) > 0 {
+		r.ResetAfter = entries[len(entries)-1].At + l.window - now
 	}
+	if excess := used + cost - l.limit; excess > 0 {
+		for _, e := range entries {
+			if excess -= e.Cost; excess <= 0 {
+				r.RetryAfter = e.At + l.window - now
+				break
+			}
+		}
+	}
+	return r
 }

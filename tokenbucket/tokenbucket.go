@@ -120,29 +120,27 @@ func (b *Bucket) until(tokens float64, last int64, held, target float64, now int
 	return last + e - now
 }
 
-// Take admits cost when the bucket holds at least cost tokens at now.
-func (b *Bucket) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+// Charge takes cost tokens when the bucket holds at least that many at now.
+func (b *Bucket) Charge(s *algorithm.State, now, cost int64) bool {
 	tokens, last := load(s)
 	held := b.at(tokens, last, now)
 	c := float64(cost)
 	if c > held {
-		return b.report(tokens, last, held, c, now)
+		return false
 	}
-	tokens, last = held-c, max(last, now)
-	s.N[0], s.N[1] = int64(math.Float64bits(tokens)), last
-	return algorithm.Result{
-		Remaining:  int64(tokens), // ≥ 0: truncation is the floor
-		ResetAfter: b.until(tokens, last, tokens, b.capacity, now),
-	}
+	s.N[0], s.N[1] = int64(math.Float64bits(held-c)), max(last, now)
+	return true
 }
 
 // Peek reports the bucket at now for a request of cost.
-func (b *Bucket) Peek(s *algorithm.State, now, cost int64) algorithm.Result {
-	tokens, last := load(s)
+func (b *Bucket) Peek(s algorithm.State, now, cost int64) algorithm.Result {
+	tokens, last := load(&s)
 	return b.report(tokens, last, b.at(tokens, last, now), float64(cost), now)
 }
 
 // report is the decision for c without taking it, the bucket holding held.
+// A bucket just charged at now holds what it was charged down to, with last
+// at now or later: report then gives what the charge left, exactly.
 func (b *Bucket) report(tokens float64, last int64, held, c float64, now int64) algorithm.Result {
 	return algorithm.Result{
 		Remaining:  int64(held),
@@ -253,22 +251,18 @@ func (b *IntervalBucket) until(tokens, last, target, now int64) int64 {
 	return last + ceilDiv(target-tokens, b.tokens)*b.interval - now
 }
 
-// Take admits cost when the bucket holds at least cost tokens at now.
-func (b *IntervalBucket) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+// Charge takes cost tokens when the bucket holds at least that many at now.
+func (b *IntervalBucket) Charge(s *algorithm.State, now, cost int64) bool {
 	tokens, last := b.at(s.N[0], s.N[1], now)
 	if cost > tokens {
-		return b.report(tokens, last, cost, now)
+		return false
 	}
-	tokens -= cost
-	s.N[0], s.N[1] = tokens, last
-	return algorithm.Result{
-		Remaining:  tokens,
-		ResetAfter: b.until(tokens, last, b.capacity, now),
-	}
+	s.N[0], s.N[1] = tokens-cost, last
+	return true
 }
 
 // Peek reports the bucket at now for a request of cost.
-func (b *IntervalBucket) Peek(s *algorithm.State, now, cost int64) algorithm.Result {
+func (b *IntervalBucket) Peek(s algorithm.State, now, cost int64) algorithm.Result {
 	tokens, last := b.at(s.N[0], s.N[1], now)
 	return b.report(tokens, last, cost, now)
 }

@@ -54,9 +54,9 @@ func Run[S Steps](t *testing.T, alg algorithm.Algorithm, start int64, steps []S)
 		var got algorithm.Result
 		op := "Peek"
 		if st.Cost == Peek {
-			got = alg.Peek(&s, st.At, 1)
+			got = alg.Peek(s, st.At, 1)
 		} else {
-			got = alg.Take(&s, st.At, st.Cost)
+			got = algorithm.Take(alg, &s, st.At, st.Cost)
 			op = "Take"
 		}
 		want := st.Want

@@ -24,7 +24,7 @@ func (a *arena[K]) at(n uint32) *entry[K] {
 	return &(*a.pages.Load())[n/pageSize][n%pageSize]
 }
 
-// alloc hands out a new entry, dead until its caller fills it.
+// alloc hands out a new entry, not live until its caller fills it.
 func (a *arena[K]) alloc() uint32 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -38,9 +38,5 @@ func (a *arena[K]) alloc() uint32 {
 		a.pages.Store(&grown)
 	}
 	a.next++
-	e := a.at(n)
-	e.mu.Lock()
-	e.expires = dead
-	e.mu.Unlock()
 	return n
 }

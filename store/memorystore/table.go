@@ -40,16 +40,16 @@ type table[K comparable] struct {
 }
 
 // entry is one key's state. It is live while its index word is in its
-// shard's index; a dropped entry's expires is dead until it is reused.
+// shard's index; a dropped entry is not live until it is reused. When the
+// state expires is not kept: sweeps, which are rare, work it out from the
+// state (algorithm.Expiry), so that a decision writes nothing but the
+// state.
 type entry[K comparable] struct {
-	mu      sync.Mutex
-	key     K
-	state   algorithm.State
-	expires int64 // Unix µs from which state equals a fresh state
+	mu    sync.Mutex
+	live  bool
+	key   K
+	state algorithm.State
 }
-
-// dead marks an entry that holds no key.
-const dead = math.MinInt64
 
 type shard[K comparable] struct {
 	mu    sync.Mutex // serialises the shard's writers
@@ -108,10 +108,27 @@ func (t *table[K]) Take(_ context.Context, key K, now, cost int64) (algorithm.Re
 	if e == nil {
 		e = t.insert(sh, key, uint32(h), now)
 	}
-	r := t.alg.Take(&e.state, now, cost)
-	e.expires = now + r.ResetAfter
-	e.mu.Unlock()
+	ok := t.alg.Charge(&e.state, now, cost)
+	r := t.report(e, now, cost)
+	if ok {
+		r.RetryAfter = 0
+	}
 	return r, nil
+}
+
+// report unlocks e, which the caller locked, and returns Peek of its state
+// for cost at now. A state without a log is copied whole, so Peek runs
+// after the entry is unlocked: the lock is held only for the transition,
+// which is what lets callers on one hot key overlap.
+func (t *table[K]) report(e *entry[K], now, cost int64) algorithm.Result {
+	s := e.state
+	if s.Log == nil {
+		e.mu.Unlock()
+		return t.alg.Peek(s, now, cost)
+	}
+	r := t.alg.Peek(s, now, cost)
+	e.mu.Unlock()
+	return r
 }
 
 func (t *table[K]) Peek(_ context.Context, key K, now int64) (algorithm.Result, error) {
@@ -126,9 +143,7 @@ func (t *table[K]) Peek(_ context.Context, key K, now int64) (algorithm.Result, 
 			return algorithm.Fresh(t.limit), nil
 		}
 	}
-	r := t.alg.Peek(&e.state, now, 1)
-	e.mu.Unlock()
-	return r, nil
+	return t.report(e, now, 1), nil
 }
 
 func (t *table[K]) Reset(_ context.Context, key K) error {
@@ -156,7 +171,7 @@ func (t *table[K]) lookup(sh *shard[K], key K, hash uint32) *entry[K] {
 		}
 		e := t.arena.at(wordEntry(w))
 		e.mu.Lock()
-		if e.expires != dead && e.key == key {
+		if e.live && e.key == key {
 			return e
 		}
 		e.mu.Unlock()
@@ -203,10 +218,9 @@ func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) *entry[K]
 	}
 	e := t.arena.at(n)
 	e.mu.Lock()
-	e.key = key
+	e.live, e.key = true, key
 	t.alg.Init(&e.state, now)
-	e.expires = now
-	sh.soon = min(sh.soon, now)
+	sh.soon = min(sh.soon, now) // a fresh state expires at once
 	ix := sh.index.Load()
 	if (sh.keys+1)*4 > len(ix.words)*3 {
 		ix = ix.grown()
@@ -225,7 +239,7 @@ func (t *table[K]) drop(sh *shard[K], pos uint32) {
 	n := wordEntry(ix.words[pos].Load())
 	e := t.arena.at(n)
 	e.mu.Lock()
-	e.expires = dead
+	e.live = false
 	if e.state.Log != nil && cap(e.state.Log.Entries) > keptLog {
 		e.state.Log = nil
 	}
@@ -270,7 +284,7 @@ func (t *table[K]) dropExpired(sh *shard[K], cut int64) {
 		}
 		e := t.arena.at(wordEntry(w))
 		e.mu.Lock()
-		expires := e.expires
+		expires := algorithm.Expiry(t.alg, e.state, cut)
 		e.mu.Unlock()
 		if expires <= cut {
 			t.drop(sh, uint32(pos))
@@ -303,10 +317,11 @@ func (t *table[K]) makeRoom(sh *shard[K], now int64) {
 			}
 			e := t.arena.at(wordEntry(w))
 			e.mu.Lock()
-			if e.expires < soonest || seen == 0 {
-				victim, soonest = pos, e.expires
-			}
+			expires := algorithm.Expiry(t.alg, e.state, now)
 			e.mu.Unlock()
+			if expires < soonest || seen == 0 {
+				victim, soonest = pos, expires
+			}
 			seen++
 		}
 		t.drop(sh, victim)
