@@ -133,10 +133,14 @@ func Expiry(alg Algorithm, s State, at int64) int64 {
 // chase. Its numbers mean what the algorithm that set them says (tokens,
 // instants, counts); only that algorithm reads them. The zero State is not
 // a fresh one: stores start a key with [Algorithm.Init].
+//
+// Its fields are separate words, not an array, so that a State passed by
+// value travels in registers (Go passes arrays of more than one element in
+// memory, and a copy of a just-written state through memory stalls).
 type State struct {
-	// N holds the algorithm's numbers. A float is kept as its IEEE 754
-	// bits.
-	N [3]int64
+	// N0, N1 and N2 are the algorithm's numbers. A float is kept as its
+	// IEEE 754 bits.
+	N0, N1, N2 int64
 	// Log holds the admissions of an algorithm that remembers each one
 	// (the sliding log); nil for every other algorithm.
 	Log *Log

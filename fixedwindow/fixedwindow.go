@@ -63,12 +63,12 @@ func (w *Window) String() string {
 	return fmt.Sprintf("fixedwindow(limit=%d, window=%v)", w.limit, time.Duration(w.window)*time.Microsecond)
 }
 
-// A window's state is N[0], the index of the window counted, and N[1], the
+// A window's state is N0, the index of the window counted, and N1, the
 // cost admitted in it.
 
 // Init sets s to a window with nothing counted.
 func (w *Window) Init(s *algorithm.State, _ int64) {
-	s.N = [3]int64{}
+	s.N0, s.N1, s.N2 = 0, 0, 0
 }
 
 // at returns the window index of now and the cost counted in it, given
@@ -77,10 +77,10 @@ func (w *Window) Init(s *algorithm.State, _ int64) {
 func (w *Window) at(s *algorithm.State, now int64) (index, count int64) {
 	index = algorithm.FloorDiv(now, w.window)
 	switch {
-	case s.N[1] == 0:
+	case s.N1 == 0:
 		return index, 0
-	case s.N[0] >= index:
-		return s.N[0], s.N[1]
+	case s.N0 >= index:
+		return s.N0, s.N1
 	default:
 		return index, 0
 	}
@@ -99,7 +99,7 @@ func (w *Window) Charge(s *algorithm.State, now, cost int64) bool {
 	if count+cost > w.limit {
 		return false
 	}
-	s.N[0], s.N[1] = index, count+cost
+	s.N0, s.N1 = index, count+cost
 	return true
 }
 

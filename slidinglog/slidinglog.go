@@ -72,7 +72,7 @@ func (l *Log) String() string {
 	return fmt.Sprintf("slidinglog(limit=%d, window=%v)", l.limit, time.Duration(l.window)*time.Microsecond)
 }
 
-// A log's state is N[0], the cost its live entries add up to, and Log,
+// A log's state is N0, the cost its live entries add up to, and Log,
 // the entries: cost admitted per instant, oldest first, merging entries of
 // the same instant. The live entries are Log.Entries[Log.Head:]: expiring
 // entries advances Head, and the dead prefix is reclaimed by compaction
@@ -81,7 +81,7 @@ func (l *Log) String() string {
 
 // Init sets s to an empty log, keeping the buffer s.Log holds.
 func (l *Log) Init(s *algorithm.State, _ int64) {
-	s.N = [3]int64{}
+	s.N0, s.N1, s.N2 = 0, 0, 0
 	if s.Log != nil {
 		s.Log.Entries, s.Log.Head = s.Log.Entries[:0], 0
 	}
@@ -104,7 +104,7 @@ func (l *Log) expire(s *algorithm.State, now int64) {
 	}
 	cut := now - l.window
 	for g.Head < len(g.Entries) && g.Entries[g.Head].At <= cut {
-		s.N[0] -= g.Entries[g.Head].Cost
+		s.N0 -= g.Entries[g.Head].Cost
 		g.Head++
 	}
 	if g.Head == len(g.Entries) {
@@ -129,7 +129,7 @@ func record(s *algorithm.State, now, cost int64) {
 		s.Log = new(algorithm.Log)
 	}
 	g := s.Log
-	s.N[0] += cost
+	s.N0 += cost
 	entries := g.Entries[g.Head:]
 	last := len(entries) - 1
 	switch {
@@ -154,7 +154,7 @@ func record(s *algorithm.State, now, cost int64) {
 // inWindow returns the entries of s in the window ending at now, those
 // after now−window, and the cost they add up to, without changing s.
 func (l *Log) inWindow(s *algorithm.State, now int64) ([]algorithm.Entry, int64) {
-	entries, used := live(s), s.N[0]
+	entries, used := live(s), s.N0
 	cut := now - l.window
 	i := 0
 	for i < len(entries) && entries[i].At <= cut {
@@ -168,7 +168,7 @@ func (l *Log) inWindow(s *algorithm.State, now int64) ([]algorithm.Entry, int64)
 // room for it.
 func (l *Log) Charge(s *algorithm.State, now, cost int64) bool {
 	l.expire(s, now)
-	if s.N[0]+cost > l.limit {
+	if s.N0+cost > l.limit {
 		return false
 	}
 	record(s, now, cost)

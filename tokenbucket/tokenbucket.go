@@ -80,16 +80,16 @@ func (b *Bucket) String() string {
 	return fmt.Sprintf("tokenbucket(capacity=%d, rate=%v/s)", b.limit, b.rate)
 }
 
-// A bucket's state is N[0], the tokens it held at N[1] (a float64's bits),
-// and N[1], the instant of that count (Unix µs).
+// A bucket's state is N0, the tokens it held at N1 (a float64's bits),
+// and N1, the instant of that count (Unix µs).
 
 // Init sets s to a full bucket.
 func (b *Bucket) Init(s *algorithm.State, now int64) {
-	s.N = [3]int64{int64(math.Float64bits(b.capacity)), now}
+	s.N0, s.N1, s.N2 = int64(math.Float64bits(b.capacity)), now, 0
 }
 
 func load(s *algorithm.State) (tokens float64, last int64) {
-	return math.Float64frombits(uint64(s.N[0])), s.N[1]
+	return math.Float64frombits(uint64(s.N0)), s.N1
 }
 
 // at returns the tokens a bucket holding tokens at last holds at now: those
@@ -128,7 +128,7 @@ func (b *Bucket) Charge(s *algorithm.State, now, cost int64) bool {
 	if c > held {
 		return false
 	}
-	s.N[0], s.N[1] = int64(math.Float64bits(held-c)), max(last, now)
+	s.N0, s.N1 = int64(math.Float64bits(held-c)), max(last, now)
 	return true
 }
 
@@ -218,12 +218,12 @@ func (b *IntervalBucket) String() string {
 		time.Duration(b.interval)*time.Microsecond)
 }
 
-// An interval bucket's state is N[0], the tokens it holds, and N[1], the
+// An interval bucket's state is N0, the tokens it holds, and N1, the
 // instant of its last refill (Unix µs).
 
 // Init sets s to a full bucket.
 func (b *IntervalBucket) Init(s *algorithm.State, now int64) {
-	s.N = [3]int64{b.capacity, now}
+	s.N0, s.N1, s.N2 = b.capacity, now, 0
 }
 
 // at returns the bucket, holding tokens since its refill at last, refilled
@@ -253,17 +253,17 @@ func (b *IntervalBucket) until(tokens, last, target, now int64) int64 {
 
 // Charge takes cost tokens when the bucket holds at least that many at now.
 func (b *IntervalBucket) Charge(s *algorithm.State, now, cost int64) bool {
-	tokens, last := b.at(s.N[0], s.N[1], now)
+	tokens, last := b.at(s.N0, s.N1, now)
 	if cost > tokens {
 		return false
 	}
-	s.N[0], s.N[1] = tokens-cost, last
+	s.N0, s.N1 = tokens-cost, last
 	return true
 }
 
 // Peek reports the bucket at now for a request of cost.
 func (b *IntervalBucket) Peek(s algorithm.State, now, cost int64) algorithm.Result {
-	tokens, last := b.at(s.N[0], s.N[1], now)
+	tokens, last := b.at(s.N0, s.N1, now)
 	return b.report(tokens, last, cost, now)
 }
 
