@@ -108,14 +108,16 @@ const (
 // FailClosedRetryAfter is the RetryAfter of decisions made by FailClosed.
 const FailClosedRetryAfter = time.Second
 
-func decisionOf(r algorithm.Result, limit int64) Decision {
-	return Decision{
-		Allowed:    r.RetryAfter == 0,
-		Limit:      limit,
-		Remaining:  r.Remaining,
-		RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
-		ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond,
-	}
+// set makes d the decision of r, leaving d.Source as it is. It fills d in
+// place, field by field: a Decision has too many fields for the compiler
+// to keep in registers, and building one elsewhere and copying it costs a
+// store-forwarding stall on every decision.
+func (d *Decision) set(r algorithm.Result, limit int64) {
+	d.Allowed = r.RetryAfter == 0
+	d.Limit = limit
+	d.Remaining = r.Remaining
+	d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
+	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
 }
 
 // Option configures a Limiter.
@@ -231,7 +233,8 @@ func (l *Limiter[K]) fail(ctx context.Context, err error, key K, cost int64, pee
 	if err != nil {
 		return Decision{}, err
 	}
-	d := decisionOf(r, l.limit)
+	var d Decision
+	d.set(r, l.limit)
 	d.Source = FromLocal
 	return d, nil
 }
@@ -258,15 +261,16 @@ func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
 // AllowN decides whether a request of cost n for key is admitted now, and
 // consumes n if it is. A cost below 1 or above Limit is an error
 // (ErrInvalidCost, ErrCostExceedsLimit) that consumes nothing.
-func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error) {
+func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (d Decision, err error) {
 	if n < 1 || int64(n) > l.limit {
-		return Decision{}, algorithm.CheckCost(int64(n), l.limit)
+		return d, algorithm.CheckCost(int64(n), l.limit)
 	}
 	r, err := l.table.Take(ctx, key, l.micros.UnixMicro(), int64(n))
 	if err != nil {
 		return l.fail(ctx, err, key, int64(n), false)
 	}
-	return decisionOf(r, l.limit), nil
+	d.set(r, l.limit)
+	return d, nil
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
@@ -304,12 +308,13 @@ func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) 
 
 // Peek reports key's state now without consuming anything: Allowed and
 // RetryAfter are for a request of cost 1, Remaining is what is left.
-func (l *Limiter[K]) Peek(ctx context.Context, key K) (Decision, error) {
+func (l *Limiter[K]) Peek(ctx context.Context, key K) (d Decision, err error) {
 	r, err := l.table.Peek(ctx, key, l.micros.UnixMicro())
 	if err != nil {
 		return l.fail(ctx, err, key, 1, true)
 	}
-	return decisionOf(r, l.limit), nil
+	d.set(r, l.limit)
+	return d, nil
 }
 
 // Reset forgets key's state: its next request is decided as a new key's.
