@@ -373,19 +373,22 @@ func TestZeroAllocs(t *testing.T) {
 		name    string
 		cfg     config
 		keys    int
-		allowed bool
+		allowed expect
 		step    time.Duration // how far the clock moves between decisions
 	}{
 		// A sliding log keeps a window of entries: 100µs of them.
-		{"allowed", config{algorithm.MaxLimit, time.Hour}, 1, true, 0},
-		{"allowed-moving", config{algorithm.MaxLimit, 100 * time.Microsecond}, 1, true, time.Microsecond},
-		{"denied", config{1, time.Hour}, 1, false, 0},
+		{"allowed", config{algorithm.MaxLimit, time.Hour}, 1, always, 0},
+		{"allowed-moving", config{algorithm.MaxLimit, 100 * time.Microsecond}, 1, always, time.Microsecond},
+		{"denied", config{1, time.Hour}, 1, never, 0},
+		// One request per 10µs, asked every 6µs: a denial now and then,
+		// each one recorded for the requests after it.
+		{"at-the-limit", config{1, 10 * time.Microsecond}, 1, either, 6 * time.Microsecond},
 		// 1000 keys in turn, each back to fresh 10µs after its request
 		// and asked again 1ms later: every request finds expired state.
-		{"generous", config{1 << 20, 10 * time.Microsecond}, 1000, true, time.Microsecond},
+		{"generous", config{1 << 20, 10 * time.Microsecond}, 1000, always, time.Microsecond},
 		// The same keys asked every 4s, longer than the grace period:
 		// each is dropped and made again, from reused memory.
-		{"generous-idle", config{1 << 20, 10 * time.Microsecond}, 1000, true, 4 * time.Millisecond},
+		{"generous-idle", config{1 << 20, 10 * time.Microsecond}, 1000, always, 4 * time.Millisecond},
 	}
 	for name, newAlg := range algs {
 		for _, p := range paths {
@@ -408,7 +411,16 @@ func TestZeroAllocs(t *testing.T) {
 	}
 }
 
-func checkZeroAllocs[K comparable](t *testing.T, alg algorithm.Algorithm, keys []K, allowed bool, step time.Duration) {
+// expect is what a path's decisions are.
+type expect uint8
+
+const (
+	always expect = iota // every request is admitted
+	never                // every request is denied
+	either               // both happen
+)
+
+func checkZeroAllocs[K comparable](t *testing.T, alg algorithm.Algorithm, keys []K, allowed expect, step time.Duration) {
 	fake := clock.NewFake(time.UnixMicro(t0).Add(30 * time.Minute))
 	// One shard, so that where keys fall, and so when slots run out while
 	// keys are dropped and made again, does not depend on a random seed.
@@ -418,15 +430,21 @@ func checkZeroAllocs[K comparable](t *testing.T, alg algorithm.Algorithm, keys [
 		t.Fatal(err)
 	}
 	i := 0
+	var seen [2]int // denied, admitted
 	decide := func() {
 		fake.Advance(step)
 		d, err := lim.AllowN(ctx, keys[i], 1)
-		if err != nil || d.Allowed != allowed {
-			t.Fatalf("AllowN(%v) = %+v, %v; want Allowed=%v", keys[i], d, err, allowed)
+		if err != nil || allowed == always && !d.Allowed || allowed == never && d.Allowed {
+			t.Fatalf("AllowN(%v) = %+v, %v; want Allowed=%v", keys[i], d, err, allowed == always)
+		}
+		if d.Allowed {
+			seen[1]++
+		} else {
+			seen[0]++
 		}
 		i = (i + 1) % len(keys)
 	}
-	if !allowed {
+	if allowed == never {
 		for _, k := range keys {
 			if _, err := lim.AllowN(ctx, k, 1); err != nil { // drain
 				t.Fatal(err)
@@ -447,6 +465,9 @@ func checkZeroAllocs[K comparable](t *testing.T, alg algorithm.Algorithm, keys [
 		t.Errorf("%d allocations in %d decisions on %d existing %T keys, want 0", got, runs, len(keys), keys[0])
 	}
 	after := st.Stats()
+	if allowed == either && (seen[0] == 0 || seen[1] == 0) {
+		t.Errorf("%d denied and %d admitted: the path was meant to see both", seen[0], seen[1])
+	}
 	if idle := step*time.Duration(len(keys)) > memorystore.DefaultGrace; idle {
 		if after.Dropped == before.Dropped {
 			t.Errorf("Stats() = %+v: no key was dropped, so the test did not see keys made again", after)

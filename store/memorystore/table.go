@@ -45,10 +45,75 @@ type table[K comparable] struct {
 // state (algorithm.Expiry), so that a decision writes nothing but the
 // state.
 type entry[K comparable] struct {
-	mu    sync.Mutex
+	mu    spinlock
 	live  bool
 	key   K
 	state algorithm.State
+	// denial, when set, holds the key's standing denial of a cost of 1,
+	// for decisions that read it without locking the entry.
+	denial atomic.Pointer[denial[K]]
+}
+
+// denial is a key's standing denial of a cost of 1: from the instant it
+// was decided until until, every cost is denied and nothing is charged, so
+// the state cannot change, and the answer to a cost of 1 at any instant
+// before until is known: nothing remains, retry at until, fresh at reset.
+// (Every algorithm names instants in its RetryAfter and ResetAfter that do
+// not depend on when they are asked; a clock that steps back finds the key
+// no freer.) Only Charge that admits, which cannot happen before until
+// unless the clock steps back, or a Reset changes that; both retire it.
+//
+// It lets an abusive client hammering one key be answered by reads alone:
+// the entry's cache line stays shared between cores instead of bouncing
+// from lock to lock. key never changes, so a reader that finds the record
+// on an entry checks it holds its key without the entry's lock; the
+// instants change under seq, odd while they are rewritten.
+type denial[K comparable] struct {
+	key          K
+	seq          atomic.Uint64
+	until, reset atomic.Int64 // Unix µs; until is math.MinInt64 when retired
+}
+
+// standing returns the answer d holds for a cost of 1 at now, if it holds
+// one: ok is false when d is retired, past, or being rewritten.
+func (d *denial[K]) standing(now int64) (r algorithm.Result, ok bool) {
+	seq := d.seq.Load()
+	until, reset := d.until.Load(), d.reset.Load()
+	if seq&1 != 0 || d.seq.Load() != seq || now >= until {
+		return r, false
+	}
+	return algorithm.Result{RetryAfter: until - now, ResetAfter: reset - now}, true
+}
+
+// set makes d stand until and reset. The caller holds the entry's lock.
+func (d *denial[K]) set(until, reset int64) {
+	d.seq.Add(1)
+	d.until.Store(until)
+	d.reset.Store(reset)
+	d.seq.Add(1)
+}
+
+// deny records r, a denial of a cost of 1 for e's key at now. The caller
+// holds e's lock. The record is made on a key's first denial and reused
+// for its later ones, until the entry is dropped.
+func (e *entry[K]) deny(now int64, r algorithm.Result) {
+	d := e.denial.Load()
+	if d == nil {
+		d = &denial[K]{key: e.key}
+		d.until.Store(now + r.RetryAfter)
+		d.reset.Store(now + r.ResetAfter)
+		e.denial.Store(d)
+		return
+	}
+	d.set(now+r.RetryAfter, now+r.ResetAfter)
+}
+
+// admitted retires e's standing denial, if any, after Charge admitted a
+// cost. The caller holds e's lock.
+func (e *entry[K]) admitted() {
+	if d := e.denial.Load(); d != nil && d.until.Load() != math.MinInt64 {
+		d.set(math.MinInt64, 0)
+	}
 }
 
 type shard[K comparable] struct {
@@ -104,16 +169,23 @@ func newTable[K comparable](alg algorithm.Algorithm, shards, maxKeys int, grace 
 func (t *table[K]) Take(_ context.Context, key K, now, cost int64) (algorithm.Result, error) {
 	h := maphash.Comparable(t.seed, key)
 	sh := &t.shards[h>>t.shift]
-	e := t.lookup(sh, key, uint32(h))
+	e, r, answered := t.find(sh, key, uint32(h), now, cost == 1)
+	if answered {
+		return r, nil
+	}
 	if e == nil {
 		e = t.insert(sh, key, uint32(h), now)
 	}
-	ok := t.alg.Charge(&e.state, now, cost)
-	r := t.report(e, now, cost)
-	if ok {
+	if t.alg.Charge(&e.state, now, cost) {
+		e.admitted()
+		r := t.report(e, now, cost)
 		r.RetryAfter = 0
+		return r, nil
 	}
-	return r, nil
+	if cost == 1 {
+		return t.reportDenial(e, now), nil
+	}
+	return t.report(e, now, cost), nil
 }
 
 // report unlocks e, which the caller locked, and returns Peek of its state
@@ -131,10 +203,25 @@ func (t *table[K]) report(e *entry[K], now, cost int64) algorithm.Result {
 	return r
 }
 
+// reportDenial is report for a cost of 1, computed under e's lock so that
+// a denial is also recorded on e: the next requests are answered without
+// the lock until it is over.
+func (t *table[K]) reportDenial(e *entry[K], now int64) algorithm.Result {
+	r := t.alg.Peek(e.state, now, 1)
+	if !r.Allowed() {
+		e.deny(now, r)
+	}
+	e.mu.Unlock()
+	return r
+}
+
 func (t *table[K]) Peek(_ context.Context, key K, now int64) (algorithm.Result, error) {
 	h := maphash.Comparable(t.seed, key)
 	sh := &t.shards[h>>t.shift]
-	e := t.lookup(sh, key, uint32(h))
+	e, r, answered := t.find(sh, key, uint32(h), now, true)
+	if answered {
+		return r, nil
+	}
 	if e == nil {
 		sh.mu.Lock()
 		e = t.lookup(sh, key, uint32(h))
@@ -143,7 +230,7 @@ func (t *table[K]) Peek(_ context.Context, key K, now int64) (algorithm.Result, 
 			return algorithm.Fresh(t.limit), nil
 		}
 	}
-	return t.report(e, now, 1), nil
+	return t.reportDenial(e, now), nil
 }
 
 func (t *table[K]) Reset(_ context.Context, key K) error {
@@ -160,23 +247,38 @@ func (t *table[K]) Reset(_ context.Context, key K) error {
 // lookup returns key's entry, locked, or nil when the shard's index, read
 // without the shard's lock, does not lead to it.
 func (t *table[K]) lookup(sh *shard[K], key K, hash uint32) *entry[K] {
+	e, _, _ := t.find(sh, key, hash, 0, false)
+	return e
+}
+
+// find is lookup that, when standing is set, first answers a cost of 1 at
+// now from a denial standing on key's entry, without locking it: answered
+// is then set and e is nil.
+func (t *table[K]) find(sh *shard[K], key K, hash uint32, now int64, standing bool) (e *entry[K], r algorithm.Result, answered bool) {
 	ix := sh.index.Load()
 	for i, pos := uint32(0), hash&ix.mask; i <= ix.mask; i, pos = i+1, (pos+1)&ix.mask {
 		w := ix.words[pos].Load()
 		if w == 0 {
-			return nil
+			return nil, r, false
 		}
 		if wordHash(w) != hash {
 			continue
 		}
 		e := t.arena.at(wordEntry(w))
+		if standing {
+			if d := e.denial.Load(); d != nil && d.key == key {
+				if r, ok := d.standing(now); ok {
+					return nil, r, true
+				}
+			}
+		}
 		e.mu.Lock()
 		if e.live && e.key == key {
-			return e
+			return e, r, false
 		}
 		e.mu.Unlock()
 	}
-	return nil
+	return nil, r, false
 }
 
 // locate returns the position of key's word in sh's index. The caller
@@ -240,6 +342,7 @@ func (t *table[K]) drop(sh *shard[K], pos uint32) {
 	e := t.arena.at(n)
 	e.mu.Lock()
 	e.live = false
+	e.denial.Store(nil)
 	if e.state.Log != nil && cap(e.state.Log.Entries) > keptLog {
 		e.state.Log = nil
 	}
