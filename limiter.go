@@ -9,7 +9,6 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/store/memorystore"
 )
 
 var (
@@ -120,13 +119,14 @@ func (d *Decision) set(r algorithm.Result, limit int64) {
 	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
 }
 
-// Option configures a Limiter.
+// Option configures a Limiter or a Policy.
 type Option interface{ apply(*options) }
 
 type options struct {
 	clock   clock.Clock
 	policy  FailurePolicy
 	onError func(error)
+	stateID *string // WithStateID's, nil when not given
 }
 
 type optionFunc func(*options)
@@ -156,20 +156,30 @@ func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(o *options) { o.onError = f })
 }
 
+// WithStateID names the state a Limiter keeps in a store shared between
+// processes (the Redis stores put it in every key). By default it is
+// store.DefaultID of the algorithm: its name and a fingerprint of its
+// parameters, so that limiters configured differently never read each
+// other's state, and limiters configured alike, in any process, share it.
+// Give an ID of your own to keep a key's state across a change of
+// configuration. WithStateID("") keeps state where releases before state
+// IDs kept it (a key with no suffix): see README's migration notes. The
+// memory store ignores it. It is an error for a Policy, whose limits name
+// their state in Limit.StateID.
+func WithStateID(id string) Option {
+	return optionFunc(func(o *options) { o.stateID = &id })
+}
+
 // Limiter limits the rate of requests per key of type K. It combines an
 // algorithm, which decides, a store, which keeps each key's state, and a
 // clock, read once per decision. Create it with [New]. A Limiter is safe
 // for concurrent use.
+//
+// A Limiter is a [Policy] of one limit, with decisions that need no slice
+// and allocate nothing.
 type Limiter[K comparable] struct {
-	alg     algorithm.Algorithm
-	table   store.Table[K]
-	clock   clock.Clock
-	micros  clock.Micros // the clock, read as Unix µs
-	limit   int64
-	policy  FailurePolicy
-	onError func(error)
-	local   store.Table[K] // FailLocal's table; nil otherwise
-	localAt clock.Clock    // the clock of local
+	engine[K]
+	alg algorithm.Algorithm
 }
 
 // New returns a Limiter deciding with alg on state kept in st. It returns
@@ -179,64 +189,19 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if alg == nil {
 		return nil, fmt.Errorf("%w: nil algorithm", ErrInvalidConfig)
 	}
-	if st == nil {
-		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
-	}
-	o := options{clock: clock.Local()}
-	for _, opt := range opts {
-		opt.apply(&o)
-	}
-	if o.policy > FailLocal {
-		return nil, fmt.Errorf("%w: unknown FailurePolicy %d", ErrInvalidConfig, o.policy)
-	}
-	table, err := st.Open(alg, o.clock)
+	o, err := newOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter[K]{alg: alg, table: table, clock: o.clock, limit: alg.Limit(), policy: o.policy, onError: o.onError}
-	l.micros = clock.AsMicros(o.clock)
-	if o.policy == FailLocal {
-		// The memory store has no server clock; the local one stands in.
-		l.localAt = o.clock
-		if clock.IsServer(o.clock) {
-			l.localAt = clock.Local()
-		}
-		if l.local, err = memorystore.New[K]().Open(alg, l.localAt); err != nil {
-			return nil, err
-		}
+	id := store.DefaultID(alg.Spec())
+	if o.stateID != nil {
+		id = *o.stateID
+	}
+	l := &Limiter[K]{alg: alg}
+	if err := l.engine.init(st, []store.Limit{{Algorithm: alg, ID: id}}, o); err != nil {
+		return nil, err
 	}
 	return l, nil
-}
-
-// fail turns a store error into the policy's decision, or returns it.
-// peek selects the local table's Peek rather than Take.
-func (l *Limiter[K]) fail(ctx context.Context, err error, key K, cost int64, peek bool) (Decision, error) {
-	if l.policy == FailWithError || ctx.Err() != nil || !errors.Is(err, ErrStoreUnavailable) {
-		return Decision{}, err
-	}
-	if l.onError != nil {
-		l.onError(err)
-	}
-	switch l.policy {
-	case FailOpen:
-		return Decision{Allowed: true, Limit: l.limit, Remaining: l.limit, Source: FromFailOpen}, nil
-	case FailClosed:
-		return Decision{Limit: l.limit, RetryAfter: FailClosedRetryAfter, Source: FromFailClosed}, nil
-	}
-	now := l.localAt.Now().UnixMicro()
-	var r algorithm.Result
-	if peek {
-		r, err = l.local.Peek(ctx, key, now)
-	} else {
-		r, err = l.local.Take(ctx, key, now, cost)
-	}
-	if err != nil {
-		return Decision{}, err
-	}
-	var d Decision
-	d.set(r, l.limit)
-	d.Source = FromLocal
-	return d, nil
 }
 
 // Limit returns the largest cost one request may have.
@@ -246,12 +211,7 @@ func (l *Limiter[K]) Limit() int64 { return l.limit }
 // of a sliding log or fixed window, the time an empty token bucket takes to
 // refill. It is 0 for an algorithm that does not say (one with no Window
 // method). HTTP headers advertise it as the policy's window.
-func (l *Limiter[K]) Window() time.Duration {
-	if w, ok := l.alg.(interface{ Window() time.Duration }); ok {
-		return w.Window()
-	}
-	return 0
-}
+func (l *Limiter[K]) Window() time.Duration { return windowOf(l.alg) }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
@@ -265,9 +225,11 @@ func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (d Decision, err 
 	if n < 1 || int64(n) > l.limit {
 		return d, algorithm.CheckCost(int64(n), l.limit)
 	}
-	r, err := l.table.Take(ctx, key, l.micros.UnixMicro(), int64(n))
+	r, err := l.table.Take(ctx, key, l.micros.UnixMicro(), int64(n), nil)
 	if err != nil {
-		return l.fail(ctx, err, key, int64(n), false)
+		if r, d.Source, err = l.fail(ctx, err, key, int64(n), false, nil); err != nil {
+			return d, err
+		}
 	}
 	d.set(r, l.limit)
 	return d, nil
@@ -283,35 +245,24 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) (Decision, error) {
 // decision's RetryAfter and asks again, as often as other requests take
 // the room first. It returns at once with ErrCostExceedsLimit for a cost
 // that can never be admitted, with ErrWouldExceedDeadline when the wait
-// would outlast ctx's deadline, and with ctx's error when ctx ends first.
-func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) {
-	for {
-		if err := ctx.Err(); err != nil {
-			return Decision{}, err
-		}
-		d, err := l.AllowN(ctx, key, n)
-		if err != nil || d.Allowed {
-			return d, err
-		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.RetryAfter {
-			return d, fmt.Errorf("%w (retry after %v): %w", ErrWouldExceedDeadline, d.RetryAfter, context.DeadlineExceeded)
-		}
-		t := l.clock.NewTimer(d.RetryAfter)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return d, ctx.Err()
-		case <-t.C():
-		}
-	}
+// would outlast ctx's deadline (and the last denial), and with ctx's error
+// when ctx ends first.
+func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (d Decision, err error) {
+	err = l.wait(ctx, func() (*Decision, error) {
+		d, err = l.AllowN(ctx, key, n)
+		return &d, err
+	})
+	return d, err
 }
 
 // Peek reports key's state now without consuming anything: Allowed and
 // RetryAfter are for a request of cost 1, Remaining is what is left.
 func (l *Limiter[K]) Peek(ctx context.Context, key K) (d Decision, err error) {
-	r, err := l.table.Peek(ctx, key, l.micros.UnixMicro())
+	r, err := l.table.Peek(ctx, key, l.micros.UnixMicro(), nil)
 	if err != nil {
-		return l.fail(ctx, err, key, 1, true)
+		if r, d.Source, err = l.fail(ctx, err, key, 1, true, nil); err != nil {
+			return d, err
+		}
 	}
 	d.set(r, l.limit)
 	return d, nil
@@ -319,9 +270,4 @@ func (l *Limiter[K]) Peek(ctx context.Context, key K) (d Decision, err error) {
 
 // Reset forgets key's state: its next request is decided as a new key's.
 // With FailLocal, the local state is forgotten too.
-func (l *Limiter[K]) Reset(ctx context.Context, key K) error {
-	if l.local != nil {
-		_ = l.local.Reset(ctx, key) // the memory store cannot fail
-	}
-	return l.table.Reset(ctx, key)
-}
+func (l *Limiter[K]) Reset(ctx context.Context, key K) error { return l.reset(ctx, key) }

@@ -119,6 +119,26 @@ func Take(alg Algorithm, s *State, now, cost int64) Result {
 	return r
 }
 
+// Combine is the result of several limits deciding one request together,
+// given each limit's own result: it is admitted when every limit admits
+// it. Remaining is the least any limit has left, RetryAfter the longest
+// any limit asks to wait (each denying limit denies until its own
+// RetryAfter, so the request is denied until the last of them), and
+// ResetAfter the longest until every limit is fresh. An empty rs gives
+// the zero Result.
+func Combine(rs []Result) Result {
+	if len(rs) == 0 {
+		return Result{}
+	}
+	c := rs[0]
+	for _, r := range rs[1:] {
+		c.Remaining = min(c.Remaining, r.Remaining)
+		c.RetryAfter = max(c.RetryAfter, r.RetryAfter)
+		c.ResetAfter = max(c.ResetAfter, r.ResetAfter)
+	}
+	return c
+}
+
 // Expiry returns the instant (Unix µs) from which s is the same as a fresh
 // state, so that a store may drop it, or at itself when s is already fresh
 // at at. at may be earlier than the instant s was last decided at: every

@@ -338,14 +338,14 @@ func TestClientIP(t *testing.T) {
 // failing is a store whose backend is down.
 type failing struct{}
 
-func (failing) Open(algorithm.Algorithm, clock.Clock) (store.Table[string], error) {
+func (failing) Open([]store.Limit, clock.Clock) (store.Table[string], error) {
 	return failing{}, nil
 }
-func (failing) Take(context.Context, string, int64, int64) (algorithm.Result, error) {
+func (failing) Take(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
 	return algorithm.Result{}, errors.Join(store.ErrUnavailable, errors.New("dial tcp 10.1.2.3:6379: secret internals"))
 }
-func (failing) Peek(ctx context.Context, k string, now int64) (algorithm.Result, error) {
-	return failing{}.Take(ctx, k, now, 1)
+func (failing) Peek(ctx context.Context, k string, now int64, _ []algorithm.Result) (algorithm.Result, error) {
+	return failing{}.Take(ctx, k, now, 1, nil)
 }
 func (failing) Reset(context.Context, string) error { return store.ErrUnavailable }
 

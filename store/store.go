@@ -1,8 +1,10 @@
 // Package store defines where a Limiter keeps its state.
 //
 // This package is for implementers of stores. A [Store] is opened once per
-// Limiter, for one algorithm and clock; the [Table] it returns applies that
-// algorithm's transition to one key at a time, atomically. Stores do only
+// Limiter or Policy, for its limits (one or several algorithms) and clock;
+// the [Table] it returns applies every limit's transition to one key at a
+// time, atomically: a request is charged to all of a key's limits or to
+// none. Stores do only
 // storage and atomicity: the algorithm's math belongs to the algorithm (run
 // in Go by the memory store, or as the matching Lua script by the Redis
 // stores), and the instant comes from the Limiter, which reads its clock
@@ -14,6 +16,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
@@ -34,28 +39,100 @@ var (
 	ErrUnavailable = errors.New("ratelimit: store unavailable")
 )
 
-// Store opens tables of limiter state.
-type Store[K comparable] interface {
-	// Open prepares the store to keep state for alg, decided at instants
-	// read from clk. It returns an error wrapping ErrClockUnsupported or
-	// ErrAlgorithmUnsupported when the combination makes no sense here.
-	Open(alg algorithm.Algorithm, clk clock.Clock) (Table[K], error)
+// Limit is one limit a table keeps state for.
+type Limit struct {
+	// Algorithm decides.
+	Algorithm algorithm.Algorithm
+	// ID names the limit's state among those kept for one key, so that a
+	// store shared between processes (Redis) finds it again: limits with
+	// the same ID under the same prefix share state, limits with different
+	// IDs never do. [DefaultID] is the default; "" names the layout of
+	// releases before IDs existed (a key with no suffix).
+	ID string
 }
 
-// Table holds one algorithm's state per key. Its methods are safe for
+// DefaultID returns the ID of a limit whose user did not name its state:
+// the algorithm's name and a fingerprint of its parameters (8 hex digits
+// of their FNV-1a hash), such as "tokenbucket-1a2b3c4d". Two limits that
+// differ in algorithm or parameters get different IDs, so they never read
+// each other's state; two configured alike share it, as processes sharing
+// a limit must.
+func DefaultID(spec algorithm.Spec) string {
+	h := fnv.New32a()
+	var b [8]byte
+	for _, p := range spec.Params {
+		bits := math.Float64bits(p)
+		for i := range b {
+			b[i] = byte(bits >> (8 * i))
+		}
+		h.Write(b[:])
+	}
+	return fmt.Sprintf("%s-%08x", spec.Name, h.Sum32())
+}
+
+// CheckLimits returns an error wrapping algorithm.ErrInvalidConfig when
+// limits is empty, holds a nil algorithm, or names one state twice (two
+// limits of one table would write the same state).
+func CheckLimits(limits []Limit) error {
+	if len(limits) == 0 {
+		return fmt.Errorf("%w: no limits", algorithm.ErrInvalidConfig)
+	}
+	for i, l := range limits {
+		if l.Algorithm == nil {
+			return fmt.Errorf("%w: limit %d has a nil algorithm", algorithm.ErrInvalidConfig, i)
+		}
+		for j := range i {
+			if limits[j].ID == l.ID {
+				return fmt.Errorf("%w: limits %d and %d have the same state ID %q (two limits configured alike need IDs of their own)", algorithm.ErrInvalidConfig, j, i, l.ID)
+			}
+		}
+	}
+	return nil
+}
+
+// Store opens tables of limiter state.
+type Store[K comparable] interface {
+	// Open prepares the store to keep state for limits (at least one;
+	// their IDs differ), decided at instants read from clk. It returns an
+	// error wrapping ErrClockUnsupported or ErrAlgorithmUnsupported when
+	// the combination makes no sense here.
+	Open(limits []Limit, clk clock.Clock) (Table[K], error)
+}
+
+// Table holds its limits' state per key. Its methods are safe for
 // concurrent use; calls for one key are applied one at a time, each one
 // atomically.
 //
-// Instants are Unix microseconds read by the Limiter. A table opened with
+// Instants are Unix microseconds read by the caller. A table opened with
 // clock.Server() ignores them and reads the store's own clock.
+//
+// Take and Peek return the limits' results combined by algorithm.Combine.
+// When out is not nil it has one element per limit, in the order the
+// limits were opened, and receives each limit's own result; a table of one
+// limit is called with out nil on the hot path.
 type Table[K comparable] interface {
-	// Take applies the algorithm's Take to key's state at now for cost
-	// (1 ≤ cost ≤ the algorithm's Limit; the Limiter checks). A key
-	// without state starts from the algorithm's NewState.
-	Take(ctx context.Context, key K, now, cost int64) (algorithm.Result, error)
-	// Peek reports key's state at now without changing it. A key without
-	// state is reported as algorithm.Fresh.
-	Peek(ctx context.Context, key K, now int64) (algorithm.Result, error)
-	// Reset forgets key's state, so that it is treated as never seen.
+	// Take decides cost at now for key (1 ≤ cost ≤ every limit's Limit;
+	// the caller checks): when every limit admits it, each is charged it
+	// and reports the state it left (RetryAfter 0); otherwise nothing is
+	// charged and each reports what Peek would for that cost. A key
+	// without state starts from each algorithm's Init.
+	Take(ctx context.Context, key K, now, cost int64, out []algorithm.Result) (algorithm.Result, error)
+	// Peek reports key's state at now for a cost of 1 without changing
+	// it. A key without state is reported as algorithm.Fresh.
+	Peek(ctx context.Context, key K, now int64, out []algorithm.Result) (algorithm.Result, error)
+	// Reset forgets key's state under every limit, so that it is treated
+	// as never seen.
 	Reset(ctx context.Context, key K) error
+}
+
+// LimitsOf returns limits of algs, each with its DefaultID.
+func LimitsOf(algs ...algorithm.Algorithm) []Limit {
+	out := make([]Limit, len(algs))
+	for i, alg := range algs {
+		out[i] = Limit{Algorithm: alg}
+		if alg != nil {
+			out[i].ID = DefaultID(alg.Spec())
+		}
+	}
+	return out
 }

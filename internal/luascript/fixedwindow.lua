@@ -1,9 +1,9 @@
 -- Fixed window (Go: fixedwindow.Window).
--- ARGV[4] limit, ARGV[5] window in µs.
+-- Parameters: $1 limit, $2 window in µs.
 -- State: a string "<window index> <count>". A clock that stepped back into
 -- an earlier window stays in the counted one.
-local limit = tonumber(ARGV[4])
-local window = tonumber(ARGV[5])
+local limit = tonumber(ARGV[$1])
+local window = tonumber(ARGV[$2])
 
 -- The window of now, ⌊now/window⌋, exact for whole numbers below 2^53.
 local index = math.floor(now / window)
@@ -24,21 +24,22 @@ if state then
 end
 
 local ends = (index + 1) * window - now
-if peek or count + cost > limit then
-  local retry, reset = ends, 0
-  if count + cost <= limit then
-    retry = 0
-  end
-  if count > 0 then
-    reset = ends
-  end
-  return {limit - count, retry, reset}
+local fits = count + cost <= limit
+
+--@report
+local rem, retry, reset = limit - count, ends, 0
+if fits then
+  retry = 0
+end
+if count > 0 then
+  reset = ends
 end
 
+--@commit
 count = count + cost
 local ttl = math.ceil(ends / 1000)
 if ttl < 2 then
   ttl = 2
 end
 redis.call('SET', key, string.format('%.0f %.0f', index, count), 'PX', ttl + margin)
-return {limit - count, 0, ends}
+local rem, reset = limit - count, ends

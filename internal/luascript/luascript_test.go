@@ -124,7 +124,7 @@ func TestFor(t *testing.T) {
 	}
 	// Any double round-trips without an exponent.
 	for _, v := range []float64{math.SmallestNonzeroFloat64, 1.0 / 3, 2.5e-300, 1e300, math.MaxFloat64} {
-		_, params, err := luascript.For(algorithm.Spec{Name: "tokenbucket", Params: []float64{v}})
+		_, params, err := luascript.For(algorithm.Spec{Name: "tokenbucket", Params: []float64{v, 1}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,17 +1,28 @@
--- Prelude of every limiter script. The store sends it followed by one
--- algorithm's body; together they make one script, run atomically.
+-- Prelude of every limiter script. A script decides for one limit or for
+-- several limits on one key: the prelude, then each limit's algorithm body
+-- (luascript.go puts them together), run atomically.
 --
--- KEYS[1]  the key's state
+-- KEYS[i]  limit i's state
 -- ARGV[1]  now, in Unix microseconds; empty to read the server's TIME
 -- ARGV[2]  the cost to take (1..limit), or 0 to peek: report the state for
 --          a cost of 1 and write nothing (safe under EVALSHA_RO)
 -- ARGV[3]  extra milliseconds every TTL gets (the store's TTL margin)
--- ARGV[4…] the algorithm's parameters, named in its body
+-- ARGV[4…] each limit's parameters in turn; a body names its own $1, $2…
 --
--- Every script returns {remaining, retry after µs, reset after µs}: whole
--- numbers below 2^53, exact as integer replies. The cost was (or, for a
--- peek, would be) admitted exactly when retry after is 0, so that is not
--- sent: every element of the reply costs the server time.
+-- A script returns {remaining, retry after µs, reset after µs} for each
+-- limit in turn: whole numbers below 2^53, exact as integer replies. A
+-- limit admits the cost exactly when its retry after is 0. The cost is
+-- charged, to every limit, only when every limit admits it; otherwise
+-- nothing is written and each limit reports its state as it stands.
+--
+-- An algorithm's body has three parts. The first reads the state and sets
+-- fits, whether the cost fits; it writes nothing. After "--@report", the
+-- part that sets rem, retry and reset for the state as it stands (for a
+-- denial or a peek). After "--@commit", the part that charges the cost,
+-- writes the state and sets rem and reset after the charge. For one limit
+-- the parts run inline; for several, the first parts of all limits run
+-- before any second or third part, which are closures of their limit's
+-- first part.
 --
 -- Scripts define as few functions as they can: each runs as a fresh call,
 -- so every function is a closure allocated again on every decision.
@@ -23,7 +34,6 @@
 -- for operation, so that both give bit-identical results. Nothing is
 -- written before every value is computed; the state and its TTL are written
 -- by one command at the end.
-local key = KEYS[1]
 local now = tonumber(ARGV[1])
 if now == nil then
   local t = redis.call('TIME')

@@ -1,11 +1,11 @@
 -- Sliding log (Go: slidinglog.Log).
--- ARGV[4] limit, ARGV[5] window in µs.
+-- Parameters: $1 limit, $2 window in µs.
 -- State: a sorted set with one member per unit of admitted cost, scored by
 -- the instant it was admitted; members are "<instant>:<n>", n counting the
 -- units admitted at that instant, so they never collide. An entry counts
 -- while its instant is after now − window.
-local limit = tonumber(ARGV[4])
-local window = tonumber(ARGV[5])
+local limit = tonumber(ARGV[$1])
+local window = tonumber(ARGV[$2])
 
 local cut = now - window
 local after = string.format('(%.0f', cut)
@@ -20,16 +20,18 @@ local function reset_after()
   return tonumber(newest[2]) + window - now
 end
 
-if peek or used + cost > limit then
-  local retry = 0
-  local excess = used + cost - limit
-  if excess > 0 then
-    local oldest = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', excess - 1, 1)
-    retry = tonumber(oldest[2]) + window - now
-  end
-  return {limit - used, retry, reset_after()}
-end
+local fits = used + cost <= limit
 
+--@report
+local retry = 0
+local excess = used + cost - limit
+if excess > 0 then
+  local oldest = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', excess - 1, 1)
+  retry = tonumber(oldest[2]) + window - now
+end
+local rem, reset = limit - used, reset_after()
+
+--@commit
 redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', cut))
 local at = string.format('%.0f', now)
 local first = redis.call('ZCOUNT', key, at, at)
@@ -50,4 +52,4 @@ if ttl < 2 then
   ttl = 2
 end
 redis.call('PEXPIRE', key, ttl + margin)
-return {limit - used, 0, reset}
+local rem = limit - used

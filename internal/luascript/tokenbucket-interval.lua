@@ -1,9 +1,9 @@
 -- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
--- ARGV[4] capacity, ARGV[5] tokens per interval, ARGV[6] interval in µs.
+-- Parameters: $1 capacity, $2 tokens per interval, $3 interval in µs.
 -- State: a string "<tokens> <instant of the last refill µs>".
-local capacity = tonumber(ARGV[4])
-local per = tonumber(ARGV[5])
-local interval = tonumber(ARGV[6])
+local capacity = tonumber(ARGV[$1])
+local per = tonumber(ARGV[$2])
+local interval = tonumber(ARGV[$3])
 
 -- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
 local function floordiv(a, b)
@@ -45,10 +45,12 @@ local function wait(held, target)
   return last + floordiv(target - held + per - 1, per) * interval - now
 end
 
-if peek or cost > tokens then
-  return {tokens, wait(tokens, cost), wait(tokens, capacity)}
-end
+local fits = cost <= tokens
 
+--@report
+local rem, retry, reset = tokens, wait(tokens, cost), wait(tokens, capacity)
+
+--@commit
 tokens = tokens - cost
 local reset = wait(tokens, capacity)
 local ttl = math.ceil(reset / 1000)
@@ -56,4 +58,4 @@ if ttl < 2 then
   ttl = 2
 end
 redis.call('SET', key, string.format('%.0f %.0f', tokens, last), 'PX', ttl + margin)
-return {tokens, 0, reset}
+local rem = tokens

@@ -1,10 +1,10 @@
 -- Continuous token bucket (Go: tokenbucket.Bucket).
--- ARGV[4] capacity, ARGV[5] rate in tokens per second.
+-- Parameters: $1 capacity, $2 rate in tokens per second.
 -- State: 16 bytes, tokens and the last update in µs as two little-endian
 -- IEEE 754 doubles: exact, and small enough that Redis stores the key in
 -- its smallest string encoding (text with 17 digits would not fit).
-local capacity = tonumber(ARGV[4])
-local per_micro = tonumber(ARGV[5]) / 1e6
+local capacity = tonumber(ARGV[$1])
+local per_micro = tonumber(ARGV[$2]) / 1e6
 
 -- Redis has the struct library; miniredis's Lua does not, so there two
 -- plain-Lua functions stand in for it, writing the same bytes.
@@ -91,10 +91,12 @@ local function wait(target, held)
   return last + e - now
 end
 
-if peek or cost > avail then
-  return {math.floor(avail), wait(cost, avail), wait(capacity, avail)}
-end
+local fits = cost <= avail
 
+--@report
+local rem, retry, reset = math.floor(avail), wait(cost, avail), wait(capacity, avail)
+
+--@commit
 tokens = avail - cost
 if now > last then
   last = now
@@ -111,4 +113,4 @@ else
   packed = enc(tokens) .. enc(last)
 end
 redis.call('SET', key, packed, 'PX', ttl + margin)
-return {math.floor(tokens), 0, reset}
+local rem = math.floor(tokens)

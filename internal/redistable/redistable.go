@@ -19,13 +19,14 @@ import (
 
 // Runner runs scripts on one Redis deployment through one client library.
 type Runner interface {
-	// Eval runs s with KEYS = {key} and ARGV = args.All(): EVALSHA (EVALSHA_RO
-	// when readOnly), then EVAL (EVAL_RO) if the server answers NOSCRIPT.
-	// It returns the reply as integers. It must not resend a call that may
-	// have reached the server, since a resent Take would charge twice.
-	Eval(ctx context.Context, s *luascript.Script, readOnly bool, key string, args Args) ([]int64, error)
-	// Del deletes key.
-	Del(ctx context.Context, key string) error
+	// Eval runs s with KEYS = keys (one per limit, all with the same hash
+	// tag) and ARGV = args.All(): EVALSHA (EVALSHA_RO when readOnly), then
+	// EVAL (EVAL_RO) if the server answers NOSCRIPT. It returns the reply
+	// as integers. It must not resend a call that may have reached the
+	// server, since a resent Take would charge twice.
+	Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args Args) ([]int64, error)
+	// Del deletes keys (all with the same hash tag).
+	Del(ctx context.Context, keys []string) error
 }
 
 // Args are a script call's ARGV: the two that change with every call, then
@@ -84,57 +85,116 @@ func (c *Config[K]) Check() error {
 }
 
 // Table is a store.Table kept in Redis.
+//
+// Limit i of key k is kept under the Redis key prefix + "{" + encoded k +
+// "}" + ":" + ID i (no ":" and ID when the ID is empty, the layout of
+// releases before IDs). The braces make every limit of one key share a
+// Redis Cluster hash tag, so one script reaches all of them.
 type Table[K comparable] struct {
-	run     Runner
-	prefix  string
-	encode  store.KeyEncoder[K]
-	script  *luascript.Script
-	rest    []string // ARGV[3…]: the TTL margin in ms, then the parameters
-	restAny []any
-	server  bool
-	limit   int64
+	run      Runner
+	prefix   string
+	encode   store.KeyEncoder[K]
+	script   *luascript.Script
+	suffixes []string // ":" + ID per limit, or ""
+	rest     []string // ARGV[3…]: the TTL margin in ms, then the parameters
+	restAny  []any
+	server   bool
+	limits   []int64 // each limit's Limit
 }
 
 var _ store.Table[string] = (*Table[string])(nil)
 
-// Open returns a table for alg whose keys are cfg.Prefix + "{" + encoded
-// key + "}".
-func Open[K comparable](run Runner, cfg Config[K], alg algorithm.Algorithm, clk clock.Clock) (*Table[K], error) {
+// Open returns a table for limits.
+func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clock.Clock) (*Table[K], error) {
+	if err := store.CheckLimits(limits); err != nil {
+		return nil, err
+	}
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	prefix, encode := cfg.Prefix, cfg.Encode
-	script, params, err := luascript.For(alg.Spec())
+	specs := make([]algorithm.Spec, len(limits))
+	t := &Table[K]{
+		run:      run,
+		prefix:   cfg.Prefix,
+		encode:   cfg.Encode,
+		suffixes: make([]string, len(limits)),
+		limits:   make([]int64, len(limits)),
+		server:   clock.IsServer(clk),
+	}
+	for i, l := range limits {
+		if strings.ContainsAny(l.ID, "{}") {
+			return nil, fmt.Errorf("%w: state ID %q must not contain '{' or '}'", algorithm.ErrInvalidConfig, l.ID)
+		}
+		if l.ID != "" {
+			t.suffixes[i] = ":" + l.ID
+		}
+		specs[i] = l.Algorithm.Spec()
+		t.limits[i] = l.Algorithm.Limit()
+	}
+	script, params, err := luascript.For(specs...)
 	if err != nil {
 		return nil, err
 	}
-	rest := append([]string{strconv.FormatInt(cfg.TTLMargin.Milliseconds(), 10)}, params...)
-	restAny := make([]any, len(rest))
-	for i, a := range rest {
-		restAny[i] = a
+	t.script = script
+	t.rest = append([]string{strconv.FormatInt(cfg.TTLMargin.Milliseconds(), 10)}, params...)
+	t.restAny = make([]any, len(t.rest))
+	for i, a := range t.rest {
+		t.restAny[i] = a
 	}
-	return &Table[K]{
-		run:     run,
-		prefix:  prefix,
-		encode:  encode,
-		script:  script,
-		rest:    rest,
-		restAny: restAny,
-		server:  clock.IsServer(clk),
-		limit:   alg.Limit(),
-	}, nil
+	return t, nil
 }
+
+// Script returns the script the table runs.
+func (t *Table[K]) Script() *luascript.Script { return t.script }
 
 var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
 
-// Key returns the Redis key holding key's state: the prefix, then the
-// encoded key in braces, so that it is its own Redis Cluster hash tag.
-// Inside the braces '\' becomes `\\` and '}' becomes `\)`, so no user key
-// can end the tag early, and different keys never share a name.
-func (t *Table[K]) Key(key K) string {
+// Keys returns the Redis keys holding key's state, one per limit, in
+// dst[:0]: the prefix, then the encoded key in braces, so that it is the
+// Redis Cluster hash tag, then the limit's suffix. Inside the braces '\'
+// becomes `\\` and '}' becomes `\)`, so no user key can end the tag
+// early, and different keys never share a name. The keys are cut from one
+// string: one allocation however many limits there are.
+func (t *Table[K]) Keys(dst []string, key K) []string {
 	bp := buffers.Get().(*[]byte)
 	raw := t.encode((*bp)[:0], key)
-	b := make([]byte, 0, len(t.prefix)+len(raw)+8)
+	base := t.base(raw)
+	*bp = raw
+	buffers.Put(bp)
+	if len(t.suffixes) == 1 {
+		return append(dst[:0], string(append(base, t.suffixes[0]...)))
+	}
+	size := 0
+	for _, sfx := range t.suffixes {
+		size += len(base) + len(sfx)
+	}
+	all := make([]byte, 0, size)
+	for _, sfx := range t.suffixes {
+		all = append(append(all, base...), sfx...)
+	}
+	joined := string(all)
+	dst = dst[:0]
+	for _, sfx := range t.suffixes {
+		n := len(base) + len(sfx)
+		dst = append(dst, joined[:n])
+		joined = joined[n:]
+	}
+	return dst
+}
+
+// Key returns the Redis key holding key's state under the first limit.
+func (t *Table[K]) Key(key K) string {
+	var one [1]string
+	return t.Keys(one[:0], key)[0]
+}
+
+// base returns prefix{escaped raw}, with room for the longest suffix.
+func (t *Table[K]) base(raw []byte) []byte {
+	longest := 0
+	for _, sfx := range t.suffixes {
+		longest = max(longest, len(sfx))
+	}
+	b := make([]byte, 0, len(t.prefix)+len(raw)+8+longest)
 	b = append(b, t.prefix...)
 	b = append(b, '{')
 	for _, c := range raw {
@@ -148,9 +208,7 @@ func (t *Table[K]) Key(key K) string {
 		}
 	}
 	b = append(b, '}')
-	*bp = raw
-	buffers.Put(bp)
-	return string(b)
+	return b
 }
 
 func (t *Table[K]) args(now, cost int64) Args {
@@ -162,47 +220,61 @@ func (t *Table[K]) args(now, cost int64) Args {
 }
 
 // Take runs the script for key at now (ignored with the server clock).
-func (t *Table[K]) Take(ctx context.Context, key K, now, cost int64) (algorithm.Result, error) {
-	return t.eval(ctx, key, false, t.args(now, cost))
+func (t *Table[K]) Take(ctx context.Context, key K, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
+	return t.eval(ctx, key, false, t.args(now, cost), out)
 }
 
 // Peek runs the script in its read-only mode.
-func (t *Table[K]) Peek(ctx context.Context, key K, now int64) (algorithm.Result, error) {
-	return t.eval(ctx, key, true, t.args(now, 0))
+func (t *Table[K]) Peek(ctx context.Context, key K, now int64, out []algorithm.Result) (algorithm.Result, error) {
+	return t.eval(ctx, key, true, t.args(now, 0), out)
 }
 
-// Reset deletes key's state.
+// Reset deletes key's state under every limit.
 func (t *Table[K]) Reset(ctx context.Context, key K) error {
-	if err := t.run.Del(ctx, t.Key(key)); err != nil {
+	var buf [4]string
+	if err := t.run.Del(ctx, t.Keys(buf[:0], key)); err != nil {
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return nil
 }
 
-func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args) (algorithm.Result, error) {
-	reply, err := t.run.Eval(ctx, t.script, readOnly, t.Key(key), args)
+func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args, out []algorithm.Result) (algorithm.Result, error) {
+	var buf [4]string
+	reply, err := t.run.Eval(ctx, t.script, readOnly, t.Keys(buf[:0], key), args)
 	if err != nil {
 		return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrUnavailable, t.script.Name, err)
 	}
-	return t.result(reply)
+	return t.result(reply, out)
 }
 
-// result checks a script's reply, {remaining, retry after, reset after},
-// and turns it into a Result: the cost was admitted exactly when retry
-// after is 0. A reply out of shape (a foreign script under the same SHA, a
-// key of another type under this prefix) is an error, never a wrong
-// decision.
-func (t *Table[K]) result(reply []int64) (algorithm.Result, error) {
-	if len(reply) != 3 {
-		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %d values, want 3", store.ErrUnavailable, t.script.Name, len(reply))
+// result checks a script's reply, {remaining, retry after, reset after}
+// per limit, and turns it into Results, combined: a limit admitted the
+// cost exactly when its retry after is 0. A reply out of shape (a foreign
+// script under the same SHA, a key of another type under this prefix) is
+// an error, never a wrong decision.
+func (t *Table[K]) result(reply []int64, out []algorithm.Result) (algorithm.Result, error) {
+	if len(reply) != 3*len(t.limits) {
+		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %d values, want %d", store.ErrUnavailable, t.script.Name, len(reply), 3*len(t.limits))
 	}
-	r := algorithm.Result{
-		Remaining:  reply[0],
-		RetryAfter: reply[1],
-		ResetAfter: reply[2],
+	rs := out
+	if rs == nil {
+		var buf [4]algorithm.Result
+		rs = buf[:0]
+		if len(t.limits) > len(buf) {
+			rs = make([]algorithm.Result, 0, len(t.limits))
+		}
+		rs = rs[:len(t.limits)]
 	}
-	if r.Remaining < 0 || r.Remaining > t.limit || r.RetryAfter < 0 || r.ResetAfter < 0 {
-		return algorithm.Result{}, fmt.Errorf("%w: %s script replied %v, out of range", store.ErrUnavailable, t.script.Name, reply)
+	for i, limit := range t.limits {
+		r := algorithm.Result{
+			Remaining:  reply[3*i],
+			RetryAfter: reply[3*i+1],
+			ResetAfter: reply[3*i+2],
+		}
+		if r.Remaining < 0 || r.Remaining > limit || r.RetryAfter < 0 || r.ResetAfter < 0 {
+			return algorithm.Result{}, fmt.Errorf("%w: %s script replied %v, out of range", store.ErrUnavailable, t.script.Name, reply)
+		}
+		rs[i] = r
 	}
-	return r, nil
+	return algorithm.Combine(rs), nil
 }

@@ -21,6 +21,11 @@ import (
 
 const prefix = "rl:"
 
+// suffix ends the keys of window's state: store.DefaultID of its spec. It
+// is written out, not computed, so that a change of the key layout, which
+// would orphan every key already stored, fails here.
+const suffix = ":fixedwindow-b8d262c0"
+
 func window(t testing.TB) algorithm.Algorithm {
 	t.Helper()
 	alg, err := fixedwindow.New(fixedwindow.Config{Limit: 5, Window: time.Second})
@@ -32,7 +37,7 @@ func window(t testing.TB) algorithm.Algorithm {
 
 func open[K comparable](t testing.TB, run redistable.Runner, encode store.KeyEncoder[K], clk clock.Clock) *redistable.Table[K] {
 	t.Helper()
-	table, err := redistable.Open(run, redistable.Config[K]{Prefix: prefix, Encode: encode}, window(t), clk)
+	table, err := redistable.Open(run, redistable.Config[K]{Prefix: prefix, Encode: encode}, store.LimitsOf(window(t)), clk)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -57,10 +62,10 @@ type fataler interface {
 // decode inverts the escaping inside the braces of a key, or fails.
 func decode(t fataler, key string) string {
 	t.Helper()
-	if !strings.HasPrefix(key, prefix+"{") || !strings.HasSuffix(key, "}") {
-		t.Fatalf("key %q: want %q + \"{\" + encoded key + \"}\"", key, prefix)
+	if !strings.HasPrefix(key, prefix+"{") || !strings.HasSuffix(key, "}"+suffix) {
+		t.Fatalf("key %q: want %q + \"{\" + encoded key + \"}\" + %q", key, prefix, suffix)
 	}
-	inner := key[len(prefix)+1 : len(key)-1]
+	inner := key[len(prefix)+1 : len(key)-len(suffix)-1]
 	var b strings.Builder
 	for i := 0; i < len(inner); i++ {
 		switch c := inner[i]; {
@@ -101,7 +106,7 @@ func checkKey(t fataler, table *redistable.Table[string], key string) string {
 	if back := decode(t, got); back != key {
 		t.Fatalf("Key(%q) = %q, which decodes to %q", key, got, back)
 	}
-	encoded := got[len(prefix)+1 : len(got)-1]
+	encoded := got[len(prefix)+1 : len(got)-len(suffix)-1]
 	// The tag is the whole encoded key; an empty one means Redis hashes
 	// the whole name, which is as good for one-key scripts.
 	if tag := hashTag(got); encoded != "" && tag != encoded {
@@ -152,7 +157,7 @@ func TestKeyConcurrent(t *testing.T) {
 		go func() {
 			for i := range 1000 {
 				k := fmt.Sprintf("%d}%d\\%d", g, i, g*i)
-				if got, want := table.Key(k), prefix+"{"+strings.NewReplacer(`\`, `\\`, "}", `\)`).Replace(k)+"}"; got != want {
+				if got, want := table.Key(k), prefix+"{"+strings.NewReplacer(`\`, `\\`, "}", `\)`).Replace(k)+"}"+suffix; got != want {
 					done <- fmt.Errorf("Key(%q) = %q, want %q", k, got, want)
 					return
 				}
@@ -169,17 +174,17 @@ func TestKeyConcurrent(t *testing.T) {
 
 func TestKeyEncoders(t *testing.T) {
 	ints := open[int](t, nil, nil, clock.Local())
-	if got, want := ints.Key(-42), prefix+"{-42}"; got != want {
+	if got, want := ints.Key(-42), prefix+"{-42}"+suffix; got != want {
 		t.Errorf("Key(-42) with the default encoder = %q, want %q", got, want)
 	}
 	type pair struct{ a, b string }
 	pairs := open(t, nil, func(dst []byte, k pair) []byte {
 		return append(append(append(dst, k.a...), '}'), k.b...)
 	}, clock.Local())
-	if got, want := pairs.Key(pair{"x", "y"}), prefix+`{x\)y}`; got != want {
+	if got, want := pairs.Key(pair{"x", "y"}), prefix+`{x\)y}`+suffix; got != want {
 		t.Errorf("Key with a custom encoder = %q, want %q (escaped after encoding)", got, want)
 	}
-	if _, err := redistable.Open(nil, redistable.Config[pair]{Prefix: prefix}, window(t), clock.Local()); !errors.Is(err, store.ErrKeyType) {
+	if _, err := redistable.Open(nil, redistable.Config[pair]{Prefix: prefix}, store.LimitsOf(window(t)), clock.Local()); !errors.Is(err, store.ErrKeyType) {
 		t.Errorf("Open[struct] without an encoder: %v, want ErrKeyType", err)
 	}
 }
@@ -194,7 +199,7 @@ func TestCheckPrefix(t *testing.T) {
 		if err := redistable.CheckPrefix(p); !errors.Is(err, algorithm.ErrInvalidConfig) {
 			t.Errorf("CheckPrefix(%q): %v, want ErrInvalidConfig", p, err)
 		}
-		if _, err := redistable.Open(nil, redistable.Config[string]{Prefix: p}, window(t), clock.Local()); !errors.Is(err, algorithm.ErrInvalidConfig) {
+		if _, err := redistable.Open(nil, redistable.Config[string]{Prefix: p}, store.LimitsOf(window(t)), clock.Local()); !errors.Is(err, algorithm.ErrInvalidConfig) {
 			t.Errorf("Open with prefix %q: %v, want ErrInvalidConfig", p, err)
 		}
 	}
@@ -210,7 +215,7 @@ func (unknown) Peek(algorithm.State, int64, int64) algorithm.Result { return alg
 func (unknown) Spec() algorithm.Spec                                { return algorithm.Spec{Name: "unknown"} }
 
 func TestOpenUnknownAlgorithm(t *testing.T) {
-	if _, err := redistable.Open(nil, redistable.Config[string]{Prefix: prefix}, unknown{}, clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {
+	if _, err := redistable.Open(nil, redistable.Config[string]{Prefix: prefix}, store.LimitsOf(unknown{}), clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {
 		t.Errorf("Open(unknown algorithm): %v, want ErrAlgorithmUnsupported", err)
 	}
 }
@@ -231,7 +236,7 @@ type fakeRunner struct {
 	err   error
 }
 
-func (r *fakeRunner) Eval(_ context.Context, s *luascript.Script, readOnly bool, key string, args redistable.Args) ([]int64, error) {
+func (r *fakeRunner) Eval(_ context.Context, s *luascript.Script, readOnly bool, keys []string, args redistable.Args) ([]int64, error) {
 	if len(args.RestAny) != len(args.Rest) {
 		return nil, fmt.Errorf("RestAny has %d values, Rest %d", len(args.RestAny), len(args.Rest))
 	}
@@ -240,12 +245,12 @@ func (r *fakeRunner) Eval(_ context.Context, s *luascript.Script, readOnly bool,
 			return nil, fmt.Errorf("RestAny[%d] = %v, Rest[%d] = %q", i, args.RestAny[i], i, args.Rest[i])
 		}
 	}
-	r.calls = append(r.calls, call{s.Name, readOnly, key, args.All()})
+	r.calls = append(r.calls, call{s.Name, readOnly, strings.Join(keys, " "), args.All()})
 	return r.reply, r.err
 }
 
-func (r *fakeRunner) Del(_ context.Context, key string) error {
-	r.dels = append(r.dels, key)
+func (r *fakeRunner) Del(_ context.Context, keys []string) error {
+	r.dels = append(r.dels, keys...)
 	return r.err
 }
 
@@ -253,24 +258,24 @@ func TestArguments(t *testing.T) {
 	ctx := context.Background()
 	run := &fakeRunner{reply: []int64{4, 0, 700}}
 	local := open[string](t, run, nil, clock.Local())
-	if _, err := local.Take(ctx, "k", 1_700_000_000_123_456, 3); err != nil {
+	if _, err := local.Take(ctx, "k", 1_700_000_000_123_456, 3, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := local.Peek(ctx, "k", 1_700_000_000_123_457); err != nil {
+	if _, err := local.Peek(ctx, "k", 1_700_000_000_123_457, nil); err != nil {
 		t.Fatal(err)
 	}
 	server := open[string](t, run, nil, clock.Server())
-	if _, err := server.Take(ctx, "k", 1_700_000_000_123_456, 2); err != nil {
+	if _, err := server.Take(ctx, "k", 1_700_000_000_123_456, 2, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := server.Peek(ctx, "k", 1_700_000_000_123_456); err != nil {
+	if _, err := server.Peek(ctx, "k", 1_700_000_000_123_456, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := []call{
-		{"fixedwindow", false, "rl:{k}", []string{"1700000000123456", "3", "0", "5", "1000000"}},
-		{"fixedwindow", true, "rl:{k}", []string{"1700000000123457", "0", "0", "5", "1000000"}},
-		{"fixedwindow", false, "rl:{k}", []string{"", "2", "0", "5", "1000000"}},
-		{"fixedwindow", true, "rl:{k}", []string{"", "0", "0", "5", "1000000"}},
+		{"fixedwindow", false, "rl:{k}" + suffix, []string{"1700000000123456", "3", "0", "5", "1000000"}},
+		{"fixedwindow", true, "rl:{k}" + suffix, []string{"1700000000123457", "0", "0", "5", "1000000"}},
+		{"fixedwindow", false, "rl:{k}" + suffix, []string{"", "2", "0", "5", "1000000"}},
+		{"fixedwindow", true, "rl:{k}" + suffix, []string{"", "0", "0", "5", "1000000"}},
 	}
 	if len(run.calls) != len(want) {
 		t.Fatalf("got %d calls, want %d", len(run.calls), len(want))
@@ -280,8 +285,8 @@ func TestArguments(t *testing.T) {
 			t.Errorf("call %d: got %+v, want %+v", i, got, want[i])
 		}
 	}
-	if err := local.Reset(ctx, "a}b"); err != nil || !slices.Equal(run.dels, []string{`rl:{a\)b}`}) {
-		t.Errorf("Reset(a}b): %v, deleted %q; want rl:{a\\)b}", err, run.dels)
+	if err := local.Reset(ctx, "a}b"); err != nil || !slices.Equal(run.dels, []string{`rl:{a\)b}` + suffix}) {
+		t.Errorf("Reset(a}b): %v, deleted %q; want rl:{a\\)b}%s", err, run.dels, suffix)
 	}
 }
 
@@ -309,9 +314,9 @@ func TestReplies(t *testing.T) {
 			var got algorithm.Result
 			var err error
 			if peek {
-				got, err = table.Peek(ctx, "k", 1)
+				got, err = table.Peek(ctx, "k", 1, nil)
 			} else {
-				got, err = table.Take(ctx, "k", 1, 1)
+				got, err = table.Take(ctx, "k", 1, 1, nil)
 			}
 			if c.ok && (err != nil || got != c.want) {
 				t.Errorf("reply %v (peek %v): got %+v, %v; want %+v", c.reply, peek, got, err, c.want)
@@ -327,11 +332,11 @@ func TestRunnerErrorsWrapped(t *testing.T) {
 	ctx := context.Background()
 	cause := errors.New("connection refused")
 	table := open[string](t, &fakeRunner{err: cause}, nil, clock.Local())
-	_, err := table.Take(ctx, "k", 1, 1)
+	_, err := table.Take(ctx, "k", 1, 1, nil)
 	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, cause) {
 		t.Errorf("Take: %v, want ErrUnavailable wrapping the cause", err)
 	}
-	_, err = table.Peek(ctx, "k", 1)
+	_, err = table.Peek(ctx, "k", 1, nil)
 	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, cause) {
 		t.Errorf("Peek: %v, want ErrUnavailable wrapping the cause", err)
 	}

@@ -83,7 +83,7 @@ func testLostReply(t *testing.T, newStore NewStore) {
 					t.Fatal(err)
 				}
 				cuts := proxy.Cuts()
-				proxy.LoseReplyTo(redisKey(t, prefix, "lost"))
+				proxy.LoseReplyTo(redisKey(t, prefix, "lost", a.alg))
 				if d, err := lim.AllowN(ctx, "lost", 2); !errors.Is(err, ratelimit.ErrStoreUnavailable) {
 					t.Errorf("AllowN(lost, 2) whose reply was lost = %+v, %v; want ErrStoreUnavailable", d, err)
 				}
@@ -275,14 +275,15 @@ func testEviction(t *testing.T, newStore NewStore) {
 	ctx := t.Context()
 	admin := GoRedis(t, srv.Target())
 	prefix := Prefix(t)
-	lim := newLimiter(t, algorithms(t, 2, time.Hour)[3].alg, newStore(t, srv.Target(), prefix),
+	alg := algorithms(t, 2, time.Hour)[3].alg
+	lim := newLimiter(t, alg, newStore(t, srv.Target(), prefix),
 		ratelimit.WithClock(clock.NewFake(epoch)))
 	for i, want := range []bool{true, true, false} {
 		if d, err := lim.Allow(ctx, "victim"); err != nil || d.Allowed != want {
 			t.Fatalf("Allow(victim) #%d = %+v, %v; want allowed=%v", i, d, err, want)
 		}
 	}
-	victim := redisKey(t, prefix, "victim")
+	victim := redisKey(t, prefix, "victim", alg)
 	filler := strings.Repeat("x", 8<<10)
 	evicted := false
 	for i := 0; i < 2000 && !evicted; i++ {

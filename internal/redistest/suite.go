@@ -132,11 +132,11 @@ func newLimiter(t testing.TB, alg algorithm.Algorithm, st store.Store[string], o
 // epoch is where the tests' fake clocks start, with a fraction of a second.
 var epoch = time.UnixMicro(1_700_000_000_654_321)
 
-// redisKey returns the Redis key a store with prefix keeps key's state in.
-func redisKey(t testing.TB, prefix, key string) string {
+// redisKey returns the Redis key a store with prefix keeps key's state in
+// for a Limiter of alg.
+func redisKey(t testing.TB, prefix, key string, alg algorithm.Algorithm) string {
 	t.Helper()
-	alg, _ := fixedwindow.New(fixedwindow.Config{Limit: 1, Window: time.Second})
-	table, err := redistable.Open(nil, redistable.Config[string]{Prefix: prefix}, alg, clock.Local())
+	table, err := redistable.Open(nil, redistable.Config[string]{Prefix: prefix}, store.LimitsOf(alg), clock.Local())
 	if err != nil {
 		t.Fatalf("redistable.Open(prefix %q): %v", prefix, err)
 	}
@@ -257,7 +257,7 @@ func testTTL(t *testing.T, newStore NewStore) {
 						t.Fatalf("AllowN(%q, %d): %v", key, n, err)
 					}
 					if d.Allowed {
-						written[redisKey(t, prefix, key)] = write{d.ResetAfter, sent}
+						written[redisKey(t, prefix, key, a.alg)] = write{d.ResetAfter, sent}
 					}
 					return d
 				}
@@ -318,7 +318,7 @@ func testTTL(t *testing.T, newStore NewStore) {
 					{"Peek(full)", "full", func() ratelimit.Decision { return peek("full") }},
 					{"Peek(a)", "a", func() ratelimit.Decision { return peek("a") }},
 				} {
-					k := redisKey(t, prefix, c.key)
+					k := redisKey(t, prefix, c.key, a.alg)
 					start := time.Now()
 					v0, ms0 := value(ctx, t, admin, k), pttl(ctx, t, admin, k)
 					const gap = 30 * time.Millisecond
@@ -347,7 +347,7 @@ func testTTL(t *testing.T, newStore NewStore) {
 				if err != nil || with != without {
 					t.Errorf("AllowN(twin, 2) with a TTL margin = %+v, %v; want %+v, as without", with, err, without)
 				}
-				if ms := pttl(ctx, t, admin, redisKey(t, longPrefix, "twin")); ms <= suiteTTL.Milliseconds() {
+				if ms := pttl(ctx, t, admin, redisKey(t, longPrefix, "twin", a.alg)); ms <= suiteTTL.Milliseconds() {
 					t.Errorf("PTTL with a TTL margin of %v = %dms, want more than the margin", suiteTTL, ms)
 				}
 			})
@@ -399,7 +399,7 @@ func testPeekReadOnly(t *testing.T, newStore NewStore) {
 			if !errors.Is(err, ratelimit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "NOPERM") {
 				t.Errorf("Allow(k) as a read-only user: %v, want ErrStoreUnavailable with NOPERM", err)
 			}
-			if got := keysUnder(ctx, t, admin, prefix); !slices.Equal(got, []string{redisKey(t, prefix, "k")}) {
+			if got := keysUnder(ctx, t, admin, prefix); !slices.Equal(got, []string{redisKey(t, prefix, "k", a.alg)}) {
 				t.Errorf("keys under %q: %q, want only k's", prefix, got)
 			}
 		})
@@ -502,7 +502,7 @@ func testServerClockShared(t *testing.T, newStore NewStore) {
 			t.Run(a.name, func(t *testing.T) {
 				prefix := Prefix(t)
 				open := func() store.Table[string] {
-					table, err := newStore(t, target, prefix).Open(a.alg, clock.Server())
+					table, err := newStore(t, target, prefix).Open(store.LimitsOf(a.alg), clock.Server())
 					if err != nil {
 						t.Fatalf("Open(%v, clock.Server()): %v", a.alg, err)
 					}
@@ -534,9 +534,9 @@ func testServerClockShared(t *testing.T, newStore NewStore) {
 					var r algorithm.Result
 					var err error
 					if s.cost == 0 {
-						r, err = table.Peek(ctx, "shared", now)
+						r, err = table.Peek(ctx, "shared", now, nil)
 					} else {
-						r, err = table.Take(ctx, "shared", now, s.cost)
+						r, err = table.Take(ctx, "shared", now, s.cost, nil)
 					}
 					if err != nil || r.Allowed() != s.allowed || r.Remaining != s.remaining {
 						t.Fatalf("step %d: %s cost %d = %+v, %v; want allowed=%v remaining=%d", i, s.who, s.cost, r, err, s.allowed, s.remaining)
@@ -568,12 +568,12 @@ func testClusterSlots(t *testing.T, newStore NewStore) {
 		if err != nil || d.Remaining != 2 {
 			t.Fatalf("Allow(%q) = %+v, %v; want allowed with Remaining 2 (every key is new)", key, d, err)
 		}
-		full := redisKey(t, prefix, key)
+		full := redisKey(t, prefix, key, alg)
 		if other, dup := seen[full]; dup {
 			t.Fatalf("keys %q and %q share the Redis key %q", other, key, full)
 		}
 		seen[full] = key
-		encoded := full[len(prefix)+1 : len(full)-1]
+		encoded := full[len(prefix)+1 : strings.LastIndexByte(full, '}')]
 		slot, err := admin.ClusterKeySlot(ctx, full).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -612,7 +612,7 @@ func (unknownAlgorithm) Peek(algorithm.State, int64, int64) algorithm.Result {
 func testUnsupportedAlgorithm(t *testing.T, newStore NewStore) {
 	target := Miniredis(t)
 	st := newStore(t, target, Prefix(t))
-	if _, err := st.Open(unknownAlgorithm{}, clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {
+	if _, err := st.Open(store.LimitsOf(unknownAlgorithm{}), clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {
 		t.Errorf("Open(unknown algorithm): %v, want ErrAlgorithmUnsupported", err)
 	}
 	if _, err := ratelimit.New[string](unknownAlgorithm{}, st); !errors.Is(err, store.ErrAlgorithmUnsupported) {

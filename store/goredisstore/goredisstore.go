@@ -114,10 +114,10 @@ func honoursDeadlines(c Client) bool {
 	return true
 }
 
-// Open returns a table for alg. Every clock works: with clock.Server()
-// the scripts read Redis's TIME.
-func (s *Store[K]) Open(alg algorithm.Algorithm, clk clock.Clock) (store.Table[K], error) {
-	return redistable.Open(runner{s.client}, s.cfg, alg, clk)
+// Open returns a table for limits, decided together by one script. Every
+// clock works: with clock.Server() the scripts read Redis's TIME.
+func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], error) {
+	return redistable.Open(runner{s.client}, s.cfg, limits, clk)
 }
 
 type runner struct{ c Client }
@@ -128,13 +128,17 @@ type onceCmd struct{ *redis.Cmd }
 
 func (onceCmd) NoRetry() bool { return true }
 
-func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, key string, args redistable.Args) ([]int64, error) {
+func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args redistable.Args) ([]int64, error) {
 	sha, src := "evalsha", "eval"
 	if readOnly {
 		sha, src = "evalsha_ro", "eval_ro"
 	}
-	call := make([]any, 0, 6+len(args.RestAny))
-	call = append(call, sha, s.SHA1, 1, key, args.Now, args.Cost)
+	call := make([]any, 0, 5+len(keys)+len(args.RestAny))
+	call = append(call, sha, s.SHA1, len(keys))
+	for _, k := range keys {
+		call = append(call, k)
+	}
+	call = append(call, args.Now, args.Cost)
 	call = append(call, args.RestAny...)
 	cmd := redis.NewCmd(ctx, call...)
 	err := r.c.Process(ctx, onceCmd{cmd})
@@ -172,6 +176,11 @@ func isNoScript(err error) bool {
 	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "NOSCRIPT")
 }
 
-func (r runner) Del(ctx context.Context, key string) error {
-	return contextError(ctx, r.c.Process(ctx, onceCmd{redis.NewCmd(ctx, "del", key)}))
+func (r runner) Del(ctx context.Context, keys []string) error {
+	args := make([]any, 0, 1+len(keys))
+	args = append(args, "del")
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	return contextError(ctx, r.c.Process(ctx, onceCmd{redis.NewCmd(ctx, args...)}))
 }

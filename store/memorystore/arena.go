@@ -3,25 +3,41 @@ package memorystore
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
 )
 
 // arena holds a table's entries in pages that never move, numbered in the
 // order they were handed out, so that entries made one after the other are
 // neighbours in memory. Readers find a page through an atomically
 // published list; only alloc, under the arena's lock, extends it.
+//
+// A table of several limits keeps its first limit's state in the entry and
+// the others' beside it, extra per entry, in an array of the entry's page:
+// a table of one limit pays nothing for them.
 type arena[K comparable] struct {
 	mu    sync.Mutex
 	pages atomic.Pointer[[]*page[K]]
 	next  uint32 // entries handed out
+	extra int    // states per entry beyond the entry's own
 }
 
 const pageSize = 256
 
-type page[K comparable] [pageSize]entry[K]
+type page[K comparable] struct {
+	entries [pageSize]entry[K]
+	more    []algorithm.State // extra per entry, entry by entry
+}
 
 // at returns entry n, which alloc has handed out.
 func (a *arena[K]) at(n uint32) *entry[K] {
-	return &(*a.pages.Load())[n/pageSize][n%pageSize]
+	return &(*a.pages.Load())[n/pageSize].entries[n%pageSize]
+}
+
+// more returns the extra states of entry n.
+func (a *arena[K]) more(n uint32) []algorithm.State {
+	i := int(n%pageSize) * a.extra
+	return (*a.pages.Load())[n/pageSize].more[i : i+a.extra : i+a.extra]
 }
 
 // alloc hands out a new entry, not live until its caller fills it.
@@ -34,7 +50,11 @@ func (a *arena[K]) alloc() uint32 {
 		pages = *p
 	}
 	if int(n/pageSize) == len(pages) {
-		grown := append(pages[:len(pages):len(pages)], new(page[K]))
+		p := new(page[K])
+		if a.extra > 0 {
+			p.more = make([]algorithm.State, pageSize*a.extra)
+		}
+		grown := append(pages[:len(pages):len(pages)], p)
 		a.pages.Store(&grown)
 	}
 	a.next++

@@ -126,13 +126,22 @@ func New[K comparable](opts ...Option) *Store[K] {
 	return &Store[K]{shards: shards, maxKeys: c.maxKeys, grace: c.grace.Microseconds()}
 }
 
-// Open returns a table for alg. The memory store has no clock of its own,
-// so clock.Server() is rejected with store.ErrClockUnsupported.
-func (s *Store[K]) Open(alg algorithm.Algorithm, clk clock.Clock) (store.Table[K], error) {
+// Open returns a table for limits. The memory store has no clock of its
+// own, so clock.Server() is rejected with store.ErrClockUnsupported. The
+// limits' IDs only need to differ: each Open makes a table of its own,
+// which no other shares.
+func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], error) {
+	if err := store.CheckLimits(limits); err != nil {
+		return nil, err
+	}
 	if clock.IsServer(clk) {
 		return nil, fmt.Errorf("%w: the memory store has no server clock; use clock.Local() or a fake clock", store.ErrClockUnsupported)
 	}
-	t := newTable[K](alg, s.shards, s.maxKeys, s.grace)
+	algs := make([]algorithm.Algorithm, len(limits))
+	for i, l := range limits {
+		algs[i] = l.Algorithm
+	}
+	t := newTable[K](algs, s.shards, s.maxKeys, s.grace)
 	s.mu.Lock()
 	s.tables = append(s.tables, t)
 	s.mu.Unlock()

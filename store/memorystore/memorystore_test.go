@@ -41,7 +41,7 @@ func mustBucket(t testing.TB, capacity int64, rate float64) *tokenbucket.Bucket 
 
 func open[K comparable](t testing.TB, s *memorystore.Store[K], alg algorithm.Algorithm) store.Table[K] {
 	t.Helper()
-	tab, err := s.Open(alg, clock.Local())
+	tab, err := s.Open(store.LimitsOf(alg), clock.Local())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func open[K comparable](t testing.TB, s *memorystore.Store[K], alg algorithm.Alg
 
 func take[K comparable](t testing.TB, tab store.Table[K], key K, now, cost int64) algorithm.Result {
 	t.Helper()
-	r, err := tab.Take(ctx, key, now, cost)
+	r, err := tab.Take(ctx, key, now, cost, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func take[K comparable](t testing.TB, tab store.Table[K], key K, now, cost int64
 
 func peek[K comparable](t testing.TB, tab store.Table[K], key K, now int64) algorithm.Result {
 	t.Helper()
-	r, err := tab.Peek(ctx, key, now)
+	r, err := tab.Peek(ctx, key, now, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func peek[K comparable](t testing.TB, tab store.Table[K], key K, now int64) algo
 }
 
 func TestOpenRejectsServerClock(t *testing.T) {
-	_, err := memorystore.New[string]().Open(mustBucket(t, 1, 1), clock.Server())
+	_, err := memorystore.New[string]().Open(store.LimitsOf(mustBucket(t, 1, 1)), clock.Server())
 	if !errors.Is(err, store.ErrClockUnsupported) {
 		t.Errorf("Open(clock.Server()) error = %v, want ErrClockUnsupported", err)
 	}

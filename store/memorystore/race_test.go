@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
@@ -27,7 +28,7 @@ func TestDecisionsRaceWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := New[string](WithShards(1), WithGrace(0))
-	tab, err := s.Open(alg, nil)
+	tab, err := s.Open(store.LimitsOf(alg), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func TestDecisionsRaceWriters(t *testing.T) {
 				default:
 				}
 				k := fmt.Sprintf("churn-%d-%d", w, i%500)
-				if _, err := tab.Take(ctx, k, now, 1); err != nil {
+				if _, err := tab.Take(ctx, k, now, 1, nil); err != nil {
 					t.Error(err)
 					return
 				}
@@ -64,7 +65,7 @@ func TestDecisionsRaceWriters(t *testing.T) {
 			for round := range capacity * 2 {
 				for k := range keys {
 					key := fmt.Sprint("key-", (k+r*37)%keys)
-					res, err := tab.Take(ctx, key, now, 1)
+					res, err := tab.Take(ctx, key, now, 1, nil)
 					if err != nil {
 						t.Error(err)
 						return
@@ -72,7 +73,7 @@ func TestDecisionsRaceWriters(t *testing.T) {
 					if res.Allowed() {
 						admitted[r][round]++
 					}
-					if _, err := tab.Peek(ctx, key, now); err != nil {
+					if _, err := tab.Peek(ctx, key, now, nil); err != nil {
 						t.Error(err)
 						return
 					}
@@ -93,7 +94,7 @@ func TestDecisionsRaceWriters(t *testing.T) {
 		t.Errorf("%d admitted over %d keys of capacity %d, want exactly %d", total, keys, capacity, want)
 	}
 	for k := range keys {
-		r, _ := tab.Peek(ctx, fmt.Sprint("key-", k), now)
+		r, _ := tab.Peek(ctx, fmt.Sprint("key-", k), now, nil)
 		if r.Remaining != 0 {
 			t.Errorf("key-%d: Peek = %+v, want it drained", k, r)
 		}

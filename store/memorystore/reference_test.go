@@ -6,6 +6,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 )
 
@@ -23,7 +24,7 @@ func TestMatchesAlgorithm(t *testing.T) {
 				// Three keys never make a shard sweep, so no state is
 				// dropped: a state expired at one instant is not fresh at
 				// an earlier one, which a clock that steps back would see.
-				tab, err := memorystore.New[int](memorystore.WithShards(1)).Open(alg, nil)
+				tab, err := memorystore.New[int](memorystore.WithShards(1)).Open(store.LimitsOf(alg), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -43,7 +44,7 @@ func TestMatchesAlgorithm(t *testing.T) {
 						ref[k] = s
 					}
 					want := algorithm.Take(alg, s, now, cost)
-					got, err := tab.Take(ctx, k, now, cost)
+					got, err := tab.Take(ctx, k, now, cost, nil)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -72,7 +73,7 @@ func TestMatchesAlgorithm(t *testing.T) {
 						if s, ok := ref[k]; ok {
 							want = alg.Peek(*s, now, 1)
 						}
-						got, err := tab.Peek(ctx, k, now)
+						got, err := tab.Peek(ctx, k, now, nil)
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -12,7 +12,9 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 )
 
-// table keeps one algorithm's state per key.
+// table keeps its limits' state per key: the first limit's in the key's
+// entry, the others' beside it in the arena (see arena). A table of one
+// limit, the common case, has a fast path of its own.
 //
 // Entries live in an arena, in the order their keys were first seen, and
 // are found through an index per shard (see index). Each entry carries its
@@ -27,8 +29,9 @@ import (
 // nothing shared is written on the way to a decision but the key's own
 // entry. Locks are taken shard first, then entry.
 type table[K comparable] struct {
-	alg      algorithm.Algorithm
-	limit    int64
+	alg      algorithm.Algorithm   // the first limit's
+	others   []algorithm.Algorithm // the other limits', nil for one limit
+	limit    int64                 // the first limit's
 	seed     maphash.Seed
 	shards   []shard[K]
 	shift    uint  // a key's hash >> shift is its shard
@@ -142,14 +145,18 @@ const shardPad = 128 - unsafe.Sizeof(struct {
 // small shards do not sweep on every new key.
 const sweepMin = 64
 
-func newTable[K comparable](alg algorithm.Algorithm, shards, maxKeys int, grace int64) *table[K] {
+func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, grace int64) *table[K] {
 	t := &table[K]{
-		alg:    alg,
-		limit:  alg.Limit(),
+		alg:    algs[0],
+		limit:  algs[0].Limit(),
 		seed:   maphash.MakeSeed(),
 		shards: make([]shard[K], shards),
 		shift:  64,
 		grace:  grace,
+	}
+	if len(algs) > 1 {
+		t.others = algs[1:]
+		t.arena.extra = len(t.others)
 	}
 	for n := shards; n > 1; n >>= 1 {
 		t.shift--
@@ -166,26 +173,73 @@ func newTable[K comparable](alg algorithm.Algorithm, shards, maxKeys int, grace 
 	return t
 }
 
-func (t *table[K]) Take(_ context.Context, key K, now, cost int64) (algorithm.Result, error) {
+func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorithm.Result) (r algorithm.Result, _ error) {
 	h := maphash.Comparable(t.seed, key)
 	sh := &t.shards[h>>t.shift]
-	e, r, answered := t.find(sh, key, uint32(h), now, cost == 1)
-	if answered {
-		return r, nil
+	if t.others != nil {
+		return t.takeAll(sh, key, uint32(h), now, cost, out), nil
 	}
+	e, _, r, answered := t.find(sh, key, uint32(h), now, cost == 1)
+	if !answered {
+		if e == nil {
+			e, _ = t.insert(sh, key, uint32(h), now)
+		}
+		switch {
+		case t.alg.Charge(&e.state, now, cost):
+			e.admitted()
+			r = t.report(e, now, cost)
+			r.RetryAfter = 0
+		case cost == 1:
+			r = t.reportDenial(e, now)
+		default:
+			r = t.report(e, now, cost)
+		}
+	}
+	if out != nil {
+		out[0] = r
+	}
+	return r, nil
+}
+
+// takeAll is Take for a table of several limits: under the entry's lock,
+// every limit peeks at the cost, and only if all of them admit it is it
+// charged to each. Peek admits exactly what Charge would (the Algorithm
+// contract), so no charge is ever made that another limit then refuses.
+func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, out []algorithm.Result) algorithm.Result {
+	e, n, _, _ := t.find(sh, key, hash, now, false)
 	if e == nil {
-		e = t.insert(sh, key, uint32(h), now)
+		e, n = t.insert(sh, key, hash, now)
 	}
-	if t.alg.Charge(&e.state, now, cost) {
-		e.admitted()
-		r := t.report(e, now, cost)
-		r.RetryAfter = 0
-		return r, nil
+	more := t.arena.more(n)
+	var buf [4]algorithm.Result
+	rs := t.results(out, buf[:])
+	rs[0] = t.alg.Peek(e.state, now, cost)
+	all := rs[0].Allowed()
+	for i, alg := range t.others {
+		rs[i+1] = alg.Peek(more[i], now, cost)
+		all = all && rs[i+1].Allowed()
 	}
-	if cost == 1 {
-		return t.reportDenial(e, now), nil
+	if all {
+		rs[0] = algorithm.Take(t.alg, &e.state, now, cost)
+		for i, alg := range t.others {
+			rs[i+1] = algorithm.Take(alg, &more[i], now, cost)
+		}
 	}
-	return t.report(e, now, cost), nil
+	e.mu.Unlock()
+	return algorithm.Combine(rs)
+}
+
+// results returns out, or when it is nil room for one result per limit:
+// buf when it is long enough.
+func (t *table[K]) results(out, buf []algorithm.Result) []algorithm.Result {
+	n := 1 + len(t.others)
+	if out != nil {
+		return out
+	}
+	if n <= len(buf) {
+		return buf[:n]
+	}
+	return make([]algorithm.Result, n)
 }
 
 // report unlocks e, which the caller locked, and returns Peek of its state
@@ -215,22 +269,55 @@ func (t *table[K]) reportDenial(e *entry[K], now int64) algorithm.Result {
 	return r
 }
 
-func (t *table[K]) Peek(_ context.Context, key K, now int64) (algorithm.Result, error) {
+func (t *table[K]) Peek(_ context.Context, key K, now int64, out []algorithm.Result) (r algorithm.Result, _ error) {
 	h := maphash.Comparable(t.seed, key)
 	sh := &t.shards[h>>t.shift]
-	e, r, answered := t.find(sh, key, uint32(h), now, true)
-	if answered {
-		return r, nil
+	if t.others != nil {
+		return t.peekAll(sh, key, uint32(h), now, out), nil
 	}
-	if e == nil {
-		sh.mu.Lock()
-		e = t.lookup(sh, key, uint32(h))
-		sh.mu.Unlock()
+	e, _, r, answered := t.find(sh, key, uint32(h), now, true)
+	if !answered {
 		if e == nil {
-			return algorithm.Fresh(t.limit), nil
+			sh.mu.Lock()
+			e, _ = t.lookup(sh, key, uint32(h))
+			sh.mu.Unlock()
+		}
+		if e == nil {
+			r = algorithm.Fresh(t.limit)
+		} else {
+			r = t.reportDenial(e, now)
 		}
 	}
-	return t.reportDenial(e, now), nil
+	if out != nil {
+		out[0] = r
+	}
+	return r, nil
+}
+
+// peekAll is Peek for a table of several limits.
+func (t *table[K]) peekAll(sh *shard[K], key K, hash uint32, now int64, out []algorithm.Result) algorithm.Result {
+	e, n, _, _ := t.find(sh, key, hash, now, false)
+	if e == nil {
+		sh.mu.Lock()
+		e, n = t.lookup(sh, key, hash)
+		sh.mu.Unlock()
+	}
+	var buf [4]algorithm.Result
+	rs := t.results(out, buf[:])
+	if e == nil {
+		rs[0] = algorithm.Fresh(t.limit)
+		for i, alg := range t.others {
+			rs[i+1] = algorithm.Fresh(alg.Limit())
+		}
+		return algorithm.Combine(rs)
+	}
+	more := t.arena.more(n)
+	rs[0] = t.alg.Peek(e.state, now, 1)
+	for i, alg := range t.others {
+		rs[i+1] = alg.Peek(more[i], now, 1)
+	}
+	e.mu.Unlock()
+	return algorithm.Combine(rs)
 }
 
 func (t *table[K]) Reset(_ context.Context, key K) error {
@@ -244,41 +331,42 @@ func (t *table[K]) Reset(_ context.Context, key K) error {
 	return nil
 }
 
-// lookup returns key's entry, locked, or nil when the shard's index, read
-// without the shard's lock, does not lead to it.
-func (t *table[K]) lookup(sh *shard[K], key K, hash uint32) *entry[K] {
-	e, _, _ := t.find(sh, key, hash, 0, false)
-	return e
+// lookup returns key's entry, locked, and its number, or nil when the
+// shard's index, read without the shard's lock, does not lead to it.
+func (t *table[K]) lookup(sh *shard[K], key K, hash uint32) (*entry[K], uint32) {
+	e, n, _, _ := t.find(sh, key, hash, 0, false)
+	return e, n
 }
 
 // find is lookup that, when standing is set, first answers a cost of 1 at
 // now from a denial standing on key's entry, without locking it: answered
 // is then set and e is nil.
-func (t *table[K]) find(sh *shard[K], key K, hash uint32, now int64, standing bool) (e *entry[K], r algorithm.Result, answered bool) {
+func (t *table[K]) find(sh *shard[K], key K, hash uint32, now int64, standing bool) (e *entry[K], n uint32, r algorithm.Result, answered bool) {
 	ix := sh.index.Load()
 	for i, pos := uint32(0), hash&ix.mask; i <= ix.mask; i, pos = i+1, (pos+1)&ix.mask {
 		w := ix.words[pos].Load()
 		if w == 0 {
-			return nil, r, false
+			return nil, 0, r, false
 		}
 		if wordHash(w) != hash {
 			continue
 		}
-		e := t.arena.at(wordEntry(w))
+		n := wordEntry(w)
+		e := t.arena.at(n)
 		if standing {
 			if d := e.denial.Load(); d != nil && d.key == key {
 				if r, ok := d.standing(now); ok {
-					return nil, r, true
+					return nil, 0, r, true
 				}
 			}
 		}
 		e.mu.Lock()
 		if e.live && e.key == key {
-			return e, r, false
+			return e, n, r, false
 		}
 		e.mu.Unlock()
 	}
-	return nil, r, false
+	return nil, 0, r, false
 }
 
 // locate returns the position of key's word in sh's index. The caller
@@ -297,13 +385,13 @@ func (t *table[K]) locate(sh *shard[K], key K, hash uint32) (uint32, bool) {
 	return 0, false
 }
 
-// insert returns key's entry, locked: the one another goroutine added
-// meanwhile, or a new one holding a fresh state at now.
-func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) *entry[K] {
+// insert returns key's entry, locked, and its number: the one another
+// goroutine added meanwhile, or a new one holding fresh states at now.
+func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K], uint32) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := t.lookup(sh, key, hash); e != nil {
-		return e
+	if e, n := t.lookup(sh, key, hash); e != nil {
+		return e, n
 	}
 	if sh.added++; sh.added >= sh.every {
 		t.sweep(sh, now)
@@ -322,6 +410,12 @@ func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) *entry[K]
 	e.mu.Lock()
 	e.live, e.key = true, key
 	t.alg.Init(&e.state, now)
+	if t.others != nil {
+		more := t.arena.more(n)
+		for i, alg := range t.others {
+			alg.Init(&more[i], now)
+		}
+	}
 	sh.soon = min(sh.soon, now) // a fresh state expires at once
 	ix := sh.index.Load()
 	if (sh.keys+1)*4 > len(ix.words)*3 {
@@ -330,7 +424,7 @@ func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) *entry[K]
 	}
 	ix.add(word(hash, n))
 	sh.keys++
-	return e
+	return e, n
 }
 
 // drop forgets the key whose word is at pos in sh's index. The caller
@@ -343,8 +437,12 @@ func (t *table[K]) drop(sh *shard[K], pos uint32) {
 	e.mu.Lock()
 	e.live = false
 	e.denial.Store(nil)
-	if e.state.Log != nil && cap(e.state.Log.Entries) > keptLog {
-		e.state.Log = nil
+	forgetLargeLog(&e.state)
+	if t.others != nil {
+		more := t.arena.more(n)
+		for i := range more {
+			forgetLargeLog(&more[i])
+		}
 	}
 	var zero K
 	e.key = zero // holds no memory of the key
@@ -356,6 +454,26 @@ func (t *table[K]) drop(sh *shard[K], pos uint32) {
 
 // keptLog is the most entries a dropped key's log may hold for reuse.
 const keptLog = 64
+
+// forgetLargeLog lets go of s's log when it holds more than keptLog.
+func forgetLargeLog(s *algorithm.State) {
+	if s.Log != nil && cap(s.Log.Entries) > keptLog {
+		s.Log = nil
+	}
+}
+
+// expiry returns the instant entry n, e, is fresh under every limit (see
+// algorithm.Expiry). The caller holds e's lock.
+func (t *table[K]) expiry(e *entry[K], n uint32, at int64) int64 {
+	x := algorithm.Expiry(t.alg, e.state, at)
+	if t.others != nil {
+		more := t.arena.more(n)
+		for i, alg := range t.others {
+			x = max(x, algorithm.Expiry(alg, more[i], at))
+		}
+	}
+	return x
+}
 
 // sweep drops the keys whose state expired at least the grace period ago.
 // A shard sweeps itself once it has gained as many new keys as it kept at
@@ -385,9 +503,10 @@ func (t *table[K]) dropExpired(sh *shard[K], cut int64) {
 			pos++
 			continue
 		}
-		e := t.arena.at(wordEntry(w))
+		n := wordEntry(w)
+		e := t.arena.at(n)
 		e.mu.Lock()
-		expires := algorithm.Expiry(t.alg, e.state, cut)
+		expires := t.expiry(e, n, cut)
 		e.mu.Unlock()
 		if expires <= cut {
 			t.drop(sh, uint32(pos))
@@ -418,9 +537,10 @@ func (t *table[K]) makeRoom(sh *shard[K], now int64) {
 			if w == 0 {
 				continue
 			}
-			e := t.arena.at(wordEntry(w))
+			n := wordEntry(w)
+			e := t.arena.at(n)
 			e.mu.Lock()
-			expires := algorithm.Expiry(t.alg, e.state, now)
+			expires := t.expiry(e, n, now)
 			e.mu.Unlock()
 			if expires < soonest || seen == 0 {
 				victim, soonest = pos, expires

@@ -21,7 +21,7 @@ func BenchmarkTableTake(b *testing.B) {
 		b.Run(fmt.Sprintf("keys=%d/serial", n), func(b *testing.B) {
 			i := 0
 			for b.Loop() {
-				tab.Take(ctx, keys[i], t0, 1)
+				tab.Take(ctx, keys[i], t0, 1, nil)
 				if i++; i == n {
 					i = 0
 				}
@@ -31,7 +31,7 @@ func BenchmarkTableTake(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
-					tab.Take(ctx, keys[i], t0, 1)
+					tab.Take(ctx, keys[i], t0, 1, nil)
 					if i++; i == n {
 						i = 0
 					}

@@ -19,6 +19,7 @@ package rueidisstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -86,15 +87,16 @@ func New[K comparable](client rueidis.Client, opts ...Option[K]) (*Store[K], err
 	return s, nil
 }
 
-// Open returns a table for alg. Every clock works: with clock.Server()
-// the scripts read Redis's TIME.
-func (s *Store[K]) Open(alg algorithm.Algorithm, clk clock.Clock) (store.Table[K], error) {
-	script, _, err := luascript.For(alg.Spec())
+// Open returns a table for limits, decided together by one script. Every
+// clock works: with clock.Server() the scripts read Redis's TIME.
+func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], error) {
+	r := &runner{client: s.client}
+	t, err := redistable.Open(r, s.cfg, limits, clk)
 	if err != nil {
 		return nil, err
 	}
-	r := runner{client: s.client, take: rueidis.NewLuaScript(script.Source)}
-	return redistable.Open(r, s.cfg, alg, clk)
+	r.take = rueidis.NewLuaScript(t.Script().Source)
+	return t, nil
 }
 
 type runner struct {
@@ -105,22 +107,22 @@ type runner struct {
 // call holds one call's KEYS and ARGV. rueidis copies them into its own
 // command, so they are reused from a pool rather than allocated per call.
 type call struct {
-	keys [1]string
+	keys []string
 	argv []string
 }
 
 var calls = sync.Pool{New: func() any { return new(call) }}
 
-func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, key string, a redistable.Args) ([]int64, error) {
+func (r *runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, a redistable.Args) ([]int64, error) {
 	c := calls.Get().(*call)
 	defer func() {
-		c.keys[0] = ""
-		clear(c.argv) // hold no strings while pooled
+		clear(c.keys) // hold no strings while pooled
+		clear(c.argv)
 		calls.Put(c)
 	}()
-	c.keys[0] = key
+	c.keys = append(c.keys[:0], keys...)
 	c.argv = append(append(c.argv[:0], a.Now, a.Cost), a.Rest...)
-	keys, args := c.keys[:], c.argv
+	keys, args := c.keys, c.argv
 	if !readOnly {
 		return r.take.Exec(ctx, r.client, keys, args).AsIntSlice()
 	}
@@ -129,13 +131,14 @@ func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, ke
 	// read-only on network errors until the context ends (forever without
 	// a deadline), and a peek at a Redis that is down must fail at once
 	// for the Limiter's failure policy to decide.
-	resp := r.client.Do(ctx, r.client.B().Arbitrary("EVALSHA_RO", s.SHA1, "1").Keys(key).Args(args...).Build())
+	n := strconv.Itoa(len(keys))
+	resp := r.client.Do(ctx, r.client.B().Arbitrary("EVALSHA_RO", s.SHA1, n).Keys(keys...).Args(args...).Build())
 	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
-		resp = r.client.Do(ctx, r.client.B().Arbitrary("EVAL_RO", s.Source, "1").Keys(key).Args(args...).Build())
+		resp = r.client.Do(ctx, r.client.B().Arbitrary("EVAL_RO", s.Source, n).Keys(keys...).Args(args...).Build())
 	}
 	return resp.AsIntSlice()
 }
 
-func (r runner) Del(ctx context.Context, key string) error {
-	return r.client.Do(ctx, r.client.B().Del().Key(key).Build()).Error()
+func (r *runner) Del(ctx context.Context, keys []string) error {
+	return r.client.Do(ctx, r.client.B().Del().Key(keys...).Build()).Error()
 }

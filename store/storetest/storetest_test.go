@@ -21,8 +21,8 @@ type brokenStore struct {
 	wrap func(store.Table[string]) store.Table[string]
 }
 
-func (s brokenStore) Open(alg algorithm.Algorithm, clk clock.Clock) (store.Table[string], error) {
-	t, err := s.Store.Open(alg, clk)
+func (s brokenStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[string], error) {
+	t, err := s.Store.Open(limits, clk)
 	if err != nil {
 		return nil, err
 	}
@@ -41,19 +41,19 @@ type lossyKeys struct{ store.Table[string] }
 
 func cut(key string) string { k, _, _ := strings.Cut(key, "\x00"); return k }
 
-func (t lossyKeys) Take(ctx context.Context, key string, now, cost int64) (algorithm.Result, error) {
-	return t.Table.Take(ctx, cut(key), now, cost)
+func (t lossyKeys) Take(ctx context.Context, key string, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
+	return t.Table.Take(ctx, cut(key), now, cost, out)
 }
-func (t lossyKeys) Peek(ctx context.Context, key string, now int64) (algorithm.Result, error) {
-	return t.Table.Peek(ctx, cut(key), now)
+func (t lossyKeys) Peek(ctx context.Context, key string, now int64, out []algorithm.Result) (algorithm.Result, error) {
+	return t.Table.Peek(ctx, cut(key), now, out)
 }
 func (t lossyKeys) Reset(ctx context.Context, key string) error { return t.Table.Reset(ctx, cut(key)) }
 
 // peekTakes answers Peek by taking a unit.
 type peekTakes struct{ store.Table[string] }
 
-func (t peekTakes) Peek(ctx context.Context, key string, now int64) (algorithm.Result, error) {
-	return t.Table.Take(ctx, key, now, 1)
+func (t peekTakes) Peek(ctx context.Context, key string, now int64, out []algorithm.Result) (algorithm.Result, error) {
+	return t.Table.Take(ctx, key, now, 1, out)
 }
 
 // drifting adds a microsecond to every fifth ResetAfter it reports.
@@ -62,8 +62,8 @@ type drifting struct {
 	n *int
 }
 
-func (t drifting) Take(ctx context.Context, key string, now, cost int64) (algorithm.Result, error) {
-	r, err := t.Table.Take(ctx, key, now, cost)
+func (t drifting) Take(ctx context.Context, key string, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
+	r, err := t.Table.Take(ctx, key, now, cost, out)
 	if *t.n++; *t.n%5 == 0 && r.ResetAfter > 0 {
 		r.ResetAfter++
 	}

@@ -1,0 +1,146 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/memorystore"
+)
+
+// engine is what a Limiter and a Policy share: a table of their limits,
+// the clock, and the failure policy.
+type engine[K comparable] struct {
+	table   store.Table[K]
+	clock   clock.Clock
+	micros  clock.Micros // the clock, read as Unix µs
+	limit   int64        // the largest cost every limit can admit at once
+	limits  []int64      // each limit's Limit
+	policy  FailurePolicy
+	onError func(error)
+	local   store.Table[K] // FailLocal's table; nil otherwise
+	localAt clock.Clock    // the clock of local
+}
+
+func newOptions(opts []Option) (options, error) {
+	o := options{clock: clock.Local()}
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	if o.policy > FailLocal {
+		return o, fmt.Errorf("%w: unknown FailurePolicy %d", ErrInvalidConfig, o.policy)
+	}
+	return o, nil
+}
+
+// init opens st for limits, whose algorithms are not nil.
+func (e *engine[K]) init(st store.Store[K], limits []store.Limit, o options) error {
+	if st == nil {
+		return fmt.Errorf("%w: nil store", ErrInvalidConfig)
+	}
+	if err := store.CheckLimits(limits); err != nil {
+		return err
+	}
+	table, err := st.Open(limits, o.clock)
+	if err != nil {
+		return err
+	}
+	*e = engine[K]{table: table, clock: o.clock, micros: clock.AsMicros(o.clock), policy: o.policy, onError: o.onError}
+	e.limits = make([]int64, len(limits))
+	e.limit = limits[0].Algorithm.Limit()
+	for i, l := range limits {
+		e.limits[i] = l.Algorithm.Limit()
+		e.limit = min(e.limit, e.limits[i])
+	}
+	if o.policy == FailLocal {
+		// The memory store has no server clock; the local one stands in.
+		e.localAt = o.clock
+		if clock.IsServer(o.clock) {
+			e.localAt = clock.Local()
+		}
+		if e.local, err = memorystore.New[K]().Open(limits, e.localAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fail turns a store error into the failure policy's result, and says
+// where it came from, or returns the error. peek selects the local table's
+// Peek rather than Take; out, when not nil, receives each limit's result.
+func (e *engine[K]) fail(ctx context.Context, err error, key K, cost int64, peek bool, out []algorithm.Result) (algorithm.Result, Source, error) {
+	if e.policy == FailWithError || ctx.Err() != nil || !errors.Is(err, ErrStoreUnavailable) {
+		return algorithm.Result{}, FromStore, err
+	}
+	if e.onError != nil {
+		e.onError(err)
+	}
+	switch e.policy {
+	case FailOpen:
+		for i := range out {
+			out[i] = algorithm.Fresh(e.limits[i])
+		}
+		return algorithm.Fresh(e.limit), FromFailOpen, nil
+	case FailClosed:
+		closed := algorithm.Result{RetryAfter: FailClosedRetryAfter.Microseconds()}
+		for i := range out {
+			out[i] = closed
+		}
+		return closed, FromFailClosed, nil
+	}
+	now := e.localAt.Now().UnixMicro()
+	var r algorithm.Result
+	if peek {
+		r, err = e.local.Peek(ctx, key, now, out)
+	} else {
+		r, err = e.local.Take(ctx, key, now, cost, out)
+	}
+	if err != nil {
+		return r, FromStore, err
+	}
+	return r, FromLocal, nil
+}
+
+// wait calls allow until the decision it returns admits the request, as
+// WaitN documents, sleeping on the engine's clock in between.
+func (e *engine[K]) wait(ctx context.Context, allow func() (*Decision, error)) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d, err := allow()
+		if err != nil || d.Allowed {
+			return err
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.RetryAfter {
+			return fmt.Errorf("%w (retry after %v): %w", ErrWouldExceedDeadline, d.RetryAfter, context.DeadlineExceeded)
+		}
+		t := e.clock.NewTimer(d.RetryAfter)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C():
+		}
+	}
+}
+
+// reset forgets key's state in the store, and in FailLocal's table.
+func (e *engine[K]) reset(ctx context.Context, key K) error {
+	if e.local != nil {
+		_ = e.local.Reset(ctx, key) // the memory store cannot fail
+	}
+	return e.table.Reset(ctx, key)
+}
+
+// windowOf returns alg's window, or 0 when it does not say.
+func windowOf(alg algorithm.Algorithm) time.Duration {
+	if w, ok := alg.(interface{ Window() time.Duration }); ok {
+		return w.Window()
+	}
+	return 0
+}

@@ -1,0 +1,193 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+// Limit is one of a Policy's limits.
+type Limit struct {
+	// Name names the limit in decisions, logs and HTTP headers ("burst",
+	// "daily"). Names differ within a policy; the default is "limit1",
+	// "limit2"… by position.
+	Name string
+	// Algorithm decides for this limit.
+	Algorithm algorithm.Algorithm
+	// StateID names the limit's state in a store shared between processes
+	// (see WithStateID). Empty means store.DefaultID of the algorithm:
+	// limits configured alike share state, limits configured differently
+	// never do. IDs differ within a policy.
+	StateID string
+}
+
+// PolicyDecision is the outcome of one call on a Policy.
+type PolicyDecision struct {
+	// Decision is the policy's decision: Allowed when every limit admits
+	// the request; Remaining the least any limit has left; RetryAfter how
+	// long until every limit would admit it; ResetAfter how long until
+	// every limit is fresh; Limit the binding limit's.
+	Decision
+	// Binding is the index of the limit that decided: when the request is
+	// denied, the one that asks to wait longest; when it is admitted, the
+	// one with the least left, the first to deny next. Ties go to the
+	// earlier limit.
+	Binding int
+	// Limits holds each limit's own decision, in the policy's order. When
+	// the request is denied nothing is charged, so a limit that would have
+	// admitted it reports its state unchanged, Allowed.
+	Limits []Decision
+}
+
+// Policy applies several limits to one key together: a request is
+// admitted only if every limit admits it, and then it is charged to all of
+// them; otherwise to none. On the Redis stores a decision is one script,
+// one round trip, whose keys share a Redis Cluster hash tag; on the memory
+// store it is made under one lock. Limits may use different algorithms (a
+// token bucket for bursts and a sliding log for the hour, say). Create it
+// with [NewPolicy]. A Policy is safe for concurrent use.
+type Policy[K comparable] struct {
+	engine[K]
+	spec []Limit // names and IDs filled in
+}
+
+// NewPolicy returns a Policy of limits, whose state is kept in st. Errors
+// wrap ErrInvalidConfig (no limits, a nil algorithm or store, names or
+// state IDs that repeat, WithStateID given), or are the store's
+// (ErrClockUnsupported, store.ErrAlgorithmUnsupported).
+func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) (*Policy[K], error) {
+	if len(limits) == 0 {
+		return nil, fmt.Errorf("%w: a policy needs at least one limit", ErrInvalidConfig)
+	}
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.stateID != nil {
+		return nil, fmt.Errorf("%w: WithStateID applies to a Limiter; a policy's limits name their state in Limit.StateID", ErrInvalidConfig)
+	}
+	p := &Policy[K]{spec: make([]Limit, len(limits))}
+	stored := make([]store.Limit, len(limits))
+	for i, l := range limits {
+		if l.Algorithm == nil {
+			return nil, fmt.Errorf("%w: limit %d has a nil algorithm", ErrInvalidConfig, i)
+		}
+		if l.Name == "" {
+			l.Name = fmt.Sprintf("limit%d", i+1)
+		}
+		if l.StateID == "" {
+			l.StateID = store.DefaultID(l.Algorithm.Spec())
+		}
+		for _, prev := range p.spec[:i] {
+			if prev.Name == l.Name {
+				return nil, fmt.Errorf("%w: two limits named %q", ErrInvalidConfig, l.Name)
+			}
+		}
+		p.spec[i] = l
+		stored[i] = store.Limit{Algorithm: l.Algorithm, ID: l.StateID}
+	}
+	if err := p.engine.init(st, stored, o); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Limits returns the policy's limits, with their names and state IDs as
+// the policy uses them.
+func (p *Policy[K]) Limits() []Limit { return append([]Limit(nil), p.spec...) }
+
+// Limit returns the largest cost one request may have: the smallest of
+// the limits' own.
+func (p *Policy[K]) Limit() int64 { return p.limit }
+
+// Window returns limit i's window, as Limiter.Window does.
+func (p *Policy[K]) Window(i int) time.Duration { return windowOf(p.spec[i].Algorithm) }
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (p *Policy[K]) Allow(ctx context.Context, key K) (PolicyDecision, error) {
+	return p.AllowN(ctx, key, 1)
+}
+
+// AllowN decides whether a request of cost n for key is admitted now by
+// every limit, and charges n to every limit if it is. A cost below 1 or
+// above Limit is an error (ErrInvalidCost, ErrCostExceedsLimit) that
+// charges nothing.
+func (p *Policy[K]) AllowN(ctx context.Context, key K, n int) (d PolicyDecision, err error) {
+	if n < 1 || int64(n) > p.limit {
+		return d, algorithm.CheckCost(int64(n), p.limit)
+	}
+	var buf [4]algorithm.Result
+	rs := results(buf[:], len(p.spec))
+	r, err := p.table.Take(ctx, key, p.micros.UnixMicro(), int64(n), rs)
+	src := FromStore
+	if err != nil {
+		if r, src, err = p.fail(ctx, err, key, int64(n), false, rs); err != nil {
+			return d, err
+		}
+	}
+	d.set(r, rs, src, p.limits)
+	return d, nil
+}
+
+// Wait is shorthand for WaitN(ctx, key, 1).
+func (p *Policy[K]) Wait(ctx context.Context, key K) (PolicyDecision, error) {
+	return p.WaitN(ctx, key, 1)
+}
+
+// WaitN blocks until a request of cost n for key is admitted by every
+// limit, as Limiter.WaitN does, and returns the admitting decision.
+func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (d PolicyDecision, err error) {
+	err = p.wait(ctx, func() (*Decision, error) {
+		d, err = p.AllowN(ctx, key, n)
+		return &d.Decision, err
+	})
+	return d, err
+}
+
+// Peek reports key's state under every limit now without charging
+// anything, for a request of cost 1.
+func (p *Policy[K]) Peek(ctx context.Context, key K) (d PolicyDecision, err error) {
+	var buf [4]algorithm.Result
+	rs := results(buf[:], len(p.spec))
+	r, err := p.table.Peek(ctx, key, p.micros.UnixMicro(), rs)
+	src := FromStore
+	if err != nil {
+		if r, src, err = p.fail(ctx, err, key, 1, true, rs); err != nil {
+			return d, err
+		}
+	}
+	d.set(r, rs, src, p.limits)
+	return d, nil
+}
+
+// Reset forgets key's state under every limit: its next request is
+// decided as a new key's. With FailLocal, the local state is forgotten too.
+func (p *Policy[K]) Reset(ctx context.Context, key K) error { return p.reset(ctx, key) }
+
+// results returns n results: buf's when it is long enough.
+func results(buf []algorithm.Result, n int) []algorithm.Result {
+	if n <= len(buf) {
+		return buf[:n]
+	}
+	return make([]algorithm.Result, n)
+}
+
+// set makes d the decision of r, the limits' results rs combined, each
+// limit's Limit being in limits.
+func (d *PolicyDecision) set(r algorithm.Result, rs []algorithm.Result, src Source, limits []int64) {
+	d.Limits = make([]Decision, len(rs))
+	d.Binding = 0
+	for i, ri := range rs {
+		d.Limits[i].set(ri, limits[i])
+		d.Limits[i].Source = src
+		b := rs[d.Binding]
+		if r.RetryAfter > 0 && ri.RetryAfter > b.RetryAfter || r.RetryAfter == 0 && ri.Remaining < b.Remaining {
+			d.Binding = i
+		}
+	}
+	d.Decision.set(r, limits[d.Binding])
+	d.Source = src
+}
