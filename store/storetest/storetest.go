@@ -62,7 +62,11 @@ import (
 //   - 32 goroutines racing on one key are admitted exactly Limit in total,
 //     each decision's Remaining telling one consistent order;
 //   - random sequences of AllowN, Peek, Reset and clock moves decide as a
-//     reference model does and never admit more than the algorithm's bound.
+//     reference model does and never admit more than the algorithm's bound;
+//   - a Policy of two or three limits of random algorithms decides, limit
+//     by limit, as each limit's model does when a request is charged to
+//     every limit or to none; racing goroutines charge every limit exactly
+//     what was admitted.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Helper()
 	for _, k := range kinds {
@@ -83,6 +87,11 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 			})
 		})
 	}
+	t.Run("Policy", func(t *testing.T) {
+		t.Run("Model", func(t *testing.T) { testPolicyModel(t, newStore(t)) })
+		t.Run("Concurrent", func(t *testing.T) { testPolicyConcurrent(t, newStore(t)) })
+		t.Run("Errors", func(t *testing.T) { testPolicyErrors(t, newStore(t)) })
+	})
 }
 
 // Differential runs the same random operation sequences (rapid) on limiters
