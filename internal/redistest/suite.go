@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,7 +51,11 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //   - LostReply: a take whose reply is lost is charged once, not resent;
 //   - ClusterSlots: keys with braces land in the slot of their whole
 //     encoded key;
-//   - UnsupportedAlgorithm: an algorithm without a script is refused.
+//   - UnsupportedAlgorithm: an algorithm without a script is refused;
+//   - StateIDs: limiters configured differently under one prefix never
+//     share state; WithStateID shares it on purpose, and WithStateID("")
+//     keeps the layout of releases before state IDs (prefix{key});
+//   - PolicyOneCall: a policy's decision is one script call, on one slot.
 //
 // Real targets skip unless $RATELIMIT_REDIS_ADDR (and, for the cluster,
 // $RATELIMIT_REDIS_CLUSTER_ADDRS) are set.
@@ -68,6 +74,8 @@ func RunSuite(t *testing.T, newStore NewStore) {
 	t.Run("OutOfMemory", func(t *testing.T) { testOutOfMemory(t, newStore) })
 	t.Run("ClusterSlots", func(t *testing.T) { testClusterSlots(t, newStore) })
 	t.Run("UnsupportedAlgorithm", func(t *testing.T) { testUnsupportedAlgorithm(t, newStore) })
+	t.Run("StateIDs", func(t *testing.T) { testStateIDs(t, newStore) })
+	t.Run("PolicyOneCall", func(t *testing.T) { testPolicyOneCall(t, newStore) })
 }
 
 // suiteTTL is the Target.TTLMargin of real targets under storetest, whose
@@ -618,4 +626,144 @@ func testUnsupportedAlgorithm(t *testing.T, newStore NewStore) {
 	if _, err := ratelimit.New[string](unknownAlgorithm{}, st); !errors.Is(err, store.ErrAlgorithmUnsupported) {
 		t.Errorf("ratelimit.New(unknown algorithm): %v, want ErrAlgorithmUnsupported", err)
 	}
+}
+
+// testStateIDs checks that two limiters under one prefix share a key's
+// state only when they are configured alike or name the same state: a
+// 100-token bucket is not drained by a 2-token bucket on the same key.
+func testStateIDs(t *testing.T, newStore NewStore) {
+	Each(t, func(t *testing.T, target Target) {
+		ctx := t.Context()
+		prefix := Prefix(t)
+		st := newStore(t, target, prefix)
+		clk := ratelimit.WithClock(clock.NewFake(epoch))
+		big := algorithms(t, 100, time.Hour)[0].alg
+		small := algorithms(t, 2, time.Hour)[0].alg
+		drain := func(lim *ratelimit.Limiter[string], key string) {
+			t.Helper()
+			for {
+				d, err := lim.Allow(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !d.Allowed {
+					return
+				}
+			}
+		}
+		// Configured differently: nothing shared.
+		drain(newLimiter(t, small, st, clk), "k")
+		if d, err := newLimiter(t, big, st, clk).Allow(ctx, "k"); err != nil || d.Remaining != 99 {
+			t.Errorf("a 100-token bucket after a 2-token bucket drained the key: %+v, %v; want remaining 99 (state of its own)", d, err)
+		}
+		// Configured alike: shared, as processes sharing a limit need.
+		if d, err := newLimiter(t, small, st, clk).Allow(ctx, "k"); err != nil || d.Allowed {
+			t.Errorf("a second 2-token bucket on the drained key: %+v, %v; want denied (shared state)", d, err)
+		}
+		// Named alike: shared on purpose, across a change of configuration.
+		drain(newLimiter(t, small, st, clk, ratelimit.WithStateID("api")), "n")
+		if d, err := newLimiter(t, big, st, clk, ratelimit.WithStateID("api")).Peek(ctx, "n"); err != nil || d.Remaining != 0 {
+			t.Errorf("a 100-token bucket with the state ID of a drained 2-token bucket: %+v, %v; want remaining 0 (the tokens it holds)", d, err)
+		}
+		// The legacy layout: no suffix.
+		legacy := newLimiter(t, small, st, clk, ratelimit.WithStateID(""))
+		if _, err := legacy.Allow(ctx, "old"); err != nil {
+			t.Fatal(err)
+		}
+		admin := GoRedis(t, target)
+		if n, err := admin.Exists(ctx, prefix+"{old}").Result(); err != nil || n != 1 {
+			t.Errorf("WithStateID(\"\"): EXISTS %s{old} = %d, %v; want the key of releases before state IDs", prefix, n, err)
+		}
+		if _, err := ratelimit.New(small, st, ratelimit.WithStateID("a{b")); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("WithStateID with a brace: %v, want ErrInvalidConfig", err)
+		}
+	})
+}
+
+// testPolicyOneCall checks that a decision of a two-limit policy is one
+// script call (INFO commandstats of a private server, which no other test
+// uses) and that a key's limits share a cluster slot.
+func testPolicyOneCall(t *testing.T, newStore NewStore) {
+	a, b := algorithms(t, 10, time.Second)[0].alg, algorithms(t, 1000, time.Hour)[2].alg
+	limits := []ratelimit.Limit{{Name: "burst", Algorithm: a}, {Name: "hourly", Algorithm: b}}
+	decide := func(t *testing.T, target Target, prefix string, n int) {
+		p, err := ratelimit.NewPolicy(newStore(t, target, prefix), limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if _, err := p.Allow(t.Context(), fmt.Sprint("u", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Run("Calls", func(t *testing.T) {
+		srv := StartServer(t)
+		decide(t, srv.Target(), Prefix(t), 1) // loads the script
+		admin := GoRedis(t, srv.Target())
+		before := scriptCalls(t.Context(), t, admin)
+		const n = 50
+		decide(t, srv.Target(), Prefix(t), n)
+		if got := scriptCalls(t.Context(), t, admin) - before; got != n {
+			t.Errorf("%d decisions of a two-limit policy made %d script calls, want %d", n, got, n)
+		}
+	})
+	Each(t, func(t *testing.T, target Target) {
+		ctx := t.Context()
+		prefix := Prefix(t)
+		const n = 20
+		decide(t, target, prefix, n)
+		admin := GoRedis(t, target)
+		keys := keysUnder(ctx, t, admin, prefix)
+		if len(keys) != 2*n {
+			t.Errorf("%d keys under the prefix, want %d (two limits × %d keys)", len(keys), 2*n, n)
+		}
+		if !target.Cluster {
+			return
+		}
+		slots := map[string]int64{}
+		for _, k := range keys {
+			slot, err := admin.ClusterKeySlot(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			user := k[:strings.LastIndexByte(k, '}')]
+			if prev, ok := slots[user]; ok && prev != slot {
+				t.Errorf("the keys of %s are in slots %d and %d, want one", user, prev, slot)
+			}
+			slots[user] = slot
+		}
+	})
+}
+
+// scriptCalls returns how many EVALSHA and EVAL calls the target's
+// servers have run, summed over every master.
+func scriptCalls(ctx context.Context, t *testing.T, admin redis.UniversalClient) int64 {
+	t.Helper()
+	var total atomic.Int64
+	count := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(info, "\n") {
+			for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+				if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+					n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+					total.Add(n)
+				}
+			}
+		}
+		return nil
+	}
+	var err error
+	if cc, ok := admin.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, count)
+	} else {
+		err = count(ctx, admin.(*redis.Client))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total.Load()
 }
