@@ -1,11 +1,12 @@
-// Package httplimit limits HTTP requests with ratelimit Limiters, and tells
-// clients where they stand with standard headers.
+// Package httplimit limits HTTP requests with ratelimit Limiters and
+// Policies, and tells clients where they stand with standard headers.
 //
 // A [Middleware] wraps an http.Handler (its Handler method has the shape
 // func(http.Handler) http.Handler, so it plugs into net/http, chi,
 // gorilla/mux and anything else that takes that). For each request it
-// resolves a key and the limits that apply, charges the request's cost,
-// and either passes the request on or answers 429 Too Many Requests.
+// resolves a key and the limits that apply, charges the request's cost to
+// every limit or to none in one decision (one round trip to Redis), and
+// either passes the request on or answers 429 Too Many Requests.
 //
 // Headers follow the IETF draft "RateLimit header fields for HTTP"
 // (draft-ietf-httpapi-ratelimit-headers): every response carries
@@ -28,32 +29,27 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
 )
 
-// Limit is one named limit that the middleware charges.
-type Limit[K comparable] struct {
-	// Name names the limit in the RateLimit and RateLimit-Policy headers.
-	Name string
-	// Limiter decides.
-	Limiter *ratelimit.Limiter[K]
-}
-
-// Resolver picks the key of a request and the limits that apply to it,
+// Resolver picks the key of a request and the policy that applies to it,
 // for example a tier chosen by API key, or an anonymous limit by client IP.
-// An error answers the request with the middleware's error handler.
-type Resolver[K comparable] func(r *http.Request) (key K, limits []Limit[K], err error)
+// A nil policy lets the request through unlimited. An error answers the
+// request with the middleware's error handler. Policies are made once (per
+// tier, say) and reused: the middleware keeps what their headers say.
+type Resolver[K comparable] func(r *http.Request) (key K, policy *ratelimit.Policy[K], err error)
 
 // Middleware limits the requests that pass through it. Create it with
-// [New] or [NewResolver]; it is safe for concurrent use.
+// [New], [NewPolicy] or [NewResolver]; it is safe for concurrent use.
 type Middleware[K comparable] struct {
-	resolve Resolver[K]
+	resolve func(r *http.Request) (K, limits[K], error)
 	config
+	described sync.Map // *ratelimit.Policy[K] → *description
 }
 
 type config struct {
@@ -76,7 +72,7 @@ func WithCost(cost func(*http.Request) int) Option {
 }
 
 // WithLegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
-// X-RateLimit-Reset, describing the most constraining limit.
+// X-RateLimit-Reset, describing the binding limit.
 func WithLegacyHeaders() Option {
 	return func(c *config) { c.legacy = true }
 }
@@ -94,22 +90,49 @@ func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error))
 	}
 }
 
+// limits is what the middleware charges a request: a Limiter or a Policy.
+type limits[K comparable] struct {
+	lim    *ratelimit.Limiter[K]
+	policy *ratelimit.Policy[K]
+}
+
+// description is what the headers say of a policy that does not change
+// from one request to the next.
+type description struct {
+	names  []string
+	header string // RateLimit-Policy
+}
+
 // New returns a middleware charging lim, under the policy name "default",
 // for the key that key returns.
 func New[K comparable](lim *ratelimit.Limiter[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
-	limits := []Limit[K]{{Name: "default", Limiter: lim}}
-	return NewResolver(func(r *http.Request) (K, []Limit[K], error) {
+	return newMiddleware(func(r *http.Request) (K, limits[K], error) {
 		k, err := key(r)
-		return k, limits, err
-	}, opts...)
+		return k, limits[K]{lim: lim}, err
+	}, opts)
 }
 
-// NewResolver returns a middleware charging the limits resolve picks. A
-// request is charged only if every one of its limits admits it: the
-// limits are peeked, then charged tightest first, stopping at the first
-// denial, which has charged nothing. Only when requests race for the last
-// units can one be charged by some limits and denied by a later one.
+// NewPolicy returns a middleware charging every limit of p, under their
+// names, for the key that key returns: one decision, one round trip to a
+// Redis store, however many limits p has.
+func NewPolicy[K comparable](p *ratelimit.Policy[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
+	return newMiddleware(func(r *http.Request) (K, limits[K], error) {
+		k, err := key(r)
+		return k, limits[K]{policy: p}, err
+	}, opts)
+}
+
+// NewResolver returns a middleware charging the policy resolve picks. A
+// request is charged to every limit of the policy or to none, atomically
+// (see ratelimit.Policy).
 func NewResolver[K comparable](resolve Resolver[K], opts ...Option) *Middleware[K] {
+	return newMiddleware(func(r *http.Request) (K, limits[K], error) {
+		k, p, err := resolve(r)
+		return k, limits[K]{policy: p}, err
+	}, opts)
+}
+
+func newMiddleware[K comparable](resolve func(*http.Request) (K, limits[K], error), opts []Option) *Middleware[K] {
 	m := &Middleware[K]{resolve: resolve, config: config{
 		cost:    func(*http.Request) int { return 1 },
 		onError: defaultError,
@@ -123,16 +146,16 @@ func NewResolver[K comparable](resolve Resolver[K], opts ...Option) *Middleware[
 // Handler returns next wrapped by the middleware.
 func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, limits, err := m.resolve(r)
+		key, ls, err := m.resolve(r)
 		if err != nil {
 			m.onError(w, r, err)
 			return
 		}
-		if len(limits) == 0 {
+		if ls.lim == nil && ls.policy == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		ds, err := m.decide(r.Context(), key, limits, m.cost(r))
+		d, desc, err := m.decide(r.Context(), key, ls, m.cost(r))
 		if errors.Is(err, ratelimit.ErrCostExceedsLimit) || errors.Is(err, ratelimit.ErrInvalidCost) {
 			writeProblem(w, http.StatusRequestEntityTooLarge, "Request Too Costly",
 				"the request costs more than the rate limit can ever admit")
@@ -142,16 +165,64 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 			m.onError(w, r, err)
 			return
 		}
-		m.writeHeaders(w.Header(), limits, ds)
-		if denied := deniedBy(limits, ds); denied != "" {
-			retry := retryAfter(ds)
+		m.writeHeaders(w.Header(), desc, d)
+		if !d.Allowed {
+			retry := max(1, seconds(d.RetryAfter))
 			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 			writeProblem(w, http.StatusTooManyRequests, "Too Many Requests",
-				fmt.Sprintf("rate limit %q exceeded; retry in %d s", denied, retry))
+				fmt.Sprintf("rate limit %q exceeded; retry in %d s", desc.names[d.Binding], retry))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionsKey{}, namedDecisions(limits, ds))))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionsKey{}, namedDecisions(desc, d))))
 	})
+}
+
+// decide charges cost for key to ls, and describes ls.
+func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *description, error) {
+	if ls.lim != nil {
+		d, err := ls.lim.AllowN(ctx, key, cost)
+		return ratelimit.PolicyDecision{Decision: d, Limits: []ratelimit.Decision{d}}, m.describeLimiter(ls.lim), err
+	}
+	d, err := ls.policy.AllowN(ctx, key, cost)
+	return d, m.describe(ls.policy), err
+}
+
+// describeLimiter describes a Limiter as a policy of one limit, "default".
+func (m *Middleware[K]) describeLimiter(lim *ratelimit.Limiter[K]) *description {
+	if d, ok := m.described.Load(lim); ok {
+		return d.(*description)
+	}
+	d := &description{names: []string{"default"}, header: policyItem("default", lim.Limit(), lim.Window())}
+	m.described.Store(lim, d)
+	return d
+}
+
+// describe returns p's description, made once per policy.
+func (m *Middleware[K]) describe(p *ratelimit.Policy[K]) *description {
+	if d, ok := m.described.Load(p); ok {
+		return d.(*description)
+	}
+	d := &description{}
+	var header strings.Builder
+	for i, l := range p.Limits() {
+		if i > 0 {
+			header.WriteString(", ")
+		}
+		d.names = append(d.names, l.Name)
+		header.WriteString(policyItem(l.Name, l.Algorithm.Limit(), p.Window(i)))
+	}
+	d.header = header.String()
+	m.described.Store(p, d)
+	return d
+}
+
+// policyItem is one limit's item of the RateLimit-Policy field.
+func policyItem(name string, limit int64, window time.Duration) string {
+	item := fmt.Sprintf("%s;q=%d", quote(name), limit)
+	if w := seconds(window); w > 0 {
+		item += fmt.Sprintf(";w=%d", w)
+	}
+	return item
 }
 
 // Named is the decision of one named limit on a request.
@@ -164,10 +235,10 @@ type Named struct {
 
 type decisionsKey struct{}
 
-func namedDecisions[K comparable](limits []Limit[K], ds []ratelimit.Decision) []Named {
-	out := make([]Named, len(limits))
-	for i, l := range limits {
-		out[i] = Named{Name: l.Name, Decision: ds[i]}
+func namedDecisions(desc *description, d ratelimit.PolicyDecision) []Named {
+	out := make([]Named, len(d.Limits))
+	for i, di := range d.Limits {
+		out[i] = Named{Name: desc.names[i], Decision: di}
 	}
 	return out
 }
@@ -181,95 +252,26 @@ func Decisions(ctx context.Context) []Named {
 	return ds
 }
 
-// decide charges cost against every limit, or, unless two requests race,
-// against none: it peeks every limit, then charges them from the one with
-// the least remaining up, and stops at the first that denies. A limit that
-// cannot fit the cost is thus charged first, denies without charging, and
-// gives the exact RetryAfter. Limits it did not reach keep their peek.
-func (m *Middleware[K]) decide(ctx context.Context, key K, limits []Limit[K], cost int) ([]ratelimit.Decision, error) {
-	ds := make([]ratelimit.Decision, len(limits))
-	if len(limits) == 1 {
-		d, err := limits[0].Limiter.AllowN(ctx, key, cost)
-		ds[0] = d
-		return ds, err
-	}
-	order := make([]int, len(limits))
-	for i, l := range limits {
-		d, err := l.Limiter.Peek(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		ds[i], order[i] = d, i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return ds[order[a]].Remaining < ds[order[b]].Remaining })
-	for _, i := range order {
-		d, err := limits[i].Limiter.AllowN(ctx, key, cost)
-		if err != nil {
-			return nil, err
-		}
-		ds[i] = d
-		if !d.Allowed {
-			break
-		}
-	}
-	return ds, nil
-}
-
-// deniedBy returns the name of the limit that denied, or "" if all
-// admitted. Only a charged decision can deny: a peek that found nothing
-// left is superseded by the charge that follows it.
-func deniedBy[K comparable](limits []Limit[K], ds []ratelimit.Decision) string {
-	for i, d := range ds {
-		if !d.Allowed {
-			return limits[i].Name
-		}
-	}
-	return ""
-}
-
-// retryAfter is the longest wait among the denying decisions, in whole
-// seconds rounded up, and at least 1.
-func retryAfter(ds []ratelimit.Decision) int64 {
-	var longest time.Duration
-	for _, d := range ds {
-		if !d.Allowed {
-			longest = max(longest, d.RetryAfter)
-		}
-	}
-	return max(1, seconds(longest))
-}
-
 // seconds rounds d up to whole seconds.
 func seconds(d time.Duration) int64 {
 	return int64(math.Ceil(d.Seconds()))
 }
 
-func (m *Middleware[K]) writeHeaders(h http.Header, limits []Limit[K], ds []ratelimit.Decision) {
-	var policy, state strings.Builder
-	tightest := 0
-	for i, l := range limits {
-		d := ds[i]
+func (m *Middleware[K]) writeHeaders(h http.Header, desc *description, d ratelimit.PolicyDecision) {
+	var state strings.Builder
+	for i, di := range d.Limits {
 		if i > 0 {
-			policy.WriteString(", ")
 			state.WriteString(", ")
 		}
-		name := quote(l.Name)
-		fmt.Fprintf(&policy, "%s;q=%d", name, d.Limit)
-		if w := seconds(l.Limiter.Window()); w > 0 {
-			fmt.Fprintf(&policy, ";w=%d", w)
-		}
-		fmt.Fprintf(&state, "%s;r=%d;t=%d", name, d.Remaining, seconds(d.ResetAfter))
-		if !d.Allowed && ds[tightest].Allowed || d.Remaining < ds[tightest].Remaining && d.Allowed == ds[tightest].Allowed {
-			tightest = i
-		}
+		fmt.Fprintf(&state, "%s;r=%d;t=%d", quote(desc.names[i]), di.Remaining, seconds(di.ResetAfter))
 	}
-	h.Set("RateLimit-Policy", policy.String())
+	h.Set("RateLimit-Policy", desc.header)
 	h.Set("RateLimit", state.String())
 	if m.legacy {
-		d := ds[tightest]
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(d.ResetAfter), 10))
+		b := d.Limits[d.Binding]
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(b.Limit, 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(b.Remaining, 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(b.ResetAfter), 10))
 	}
 }
 

@@ -40,6 +40,20 @@ func newLimiter[K comparable](t *testing.T, alg algorithm.Algorithm, fake *clock
 	return lim
 }
 
+// newPolicy returns a policy of per-second and per-day fixed windows of 3
+// and 5, named "second" and "day", on a memory store.
+func newPolicy(t *testing.T, fake *clock.Fake) *ratelimit.Policy[string] {
+	t.Helper()
+	p, err := ratelimit.NewPolicy(memorystore.New[string](), []ratelimit.Limit{
+		{Name: "second", Algorithm: must(fixedwindow.New(fixedwindow.Config{Limit: 3, Window: time.Second}))},
+		{Name: "day", Algorithm: must(fixedwindow.New(fixedwindow.Config{Limit: 5, Window: 24 * time.Hour}))},
+	}, ratelimit.WithClock(fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 
 func byHeader(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil }
@@ -181,12 +195,8 @@ func TestCost(t *testing.T) {
 
 func TestMultipleLimitsChargeAllOrNone(t *testing.T) {
 	fake := clock.NewFake(t0)
-	perSecond := newLimiter[string](t, must(fixedwindow.New(fixedwindow.Config{Limit: 3, Window: time.Second})), fake)
-	perDay := newLimiter[string](t, must(fixedwindow.New(fixedwindow.Config{Limit: 5, Window: 24 * time.Hour})), fake)
-	limits := []httplimit.Limit[string]{{Name: "second", Limiter: perSecond}, {Name: "day", Limiter: perDay}}
-	h := httplimit.NewResolver(func(r *http.Request) (string, []httplimit.Limit[string], error) {
-		return r.Header.Get("X-User"), limits, nil
-	}).Handler(ok)
+	p := newPolicy(t, fake)
+	h := httplimit.NewPolicy(p, byHeader).Handler(ok)
 
 	for i := 0; i < 3; i++ {
 		if w := serve(h, "dan"); w.Code != 200 {
@@ -205,9 +215,9 @@ func TestMultipleLimitsChargeAllOrNone(t *testing.T) {
 		t.Errorf("RateLimit-Policy got %q, want %q", got, want)
 	}
 	// The denied request charged neither limit: the day still has 2.
-	d, err := perDay.Peek(context.Background(), "dan")
-	if err != nil || d.Remaining != 2 {
-		t.Fatalf("day limit after a denial: got %d (%v), want 2", d.Remaining, err)
+	d, err := p.Peek(context.Background(), "dan")
+	if err != nil || d.Limits[1].Remaining != 2 {
+		t.Fatalf("day limit after a denial: got %d (%v), want 2", d.Limits[1].Remaining, err)
 	}
 	fake.Advance(time.Second)
 	for i := 0; i < 2; i++ {
@@ -219,21 +229,26 @@ func TestMultipleLimitsChargeAllOrNone(t *testing.T) {
 	if w.Code != 429 || !strings.Contains(w.Body.String(), `\"day\"`) {
 		t.Fatalf("day exhausted: got %d %s", w.Code, w.Body)
 	}
-	if d, _ := perSecond.Peek(context.Background(), "dan"); d.Remaining != 1 {
+	if d, _ := p.Peek(context.Background(), "dan"); d.Limits[0].Remaining != 1 {
 		t.Errorf("per-second after the day denied: got %d, want 1 (not charged)", d.Remaining)
 	}
 }
 
 func TestTiers(t *testing.T) {
 	fake := clock.NewFake(t0)
-	tier := func(limit int64) []httplimit.Limit[string] {
-		lim := newLimiter[string](t, must(fixedwindow.New(fixedwindow.Config{Limit: limit, Window: time.Minute})), fake)
-		return []httplimit.Limit[string]{{Name: "tier", Limiter: lim}}
+	tier := func(limit int64) *ratelimit.Policy[string] {
+		p, err := ratelimit.NewPolicy(memorystore.New[string](), []ratelimit.Limit{
+			{Name: "tier", Algorithm: must(fixedwindow.New(fixedwindow.Config{Limit: limit, Window: time.Minute}))},
+		}, ratelimit.WithClock(fake))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
 	free, pro, anon := tier(2), tier(100), tier(1)
-	keys := map[string][]httplimit.Limit[string]{"free-key": free, "pro-key": pro}
+	keys := map[string]*ratelimit.Policy[string]{"free-key": free, "pro-key": pro}
 	ip := httplimit.ClientIP{}
-	h := httplimit.NewResolver(func(r *http.Request) (string, []httplimit.Limit[string], error) {
+	h := httplimit.NewResolver(func(r *http.Request) (string, *ratelimit.Policy[string], error) {
 		if k := r.Header.Get("X-API-Key"); k != "" {
 			limits, ok := keys[k]
 			if !ok {
@@ -382,12 +397,10 @@ func TestStoreFailure(t *testing.T) {
 
 func TestDecisionsReachTheHandler(t *testing.T) {
 	fake := clock.NewFake(t0)
-	perSecond := newLimiter[string](t, must(fixedwindow.New(fixedwindow.Config{Limit: 3, Window: time.Second})), fake)
-	perDay := newLimiter[string](t, must(fixedwindow.New(fixedwindow.Config{Limit: 5, Window: 24 * time.Hour})), fake)
-	limits := []httplimit.Limit[string]{{Name: "second", Limiter: perSecond}, {Name: "day", Limiter: perDay}}
+	p := newPolicy(t, fake)
 	var got []httplimit.Named
-	h := httplimit.NewResolver(func(r *http.Request) (string, []httplimit.Limit[string], error) {
-		return "frank", limits, nil
+	h := httplimit.NewResolver(func(r *http.Request) (string, *ratelimit.Policy[string], error) {
+		return "frank", p, nil
 	}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = httplimit.Decisions(r.Context())
 	}))
