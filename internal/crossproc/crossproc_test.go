@@ -22,6 +22,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
 	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
@@ -39,7 +40,8 @@ const (
 	// processes is how many worker processes race on the key.
 	processes = 2
 	// goroutines is how many goroutines each worker runs: even ones on a
-	// go-redis store, odd ones on a rueidis store, same prefix.
+	// go-redis store, odd ones on a rueidis store, same prefix; twice as
+	// many for the policy.
 	goroutines = 32
 	// bound is every algorithm's capacity or limit: exactly what all the
 	// processes together may admit, since nothing refills during the test.
@@ -81,6 +83,53 @@ var algorithms = []struct {
 	}},
 }
 
+// policy names the two-limit policy the test races on besides the
+// algorithms: a token bucket of bound (which binds) and a sliding log of
+// policyLog, which must be charged exactly what the bucket admitted.
+const (
+	policy    = "policy"
+	policyLog = 800
+)
+
+func newPolicy[K comparable](t testing.TB, st store.Store[K]) *ratelimit.Policy[K] {
+	t.Helper()
+	log, err := slidinglog.New(slidinglog.Config{Limit: policyLog, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{
+		{Name: "bucket", Algorithm: newAlgorithm(t, "tokenbucket")},
+		{Name: "log", Algorithm: log},
+	}, ratelimit.WithClock(clock.Server()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// decider is one client's way to decide: a Limiter's AllowN or a Policy's.
+type decider func(ctx context.Context, cost int) (bool, error)
+
+// newDecider returns the decider of the algorithm or policy named name on st.
+func newDecider(t testing.TB, name string, st store.Store[string]) decider {
+	t.Helper()
+	if name == policy {
+		p := newPolicy(t, st)
+		return func(ctx context.Context, cost int) (bool, error) {
+			d, err := p.AllowN(ctx, key, cost)
+			return d.Allowed, err
+		}
+	}
+	lim, err := ratelimit.New(newAlgorithm(t, name), st, ratelimit.WithClock(clock.Server()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(ctx context.Context, cost int) (bool, error) {
+		d, err := lim.AllowN(ctx, key, cost)
+		return d.Allowed, err
+	}
+}
+
 func newAlgorithm(t testing.TB, name string) algorithm.Algorithm {
 	t.Helper()
 	for _, a := range algorithms {
@@ -119,12 +168,12 @@ func TestCrossProcess(t *testing.T) {
 			for _, a := range algorithms {
 				t.Run(a.name, func(t *testing.T) { testCrossProcess(t, tg, a.name) })
 			}
+			t.Run(policy, func(t *testing.T) { testCrossProcess(t, tg, policy) })
 		})
 	}
 }
 
 func testCrossProcess(t *testing.T, tg redistest.Target, algName string) {
-	alg := newAlgorithm(t, algName)
 	prefix := redistest.Prefix(t)
 
 	// The parent's own view of the key, to check the end state and to
@@ -134,12 +183,25 @@ func testCrossProcess(t *testing.T, tg redistest.Target, algName string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clock.Server()))
-	if err != nil {
-		t.Fatal(err)
+	var peek func() ([]ratelimit.Decision, error)
+	var reset func(context.Context, string) error
+	if algName == policy {
+		p := newPolicy(t, st)
+		peek = func() ([]ratelimit.Decision, error) { d, err := p.Peek(t.Context(), key); return d.Limits, err }
+		reset = p.Reset
+	} else {
+		lim, err := ratelimit.New(newAlgorithm(t, algName), st, ratelimit.WithClock(clock.Server()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		peek = func() ([]ratelimit.Decision, error) {
+			d, err := lim.Peek(t.Context(), key)
+			return []ratelimit.Decision{d}, err
+		}
+		reset = lim.Reset
 	}
 	t.Cleanup(func() {
-		if err := lim.Reset(context.Background(), key); err != nil {
+		if err := reset(context.Background(), key); err != nil {
 			t.Errorf("Reset: %v", err)
 		}
 	})
@@ -170,12 +232,20 @@ func testCrossProcess(t *testing.T, tg redistest.Target, algName string) {
 	if total != bound {
 		t.Errorf("%d processes admitted %d units of cost in all; want exactly %d", processes, total, bound)
 	}
-	d, err := lim.Peek(t.Context(), key)
+	ds, err := peek()
 	if err != nil {
 		t.Fatalf("Peek: %v", err)
 	}
-	if d.Allowed || d.Remaining != 0 {
+	if d := ds[0]; d.Allowed || d.Remaining != 0 {
 		t.Errorf("Peek after the race: got allowed=%v remaining=%d, want allowed=false remaining=0", d.Allowed, d.Remaining)
+	}
+	if algName == policy {
+		// The log was charged each admitted request exactly once: not a
+		// unit for a request the bucket denied.
+		if d := ds[1]; d.Remaining != policyLog-total {
+			t.Errorf("the policy's sliding log after the race: remaining %d, want %d (its limit %d minus the %d admitted)",
+				d.Remaining, policyLog-total, policyLog, total)
+		}
 	}
 }
 
@@ -307,7 +377,7 @@ func TestWorker(t *testing.T) {
 		t.Skip("the worker process of TestCrossProcess, which runs it with " + envWorker + "=1")
 	}
 	tg := target(t, os.Getenv(envTarget))
-	alg := newAlgorithm(t, os.Getenv(envAlgorithm))
+	name := os.Getenv(envAlgorithm)
 	prefix := os.Getenv(envPrefix)
 
 	gs, err := goredisstore.New[string](redistest.GoRedis(t, tg), goredisstore.WithPrefix[string](prefix))
@@ -318,22 +388,22 @@ func TestWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg, err := ratelimit.New(alg, gs, ratelimit.WithClock(clock.Server()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lr, err := ratelimit.New(alg, rs, ratelimit.WithClock(clock.Server()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	limiters := [2]*ratelimit.Limiter[string]{lg, lr}
-
-	// Connect both clients (and load the script) before the race: a peek
-	// changes nothing.
-	for _, l := range limiters {
-		if _, err := l.Peek(t.Context(), key); err != nil {
+	deciders := [2]decider{newDecider(t, name, gs), newDecider(t, name, rs)}
+	// Connect both clients (and load the script) before the race: a
+	// request of cost 0 is refused before it reaches the store, so
+	// connect with the stores' own Reset of an unrelated key instead.
+	for _, st := range []store.Store[string]{gs, rs} {
+		tab, err := st.Open(store.LimitsOf(newAlgorithm(t, "fixedwindow")), clock.Server())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tab.Peek(t.Context(), key+":warm", 0, nil); err != nil {
 			t.Fatalf("Peek: %v", err)
 		}
+	}
+	workers := goroutines
+	if name == policy {
+		workers = 2 * goroutines
 	}
 	fmt.Println(marker + "ready")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
@@ -345,20 +415,20 @@ func TestWorker(t *testing.T) {
 		requests, denials atomic.Int64
 		wg                sync.WaitGroup
 	)
-	wg.Add(goroutines)
-	for g := range goroutines {
+	wg.Add(workers)
+	for g := range workers {
 		go func() {
 			defer wg.Done()
-			l := limiters[g%2]
+			decide := deciders[g%2]
 			for i, inARow := 0, 0; inARow < streak && i < maxRequests; i++ {
 				cost := 1 + (g+i)%2
-				d, err := l.AllowN(t.Context(), key, cost)
+				allowed, err := decide(t.Context(), cost)
 				if err != nil {
 					t.Errorf("goroutine %d: AllowN(%q, %d): %v", g, key, cost, err)
 					return
 				}
 				requests.Add(1)
-				if d.Allowed {
+				if allowed {
 					admitted[g%2].Add(int64(cost))
 					inARow = 0
 				} else {
