@@ -33,8 +33,9 @@ type PolicyDecision struct {
 	Decision
 	// Binding is the index of the limit that decided: when the request is
 	// denied, the one that asks to wait longest; when it is admitted, the
-	// one with the least left, the first to deny next. Ties go to the
-	// earlier limit.
+	// one with the least left, the first to deny next (of those with as
+	// little left, the one that takes longest to be fresh again). Other
+	// ties go to the earlier limit.
 	Binding int
 	// Limits holds each limit's own decision, in the policy's order. When
 	// the request is denied nothing is charged, so a limit that would have
@@ -119,8 +120,7 @@ func (p *Policy[K]) AllowN(ctx context.Context, key K, n int) (d PolicyDecision,
 	if n < 1 || int64(n) > p.limit {
 		return d, algorithm.CheckCost(int64(n), p.limit)
 	}
-	var buf [4]algorithm.Result
-	rs := results(buf[:], len(p.spec))
+	rs := d.prepare(len(p.spec))
 	r, err := p.table.Take(ctx, key, p.micros.UnixMicro(), int64(n), rs)
 	src := FromStore
 	if err != nil {
@@ -150,8 +150,7 @@ func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (d PolicyDecision, 
 // Peek reports key's state under every limit now without charging
 // anything, for a request of cost 1.
 func (p *Policy[K]) Peek(ctx context.Context, key K) (d PolicyDecision, err error) {
-	var buf [4]algorithm.Result
-	rs := results(buf[:], len(p.spec))
+	rs := d.prepare(len(p.spec))
 	r, err := p.table.Peek(ctx, key, p.micros.UnixMicro(), rs)
 	src := FromStore
 	if err != nil {
@@ -167,24 +166,36 @@ func (p *Policy[K]) Peek(ctx context.Context, key K) (d PolicyDecision, err erro
 // decided as a new key's. With FailLocal, the local state is forgotten too.
 func (p *Policy[K]) Reset(ctx context.Context, key K) error { return p.reset(ctx, key) }
 
-// results returns n results: buf's when it is long enough.
-func results(buf []algorithm.Result, n int) []algorithm.Result {
-	if n <= len(buf) {
-		return buf[:n]
+// decisionSpace holds a decision's per-limit results and Decisions, for
+// policies of up to 4 limits: one allocation per decision (the results
+// reach the store through an interface, so they cannot stay on the stack).
+type decisionSpace struct {
+	results   [4]algorithm.Result
+	decisions [4]Decision
+}
+
+// prepare makes d.Limits n Decisions long and returns room for n results.
+func (d *PolicyDecision) prepare(n int) []algorithm.Result {
+	if n <= 4 {
+		space := new(decisionSpace)
+		d.Limits = space.decisions[:n:n]
+		return space.results[:n:n]
 	}
+	d.Limits = make([]Decision, n)
 	return make([]algorithm.Result, n)
 }
 
 // set makes d the decision of r, the limits' results rs combined, each
-// limit's Limit being in limits.
+// limit's Limit being in limits. d was prepared for len(rs) limits.
 func (d *PolicyDecision) set(r algorithm.Result, rs []algorithm.Result, src Source, limits []int64) {
-	d.Limits = make([]Decision, len(rs))
 	d.Binding = 0
 	for i, ri := range rs {
 		d.Limits[i].set(ri, limits[i])
 		d.Limits[i].Source = src
 		b := rs[d.Binding]
-		if r.RetryAfter > 0 && ri.RetryAfter > b.RetryAfter || r.RetryAfter == 0 && ri.Remaining < b.Remaining {
+		denied := r.RetryAfter > 0
+		if denied && ri.RetryAfter > b.RetryAfter ||
+			!denied && (ri.Remaining < b.Remaining || ri.Remaining == b.Remaining && ri.ResetAfter > b.ResetAfter) {
 			d.Binding = i
 		}
 	}

@@ -1,0 +1,226 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/memorystore"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// burstAndHour is a policy's limits: a token bucket of 2 refilled at 1 per
+// second ("burst") and a fixed window of 5 per hour ("hourly").
+func burstAndHour(t testing.TB) []ratelimit.Limit {
+	t.Helper()
+	hourly, err := fixedwindow.New(fixedwindow.Config{Limit: 5, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []ratelimit.Limit{
+		{Name: "burst", Algorithm: mustBucket(t, tokenbucket.Config{Capacity: 2, Rate: 1})},
+		{Name: "hourly", Algorithm: hourly},
+	}
+}
+
+func newPolicy(t testing.TB, st store.Store[string], opts ...ratelimit.Option) (*ratelimit.Policy[string], *clock.Fake) {
+	t.Helper()
+	fake := clock.NewFake(t0)
+	p, err := ratelimit.NewPolicy(st, burstAndHour(t), append([]ratelimit.Option{ratelimit.WithClock(fake)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, fake
+}
+
+func TestPolicyBindingLimit(t *testing.T) {
+	ctx := context.Background()
+	p, fake := newPolicy(t, memorystore.New[string]())
+	if p.Limit() != 2 {
+		t.Fatalf("Limit() = %d, want 2, the smaller limit", p.Limit())
+	}
+	type want struct {
+		allowed         bool
+		binding         int
+		burst, hourly   int64 // remaining
+		retry           time.Duration
+		burstOK, hourOK bool
+	}
+	step := func(what string, w want) {
+		t.Helper()
+		d, err := p.Allow(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := want{d.Allowed, d.Binding, d.Limits[0].Remaining, d.Limits[1].Remaining, d.RetryAfter, d.Limits[0].Allowed, d.Limits[1].Allowed}
+		if got != w {
+			t.Fatalf("%s: got %+v, want %+v", what, got, w)
+		}
+		if d.Source != ratelimit.FromStore || d.Limit != d.Limits[d.Binding].Limit {
+			t.Fatalf("%s: Source %v, Limit %d; want the store, the binding limit's %d", what, d.Source, d.Limit, d.Limits[d.Binding].Limit)
+		}
+	}
+	step("first", want{true, 0, 1, 4, 0, true, true})
+	step("second", want{true, 0, 0, 3, 0, true, true})
+	// The burst denies; the hour would admit, and is not charged.
+	step("third", want{false, 0, 0, 3, time.Second, false, true})
+	fake.Advance(time.Second)
+	step("a second later", want{true, 0, 0, 2, 0, true, true})
+	fake.Advance(2 * time.Second)
+	step("refilled", want{true, 1, 1, 1, 0, true, true}) // a tie: the hour takes longer to be fresh
+	step("last of the hour", want{true, 1, 0, 0, 0, true, true})
+	fake.Advance(10 * time.Second)
+	// Both deny now; the hour asks to wait longest and binds.
+	d, err := p.Allow(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Allowed || d.Binding != 1 || d.Limits[0].Allowed == false || d.RetryAfter != d.Limits[1].RetryAfter {
+		t.Fatalf("hour spent: got %+v, want denied by the hour", d)
+	}
+	hourEnds := t0.Truncate(time.Hour).Add(time.Hour).Sub(fake.Now())
+	if d.RetryAfter != hourEnds {
+		t.Errorf("hour spent: RetryAfter %v, want %v, the end of the hour", d.RetryAfter, hourEnds)
+	}
+	if err := p.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := p.Peek(ctx, "k"); !d.Allowed || d.Limits[0].Remaining != 2 || d.Limits[1].Remaining != 5 {
+		t.Errorf("after Reset: %+v, want both limits fresh", d)
+	}
+}
+
+func TestPolicyWaitsForEveryLimit(t *testing.T) {
+	ctx := context.Background()
+	p, fake := newPolicy(t, memorystore.New[string]())
+	if _, err := p.AllowN(ctx, "k", 2); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		d, err := p.WaitN(ctx, "k", 2)
+		if err == nil && !d.Allowed {
+			err = errors.New("WaitN returned a denial")
+		}
+		done <- err
+	}()
+	fake.BlockUntilTimers(1)
+	fake.Advance(2*time.Second - time.Microsecond)
+	select {
+	case err := <-done:
+		t.Fatalf("WaitN returned %v before the bucket refilled", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	fake.Advance(time.Microsecond)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPolicyCostChecks(t *testing.T) {
+	ctx := context.Background()
+	p, _ := newPolicy(t, memorystore.New[string]())
+	if _, err := p.AllowN(ctx, "k", 3); !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+		t.Errorf("AllowN(3) with a burst of 2: %v, want ErrCostExceedsLimit", err)
+	}
+	if _, err := p.WaitN(ctx, "k", 3); !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+		t.Errorf("WaitN(3) with a burst of 2: %v, want ErrCostExceedsLimit at once", err)
+	}
+	if _, err := p.AllowN(ctx, "k", 0); !errors.Is(err, ratelimit.ErrInvalidCost) {
+		t.Errorf("AllowN(0): %v, want ErrInvalidCost", err)
+	}
+	if d, _ := p.Peek(ctx, "k"); d.Limits[0].Remaining != 2 || d.Limits[1].Remaining != 5 {
+		t.Errorf("after refused costs: %+v, want nothing charged", d)
+	}
+}
+
+func TestNewPolicyRejects(t *testing.T) {
+	st := memorystore.New[string]()
+	limits := burstAndHour(t)
+	for name, c := range map[string]struct {
+		st     store.Store[string]
+		limits []ratelimit.Limit
+		opts   []ratelimit.Option
+	}{
+		"no limits":      {st, nil, nil},
+		"nil store":      {nil, limits, nil},
+		"nil algorithm":  {st, []ratelimit.Limit{limits[0], {Name: "x"}}, nil},
+		"same names":     {st, []ratelimit.Limit{limits[0], {Name: "burst", Algorithm: limits[1].Algorithm}}, nil},
+		"same state IDs": {st, []ratelimit.Limit{limits[0], {Name: "again", Algorithm: limits[0].Algorithm}}, nil},
+		"WithStateID":    {st, limits, []ratelimit.Option{ratelimit.WithStateID("x")}},
+		"bad policy":     {st, limits, []ratelimit.Option{ratelimit.WithFailurePolicy(99)}},
+	} {
+		if _, err := ratelimit.NewPolicy(c.st, c.limits, c.opts...); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
+	}
+	got, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Algorithm: limits[0].Algorithm}, {Algorithm: limits[1].Algorithm}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := got.Limits()
+	if named[0].Name != "limit1" || named[1].Name != "limit2" || named[0].StateID != store.DefaultID(limits[0].Algorithm.Spec()) {
+		t.Errorf("default names and IDs: %+v", named)
+	}
+}
+
+// downStore is a store whose backend is unreachable.
+type downStore struct{}
+
+func (downStore) Open([]store.Limit, clock.Clock) (store.Table[string], error) { return downStore{}, nil }
+func (downStore) Take(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
+	return algorithm.Result{}, errors.Join(store.ErrUnavailable, errors.New("connection refused"))
+}
+func (downStore) Peek(ctx context.Context, k string, now int64, out []algorithm.Result) (algorithm.Result, error) {
+	return downStore{}.Take(ctx, k, now, 1, out)
+}
+func (downStore) Reset(context.Context, string) error { return store.ErrUnavailable }
+
+func TestPolicyFailurePolicies(t *testing.T) {
+	ctx := context.Background()
+	if p, _ := newPolicy(t, downStore{}); true {
+		if _, err := p.Allow(ctx, "k"); !errors.Is(err, ratelimit.ErrStoreUnavailable) {
+			t.Errorf("FailWithError: %v, want ErrStoreUnavailable", err)
+		}
+	}
+	p, _ := newPolicy(t, downStore{}, ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	d, err := p.AllowN(ctx, "k", 2)
+	if err != nil || !d.Allowed || d.Source != ratelimit.FromFailOpen || d.Limits[0].Remaining != 2 || d.Limits[1].Remaining != 5 || d.Limits[1].Source != ratelimit.FromFailOpen {
+		t.Errorf("FailOpen: %+v, %v; want allowed, every limit full, from fail-open", d, err)
+	}
+	p, _ = newPolicy(t, downStore{}, ratelimit.WithFailurePolicy(ratelimit.FailClosed))
+	d, err = p.Allow(ctx, "k")
+	if err != nil || d.Allowed || d.Source != ratelimit.FromFailClosed || d.RetryAfter != ratelimit.FailClosedRetryAfter || d.Limits[1].Allowed {
+		t.Errorf("FailClosed: %+v, %v; want denied by every limit, retry after %v", d, err, ratelimit.FailClosedRetryAfter)
+	}
+	// FailLocal decides with both limits in memory: the burst denies the
+	// third request, and nothing is charged to the hour for it.
+	p, _ = newPolicy(t, downStore{}, ratelimit.WithFailurePolicy(ratelimit.FailLocal))
+	for i, want := range []bool{true, true, false} {
+		d, err := p.Allow(ctx, "k")
+		if err != nil || d.Allowed != want || d.Source != ratelimit.FromLocal {
+			t.Fatalf("FailLocal request %d: %+v, %v; want allowed=%v from local", i+1, d, err, want)
+		}
+		if i == 2 && (d.Binding != 0 || d.Limits[1].Remaining != 3) {
+			t.Errorf("FailLocal denial: %+v; want the burst binding, the hour at 3", d)
+		}
+	}
+}
+
+func TestLimiterStillAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLimiter[string](t, mustBucket(t, tokenbucket.Config{Capacity: 1e9, Rate: 1e9}))
+	if n := testing.AllocsPerRun(1000, func() { lim.Allow(ctx, "k") }); n != 0 {
+		t.Errorf("Limiter.Allow: %v allocations, want 0", n)
+	}
+	p, _ := newPolicy(t, memorystore.New[string]())
+	if n := testing.AllocsPerRun(1000, func() { p.Allow(ctx, "k") }); n > 1 {
+		t.Errorf("Policy.Allow: %v allocations, want at most 1 (the Limits slice)", n)
+	}
+}
