@@ -173,7 +173,9 @@ func TestNewPolicyRejects(t *testing.T) {
 // downStore is a store whose backend is unreachable.
 type downStore struct{}
 
-func (downStore) Open([]store.Limit, clock.Clock) (store.Table[string], error) { return downStore{}, nil }
+func (downStore) Open([]store.Limit, clock.Clock) (store.Table[string], error) {
+	return downStore{}, nil
+}
 func (downStore) Take(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
 	return algorithm.Result{}, errors.Join(store.ErrUnavailable, errors.New("connection refused"))
 }
