@@ -64,6 +64,13 @@ func Standalone(t testing.TB) Target {
 	return Target{Name: "redis", Addrs: []string{addr}}
 }
 
+// LookupStandalone returns the real standalone server, and whether one is
+// configured, for benchmarks that run with or without it.
+func LookupStandalone() (Target, bool) {
+	addr := os.Getenv(EnvAddr)
+	return Target{Name: "redis", Addrs: []string{addr}}, addr != ""
+}
+
 // Cluster returns the real cluster, or skips the test with a message
 // saying how to run it.
 func Cluster(t testing.TB) Target {
