@@ -15,6 +15,10 @@
 // instants and costs. The Limiter reads its clock once per decision and
 // hands that instant down; no algorithm or store reads the time itself.
 //
+// A [Policy] decides several limits on one key together (a burst and an
+// hourly limit, say, of any algorithms): a request is charged to every
+// limit or to none, atomically, in one round trip on Redis.
+//
 // Limiter methods come in three families: Allow and AllowN decide at once;
 // Wait and WaitN block until the request is admitted or the context ends;
 // Peek reports a key's state without consuming, and Reset forgets it.
