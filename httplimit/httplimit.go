@@ -59,6 +59,7 @@ type Middleware[K comparable] struct {
 type config struct {
 	cost    func(*http.Request) int
 	legacy  bool
+	dryRun  bool
 	onError func(http.ResponseWriter, *http.Request, error)
 }
 
@@ -79,6 +80,19 @@ func WithCost(cost func(*http.Request) int) Option {
 // X-RateLimit-Reset, describing the most constraining limit.
 func WithLegacyHeaders() Option {
 	return func(c *config) { c.legacy = true }
+}
+
+// WithDryRun runs the middleware in dry-run (shadow) mode: requests are
+// charged and answered with the RateLimit headers as usual, but one that a
+// limit denies is passed on instead of answered 429 (and without
+// Retry-After). Its denying decisions reach the handler through Decisions
+// with Allowed and DryRunDenied set, as a dry-run Limiter's would.
+//
+// The limiter's own ratelimit.WithDryRun does the same for every user of the
+// limiter, and marks its observer's events as dry run; this option is for
+// limiters that other routes share and enforce.
+func WithDryRun() Option {
+	return func(c *config) { c.dryRun = true }
 }
 
 // WithErrorHandler sets how a request is answered when no decision could be
@@ -143,6 +157,13 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 			return
 		}
 		m.writeHeaders(w.Header(), limits, ds)
+		if m.dryRun {
+			for i := range ds {
+				if !ds[i].Allowed {
+					ds[i].Allowed, ds[i].DryRunDenied = true, true
+				}
+			}
+		}
 		if denied := deniedBy(limits, ds); denied != "" {
 			retry := retryAfter(ds)
 			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
