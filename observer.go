@@ -139,15 +139,16 @@ func WithObservedKeys() Option {
 // the limit denied comes back with Allowed true and DryRunDenied true, its
 // RetryAfter and other fields as the denial had them; its Event has
 // OutcomeDenied and DryRun set. Turn a new limit on this way and watch what
-// it would do. Errors are still returned: a FailWithError limiter whose store
-// fails does not decide, dry run or not; FailClosed's denials are admitted.
+// it would do. Failure policies decide as usual, and their denials too are
+// admitted (FailClosed's, marked DryRunDenied); errors are still returned,
+// so a FailWithError limiter whose store fails still fails.
 func WithDryRun() Option {
 	return optionFunc(func(o *options) { o.hooks.dryRun = true })
 }
 
 // hooks are the options that act around each decision: an observer and
 // dry-run mode. A Limiter applies them through hooked; a composed policy
-// can apply them with decide.
+// can apply them the same way, with begin and end around its decision.
 type hooks struct {
 	observer Observer
 	name     string
@@ -158,14 +159,18 @@ type hooks struct {
 // active reports whether any hook is set.
 func (h *hooks) active() bool { return h.observer != nil || h.dryRun }
 
-// decide makes one decision of op on key at cost by calling f, timed on
-// clk, then applies dry-run mode and reports the event to the observer.
-func decide[K comparable](ctx context.Context, h *hooks, clk interface{ Now() time.Time }, op Op, key K, cost int64, f func() (Decision, error)) (Decision, error) {
-	var start time.Time
+// begin starts timing a decision on clk, when there is an observer to
+// report it to.
+func (h *hooks) begin(clk interface{ Now() time.Time }) (start time.Time) {
 	if h.observer != nil {
 		start = clk.Now()
 	}
-	d, err := f()
+	return start
+}
+
+// end applies dry-run mode to *d, the decision of op on key at cost begun
+// at start (or the error err), and reports its event to the observer.
+func end[K comparable](ctx context.Context, h *hooks, clk interface{ Now() time.Time }, op Op, key K, cost int64, start time.Time, d *Decision, err error) {
 	outcome := OutcomeAllowed
 	switch {
 	case err != nil:
@@ -176,15 +181,15 @@ func decide[K comparable](ctx context.Context, h *hooks, clk interface{ Now() ti
 			d.Allowed, d.DryRunDenied = true, true
 		}
 	}
-	if h.observer != nil {
-		e := Event{Name: h.name, Op: op, Outcome: outcome, DryRun: h.dryRun, Cost: cost,
-			Latency: clk.Now().Sub(start), Decision: d, Err: err}
-		if h.keys {
-			e.Key = key
-		}
-		h.observer.Observe(ctx, e)
+	if h.observer == nil {
+		return
 	}
-	return d, err
+	e := Event{Name: h.name, Op: op, Outcome: outcome, DryRun: h.dryRun, Cost: cost,
+		Latency: clk.Now().Sub(start), Decision: *d, Err: err}
+	if h.keys {
+		e.Key = key
+	}
+	h.observer.Observe(ctx, e)
 }
 
 // hooked applies a Limiter's hooks around the same Limiter without them.
@@ -204,14 +209,16 @@ func newHooked[K comparable](l *Limiter[K], h hooks) *hooked[K] {
 	return &hooked[K]{hooks: h, plain: &plain}
 }
 
-func (h *hooked[K]) allowN(ctx context.Context, key K, n int) (Decision, error) {
-	return decide(ctx, &h.hooks, h.plain.clock, OpAllow, key, int64(n), func() (Decision, error) {
-		return h.plain.AllowN(ctx, key, n)
-	})
+func (h *hooked[K]) allowN(ctx context.Context, key K, n int) (d Decision, err error) {
+	start := h.begin(h.plain.clock)
+	d, err = h.plain.AllowN(ctx, key, n)
+	end(ctx, &h.hooks, h.plain.clock, OpAllow, key, int64(n), start, &d, err)
+	return d, err
 }
 
-func (h *hooked[K]) peek(ctx context.Context, key K) (Decision, error) {
-	return decide(ctx, &h.hooks, h.plain.clock, OpPeek, key, 1, func() (Decision, error) {
-		return h.plain.Peek(ctx, key)
-	})
+func (h *hooked[K]) peek(ctx context.Context, key K) (d Decision, err error) {
+	start := h.begin(h.plain.clock)
+	d, err = h.plain.Peek(ctx, key)
+	end(ctx, &h.hooks, h.plain.clock, OpPeek, key, 1, start, &d, err)
+	return d, err
 }
