@@ -22,4 +22,10 @@
 // Limiter methods come in three families: Allow and AllowN decide at once;
 // Wait and WaitN block until the request is admitted or the context ends;
 // Peek reports a key's state without consuming, and Reset forgets it.
+//
+// WithObserver reports every decision to an [Observer] (package
+// otelratelimit, a module of its own, turns them into OpenTelemetry
+// metrics), and WithDryRun makes the limiter admit what it would deny,
+// marking such decisions DryRunDenied, so that a new limit can be watched
+// before it is enforced.
 package ratelimit

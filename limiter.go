@@ -55,6 +55,10 @@ type Decision struct {
 	// Source tells what made the decision: the store, or the failure
 	// policy when the store could not.
 	Source Source
+	// DryRunDenied reports a request that the limit denied and that the
+	// limiter, in dry-run mode (WithDryRun), admitted anyway: Allowed is
+	// true, the other fields are the denial's.
+	DryRunDenied bool
 }
 
 // Source tells what made a Decision.
@@ -127,6 +131,7 @@ type options struct {
 	policy  FailurePolicy
 	onError func(error)
 	stateID *string // WithStateID's, nil when not given
+	hooks   hooks   // observer.go
 }
 
 type optionFunc func(*options)
@@ -179,7 +184,8 @@ func WithStateID(id string) Option {
 // and allocate nothing.
 type Limiter[K comparable] struct {
 	engine[K]
-	alg algorithm.Algorithm
+	alg    algorithm.Algorithm
+	hooked *hooked[K] // the observer and dry run (observer.go); nil when unset
 }
 
 // New returns a Limiter deciding with alg on state kept in st. It returns
@@ -201,6 +207,7 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if err := l.engine.init(st, []store.Limit{{Algorithm: alg, ID: id}}, o); err != nil {
 		return nil, err
 	}
+	l.hooked = newHooked(l, o.hooks)
 	return l, nil
 }
 
@@ -222,6 +229,9 @@ func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
 // consumes n if it is. A cost below 1 or above Limit is an error
 // (ErrInvalidCost, ErrCostExceedsLimit) that consumes nothing.
 func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (d Decision, err error) {
+	if l.hooked != nil {
+		return l.hooked.allowN(ctx, key, n)
+	}
 	if n < 1 || int64(n) > l.limit {
 		return d, algorithm.CheckCost(int64(n), l.limit)
 	}
@@ -258,6 +268,9 @@ func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (d Decision, err e
 // Peek reports key's state now without consuming anything: Allowed and
 // RetryAfter are for a request of cost 1, Remaining is what is left.
 func (l *Limiter[K]) Peek(ctx context.Context, key K) (d Decision, err error) {
+	if l.hooked != nil {
+		return l.hooked.peek(ctx, key)
+	}
 	r, err := l.table.Peek(ctx, key, l.micros.UnixMicro(), nil)
 	if err != nil {
 		if r, d.Source, err = l.fail(ctx, err, key, 1, true, nil); err != nil {

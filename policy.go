@@ -52,7 +52,8 @@ type PolicyDecision struct {
 // with [NewPolicy]. A Policy is safe for concurrent use.
 type Policy[K comparable] struct {
 	engine[K]
-	spec []Limit // names and IDs filled in
+	spec  []Limit // names and IDs filled in
+	hooks hooks   // the observer and dry run (observer.go)
 }
 
 // NewPolicy returns a Policy of limits, whose state is kept in st. Errors
@@ -93,6 +94,7 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 	if err := p.engine.init(st, stored, o); err != nil {
 		return nil, err
 	}
+	p.hooks = o.hooks
 	return p, nil
 }
 
@@ -117,6 +119,16 @@ func (p *Policy[K]) Allow(ctx context.Context, key K) (PolicyDecision, error) {
 // above Limit is an error (ErrInvalidCost, ErrCostExceedsLimit) that
 // charges nothing.
 func (p *Policy[K]) AllowN(ctx context.Context, key K, n int) (d PolicyDecision, err error) {
+	if p.hooks.active() {
+		start := p.hooks.begin(p.clock)
+		d, err = p.allowN(ctx, key, n)
+		p.end(ctx, OpAllow, key, int64(n), start, &d, err)
+		return d, err
+	}
+	return p.allowN(ctx, key, n)
+}
+
+func (p *Policy[K]) allowN(ctx context.Context, key K, n int) (d PolicyDecision, err error) {
 	if n < 1 || int64(n) > p.limit {
 		return d, algorithm.CheckCost(int64(n), p.limit)
 	}
@@ -150,6 +162,30 @@ func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (d PolicyDecision, 
 // Peek reports key's state under every limit now without charging
 // anything, for a request of cost 1.
 func (p *Policy[K]) Peek(ctx context.Context, key K) (d PolicyDecision, err error) {
+	if p.hooks.active() {
+		start := p.hooks.begin(p.clock)
+		d, err = p.peek(ctx, key)
+		p.end(ctx, OpPeek, key, 1, start, &d, err)
+		return d, err
+	}
+	return p.peek(ctx, key)
+}
+
+// end applies the policy's hooks to d: in dry-run mode a denial is
+// admitted, every denying limit's decision marked DryRunDenied; the
+// observer receives the policy's combined decision.
+func (p *Policy[K]) end(ctx context.Context, op Op, key K, cost int64, start time.Time, d *PolicyDecision, err error) {
+	end(ctx, &p.hooks, p.clock, op, key, cost, start, &d.Decision, err)
+	if d.DryRunDenied {
+		for i := range d.Limits {
+			if !d.Limits[i].Allowed {
+				d.Limits[i].Allowed, d.Limits[i].DryRunDenied = true, true
+			}
+		}
+	}
+}
+
+func (p *Policy[K]) peek(ctx context.Context, key K) (d PolicyDecision, err error) {
 	rs := d.prepare(len(p.spec))
 	r, err := p.table.Peek(ctx, key, p.micros.UnixMicro(), rs)
 	src := FromStore

@@ -226,3 +226,25 @@ func TestLimiterStillAllocatesNothing(t *testing.T) {
 		t.Errorf("Policy.Allow: %v allocations, want at most 1 (the Limits slice)", n)
 	}
 }
+
+func TestPolicyObserverAndDryRun(t *testing.T) {
+	ctx := context.Background()
+	var events []ratelimit.Event
+	obs := ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) { events = append(events, e) })
+	p, _ := newPolicy(t, memorystore.New[string](), ratelimit.WithObserver(obs), ratelimit.WithName("route"), ratelimit.WithDryRun())
+	for range 3 {
+		if _, err := p.Allow(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := p.Allow(ctx, "k")
+	if err != nil || !d.Allowed || !d.DryRunDenied || !d.Limits[0].DryRunDenied || d.Limits[1].DryRunDenied || d.RetryAfter == 0 {
+		t.Errorf("a dry-run denial by the burst: %+v, %v; want admitted, marked on the policy and the burst only, with its RetryAfter", d, err)
+	}
+	if len(events) != 4 || events[3].Name != "route" || events[3].Outcome != ratelimit.OutcomeDenied || !events[3].DryRun || events[0].Outcome != ratelimit.OutcomeAllowed {
+		t.Errorf("events: %+v; want 4, the last denied in dry run, named route", events)
+	}
+	if _, err := p.Peek(ctx, "k"); err != nil || len(events) != 5 || events[4].Op != ratelimit.OpPeek {
+		t.Errorf("Peek: %v, events %d; want a peek event", err, len(events))
+	}
+}

@@ -55,6 +55,7 @@ type Middleware[K comparable] struct {
 type config struct {
 	cost    func(*http.Request) int
 	legacy  bool
+	dryRun  bool
 	onError func(http.ResponseWriter, *http.Request, error)
 }
 
@@ -75,6 +76,19 @@ func WithCost(cost func(*http.Request) int) Option {
 // X-RateLimit-Reset, describing the binding limit.
 func WithLegacyHeaders() Option {
 	return func(c *config) { c.legacy = true }
+}
+
+// WithDryRun runs the middleware in dry-run (shadow) mode: requests are
+// charged and answered with the RateLimit headers as usual, but one that a
+// limit denies is passed on instead of answered 429 (and without
+// Retry-After). Its denying decisions reach the handler through Decisions
+// with Allowed and DryRunDenied set, as a dry-run Limiter's would.
+//
+// The limiter's own ratelimit.WithDryRun does the same for every user of the
+// limiter, and marks its observer's events as dry run; this option is for
+// limiters that other routes share and enforce.
+func WithDryRun() Option {
+	return func(c *config) { c.dryRun = true }
 }
 
 // WithErrorHandler sets how a request is answered when no decision could be
@@ -166,6 +180,16 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 			return
 		}
 		m.writeHeaders(w.Header(), desc, d)
+		if m.dryRun && !d.Allowed {
+			// Passed on: every denying decision is marked, as a dry-run
+			// Limiter's would be.
+			d.Allowed, d.DryRunDenied = true, true
+			for i := range d.Limits {
+				if !d.Limits[i].Allowed {
+					d.Limits[i].Allowed, d.Limits[i].DryRunDenied = true, true
+				}
+			}
+		}
 		if !d.Allowed {
 			retry := max(1, seconds(d.RetryAfter))
 			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))

@@ -412,3 +412,57 @@ func TestDecisionsReachTheHandler(t *testing.T) {
 		t.Errorf("Decisions outside the middleware got %+v, want nil", ds)
 	}
 }
+
+// TestDryRun serves the same requests through an enforcing middleware and
+// a dry-run one, each on a limiter of its own: same headers and charges,
+// but the dry-run one passes denied requests on, marked DryRunDenied.
+func TestDryRun(t *testing.T) {
+	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 2, Window: time.Minute}))
+	for _, tt := range []struct {
+		name string
+		new  func(lim *ratelimit.Limiter[string], next http.Handler) http.Handler
+		opts []ratelimit.Option
+	}{
+		{"middleware", func(lim *ratelimit.Limiter[string], next http.Handler) http.Handler {
+			return httplimit.New(lim, byHeader, httplimit.WithDryRun(), httplimit.WithLegacyHeaders()).Handler(next)
+		}, nil},
+		{"limiter", func(lim *ratelimit.Limiter[string], next http.Handler) http.Handler {
+			return httplimit.New(lim, byHeader, httplimit.WithLegacyHeaders()).Handler(next)
+		}, []ratelimit.Option{ratelimit.WithDryRun()}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := clock.NewFake(t0)
+			enforced := httplimit.New(newLimiter[string](t, alg, fake), byHeader, httplimit.WithLegacyHeaders()).Handler(ok)
+			dryLim, err := ratelimit.New(alg, memorystore.New[string](), append(tt.opts, ratelimit.WithClock(fake))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seen []httplimit.Named
+			dry := tt.new(dryLim, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seen = httplimit.Decisions(r.Context())
+				w.Write([]byte("ok"))
+			}))
+			for i, wantDenied := range []bool{false, false, true, true} {
+				seen = nil
+				want, got := serve(enforced, "grace"), serve(dry, "grace")
+				if wantDenied != (want.Code == 429) {
+					t.Fatalf("request %d: the enforcing middleware answered %d", i, want.Code)
+				}
+				if got.Code != 200 || len(seen) != 1 {
+					t.Fatalf("request %d: dry run answered %d, handler saw %+v; want 200 through the handler", i, got.Code, seen)
+				}
+				if d := seen[0].Decision; !d.Allowed || d.DryRunDenied != wantDenied {
+					t.Errorf("request %d: handler saw %+v, want Allowed and DryRunDenied %v", i, d, wantDenied)
+				}
+				for _, h := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+					if g, w := got.Header().Get(h), want.Header().Get(h); g != w {
+						t.Errorf("request %d: %s = %q, want %q as enforced", i, h, g, w)
+					}
+				}
+				if ra := got.Header().Get("Retry-After"); ra != "" {
+					t.Errorf("request %d: Retry-After %q in dry run", i, ra)
+				}
+			}
+		})
+	}
+}

@@ -4,9 +4,13 @@
 // live chart, and change the algorithm, its parameters and the store on the
 // fly.
 //
-//	go run ./cmd/ratelimit-demo                   # memory store, http://127.0.0.1:8080
-//	go run ./cmd/ratelimit-demo -store miniredis  # an embedded miniredis
-//	go run ./cmd/ratelimit-demo -store redis -redis 127.0.0.1:6379
+//	go run -C cmd/ratelimit-demo .                   # memory store, http://127.0.0.1:8080
+//	go run -C cmd/ratelimit-demo . -store miniredis  # an embedded miniredis
+//	go run -C cmd/ratelimit-demo . -store redis -redis 127.0.0.1:6379
+//
+// from the repository's root: the demo is a module of its own (it needs
+// miniredis and, for its browser test, chromedp, which the library does
+// not), and -C runs the go command in its directory.
 //
 // The page is served from the binary and needs nothing from the network.
 // Behind it is a JSON API that scripts can call too:

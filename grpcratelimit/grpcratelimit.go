@@ -1,0 +1,331 @@
+// Package grpcratelimit limits gRPC calls with ratelimit Limiters. It is a
+// module of its own, so that the library's users who do not use gRPC never
+// have it in their module graph.
+//
+// An [Interceptor] charges each call to a Limiter, under a key taken from
+// the call (the client's address, a metadata entry, the method), at a cost
+// chosen per method:
+//
+//	in, err := grpcratelimit.New(lim, grpcratelimit.Metadata("x-api-key"),
+//		grpcratelimit.WithCost(func(method string) int { ... }))
+//	srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()), grpc.StreamInterceptor(in.Stream()))
+//
+// A denied call fails with codes.ResourceExhausted and a
+// google.rpc.RetryInfo detail whose retry_delay is the decision's
+// RetryAfter, exactly. A stream is charged once, when it opens. For several
+// limits on one call, chain interceptors (grpc.ChainUnaryInterceptor).
+//
+// A store failure follows the limiter's failure policy
+// (ratelimit.WithFailurePolicy), as in httplimit; under FailWithError the
+// call fails with codes.Unavailable and a message that reveals nothing of
+// the error.
+//
+// On the client side, [Interceptor.UnaryClient] and
+// [Interceptor.StreamClient] wait until the limiter admits a call before
+// sending it, so that a client keeps under a server's quota.
+//
+// [Interceptor.Limit] fits the one-method limiter interface of
+// go-grpc-middleware v2's ratelimit interceptors.
+package grpcratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/go-ratelimit/ratelimit"
+)
+
+// ErrNoKey reports a call that carries no key for the KeyFunc: no peer
+// address, or no metadata entry of that name. The default error handler
+// answers it with codes.InvalidArgument.
+var ErrNoKey = errors.New("grpcratelimit: no rate-limit key in the call")
+
+// KeyFunc returns the key a call is limited by. fullMethod is the call's
+// method, "/package.Service/Method". An error fails the call through the
+// interceptor's error handler; an error carrying a gRPC status (from
+// status.Error) is answered with that status by the default handler.
+type KeyFunc[K comparable] func(ctx context.Context, fullMethod string) (K, error)
+
+// PeerAddr keys calls by the IP address of the client's connection (IPv4
+// addresses mapped to IPv6 are unmapped). A peer without an IP address (a
+// Unix socket, an in-process connection) is ErrNoKey.
+//
+// Behind a proxy every call has the proxy's address; key by a metadata entry
+// the proxy sets instead, if it sets one that clients cannot.
+func PeerAddr(ctx context.Context, _ string) (netip.Addr, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return netip.Addr{}, fmt.Errorf("%w: no peer", ErrNoKey)
+	}
+	if a, ok := p.Addr.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			return ip.Unmap(), nil
+		}
+	}
+	ap, err := netip.ParseAddrPort(p.Addr.String())
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%w: peer address %q is not an IP address", ErrNoKey, p.Addr.String())
+	}
+	return ap.Addr().Unmap(), nil
+}
+
+// Metadata returns a KeyFunc keying calls by the first value of the
+// incoming metadata entry name (such as "x-api-key"; names are
+// case-insensitive). A call without it, or with an empty value, is
+// ErrNoKey.
+func Metadata(name string) KeyFunc[string] {
+	return func(ctx context.Context, _ string) (string, error) {
+		vs := metadata.ValueFromIncomingContext(ctx, name)
+		if len(vs) == 0 || vs[0] == "" {
+			return "", fmt.Errorf("%w: no metadata %q", ErrNoKey, name)
+		}
+		return vs[0], nil
+	}
+}
+
+// Method keys calls by their full method name: one limit per method,
+// shared by every client.
+func Method(_ context.Context, fullMethod string) (string, error) {
+	return fullMethod, nil
+}
+
+// Interceptor limits gRPC calls with one Limiter. Create it with [New]; it
+// is safe for concurrent use.
+type Interceptor[K comparable] struct {
+	lim *ratelimit.Limiter[K]
+	key KeyFunc[K]
+	config
+}
+
+type config struct {
+	cost    func(fullMethod string) int
+	dryRun  bool
+	onError func(ctx context.Context, fullMethod string, err error) error
+}
+
+// Option configures an Interceptor.
+type Option func(*config)
+
+// WithCost sets the cost of a call by its method (default 1 for every
+// method). A cost of 0 lets the call through without charging it or
+// resolving its key, for methods that should never be limited, such as
+// health checks. A cost above the limiter's limit fails the call with
+// codes.ResourceExhausted and no RetryInfo, since retrying never helps; a
+// negative cost fails it through the error handler with
+// ratelimit.ErrInvalidCost.
+func WithCost(cost func(fullMethod string) int) Option {
+	return func(c *config) {
+		if cost != nil {
+			c.cost = cost
+		}
+	}
+}
+
+// WithDryRun runs the server interceptors in dry-run (shadow) mode: calls
+// are charged as usual, but one that the limit denies is passed on, its
+// decision marked DryRunDenied (see DecisionFrom). The limiter's own
+// ratelimit.WithDryRun does the same for every user of the limiter.
+func WithDryRun() Option {
+	return func(c *config) { c.dryRun = true }
+}
+
+// WithErrorHandler sets how a call fails when no decision could be made:
+// the KeyFunc failed, or the limiter returned an error (a store failure
+// under ratelimit.FailWithError, a negative cost, the call's context
+// ending). h returns the error to fail the call with, normally one made by
+// status.Error. The default answers with the status of an error that
+// carries one, codes.Canceled or codes.DeadlineExceeded when the call's
+// context ended, codes.InvalidArgument for ErrNoKey, codes.Unavailable for
+// store failures and codes.Internal otherwise, in messages that reveal
+// nothing of the error.
+func WithErrorHandler(h func(ctx context.Context, fullMethod string, err error) error) Option {
+	return func(c *config) {
+		if h != nil {
+			c.onError = h
+		}
+	}
+}
+
+// New returns an interceptor charging lim for the key that key returns. A
+// nil lim or key is an error wrapping ratelimit.ErrInvalidConfig.
+func New[K comparable](lim *ratelimit.Limiter[K], key KeyFunc[K], opts ...Option) (*Interceptor[K], error) {
+	if lim == nil {
+		return nil, fmt.Errorf("%w: grpcratelimit: nil Limiter", ratelimit.ErrInvalidConfig)
+	}
+	if key == nil {
+		return nil, fmt.Errorf("%w: grpcratelimit: nil KeyFunc", ratelimit.ErrInvalidConfig)
+	}
+	in := &Interceptor[K]{lim: lim, key: key, config: config{
+		cost:    func(string) int { return 1 },
+		onError: defaultError,
+	}}
+	for _, o := range opts {
+		o(&in.config)
+	}
+	return in, nil
+}
+
+type decisionKey struct{}
+
+// DecisionFrom returns the decision the server interceptor made for the
+// call whose context ctx is, so that the handler can use it (to log it, or
+// to tell a dry-run denial). ok is false outside the interceptor, and for
+// calls of cost 0.
+func DecisionFrom(ctx context.Context) (d ratelimit.Decision, ok bool) {
+	d, ok = ctx.Value(decisionKey{}).(ratelimit.Decision)
+	return d, ok
+}
+
+// admit decides a call to fullMethod. It returns the context to serve the
+// call with, or the error to fail it with.
+func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context.Context, error) {
+	cost := in.cost(fullMethod)
+	if cost == 0 {
+		return ctx, nil
+	}
+	key, err := in.key(ctx, fullMethod)
+	if err != nil {
+		return nil, in.onError(ctx, fullMethod, err)
+	}
+	d, err := in.lim.AllowN(ctx, key, cost)
+	if errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+		return nil, status.Error(codes.ResourceExhausted, "the call costs more than the rate limit can ever admit")
+	}
+	if err != nil {
+		return nil, in.onError(ctx, fullMethod, err)
+	}
+	if !d.Allowed {
+		if !in.dryRun {
+			return nil, exhausted(d)
+		}
+		d.Allowed, d.DryRunDenied = true, true
+	}
+	return context.WithValue(ctx, decisionKey{}, d), nil
+}
+
+// Limit decides the call whose server context ctx is, for the method
+// grpc.Method(ctx) reports, and returns nil when it is admitted, or the
+// status error the interceptors would fail it with. It fits
+// go-grpc-middleware v2's ratelimit.Limiter interface (which turns any
+// error into codes.ResourceExhausted, dropping RetryInfo).
+func (in *Interceptor[K]) Limit(ctx context.Context) error {
+	method, _ := grpc.Method(ctx)
+	_, err := in.admit(ctx, method)
+	return err
+}
+
+// Unary returns the server interceptor for unary calls.
+func (in *Interceptor[K]) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		ctx, err := in.admit(ctx, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream returns the server interceptor for streams, charged once when
+// they open.
+func (in *Interceptor[K]) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx, err := in.admit(ss.Context(), info.FullMethod)
+		if err != nil {
+			return err
+		}
+		return handler(srv, contextStream{ss, ctx})
+	}
+}
+
+// contextStream is a ServerStream with the context of the decision.
+type contextStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s contextStream) Context() context.Context { return s.ctx }
+
+// wait waits until the limiter admits a call of the client.
+func (in *Interceptor[K]) wait(ctx context.Context, fullMethod string) error {
+	cost := in.cost(fullMethod)
+	if cost == 0 {
+		return nil
+	}
+	key, err := in.key(ctx, fullMethod)
+	if err != nil {
+		return in.onError(ctx, fullMethod, err)
+	}
+	d, err := in.lim.WaitN(ctx, key, cost)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
+		return status.Error(codes.ResourceExhausted, "the call costs more than the rate limit can ever admit")
+	case errors.Is(err, ratelimit.ErrWouldExceedDeadline):
+		return exhausted(d)
+	}
+	return in.onError(ctx, fullMethod, err)
+}
+
+// UnaryClient returns a client interceptor that waits, on the limiter's
+// clock, until the limiter admits a call before sending it. A call whose
+// deadline would pass first fails at once with codes.ResourceExhausted and
+// RetryInfo, without being sent. A KeyFunc for the client side reads
+// outgoing metadata, or keys by method.
+func (in *Interceptor[K]) UnaryClient() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if err := in.wait(ctx, method); err != nil {
+			return err
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// StreamClient returns a client interceptor that waits, as UnaryClient
+// does, before opening a stream.
+func (in *Interceptor[K]) StreamClient() grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if err := in.wait(ctx, method); err != nil {
+			return nil, err
+		}
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+}
+
+// exhausted is the error of a denied call: RESOURCE_EXHAUSTED with a
+// RetryInfo detail carrying RetryAfter.
+func exhausted(d ratelimit.Decision) error {
+	st, err := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded; retry in %v", d.RetryAfter)).
+		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)})
+	if err != nil { // a RetryInfo always marshals
+		return status.Errorf(codes.ResourceExhausted, "rate limit exceeded; retry in %v", d.RetryAfter)
+	}
+	return st.Err()
+}
+
+func defaultError(ctx context.Context, _ string, err error) error {
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		return err
+	}
+	switch {
+	case errors.Is(err, ErrNoKey):
+		return status.Error(codes.InvalidArgument, "the call carries no rate-limit key")
+	case errors.Is(err, ratelimit.ErrStoreUnavailable):
+		return status.Error(codes.Unavailable, "the rate limiter is unavailable; try again later")
+	}
+	return status.Error(codes.Internal, "the rate limiter failed")
+}
