@@ -197,7 +197,7 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 				fmt.Sprintf("rate limit %q exceeded; retry in %d s", desc.names[d.Binding], retry))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionsKey{}, namedDecisions(desc, d))))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionsKey{}, newDecided(desc, d))))
 	})
 }
 
@@ -259,10 +259,16 @@ type Named struct {
 
 type decisionsKey struct{}
 
-func namedDecisions(desc *description, d ratelimit.PolicyDecision) []Named {
-	out := make([]Named, len(d.Limits))
+// decided is what the middleware hands the wrapped handler.
+type decided struct {
+	named []Named
+	d     ratelimit.PolicyDecision
+}
+
+func newDecided(desc *description, d ratelimit.PolicyDecision) *decided {
+	out := &decided{named: make([]Named, len(d.Limits)), d: d}
 	for i, di := range d.Limits {
-		out[i] = Named{Name: desc.names[i], Decision: di}
+		out.named[i] = Named{Name: desc.names[i], Decision: di}
 	}
 	return out
 }
@@ -272,8 +278,20 @@ func namedDecisions(desc *description, d ratelimit.PolicyDecision) []Named {
 // wrapped handler can use them (to log, or to show the remaining quota).
 // It returns nil outside the middleware.
 func Decisions(ctx context.Context) []Named {
-	ds, _ := ctx.Value(decisionsKey{}).([]Named)
-	return ds
+	if d, ok := ctx.Value(decisionsKey{}).(*decided); ok {
+		return d.named
+	}
+	return nil
+}
+
+// PolicyDecision returns the whole decision the middleware made for the
+// request whose context ctx is (the combined decision, the binding limit
+// and each limit's decision), and false outside the middleware.
+func PolicyDecision(ctx context.Context) (ratelimit.PolicyDecision, bool) {
+	if d, ok := ctx.Value(decisionsKey{}).(*decided); ok {
+		return d.d, true
+	}
+	return ratelimit.PolicyDecision{}, false
 }
 
 // seconds rounds d up to whole seconds.

@@ -176,7 +176,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible("#send", chromedp.ByQuery),
 	)
 	waitFor("the configuration is loaded", `document.body.dataset.ready === "true"`)
-	if got, want := text("#active-config"), "tokenbucket(capacity=10, rate=1/s)"; got != want {
+	if got, want := text("#active-config"), "tokenbucket(capacity=10, rate=1/s) and slidinglog(limit=20, window=1m0s)"; got != want {
 		t.Errorf("active config at start = %q, want %q", got, want)
 	}
 
@@ -187,7 +187,7 @@ func TestBrowser(t *testing.T) {
 		typeInto("#rate", "0.001"),
 		chromedp.Click("#apply", chromedp.ByQuery),
 	)
-	waitFor("the bucket is in service", `document.getElementById("active-config").textContent === "tokenbucket(capacity=3, rate=0.001/s)"`)
+	waitFor("the bucket is in service", `document.getElementById("active-config").textContent === "tokenbucket(capacity=3, rate=0.001/s) and slidinglog(limit=20, window=1m0s)"`)
 
 	step("send 5 requests",
 		chromedp.Click("#send", chromedp.ByQuery),
@@ -221,7 +221,7 @@ func TestBrowser(t *testing.T) {
 		typeInto("#window", "24h"), // a window edge is not crossed during the test
 		chromedp.Click("#apply", chromedp.ByQuery),
 	)
-	waitFor("the fixed window is in service", `document.getElementById("active-config").textContent === "fixedwindow(limit=4, window=24h0m0s)"`)
+	waitFor("the fixed window is in service", `document.getElementById("active-config").textContent === "fixedwindow(limit=4, window=24h0m0s) and slidinglog(limit=20, window=1m0s)"`)
 	cfg := getConfig(t, ts.URL)
 	if cfg.Algorithm != algFixedWindow || cfg.Limit != 4 || time.Duration(cfg.Window) != 24*time.Hour {
 		t.Errorf("server config after the form = %+v, want fixedwindow, limit 4, window 24h", cfg.demoConfig)
@@ -238,6 +238,33 @@ func TestBrowser(t *testing.T) {
 	if got, want := text("#remaining-label"), "Left in window"; got != want {
 		t.Errorf("remaining label = %q, want %q", got, want)
 	}
+
+	// Add a sustained limit of 5 a day: with the window's 4 it is the
+	// window that binds first. Then raise the window to 9: the sustained
+	// limit binds, and the page names it. Each configuration starts afresh.
+	step("tighten the sustained limit",
+		typeInto("#sustained-limit", "5"),
+		typeInto("#sustained-window", "24h"),
+		chromedp.Click("#apply", chromedp.ByQuery),
+	)
+	waitFor("the policy is in service", `document.getElementById("active-config").textContent === "fixedwindow(limit=4, window=24h0m0s) and slidinglog(limit=5, window=24h0m0s)"`)
+	step("send 2 requests", chromedp.Click("#send", chromedp.ByQuery), chromedp.Click("#send", chromedp.ByQuery))
+	waitFor("2 more are admitted", `document.getElementById("allowed-count").textContent === "6"`)
+	waitFor("the window binds", `document.getElementById("binding").textContent === "burst"`)
+	step("set the window's limit above the sustained one",
+		typeInto("#limit", "9"),
+		chromedp.Click("#apply", chromedp.ByQuery),
+	)
+	waitFor("the new policy is in service", `document.getElementById("active-config").textContent === "fixedwindow(limit=9, window=24h0m0s) and slidinglog(limit=5, window=24h0m0s)"`)
+	step("send 6 requests", chromedp.Click("#send", chromedp.ByQuery), chromedp.Click("#send", chromedp.ByQuery),
+		chromedp.Click("#send", chromedp.ByQuery), chromedp.Click("#send", chromedp.ByQuery),
+		chromedp.Click("#send", chromedp.ByQuery), chromedp.Click("#send", chromedp.ByQuery))
+	waitFor("the sixth is denied", `document.querySelectorAll("#log li[data-kind=denied]").length === 3`)
+	waitFor("the sustained limit binds", `document.getElementById("binding").textContent === "sustained"`)
+	if got := text("#log li[data-kind=denied] .msg"); !strings.Contains(got, "denied by sustained") {
+		t.Errorf("newest denial logged as %q, want it to name the sustained limit", got)
+	}
+	shot("policy")
 	shot("fixed-window")
 	t.Logf("browser steps took %v", time.Since(start).Round(time.Millisecond))
 

@@ -47,6 +47,13 @@ type demoConfig struct {
 	Limit int64 `json:"limit"`
 	// Window is the windows' length.
 	Window duration `json:"window"`
+	// SustainedLimit, when above 0, adds a second limit: at most that
+	// many requests per SustainedWindow (a sliding log). The two are one
+	// ratelimit.Policy, "burst" and "sustained": a request is charged to
+	// both or to neither, and the decision names the one that binds.
+	SustainedLimit int64 `json:"sustainedLimit"`
+	// SustainedWindow is the second limit's window.
+	SustainedWindow duration `json:"sustainedWindow"`
 	// Store is one of memory, miniredis, redis.
 	Store string `json:"store"`
 }
@@ -61,8 +68,30 @@ func defaultConfig(st string) demoConfig {
 		Interval:  duration(time.Second),
 		Limit:     10,
 		Window:    duration(10 * time.Second),
-		Store:     st,
+		// A burst of 10 refilled at 1/s, and at most 20 a minute: bursts
+		// bind first, then the minute.
+		SustainedLimit:  20,
+		SustainedWindow: duration(time.Minute),
+		Store:           st,
 	}
+}
+
+// limits builds c's policy: its algorithm alone, named "default" (as
+// httplimit names a lone limiter), or with the sustained limit, "burst"
+// and "sustained". Errors wrap ratelimit.ErrInvalidConfig.
+func (c demoConfig) limits() ([]ratelimit.Limit, error) {
+	alg, err := c.algorithm()
+	if err != nil {
+		return nil, err
+	}
+	if c.SustainedLimit <= 0 {
+		return []ratelimit.Limit{{Name: "default", Algorithm: alg}}, nil
+	}
+	sustained, err := slidinglog.New(slidinglog.Config{Limit: c.SustainedLimit, Window: time.Duration(c.SustainedWindow)})
+	if err != nil {
+		return nil, fmt.Errorf("sustained limit: %w", err)
+	}
+	return []ratelimit.Limit{{Name: "burst", Algorithm: alg}, {Name: "sustained", Algorithm: sustained}}, nil
 }
 
 // algorithm builds c's algorithm. Errors wrap ratelimit.ErrInvalidConfig.

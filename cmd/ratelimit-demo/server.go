@@ -71,10 +71,11 @@ type server struct {
 
 // active is one configuration in service.
 type active struct {
-	cfg  demoConfig
-	gen  int64
-	desc string // the algorithm's String()
-	lim  *ratelimit.Limiter[string]
+	cfg    demoConfig
+	gen    int64
+	desc   string // the limits' String()s
+	policy *ratelimit.Policy[string]
+	names  []string // the policy's limits' names
 	// request serves POST /api/request: httplimit's middleware in front
 	// of serveAllowed.
 	request http.Handler
@@ -174,7 +175,7 @@ func (s *server) Close() error {
 // wrap ratelimit.ErrInvalidConfig; the configuration in service is then
 // unchanged.
 func (s *server) apply(cfg demoConfig) (*active, error) {
-	alg, err := cfg.algorithm()
+	limits, err := cfg.limits()
 	if err != nil {
 		return nil, err
 	}
@@ -185,12 +186,19 @@ func (s *server) apply(cfg demoConfig) (*active, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim, err := ratelimit.New[string](alg, st)
+	p, err := ratelimit.NewPolicy(st, limits)
 	if err != nil {
 		return nil, err
 	}
-	a := &active{cfg: cfg, gen: gen, desc: fmt.Sprint(alg), lim: lim}
-	a.request = httplimit.New(lim, requestKey, httplimit.WithCost(requestCost), httplimit.WithLegacyHeaders()).
+	a := &active{cfg: cfg, gen: gen, policy: p}
+	for i, l := range limits {
+		if i > 0 {
+			a.desc += " and "
+		}
+		a.desc += fmt.Sprint(l.Algorithm)
+		a.names = append(a.names, l.Name)
+	}
+	a.request = httplimit.NewPolicy(p, requestKey, httplimit.WithCost(requestCost), httplimit.WithLegacyHeaders()).
 		Handler(http.HandlerFunc(a.serveAllowed))
 	s.gen = gen
 	s.cur.Store(a)
@@ -253,7 +261,7 @@ type configJSON struct {
 	demoConfig
 	// Generation counts configurations put in service, from 1.
 	Generation int64 `json:"generation"`
-	// Description is the algorithm's String().
+	// Description is the limits' String()s.
 	Description string `json:"description"`
 	// MaxCost is the largest cost a request may have.
 	MaxCost int64 `json:"maxCost"`
@@ -265,7 +273,7 @@ type configJSON struct {
 
 func (s *server) configOf(a *active) configJSON {
 	return configJSON{demoConfig: a.cfg, Generation: a.gen, Description: a.desc,
-		MaxCost: a.lim.Limit(), WindowMs: millis(a.lim.Window()), Stores: s.stores()}
+		MaxCost: a.policy.Limit(), WindowMs: millis(a.policy.Window(0)), Stores: s.stores()}
 }
 
 func (s *server) handleGetConfig(w http.ResponseWriter, r *http.Request) {
@@ -313,12 +321,32 @@ type decisionJSON struct {
 	Cost int `json:"cost,omitempty"`
 	// Generation is the configuration that decided.
 	Generation int64 `json:"generation"`
+	// Binding names the limit that decided: the one that denied, or the
+	// one with the least left.
+	Binding string `json:"binding"`
+	// Limits holds each limit's own decision, in order.
+	Limits []limitJSON `json:"limits"`
 }
 
-func (a *active) decisionJSON(d ratelimit.Decision, key string, cost int) decisionJSON {
-	return decisionJSON{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
+// limitJSON is one limit's decision within a policy's.
+type limitJSON struct {
+	Name         string  `json:"name"`
+	Allowed      bool    `json:"allowed"`
+	Limit        int64   `json:"limit"`
+	Remaining    int64   `json:"remaining"`
+	RetryAfterMs float64 `json:"retryAfterMs"`
+	ResetAfterMs float64 `json:"resetAfterMs"`
+}
+
+func (a *active) decisionJSON(d ratelimit.PolicyDecision, key string, cost int) decisionJSON {
+	out := decisionJSON{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
 		RetryAfterMs: millis(d.RetryAfter), ResetAfterMs: millis(d.ResetAfter),
-		Source: d.Source.String(), Key: key, Cost: cost, Generation: a.gen}
+		Source: d.Source.String(), Key: key, Cost: cost, Generation: a.gen, Binding: a.names[d.Binding]}
+	for i, di := range d.Limits {
+		out.Limits = append(out.Limits, limitJSON{Name: a.names[i], Allowed: di.Allowed, Limit: di.Limit,
+			Remaining: di.Remaining, RetryAfterMs: millis(di.RetryAfter), ResetAfterMs: millis(di.ResetAfter)})
+	}
+	return out
 }
 
 // handleRequest serves POST /api/request?key=K&cost=N: a request of cost N
@@ -351,12 +379,12 @@ func (s *server) handleRequest(w http.ResponseWriter, r *http.Request) {
 // decision the middleware hands on.
 func (a *active) serveAllowed(w http.ResponseWriter, r *http.Request) {
 	info := infoOf(r.Context())
-	ds := httplimit.Decisions(r.Context())
-	if info == nil || len(ds) != 1 {
+	d, ok := httplimit.PolicyDecision(r.Context())
+	if info == nil || !ok {
 		writeProblem(w, http.StatusInternalServerError, "Internal Server Error", "no decision was made")
 		return
 	}
-	writeJSON(w, http.StatusOK, a.decisionJSON(ds[0].Decision, info.key, info.cost))
+	writeJSON(w, http.StatusOK, a.decisionJSON(d, info.key, info.cost))
 }
 
 // handleState serves GET /api/state?key=K: key's state now (a Peek, which
@@ -379,7 +407,7 @@ func (s *server) handleReset(w http.ResponseWriter, r *http.Request) {
 	a := s.cur.Load()
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
-	if err := a.lim.Reset(ctx, key); err != nil {
+	if err := a.policy.Reset(ctx, key); err != nil {
 		writeStoreError(w, err)
 		return
 	}
@@ -389,7 +417,7 @@ func (s *server) handleReset(w http.ResponseWriter, r *http.Request) {
 func (s *server) peek(w http.ResponseWriter, r *http.Request, a *active, key string) {
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
-	d, err := a.lim.Peek(ctx, key)
+	d, err := a.policy.Peek(ctx, key)
 	if err != nil {
 		writeStoreError(w, err)
 		return

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -96,7 +97,7 @@ func TestConfigDefaults(t *testing.T) {
 	if got, want := cfg.demoConfig, defaultConfig(storeMemory); got != want {
 		t.Errorf("config = %+v, want %+v", got, want)
 	}
-	if got, want := cfg.Description, "tokenbucket(capacity=10, rate=1/s)"; got != want {
+	if got, want := cfg.Description, "tokenbucket(capacity=10, rate=1/s) and slidinglog(limit=20, window=1m0s)"; got != want {
 		t.Errorf("description = %q, want %q", got, want)
 	}
 	if cfg.Generation != 1 || cfg.MaxCost != 10 || cfg.WindowMs != 10000 {
@@ -184,8 +185,8 @@ func TestConfigPutKeepsOmittedFields(t *testing.T) {
 	if cfg.demoConfig != want {
 		t.Errorf("config = %+v, want %+v", cfg.demoConfig, want)
 	}
-	if cfg.Generation != 3 || cfg.Description != "slidinglog(limit=7, window=1m30s)" {
-		t.Errorf("generation %d, description %q; want 3, slidinglog(limit=7, window=1m30s)", cfg.Generation, cfg.Description)
+	if want := "slidinglog(limit=7, window=1m30s) and slidinglog(limit=20, window=1m0s)"; cfg.Generation != 3 || cfg.Description != want {
+		t.Errorf("generation %d, description %q; want 3, %s", cfg.Generation, cfg.Description, want)
 	}
 	// A GET body put back is accepted: its read-only fields are ignored.
 	_, b := call(t, s, http.MethodGet, "/api/config", "")
@@ -196,13 +197,14 @@ func TestConfigPutKeepsOmittedFields(t *testing.T) {
 
 func TestRequestAllowedHeaders(t *testing.T) {
 	s := newTestServer(t, serverOptions{})
-	put(t, s, `{"algorithm":"tokenbucket","capacity":2,"rate":0.01}`) // refills in 200 s
+	put(t, s, `{"algorithm":"tokenbucket","capacity":2,"rate":0.01,"sustainedLimit":0}`) // refills in 200 s
 	res, d := request(t, s, "key=alice")
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("status %d, want 200", res.StatusCode)
 	}
-	want := decisionJSON{Allowed: true, Limit: 2, Remaining: 1, ResetAfterMs: 100000, Source: "store", Key: "alice", Cost: 1, Generation: 2}
-	if d != want {
+	want := decisionJSON{Allowed: true, Limit: 2, Remaining: 1, ResetAfterMs: 100000, Source: "store", Key: "alice", Cost: 1, Generation: 2,
+		Binding: "default", Limits: []limitJSON{{Name: "default", Allowed: true, Limit: 2, Remaining: 1, ResetAfterMs: 100000}}}
+	if !reflect.DeepEqual(d, want) {
 		t.Errorf("decision = %+v, want %+v", d, want)
 	}
 	for h, want := range map[string]string{
@@ -225,7 +227,7 @@ func TestRequestAllowedHeaders(t *testing.T) {
 
 func TestRequestDenied(t *testing.T) {
 	s := newTestServer(t, serverOptions{})
-	put(t, s, `{"algorithm":"fixedwindow","limit":2,"window":"1h"}`)
+	put(t, s, `{"algorithm":"fixedwindow","limit":2,"window":"1h","sustainedLimit":0}`)
 	for i := range 2 {
 		if res, d := request(t, s, "key=bob"); res.StatusCode != http.StatusOK || !d.Allowed || d.Remaining != int64(1-i) {
 			t.Fatalf("request %d: status %d, decision %+v; want 200, allowed, remaining %d", i+1, res.StatusCode, d, 1-i)
@@ -319,7 +321,7 @@ func TestStoreMiniredis(t *testing.T) {
 	if s.mini != nil {
 		t.Fatal("miniredis started before it was chosen")
 	}
-	cfg := put(t, s, `{"store":"miniredis","algorithm":"tokenbucket","capacity":2,"rate":0.001}`)
+	cfg := put(t, s, `{"store":"miniredis","algorithm":"tokenbucket","capacity":2,"rate":0.001,"sustainedLimit":0}`)
 	if cfg.Store != storeMiniredis || s.mini == nil {
 		t.Fatalf("store = %q, miniredis running %v; want miniredis, running", cfg.Store, s.mini != nil)
 	}
@@ -443,5 +445,38 @@ func TestPage(t *testing.T) {
 		if f != "/favicon.svg" && (bytes.Contains(b, []byte("http://")) || bytes.Contains(b, []byte("https://"))) {
 			t.Errorf("%s refers to an external URL", f)
 		}
+	}
+}
+
+// TestTwoLimitPolicy runs the default configuration, a burst of 10 and 20
+// a minute, decided together: the burst binds, then the minute, and a
+// denied request is charged to neither.
+func TestTwoLimitPolicy(t *testing.T) {
+	s := newTestServer(t, serverOptions{})
+	put(t, s, `{"algorithm":"tokenbucket","capacity":3,"rate":0.001,"sustainedLimit":4,"sustainedWindow":"1h"}`)
+	for i := range 3 {
+		res, d := request(t, s, "key=p")
+		if res.StatusCode != http.StatusOK || d.Binding != "burst" || len(d.Limits) != 2 || d.Limits[1].Remaining != int64(3-i) {
+			t.Fatalf("request %d: status %d, decision %+v; want 200, the burst binding, sustained at %d", i+1, res.StatusCode, d, 3-i)
+		}
+	}
+	res, b := call(t, s, http.MethodPost, "/api/request?key=p", "")
+	if res.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `\"burst\"`) {
+		t.Fatalf("fourth request: status %d, body %s; want 429 naming the burst", res.StatusCode, b)
+	}
+	if got, want := res.Header.Get("RateLimit-Policy"), `"burst";q=3;w=3000, "sustained";q=4;w=3600`; got != want {
+		t.Errorf("RateLimit-Policy = %q, want %q", got, want)
+	}
+	d := stateOf(t, s, http.MethodGet, "/api/state?key=p")
+	if d.Allowed || d.Binding != "burst" || d.Limits[1].Remaining != 1 || !d.Limits[1].Allowed {
+		t.Errorf("state after the denial = %+v; want denied by the burst, sustained still 1 (not charged)", d)
+	}
+	// With a burst larger than the minute, the minute binds.
+	put(t, s, `{"algorithm":"tokenbucket","capacity":10,"rate":0.001,"sustainedLimit":2,"sustainedWindow":"1h"}`)
+	request(t, s, "key=q")
+	request(t, s, "key=q")
+	res, b = call(t, s, http.MethodPost, "/api/request?key=q", "")
+	if res.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `\"sustained\"`) {
+		t.Errorf("third request: status %d, body %s; want 429 naming the sustained limit", res.StatusCode, b)
 	}
 }

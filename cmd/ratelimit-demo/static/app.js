@@ -94,6 +94,8 @@
     for (const f of ['capacity', 'rate', 'tokens', 'interval', 'limit', 'window']) {
       $(f).value = cfg[f];
     }
+    $('sustained-limit').value = cfg.sustainedLimit;
+    $('sustained-window').value = cfg.sustainedWindow;
     showFields();
     $('config-dirty').hidden = true;
   }
@@ -126,6 +128,8 @@
     for (const f of FIELDS[alg] || []) {
       body[f] = NUMERIC.has(f) ? Number($(f).value) : $(f).value.trim();
     }
+    body.sustainedLimit = Number($('sustained-limit').value) || 0;
+    if (body.sustainedLimit > 0) body.sustainedWindow = $('sustained-window').value.trim();
     const err = $('config-error');
     $('apply').disabled = true;
     try {
@@ -192,6 +196,7 @@
     if (s.limit != null) $('limit-display').textContent = String(s.limit);
     $('retry-after').textContent = fmtDuration(s.retryMs);
     $('reset-after').textContent = fmtDuration(s.resetMs);
+    if (s.binding) $('binding').textContent = s.binding;
     state.samples.push({ t: Date.now(), remaining: s.remaining, limit: s.limit ?? state.config?.maxCost ?? 1, retryMs: s.retryMs || 0 });
   }
 
@@ -227,13 +232,15 @@
     if (res.status === 200 && body) {
       state.allowed++;
       state.events.push({ t: Date.now(), kind: 'allowed' });
-      showState(sentAt, { remaining: body.remaining, limit: body.limit, retryMs: body.retryAfterMs, resetMs: body.resetAfterMs });
+      showState(sentAt, { remaining: body.remaining, limit: body.limit, retryMs: body.retryAfterMs, resetMs: body.resetAfterMs, binding: body.binding });
       addLog('allowed', 'allowed',
-        `cost ${body.cost} · remaining ${body.remaining} / ${body.limit} · fresh in ${fmtDuration(body.resetAfterMs)}`, n);
+        `cost ${body.cost} · remaining ${body.remaining} / ${body.limit} · fresh in ${fmtDuration(body.resetAfterMs)}${limitsText(body)}`, n);
     } else if (res.status === 429) {
       // The middleware's 429 carries no decision body: the headers say it.
       const rl = parseRateLimit(res.headers.get('RateLimit'));
       const retryS = Number(res.headers.get('Retry-After'));
+      // The problem's detail names the limit that denied.
+      const named = body && /rate limit "([^"]*)"/.exec(body.detail || '');
       state.denied++;
       state.events.push({ t: Date.now(), kind: 'denied' });
       showState(sentAt, {
@@ -241,8 +248,9 @@
         limit: Number(res.headers.get('X-RateLimit-Limit')) || undefined,
         retryMs: retryS * 1000,
         resetMs: rl.resetS != null ? rl.resetS * 1000 : undefined,
+        binding: named ? named[1] : undefined,
       });
-      addLog('denied', 'denied', `retry after ${retryS} s (Retry-After) · remaining ${rl.remaining ?? '?'}`, n);
+      addLog('denied', 'denied', `retry after ${retryS} s (Retry-After) · remaining ${rl.remaining ?? '?'}${named ? ` · denied by ${named[1]}` : ''}`, n);
     } else {
       state.errors++;
       state.events.push({ t: Date.now(), kind: 'error' });
@@ -271,7 +279,13 @@
     showCounters();
     state.marks.push({ t: Date.now(), label: `reset ${key}` });
     addLog('info', 'reset', `key ${JSON.stringify(key)} forgotten`);
-    showState(sentAt, { remaining: body.remaining, limit: body.limit, retryMs: body.retryAfterMs, resetMs: body.resetAfterMs });
+    showState(sentAt, { remaining: body.remaining, limit: body.limit, retryMs: body.retryAfterMs, resetMs: body.resetAfterMs, binding: body.binding });
+  }
+
+  // limitsText lists each limit's remaining when a decision has several.
+  function limitsText(body) {
+    if (!body.limits || body.limits.length < 2) return '';
+    return ' · ' + body.limits.map((l) => `${l.name} ${l.remaining}/${l.limit}`).join(', ');
   }
 
   // ---------- polling the key's state ----------
@@ -293,7 +307,7 @@
         state.marks.push({ t: Date.now(), label: cfg.description });
         addLog('info', 'config', `${cfg.description} on ${cfg.store} (changed elsewhere)`);
       }
-      showState(sentAt, { remaining: body.remaining, limit: body.limit, retryMs: body.retryAfterMs, resetMs: body.resetAfterMs });
+      showState(sentAt, { remaining: body.remaining, limit: body.limit, retryMs: body.retryAfterMs, resetMs: body.resetAfterMs, binding: body.binding });
     } catch (e) {
       setStatus(`server unreachable: ${e.message}`, true);
     }
