@@ -101,7 +101,7 @@ var benchAlgorithms = []benchAlgorithm{
 	},
 	{
 		name: "slidinglog",
-		// 2^24 per millisecond is never reached. The log keeps one entry
+		// 2^15 per millisecond is never reached. The log keeps one entry
 		// per microsecond in which a key was admitted, so a short window
 		// keeps a hot key's log at a realistic size (≤ 1000 entries).
 		// Keys seen less often than once a millisecond expire between
@@ -111,7 +111,7 @@ var benchAlgorithms = []benchAlgorithm{
 		},
 		prime: 1,
 		generous: func() (algorithm.Algorithm, error) {
-			return slidinglog.New(slidinglog.Config{Limit: 1_000_000, Window: 10 * time.Microsecond})
+			return slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: 10 * time.Microsecond})
 		},
 		denied: func() (algorithm.Algorithm, error) {
 			return slidinglog.New(slidinglog.Config{Limit: 1, Window: maxWindow})

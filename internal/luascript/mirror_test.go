@@ -1,0 +1,192 @@
+package luascript_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/internal/redistest"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+)
+
+// call is one script call of a mirror test: Take(now, cost), or Peek(now)
+// when cost is 0.
+type call struct{ now, cost int64 }
+
+// mirror runs calls on one key through alg's script, on client, and
+// through alg's Go transition, and fails at the first reply that differs
+// from the Go result. The store tests compare the two on small limits;
+// this compares them on the extremes (large limits, costs, windows and
+// logs), where the numbers the script handles are largest. check, when
+// not nil, runs after each call with the Go state.
+func mirror(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm, key string, calls []call,
+	check func(i int, s *algorithm.State)) {
+	t.Helper()
+	ctx := t.Context()
+	script, params, err := luascript.For(alg.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.ScriptLoad(ctx, script.Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var s algorithm.State
+	alg.Init(&s, calls[0].now)
+	for i, c := range calls {
+		// A TTL margin of 10 minutes: the calls' instants are not the
+		// server's, whose TTLs count real time.
+		args := append([]any{strconv.FormatInt(c.now, 10), strconv.FormatInt(c.cost, 10), "600000"}, anys(params)...)
+		var cmd *redis.Cmd
+		var want algorithm.Result
+		if c.cost == 0 {
+			cmd = client.EvalShaRO(ctx, script.SHA1, []string{key}, args...)
+			want = alg.Peek(s, c.now, 1)
+		} else {
+			cmd = client.EvalSha(ctx, script.SHA1, []string{key}, args...)
+			want = algorithm.Take(alg, &s, c.now, c.cost)
+		}
+		reply, err := cmd.Int64Slice()
+		if err != nil {
+			t.Fatalf("call %d, cost %d at %d: %v", i, c.cost, c.now, err)
+		}
+		got := algorithm.Result{}
+		if len(reply) == 3 {
+			got = algorithm.Result{Remaining: reply[0], RetryAfter: reply[1], ResetAfter: reply[2]}
+		}
+		if len(reply) != 3 || got != want {
+			t.Fatalf("%v, call %d (cost %d at %d, %+dµs from the previous): script replied %v, Go decides %+v",
+				alg, i, c.cost, c.now, c.now-calls[max(i-1, 0)].now, reply, want)
+		}
+		if check != nil {
+			check(i, &s)
+		}
+	}
+}
+
+// TestSlidingLogMirror runs long sequences on large logs, on every
+// target: thousands of live entries, all of them expiring at once (which
+// the script trims 1000 at a time), costs up to the limit, denials that
+// search deep into the log, and a clock that steps back.
+func TestSlidingLogMirror(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		client := redistest.GoRedis(t, target)
+		n := 4000
+		if target.Mini != nil {
+			n = 1500 // gopher-lua is slow
+		}
+		const window = 2000 // µs
+		alg, err := slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: window * time.Microsecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(3, 4))
+		now := int64(1_763_700_000_000_000)
+		var calls []call
+		for len(calls) < n {
+			switch r := rng.IntN(100); {
+			case r < 2:
+				now += window + rng.Int64N(3*window) // everything expires
+			case r < 4:
+				now -= rng.Int64N(window) // steps back
+			case r < 70:
+				now += rng.Int64N(3)
+			}
+			cost := int64(1 + rng.IntN(3))
+			switch r := rng.IntN(100); {
+			case r < 10:
+				cost = 0
+			case r < 15:
+				cost = 1 + rng.Int64N(slidinglog.MaxLimit)
+			}
+			calls = append(calls, call{now, cost})
+		}
+		mirror(t, client, alg, redistest.Prefix(t)+"{log}", calls, nil)
+	})
+}
+
+// TestSlidingLogTrimBounded checks that an admission trims at most 1000
+// expired members, always keeping the newest of them, and that the count
+// the kept one carries keeps decisions exact while the rest are trimmed.
+func TestSlidingLogTrimBounded(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		if target.Cluster {
+			t.Skip("the standalone server covers the real Lua")
+		}
+		ctx := t.Context()
+		client := redistest.GoRedis(t, target)
+		key := redistest.Prefix(t) + "{log}"
+		const window, n = 10_000, 3500 // µs, entries
+		alg, err := slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: window * time.Microsecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := int64(1_763_700_000_000_000)
+		var calls []call
+		for i := range int64(n) {
+			calls = append(calls, call{start + i, 1})
+		}
+		// Past the window of every entry: four admissions trim them.
+		later := start + n + window
+		for i := range int64(6) {
+			calls = append(calls, call{later + i, 2}, call{later + i, 0})
+		}
+		card := func() int64 {
+			c, err := client.ZCard(ctx, key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		var cards []int64
+		mirror(t, client, alg, key, calls, func(i int, _ *algorithm.State) {
+			if i >= n && calls[i].cost > 0 {
+				cards = append(cards, card())
+			}
+		})
+		// n expired; each admission adds one member and trims up to 1000
+		// of the expired, keeping the newest expired one.
+		want := []int64{n + 1 - 1000, n + 2 - 2000, n + 3 - 3000, 1 + 4, 1 + 5, 1 + 6}
+		if fmt.Sprint(cards) != fmt.Sprint(want) {
+			t.Errorf("members after each admission past the window: got %v, want %v", cards, want)
+		}
+	})
+}
+
+// TestSlidingLogOldFormat checks that a key written by the previous
+// format (one member "<instant>:<n>" per unit) is refused, for takes and
+// peeks alike, and left as it was.
+func TestSlidingLogOldFormat(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		ctx := t.Context()
+		client := redistest.GoRedis(t, target)
+		key := redistest.Prefix(t) + "{old}"
+		now := int64(1_763_700_000_000_000)
+		members := []redis.Z{{Score: float64(now - 5), Member: fmt.Sprintf("%d:0", now-5)}, {Score: float64(now - 5), Member: fmt.Sprintf("%d:1", now-5)}}
+		if err := client.ZAdd(ctx, key, members...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var script *luascript.Script
+		for _, s := range luascript.Scripts() {
+			if s.Name == "slidinglog" {
+				script = s
+			}
+		}
+		for _, cost := range []string{"1", "0"} {
+			err := client.Eval(ctx, script.Source, []string{key}, strconv.FormatInt(now, 10), cost, "0", "10", "1000000").Err()
+			if err == nil || !strings.Contains(err.Error(), "does not hold a sliding log of this version") {
+				t.Errorf("cost %s on an old-format key: got error %v, want a format error", cost, err)
+			}
+		}
+		got, err := client.ZRangeWithScores(ctx, key, 0, -1).Result()
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(members) {
+			t.Errorf("old-format key after the refused calls: %v, %v; want it unchanged, %v", got, err, members)
+		}
+	})
+}
