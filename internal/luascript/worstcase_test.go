@@ -140,13 +140,19 @@ func TestSlidingLogWorstCase(t *testing.T) {
 	t.Logf("MEMORY USAGE of a full log (2^15 entries): %d bytes", mem)
 	// The deepest search and a peek, on the full log, changing nothing.
 	measure("deny cost 2^15 on a full log", full, func(int) (int64, int64) { return start + limit, limit },
-		func(_ int, r algorithm.Result) bool { return r == algorithm.Result{RetryAfter: w - 1, ResetAfter: w - 1} })
+		func(_ int, r algorithm.Result) bool {
+			return r == algorithm.Result{RetryAfter: w - 1, ResetAfter: w - 1}
+		})
 	measure("peek at a full log", full, func(int) (int64, int64) { return start + limit, 0 },
-		func(_ int, r algorithm.Result) bool { return r == algorithm.Result{RetryAfter: w - limit, ResetAfter: w - 1} })
+		func(_ int, r algorithm.Result) bool {
+			return r == algorithm.Result{RetryAfter: w - limit, ResetAfter: w - 1}
+		})
 	// Past the window of every entry: each admission trims 1000.
 	later := start + limit + w
 	measure("admit once 2^15 entries expired (trims 1000)", full, func(i int) (int64, int64) { return later + int64(i), 1 },
-		func(i int, r algorithm.Result) bool { return r == algorithm.Result{Remaining: limit - 1 - int64(i), ResetAfter: w} })
+		func(i int, r algorithm.Result) bool {
+			return r == algorithm.Result{Remaining: limit - 1 - int64(i), ResetAfter: w}
+		})
 	if n, err := c.ZCard(ctx, full).Result(); err != nil || n != limit-7*1000+7 {
 		t.Errorf("ZCARD after 7 admissions past the window = %d, %v; want %d", n, err, limit-7*1000+7)
 	}
