@@ -168,6 +168,16 @@ func (l *Log) Charge(s *algorithm.State, now, cost int64) bool {
 		s.Log = new(algorithm.Log)
 	}
 	g := s.Log
+	// Forget the entries that left the window, the first i kept ones,
+	// before appending, so that their room is reused.
+	if i > 0 {
+		s.N0 = base
+		g.Head += i
+		if g.Head == len(g.Entries) {
+			g.Entries, g.Head = g.Entries[:0], 0
+		}
+		entries = g.Entries[g.Head:]
+	}
 	total := s.N2 + cost
 	if n := len(entries); n > 0 && entries[n-1].At == t {
 		entries[n-1].Cost = total // one entry per instant
@@ -176,11 +186,6 @@ func (l *Log) Charge(s *algorithm.State, now, cost int64) bool {
 		g.Entries[len(g.Entries)-1] = algorithm.Entry{At: t, Cost: total}
 	}
 	s.N1, s.N2 = t, total
-	// Forget the entries that left the window: the first i kept ones.
-	if i > 0 {
-		s.N0 = base
-		g.Head += i
-	}
 	return true
 }
 
