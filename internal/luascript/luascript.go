@@ -28,6 +28,10 @@ var (
 	slidingLog string
 	//go:embed fixedwindow.lua
 	fixedWindow string
+	//go:embed gcra.lua
+	gcra string
+	//go:embed slidingwindow.lua
+	slidingWindow string
 )
 
 // Script is one algorithm's script.
@@ -48,6 +52,8 @@ func init() {
 		"tokenbucket-interval": intervalBucket,
 		"slidinglog":           slidingLog,
 		"fixedwindow":          fixedWindow,
+		"gcra":                 gcra,
+		"slidingwindow":        slidingWindow,
 	} {
 		src := prelude + body
 		sum := sha1.Sum([]byte(src))

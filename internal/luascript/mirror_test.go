@@ -11,9 +11,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
 )
 
 // call is one script call of a mirror test: Take(now, cost), or Peek(now)
@@ -187,6 +189,101 @@ func TestSlidingLogOldFormat(t *testing.T) {
 		got, err := client.ZRangeWithScores(ctx, key, 0, -1).Result()
 		if err != nil || fmt.Sprint(got) != fmt.Sprint(members) {
 			t.Errorf("old-format key after the refused calls: %v, %v; want it unchanged, %v", got, err, members)
+		}
+	})
+}
+
+// TestGCRAMirror runs random sequences on meters of extreme
+// configurations, on every target: bursts up to algorithm.MaxLimit,
+// emission intervals from 1µs to the longest, costs up to the burst.
+func TestGCRAMirror(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		client := redistest.GoRedis(t, target)
+		rng := rand.New(rand.NewPCG(9, 10))
+		for i, cfg := range []gcra.Config{
+			{Burst: 1, Every: time.Microsecond},
+			{Burst: 3, Every: 333_333 * time.Microsecond},
+			{Burst: 1000, Every: 7 * time.Microsecond},
+			{Burst: algorithm.MaxLimit, Every: 256 * time.Microsecond},
+			{Burst: 1, Every: time.Duration(algorithm.MaxDuration) * time.Microsecond},
+		} {
+			alg, err := gcra.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			every, tau := cfg.Every.Microseconds(), alg.Window().Microseconds()
+			now := int64(1_763_700_000_000_000) + rng.Int64N(every)
+			var calls []call
+			for range 150 {
+				switch rng.IntN(6) {
+				case 0:
+					now -= rng.Int64N(tau/4 + 1) // steps back
+				case 1:
+					now += rng.Int64N(tau + 2)
+				default:
+					now += rng.Int64N(every + 1)
+				}
+				now = min(now, 1<<53-4*tau) // below 2^53, as every instant must be
+				cost := 1 + rng.Int64N(cfg.Burst)
+				switch rng.IntN(4) {
+				case 0:
+					cost = 0
+				case 1:
+					cost = 1 + rng.Int64N(min(cfg.Burst, 3))
+				}
+				calls = append(calls, call{now, cost})
+			}
+			mirror(t, client, alg, fmt.Sprintf("%s{gcra:%d}", redistest.Prefix(t), i), calls, nil)
+		}
+	})
+}
+
+// TestSlidingWindowMirror runs random sequences on counters of extreme
+// configurations, on every target: limits up to algorithm.MaxLimit and
+// windows up to algorithm.MaxDuration, where the estimate's products reach
+// 2^88 and the script divides them by long division.
+func TestSlidingWindowMirror(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		client := redistest.GoRedis(t, target)
+		rng := rand.New(rand.NewPCG(11, 12))
+		for i, cfg := range []slidingwindow.Config{
+			{Limit: 1, Window: time.Microsecond},
+			{Limit: 7, Window: 3 * time.Microsecond},
+			{Limit: 100, Window: time.Second},
+			{Limit: 1 << 30, Window: time.Hour},
+			{Limit: algorithm.MaxLimit, Window: 1_000_003 * time.Microsecond},
+			{Limit: algorithm.MaxLimit, Window: time.Duration(algorithm.MaxDuration) * time.Microsecond},
+			{Limit: algorithm.MaxLimit - 1, Window: time.Duration(algorithm.MaxDuration-1) * time.Microsecond},
+		} {
+			alg, err := slidingwindow.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := cfg.Window.Microseconds()
+			now := int64(1_763_700_000_000_000) + rng.Int64N(w)
+			var calls []call
+			for range 150 {
+				switch rng.IntN(8) {
+				case 0:
+					now -= rng.Int64N(w + 1) // steps back
+				case 1:
+					now += rng.Int64N(3 * w)
+				default:
+					now += rng.Int64N(w/3 + 2)
+				}
+				// Instants stay below 2^53 (the year 2255), as every
+				// instant the algorithms compute must.
+				now = min(now, 1<<53-4*w)
+				cost := 1 + rng.Int64N(cfg.Limit)
+				switch rng.IntN(4) {
+				case 0:
+					cost = 0
+				case 1:
+					cost = 1 + rng.Int64N(min(cfg.Limit, 3))
+				}
+				calls = append(calls, call{now, cost})
+			}
+			mirror(t, client, alg, fmt.Sprintf("%s{sw:%d}", redistest.Prefix(t), i), calls, nil)
 		}
 	})
 }
