@@ -239,6 +239,26 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("remaining label = %q, want %q", got, want)
 	}
 	shot("fixed-window")
+
+	// GCRA, through its own fields.
+	step("choose GCRA",
+		choose("#algorithm", algGCRA),
+		chromedp.WaitVisible("#burst", chromedp.ByQuery),
+		typeInto("#burst", "2"),
+		typeInto("#every", "1h"),
+		chromedp.Click("#apply", chromedp.ByQuery),
+	)
+	waitFor("GCRA is in service", `document.getElementById("active-config").textContent === "gcra(burst=2, every=1h0m0s)"`)
+	if cfg := getConfig(t, ts.URL); cfg.Algorithm != algGCRA || cfg.Burst != 2 || time.Duration(cfg.Every) != time.Hour {
+		t.Errorf("server config after the form = %+v, want gcra, burst 2, every 1h", cfg.demoConfig)
+	}
+	step("send one more", chromedp.Click("#send", chromedp.ByQuery))
+	waitFor("the request is admitted by GCRA", `document.getElementById("allowed-count").textContent === "5"`)
+	waitFor("1 is left of the burst", `document.getElementById("remaining").textContent === "1"`)
+	if got, want := text("#remaining-label"), "Tokens left"; got != want {
+		t.Errorf("remaining label = %q, want %q", got, want)
+	}
+	shot("gcra")
 	t.Logf("browser steps took %v", time.Since(start).Round(time.Millisecond))
 
 	mu.Lock()
