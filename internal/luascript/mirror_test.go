@@ -31,6 +31,15 @@ type call struct{ now, cost int64 }
 func mirror(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm, key string, calls []call,
 	check func(i int, s *algorithm.State)) {
 	t.Helper()
+	var s algorithm.State
+	alg.Init(&s, calls[0].now)
+	mirrorFrom(t, client, alg, key, &s, calls, check)
+}
+
+// mirrorFrom is mirror from s, a Go state equivalent to what key holds.
+func mirrorFrom(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm, key string, s *algorithm.State,
+	calls []call, check func(i int, s *algorithm.State)) {
+	t.Helper()
 	ctx := t.Context()
 	script, params, err := luascript.For(alg.Spec())
 	if err != nil {
@@ -39,8 +48,6 @@ func mirror(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm,
 	if err := client.ScriptLoad(ctx, script.Source).Err(); err != nil {
 		t.Fatal(err)
 	}
-	var s algorithm.State
-	alg.Init(&s, calls[0].now)
 	for i, c := range calls {
 		// A TTL margin of 10 minutes: the calls' instants are not the
 		// server's, whose TTLs count real time.
@@ -49,10 +56,10 @@ func mirror(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm,
 		var want algorithm.Result
 		if c.cost == 0 {
 			cmd = client.EvalShaRO(ctx, script.SHA1, []string{key}, args...)
-			want = alg.Peek(s, c.now, 1)
+			want = alg.Peek(*s, c.now, 1)
 		} else {
 			cmd = client.EvalSha(ctx, script.SHA1, []string{key}, args...)
-			want = algorithm.Take(alg, &s, c.now, c.cost)
+			want = algorithm.Take(alg, s, c.now, c.cost)
 		}
 		reply, err := cmd.Int64Slice()
 		if err != nil {
@@ -67,7 +74,7 @@ func mirror(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm,
 				alg, i, c.cost, c.now, c.now-calls[max(i-1, 0)].now, reply, want)
 		}
 		if check != nil {
-			check(i, &s)
+			check(i, s)
 		}
 	}
 }
@@ -157,6 +164,49 @@ func TestSlidingLogTrimBounded(t *testing.T) {
 		want := []int64{n + 1 - 1000, n + 2 - 2000, n + 3 - 3000, 1 + 4, 1 + 5, 1 + 6}
 		if fmt.Sprint(cards) != fmt.Sprint(want) {
 			t.Errorf("members after each admission past the window: got %v, want %v", cards, want)
+		}
+	})
+}
+
+// TestSlidingLogWrap checks a log whose cumulative count wraps around
+// 2^52, as a key admitting for long enough does: a key holding an expired
+// member counting 2^52 − 10 and a live one counting 2^52 − 3 (7 units at
+// t0) decides as a Go log that admitted 7 at t0, through the wrap.
+func TestSlidingLogWrap(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		ctx := t.Context()
+		client := redistest.GoRedis(t, target)
+		key := redistest.Prefix(t) + "{wrap}"
+		const window, t0 = 1000, int64(1_763_700_000_000_000)
+		alg, err := slidinglog.New(slidinglog.Config{Limit: 20, Window: window * time.Microsecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const m = 1 << 52
+		err = client.ZAdd(ctx, key, redis.Z{Score: float64(t0 - window - 5), Member: strconv.FormatInt(m-10, 10)},
+			redis.Z{Score: float64(t0), Member: strconv.FormatInt(m-3, 10)}).Err()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s algorithm.State
+		alg.Init(&s, t0)
+		alg.Charge(&s, t0, 7)
+		rng := rand.New(rand.NewPCG(13, 14))
+		now := t0
+		var calls []call
+		for range 200 {
+			now += rng.Int64N(window / 4)
+			calls = append(calls, call{now, rng.Int64N(8)})
+		}
+		mirrorFrom(t, client, alg, key, &s, calls, nil)
+		members, err := client.ZRange(ctx, key, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mb := range members {
+			if v, err := strconv.ParseInt(mb, 10, 64); err != nil || v >= m {
+				t.Errorf("member %q: want a count below 2^52", mb)
+			}
 		}
 	})
 }
