@@ -13,8 +13,10 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
@@ -101,7 +103,7 @@ var benchAlgorithms = []benchAlgorithm{
 	},
 	{
 		name: "slidinglog",
-		// 2^24 per millisecond is never reached. The log keeps one entry
+		// 2^15 per millisecond is never reached. The log keeps one entry
 		// per microsecond in which a key was admitted, so a short window
 		// keeps a hot key's log at a realistic size (≤ 1000 entries).
 		// Keys seen less often than once a millisecond expire between
@@ -111,7 +113,7 @@ var benchAlgorithms = []benchAlgorithm{
 		},
 		prime: 1,
 		generous: func() (algorithm.Algorithm, error) {
-			return slidinglog.New(slidinglog.Config{Limit: 1_000_000, Window: 10 * time.Microsecond})
+			return slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: 10 * time.Microsecond})
 		},
 		denied: func() (algorithm.Algorithm, error) {
 			return slidinglog.New(slidinglog.Config{Limit: 1, Window: maxWindow})
@@ -128,6 +130,35 @@ var benchAlgorithms = []benchAlgorithm{
 		},
 		denied: func() (algorithm.Algorithm, error) {
 			return fixedwindow.New(fixedwindow.Config{Limit: 1, Window: maxWindow})
+		},
+	},
+	{
+		name: "gcra",
+		// A burst of 2^40, one unit per 256µs: the slowest refill
+		// allowed; priming takes half, so the key rests in 4.4 years.
+		allowed: func() (algorithm.Algorithm, error) {
+			return gcra.New(gcra.Config{Burst: algorithm.MaxLimit, Every: 256 * time.Microsecond})
+		},
+		prime: int(algorithm.MaxLimit / 2),
+		// A burst of 1e9, one unit back every 4µs (about 1e9 per hour).
+		generous: func() (algorithm.Algorithm, error) {
+			return gcra.New(gcra.Config{Burst: 1_000_000_000, Every: 4 * time.Microsecond})
+		},
+		denied: func() (algorithm.Algorithm, error) {
+			return gcra.New(gcra.Config{Burst: 1, Every: maxWindow})
+		},
+	},
+	{
+		name: "slidingwindow",
+		allowed: func() (algorithm.Algorithm, error) {
+			return slidingwindow.New(slidingwindow.Config{Limit: algorithm.MaxLimit, Window: maxWindow})
+		},
+		prime: 1,
+		generous: func() (algorithm.Algorithm, error) {
+			return slidingwindow.New(slidingwindow.Config{Limit: 1_000_000, Window: 10 * time.Microsecond})
+		},
+		denied: func() (algorithm.Algorithm, error) {
+			return slidingwindow.New(slidingwindow.Config{Limit: 1, Window: maxWindow})
 		},
 	},
 }

@@ -4,8 +4,11 @@
 // A [Limiter] is composed of three parts:
 //
 //   - an algorithm, which decides: a token bucket refilled continuously or
-//     by whole tokens per interval (package tokenbucket), an exact sliding
-//     log (package slidinglog), or a fixed window (package fixedwindow);
+//     by whole tokens per interval (package tokenbucket), the same
+//     continuous bucket kept as one number (package gcra), an exact sliding
+//     log (package slidinglog), the sliding-window counter that
+//     approximates it in constant memory (package slidingwindow), or a
+//     fixed window (package fixedwindow);
 //   - a store, which keeps each key's state and applies decisions
 //     atomically: in memory (package store/memorystore) or in Redis;
 //   - a clock, which tells the time: the local clock, the store's server

@@ -215,9 +215,10 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 func (l *Limiter[K]) Limit() int64 { return l.limit }
 
 // Window returns the period over which the limiter admits Limit: the window
-// of a sliding log or fixed window, the time an empty token bucket takes to
-// refill. It is 0 for an algorithm that does not say (one with no Window
-// method). HTTP headers advertise it as the policy's window.
+// of a sliding log, sliding-window counter or fixed window, the time an
+// empty token bucket takes to refill or a GCRA key to come back to rest.
+// It is 0 for an algorithm that does not say (one with no Window method).
+// HTTP headers advertise it as the policy's window.
 func (l *Limiter[K]) Window() time.Duration { return windowOf(l.alg) }
 
 // Allow is shorthand for AllowN(ctx, key, 1).

@@ -10,8 +10,8 @@
 // numbers are doubles) compute bit-identical results.
 //
 // This package is for implementers of stores and algorithms. Users build
-// algorithms with the tokenbucket, slidinglog and fixedwindow packages and
-// hand them to ratelimit.New.
+// algorithms with the tokenbucket, gcra, slidinglog, slidingwindow and
+// fixedwindow packages and hand them to ratelimit.New.
 package algorithm
 
 import (
@@ -183,7 +183,7 @@ type Entry struct {
 // transition themselves (the Redis stores' Lua scripts).
 type Spec struct {
 	// Name identifies the transition: "tokenbucket", "tokenbucket-interval",
-	// "slidinglog" or "fixedwindow".
+	// "gcra", "slidinglog", "slidingwindow" or "fixedwindow".
 	Name string
 	// Params are the numeric parameters, in the order the transition's
 	// documentation gives. Durations are in microseconds.

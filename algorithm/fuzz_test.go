@@ -9,16 +9,21 @@ import (
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
-// The kinds of algorithm FuzzAlgorithms builds, by kind%4.
+// The kinds of algorithm FuzzAlgorithms builds, by kind%kinds.
 const (
 	kindBucket   = 0 // tokenbucket.New{Capacity: n, Rate: rate}
 	kindInterval = 1 // tokenbucket.NewInterval{Capacity: n, Tokens: tokens, Interval: dur}
 	kindLog      = 2 // slidinglog.New{Limit: n, Window: dur}
 	kindWindow   = 3 // fixedwindow.New{Limit: n, Window: dur}
+	kindGCRA     = 4 // gcra.New{Burst: n, Every: dur}
+	kindCounter  = 5 // slidingwindow.New{Limit: n, Window: dur}
+	kinds        = 6
 )
 
 // maxInstant bounds the instants FuzzAlgorithms uses, ±2^53 µs (285 years
@@ -117,6 +122,24 @@ func (c config) build(t *testing.T) (algorithm.Algorithm, error) {
 			return nil, err
 		}
 		return l, nil
+	case kindGCRA:
+		m, err := gcra.New(gcra.Config{Burst: c.n, Every: c.dur})
+		if err != nil || m == nil {
+			if m != nil || err == nil {
+				t.Fatalf("gcra.New: got (%v, %v)", m, err)
+			}
+			return nil, err
+		}
+		return m, nil
+	case kindCounter:
+		w, err := slidingwindow.New(slidingwindow.Config{Limit: c.n, Window: c.dur})
+		if err != nil || w == nil {
+			if w != nil || err == nil {
+				t.Fatalf("slidingwindow.New: got (%v, %v)", w, err)
+			}
+			return nil, err
+		}
+		return w, nil
 	default:
 		w, err := fixedwindow.New(fixedwindow.Config{Limit: c.n, Window: c.dur})
 		if err != nil || w == nil {
@@ -146,6 +169,12 @@ func (c config) valid() bool {
 		return hi == 0 && lo <= uint64(algorithm.MaxDuration)
 	case kindLog:
 		return c.n >= 1 && c.n <= slidinglog.MaxLimit && durOK
+	case kindGCRA:
+		if c.n < 1 || c.n > algorithm.MaxLimit || !durOK {
+			return false
+		}
+		hi, lo := bits.Mul64(uint64(c.n), uint64(us))
+		return hi == 0 && lo <= uint64(algorithm.MaxDuration)
 	default:
 		return c.n >= 1 && c.n <= algorithm.MaxLimit && durOK
 	}
@@ -159,9 +188,24 @@ func (c config) fill() int64 {
 		return int64(math.Ceil(float64(c.n) * 1e6 / c.rate))
 	case kindInterval:
 		return (c.n + c.tokens - 1) / c.tokens * c.dur.Microseconds()
+	case kindGCRA:
+		return c.n * c.dur.Microseconds()
+	case kindCounter:
+		// The previous window's count weighs something until it is two
+		// windows old.
+		return 2 * c.dur.Microseconds()
 	default:
 		return c.dur.Microseconds()
 	}
+}
+
+// window returns what a valid config's Window method reports: the fill
+// time, but the window length for the sliding-window counter.
+func (c config) window() int64 {
+	if c.kind == kindCounter {
+		return c.dur.Microseconds()
+	}
+	return c.fill()
 }
 
 // period returns a natural time unit of a valid config: the time one token
@@ -191,9 +235,16 @@ func (c config) admits(start, earliest, latest int64, monotone bool) (float64, b
 	case kindLog:
 		// Limit in each window of length Window that tiles earliest..latest.
 		return n * float64((latest-earliest)/c.dur.Microseconds()+1), monotone
+	case kindGCRA:
+		// Its arrival time is at least the earliest instant plus one
+		// interval per unit admitted, and never more than Burst intervals
+		// past the instant of a decision.
+		return n + float64((latest-earliest)/c.dur.Microseconds()), true
 	default:
-		// Limit in each fixed window from earliest's to latest's; a clock
-		// that steps back counts in the later window.
+		// Limit in each fixed window from earliest's to latest's (for the
+		// fixed window and the sliding-window counter, which admits at
+		// most Limit per aligned window too); a clock that steps back
+		// counts in the later window.
 		w := c.dur.Microseconds()
 		return n * float64(algorithm.FloorDiv(latest, w)-algorithm.FloorDiv(earliest, w)+1), true
 	}
@@ -254,13 +305,24 @@ func FuzzAlgorithms(f *testing.F) {
 		{kind: kindWindow, n: 2, dur: 10 * time.Microsecond},
 		{kind: kindWindow, n: algorithm.MaxLimit, dur: time.Duration(algorithm.MaxDuration) * time.Microsecond},
 		{kind: kindWindow, n: 1, dur: -time.Second},
+		{kind: kindGCRA, n: 3, dur: 500 * time.Millisecond},
+		{kind: kindGCRA, n: 1, dur: time.Microsecond},
+		{kind: kindGCRA, n: 1000, dur: 7 * time.Microsecond},
+		{kind: kindGCRA, n: algorithm.MaxLimit, dur: 256 * time.Microsecond},
+		{kind: kindGCRA, n: algorithm.MaxLimit, dur: 257 * time.Microsecond},
+		{kind: kindGCRA, n: 0, dur: time.Second},
+		{kind: kindCounter, n: 5, dur: time.Second},
+		{kind: kindCounter, n: 1, dur: time.Microsecond},
+		{kind: kindCounter, n: 100, dur: 7 * time.Microsecond},
+		{kind: kindCounter, n: algorithm.MaxLimit, dur: time.Duration(algorithm.MaxDuration) * time.Microsecond},
+		{kind: kindCounter, n: algorithm.MaxLimit + 1, dur: time.Second},
 	} {
 		f.Add(c.kind, c.n, c.tokens, int64(c.dur), c.rate, int64(t0), busy)
 		f.Add(c.kind, c.n, c.tokens, int64(c.dur), c.rate, int64(-15), busy)
 	}
 
 	f.Fuzz(func(t *testing.T, kind uint8, n, tokens, dur int64, rate float64, start int64, ops []byte) {
-		c := config{kind: kind % 4, n: n, tokens: tokens, dur: time.Duration(dur), rate: rate}
+		c := config{kind: kind % kinds, n: n, tokens: tokens, dur: time.Duration(dur), rate: rate}
 		alg, err := c.build(t)
 		if valid := c.valid(); valid != (err == nil) {
 			t.Fatalf("%+v: got error %v, want valid=%v", c, err, valid)
@@ -276,11 +338,11 @@ func FuzzAlgorithms(f *testing.F) {
 			t.Fatalf("%+v: Limit() = %d, want %d", c, limit, c.n)
 		}
 		fill, period := c.fill(), c.period()
-		if fill > algorithm.MaxDuration+1 {
-			t.Fatalf("%+v: fills in %dµs, above MaxDuration", c, fill)
+		if c.window() > algorithm.MaxDuration+1 {
+			t.Fatalf("%+v: fills in %dµs, above MaxDuration", c, c.window())
 		}
-		if w, ok := alg.(interface{ Window() time.Duration }); ok && w.Window() != time.Duration(fill)*time.Microsecond {
-			t.Fatalf("%+v: Window() = %v, want %dµs", c, w.Window(), fill)
+		if w, ok := alg.(interface{ Window() time.Duration }); ok && w.Window() != time.Duration(c.window())*time.Microsecond {
+			t.Fatalf("%+v: Window() = %v, want %dµs", c, w.Window(), c.window())
 		}
 
 		if start < -maxInstant || start > maxInstant {

@@ -29,8 +29,10 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
 	rlmemory "github.com/go-ratelimit/ratelimit/store/memorystore"
 	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
@@ -71,6 +73,12 @@ var ourAlgorithms = []struct {
 	}},
 	{"fixed window", func() (algorithm.Algorithm, error) {
 		return fixedwindow.New(fixedwindow.Config{Limit: 1, Window: period})
+	}},
+	{"GCRA", func() (algorithm.Algorithm, error) {
+		return gcra.New(gcra.Config{Burst: 1, Every: period})
+	}},
+	{"sliding-window counter", func() (algorithm.Algorithm, error) {
+		return slidingwindow.New(slidingwindow.Config{Limit: 1, Window: period})
 	}},
 }
 
@@ -441,11 +449,19 @@ func describeKey(t *testing.T, m *redis.Client, key string) (usage int64, value,
 	return usage, value, ttl
 }
 
+// envMeasureAddr names a Redis the measurement may use instead of starting
+// one: it must be a server of its own, which the measurement flushes.
+const envMeasureAddr = "RATELIMIT_MEASURE_REDIS_ADDR"
+
 // startRedis starts a private redis-server on a free loopback port, with
 // neither snapshots nor an append-only file, and kills it (by its PID) when
-// the test ends. It returns its address.
+// the test ends; or, with $RATELIMIT_MEASURE_REDIS_ADDR set, uses that
+// server. It returns its address.
 func startRedis(t *testing.T) string {
 	t.Helper()
+	if addr := os.Getenv(envMeasureAddr); addr != "" {
+		return addr
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

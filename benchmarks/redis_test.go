@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
 	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
@@ -85,6 +86,28 @@ func ratelimitOn(b *testing.B, st store.Store[string], keys []string, p path) al
 	if err != nil {
 		b.Fatal(err)
 	}
+	return limiterOn(b, alg, st, keys)
+}
+
+// gcraOn is ratelimitOn with the library's GCRA, configured as redis_rate
+// is: one unit per µs and a burst of 2^30 (allowed), a burst of 1e9 and
+// one unit every 4µs, the whole µs nearest 1e9 per hour (generous), one
+// request and then one per 3 hours (denied).
+func gcraOn(b *testing.B, st store.Store[string], keys []string, p path) allowFunc {
+	cfg := map[path]gcra.Config{
+		allowed:  {Burst: 1 << 30, Every: time.Microsecond},
+		generous: {Burst: generousBurst, Every: 4 * time.Microsecond},
+		denied:   {Burst: 1, Every: 3 * time.Hour},
+	}[p]
+	alg, err := gcra.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return limiterOn(b, alg, st, keys)
+}
+
+// limiterOn returns a Limiter of alg on st, primed with one request per key.
+func limiterOn(b *testing.B, alg algorithm.Algorithm, st store.Store[string], keys []string) allowFunc {
 	lim, err := ratelimit.New(alg, st)
 	if err != nil {
 		b.Fatal(err)
@@ -109,7 +132,6 @@ func rawConfig(p path) (capacity, perMicro string) {
 }
 
 func redisSubjects(gr *redis.Client, ru rueidis.Client) []subject {
-	_ = algorithm.MaxLimit
 	return []subject{
 		{"ratelimit-rueidis", func(b *testing.B, keys []string, p path) allowFunc {
 			st, err := rueidisstore.New[string](ru, rueidisstore.WithPrefix[string](prefix()))
@@ -124,6 +146,20 @@ func redisSubjects(gr *redis.Client, ru rueidis.Client) []subject {
 				b.Fatal(err)
 			}
 			return ratelimitOn(b, st, keys, p)
+		}},
+		{"ratelimit-gcra-rueidis", func(b *testing.B, keys []string, p path) allowFunc {
+			st, err := rueidisstore.New[string](ru, rueidisstore.WithPrefix[string](prefix()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return gcraOn(b, st, keys, p)
+		}},
+		{"ratelimit-gcra-goredis", func(b *testing.B, keys []string, p path) allowFunc {
+			st, err := goredisstore.New[string](gr, goredisstore.WithPrefix[string](prefix()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return gcraOn(b, st, keys, p)
 		}},
 		{"raw-rueidis", func(b *testing.B, keys []string, p path) allowFunc {
 			lua := rueidis.NewLuaScript(trivialBucket)

@@ -3,6 +3,8 @@ package slidinglog_test
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -94,15 +96,161 @@ func TestLogClockStepsBack(t *testing.T) {
 	run(t, l, []step{
 		{t2, 1, ok(3, 4*d)},
 		{t5, 1, ok(2, 4*d)},
-		// Back to t4: logged between the entries of t2 and t5, and the
-		// log stays ordered by instant.
+		// Back to t4: decided at t5, the newest admission, and logged
+		// there, so the log only grows at its end.
 		{t4, 1, ok(1, 5*d)},
 		{t4, 1, ok(0, 5*d)},
 		{t4, 1, no(0, 2*d, 5*d)}, // the oldest, t2, leaves at t6
 		{t6, 1, ok(0, 4*d)},
-		{t8, 2, ok(0, 4*d)},    // the 2 of t4 leave at t8
-		{t8, 1, no(0, d, 4*d)}, // the 1 of t5 leaves at t9
+		{t8, 2, no(0, d, 2*d)}, // the 3 of t5 leave at t9
+		{t9, 2, ok(1, 4*d)},
+		// Far back: still decided at t9, so no freer than then.
+		{t2, peek, ok(1, 11*d)},
+		{t0, 2, no(1, 10*d, 13*d)}, // the 1 of t6 leaves at t6+4d = t0+10d
 	})
+}
+
+func TestLogOneEntryPerInstant(t *testing.T) {
+	l := mustNew(t, slidinglog.Config{Limit: slidinglog.MaxLimit, Window: time.Minute})
+	var s algorithm.State
+	l.Init(&s, t0)
+	for i, c := range []struct{ at, cost int64 }{
+		{t0, slidinglog.MaxLimit / 2}, {t0, 1}, {t0, 7}, {t1, slidinglog.MaxLimit/2 - 9}, {t1, 1},
+	} {
+		if !l.Charge(&s, c.at, c.cost) {
+			t.Fatalf("charge %d: cost %d at t0%+dµs denied", i, c.cost, c.at-t0)
+		}
+	}
+	want := []algorithm.Entry{{At: t0, Cost: slidinglog.MaxLimit/2 + 8}, {At: t1, Cost: slidinglog.MaxLimit}}
+	if got := s.Log.Entries[s.Log.Head:]; !slices.Equal(got, want) {
+		t.Errorf("entries after 5 admissions at 2 instants: got %+v, want %+v (one per instant, cumulative costs)", got, want)
+	}
+}
+
+// TestLogForgetsExpired checks that an admission forgets the entries
+// that left the window, however many, and that what they admitted no
+// longer counts.
+func TestLogForgetsExpired(t *testing.T) {
+	const n = 30_000
+	l := mustNew(t, slidinglog.Config{Limit: slidinglog.MaxLimit, Window: time.Second})
+	var s algorithm.State
+	l.Init(&s, t0)
+	for i := range int64(n) {
+		if !l.Charge(&s, t0+i, 1) {
+			t.Fatalf("admission %d denied", i)
+		}
+	}
+	if got := l.Peek(s, t0+n, 1); got.Remaining != slidinglog.MaxLimit-n {
+		t.Fatalf("Peek after %d admissions: got %+v, want Remaining %d", n, got, slidinglog.MaxLimit-n)
+	}
+	// At t0+1s+10, the entries of t0 … t0+10 have left.
+	if got := algorithm.Take(l, &s, t0+sec+10, 5); got != ok(slidinglog.MaxLimit-(n-11)-5, sec) {
+		t.Fatalf("Take(5) once 11 entries left: got %+v", got)
+	}
+	if kept := len(s.Log.Entries) - s.Log.Head; kept != n-11+1 {
+		t.Errorf("entries kept: got %d, want %d", kept, n-11+1)
+	}
+	// Every entry has left 1s after the last.
+	if got := algorithm.Take(l, &s, t0+2*sec+10, slidinglog.MaxLimit); got != ok(0, sec) {
+		t.Fatalf("Take(MaxLimit) once every entry left: got %+v", got)
+	}
+	if kept := len(s.Log.Entries) - s.Log.Head; kept != 1 {
+		t.Errorf("entries kept: got %d, want 1", kept)
+	}
+}
+
+// reference is a sliding log kept the obvious way: every admission, with
+// the instant it was decided at.
+type reference struct {
+	limit, window int64
+	log           []algorithm.Entry
+}
+
+func (r *reference) at(now int64) int64 {
+	if n := len(r.log); n > 0 && r.log[n-1].At > now {
+		return r.log[n-1].At
+	}
+	return now
+}
+
+// used sums the cost admitted in the window ending at t.
+func (r *reference) used(t int64) int64 {
+	sum := int64(0)
+	for _, e := range r.log {
+		if e.At > t-r.window {
+			sum += e.Cost
+		}
+	}
+	return sum
+}
+
+// decide returns the result for cost at now, as a peek reports it.
+func (r *reference) decide(now, cost int64) algorithm.Result {
+	t := r.at(now)
+	used := r.used(t)
+	res := algorithm.Result{Remaining: r.limit - used}
+	if used > 0 {
+		res.ResetAfter = r.log[len(r.log)-1].At + r.window - now
+	}
+	if used+cost > r.limit {
+		// Try each instant an entry leaves the window, earliest first.
+		for _, e := range r.log {
+			if leave := e.At + r.window; leave > t && r.used(leave)+cost <= r.limit {
+				res.RetryAfter = leave - now
+				break
+			}
+		}
+	}
+	return res
+}
+
+func (r *reference) admit(now, cost int64) {
+	r.log = append(r.log, algorithm.Entry{At: r.at(now), Cost: cost})
+}
+
+// TestLogAgainstReference replays random sequences, with large limits
+// and costs, clocks that step back and long idle spells, on the log and
+// on the reference, which must agree on every result.
+func TestLogAgainstReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for seq := range 200 {
+		limit := []int64{1, 3, 100, slidinglog.MaxLimit}[seq%4]
+		window := []int64{1, 7, 1000, sec}[seq/4%4]
+		l := mustNew(t, slidinglog.Config{Limit: limit, Window: time.Duration(window) * time.Microsecond})
+		ref := &reference{limit: limit, window: window}
+		var s algorithm.State
+		l.Init(&s, t0)
+		now := int64(t0)
+		for i := range 300 {
+			switch rng.IntN(10) {
+			case 0:
+				now -= rng.Int64N(2 * window) // steps back
+			case 1:
+				now += rng.Int64N(3 * window)
+			default:
+				now += rng.Int64N(window/10 + 2)
+			}
+			cost := 1 + rng.Int64N(limit)
+			if rng.IntN(3) == 0 {
+				cost = 1 + rng.Int64N(min(limit, 3))
+			}
+			var got, want algorithm.Result
+			if rng.IntN(4) == 0 {
+				got, want = l.Peek(s, now, cost), ref.decide(now, cost)
+			} else {
+				got, want = algorithm.Take(l, &s, now, cost), ref.decide(now, cost)
+				if want.Allowed() {
+					ref.admit(now, cost)
+					want = ref.decide(now, cost)
+					want.RetryAfter = 0
+				}
+			}
+			if got != want {
+				t.Fatalf("sequence %d (limit %d, window %dµs), step %d: cost %d at t0%+dµs: got %+v, want %+v",
+					seq, limit, window, i, cost, now-t0, got, want)
+			}
+		}
+	}
 }
 
 func TestLogMicrosecondWindow(t *testing.T) {

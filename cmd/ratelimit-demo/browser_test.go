@@ -239,17 +239,42 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("remaining label = %q, want %q", got, want)
 	}
 
+	shot("fixed-window")
+
+	// GCRA, through its own fields.
+	step("choose GCRA",
+		choose("#algorithm", algGCRA),
+		chromedp.WaitVisible("#burst", chromedp.ByQuery),
+		typeInto("#burst", "2"),
+		typeInto("#every", "1h"),
+		chromedp.Click("#apply", chromedp.ByQuery),
+	)
+	waitFor("GCRA is in service", `document.getElementById("active-config").textContent === "gcra(burst=2, every=1h0m0s) and slidinglog(limit=20, window=1m0s)"`)
+	if cfg := getConfig(t, ts.URL); cfg.Algorithm != algGCRA || cfg.Burst != 2 || time.Duration(cfg.Every) != time.Hour {
+		t.Errorf("server config after the form = %+v, want gcra, burst 2, every 1h", cfg.demoConfig)
+	}
+	step("send one more", chromedp.Click("#send", chromedp.ByQuery))
+	waitFor("the request is admitted by GCRA", `document.getElementById("allowed-count").textContent === "5"`)
+	waitFor("1 is left of the burst", `document.getElementById("remaining").textContent === "1"`)
+	if got, want := text("#remaining-label"), "Tokens left"; got != want {
+		t.Errorf("remaining label = %q, want %q", got, want)
+	}
+	shot("gcra")
 	// Add a sustained limit of 5 a day: with the window's 4 it is the
 	// window that binds first. Then raise the window to 9: the sustained
 	// limit binds, and the page names it. Each configuration starts afresh.
-	step("tighten the sustained limit",
+	step("a fixed window and a sustained limit",
+		choose("#algorithm", algFixedWindow),
+		chromedp.WaitVisible("#limit", chromedp.ByQuery),
+		typeInto("#limit", "4"),
+		typeInto("#window", "24h"),
 		typeInto("#sustained-limit", "5"),
 		typeInto("#sustained-window", "24h"),
 		chromedp.Click("#apply", chromedp.ByQuery),
 	)
 	waitFor("the policy is in service", `document.getElementById("active-config").textContent === "fixedwindow(limit=4, window=24h0m0s) and slidinglog(limit=5, window=24h0m0s)"`)
 	step("send 2 requests", chromedp.Click("#send", chromedp.ByQuery), chromedp.Click("#send", chromedp.ByQuery))
-	waitFor("2 more are admitted", `document.getElementById("allowed-count").textContent === "6"`)
+	waitFor("2 more are admitted", `document.getElementById("allowed-count").textContent === "7"`)
 	waitFor("the window binds", `document.getElementById("binding").textContent === "burst"`)
 	step("set the window's limit above the sustained one",
 		typeInto("#limit", "9"),
@@ -265,7 +290,6 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("newest denial logged as %q, want it to name the sustained limit", got)
 	}
 	shot("policy")
-	shot("fixed-window")
 	t.Logf("browser steps took %v", time.Since(start).Round(time.Millisecond))
 
 	mu.Lock()

@@ -8,7 +8,9 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
@@ -18,6 +20,8 @@ const (
 	algInterval    = "tokenbucket-interval" // tokenbucket.NewInterval: Capacity, Tokens, Interval
 	algSlidingLog  = "slidinglog"           // slidinglog.New: Limit, Window
 	algFixedWindow = "fixedwindow"          // fixedwindow.New: Limit, Window
+	algGCRA        = "gcra"                 // gcra.New: Burst, Every
+	algCounter     = "slidingwindow"        // slidingwindow.New: Limit, Window
 )
 
 // The stores the demo offers, by their names in the API and the -store flag.
@@ -32,8 +36,8 @@ const (
 // kept, so that switching back and forth keeps what was typed; only those
 // of Algorithm are used.
 type demoConfig struct {
-	// Algorithm is one of tokenbucket, tokenbucket-interval, slidinglog,
-	// fixedwindow.
+	// Algorithm is one of tokenbucket, tokenbucket-interval, gcra,
+	// slidinglog, slidingwindow, fixedwindow.
 	Algorithm string `json:"algorithm"`
 	// Capacity is the token buckets' capacity.
 	Capacity int64 `json:"capacity"`
@@ -43,6 +47,10 @@ type demoConfig struct {
 	Tokens int64 `json:"tokens"`
 	// Interval is the interval bucket's refill period.
 	Interval duration `json:"interval"`
+	// Burst is GCRA's burst.
+	Burst int64 `json:"burst"`
+	// Every is GCRA's emission interval: one unit back every Every.
+	Every duration `json:"every"`
 	// Limit is the windows' limit.
 	Limit int64 `json:"limit"`
 	// Window is the windows' length.
@@ -66,6 +74,8 @@ func defaultConfig(st string) demoConfig {
 		Rate:      1,
 		Tokens:    1,
 		Interval:  duration(time.Second),
+		Burst:     10,
+		Every:     duration(time.Second),
 		Limit:     10,
 		Window:    duration(10 * time.Second),
 		// A burst of 10 refilled at 1/s, and at most 20 a minute: bursts
@@ -106,9 +116,13 @@ func (c demoConfig) algorithm() (algorithm.Algorithm, error) {
 		return slidinglog.New(slidinglog.Config{Limit: c.Limit, Window: time.Duration(c.Window)})
 	case algFixedWindow:
 		return fixedwindow.New(fixedwindow.Config{Limit: c.Limit, Window: time.Duration(c.Window)})
+	case algGCRA:
+		return gcra.New(gcra.Config{Burst: c.Burst, Every: time.Duration(c.Every)})
+	case algCounter:
+		return slidingwindow.New(slidingwindow.Config{Limit: c.Limit, Window: time.Duration(c.Window)})
 	}
-	return nil, fmt.Errorf("%w: unknown algorithm %q (want %s, %s, %s or %s)", ratelimit.ErrInvalidConfig,
-		c.Algorithm, algTokenBucket, algInterval, algSlidingLog, algFixedWindow)
+	return nil, fmt.Errorf("%w: unknown algorithm %q (want %s, %s, %s, %s, %s or %s)", ratelimit.ErrInvalidConfig,
+		c.Algorithm, algTokenBucket, algInterval, algGCRA, algSlidingLog, algCounter, algFixedWindow)
 }
 
 // duration is a time.Duration that JSON carries as a Go duration string
@@ -124,11 +138,11 @@ func (d duration) MarshalJSON() ([]byte, error) {
 func (d *duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("interval and window are strings such as \"1s\" or \"500ms\", got %s", b)
+		return fmt.Errorf("interval, every and window are strings such as \"1s\" or \"500ms\", got %s", b)
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("bad duration %q: interval and window are numbers with a unit, such as \"1s\" or \"500ms\"", s)
+		return fmt.Errorf("bad duration %q: interval, every and window are numbers with a unit, such as \"1s\" or \"500ms\"", s)
 	}
 	*d = duration(v)
 	return nil

@@ -133,7 +133,10 @@ func TestConfigValidation(t *testing.T) {
 		{"zero tokens", `{"algorithm":"tokenbucket-interval","tokens":0}`, "tokenbucket: Tokens must be in [1, "},
 		{"zero window", `{"algorithm":"slidinglog","window":"0s"}`, "slidinglog: Window must be between 1µs"},
 		{"bad duration", `{"algorithm":"fixedwindow","window":"soon"}`, `ratelimit: invalid config: bad duration "soon"`},
-		{"duration as number", `{"window":10}`, "ratelimit: invalid config: interval and window are strings"},
+		{"duration as number", `{"window":10}`, "ratelimit: invalid config: interval, every and window are strings"},
+		{"zero burst", `{"algorithm":"gcra","burst":0}`, "gcra: Burst must be in [1, "},
+		{"zero every", `{"algorithm":"gcra","every":"0s"}`, "gcra: Every must be between 1µs"},
+		{"counter above its limit", `{"algorithm":"slidingwindow","limit":1099511627777}`, "slidingwindow: Limit must be in [1, "},
 		{"unknown algorithm", `{"algorithm":"leakybucket"}`, `ratelimit: invalid config: unknown algorithm "leakybucket"`},
 		{"unknown store", `{"store":"etcd"}`, `ratelimit: invalid config: unknown store "etcd"`},
 		{"redis not configured", `{"store":"redis"}`, `store "redis" is not configured: start the demo with -redis host:port`},
@@ -291,6 +294,35 @@ func TestRequestCost(t *testing.T) {
 	}
 }
 
+// TestRequestNewAlgorithms sends requests through GCRA and the
+// sliding-window counter: both are offered, advertise their window and
+// deny once their limit is used.
+func TestRequestNewAlgorithms(t *testing.T) {
+	for _, c := range []struct {
+		body, description, policy string
+	}{
+		{`{"algorithm":"gcra","burst":3,"every":"20m","sustainedLimit":0}`, "gcra(burst=3, every=20m0s)", `"default";q=3;w=3600`},
+		{`{"algorithm":"slidingwindow","limit":3,"window":"1h","sustainedLimit":0}`, "slidingwindow(limit=3, window=1h0m0s)", `"default";q=3;w=3600`},
+	} {
+		s := newTestServer(t, serverOptions{})
+		if cfg := put(t, s, c.body); cfg.Description != c.description {
+			t.Errorf("PUT %s: description %q, want %q", c.body, cfg.Description, c.description)
+		}
+		for i := range 3 {
+			if res, d := request(t, s, "key=k"); res.StatusCode != http.StatusOK || d.Remaining != int64(2-i) {
+				t.Fatalf("%s: request %d: status %d, decision %+v; want 200, remaining %d", c.description, i+1, res.StatusCode, d, 2-i)
+			}
+		}
+		res, _ := call(t, s, http.MethodPost, "/api/request?key=k", "")
+		if res.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("%s: fourth request: status %d, want 429", c.description, res.StatusCode)
+		}
+		if got := res.Header.Get("RateLimit-Policy"); got != c.policy {
+			t.Errorf("%s: RateLimit-Policy = %q, want %q", c.description, got, c.policy)
+		}
+	}
+}
+
 func TestStateAndReset(t *testing.T) {
 	s := newTestServer(t, serverOptions{})
 	put(t, s, `{"algorithm":"tokenbucket-interval","capacity":3,"tokens":1,"interval":"1h"}`)
@@ -430,7 +462,7 @@ func TestPage(t *testing.T) {
 		t.Errorf("Content-Security-Policy = %q", csp)
 	}
 	for _, id := range []string{"send", "burst", "burst-n", "allowed-count", "denied-count", "remaining",
-		"algorithm", "capacity", "rate", "tokens", "interval", "limit", "window", "cost", "key", "store",
+		"algorithm", "capacity", "rate", "tokens", "interval", "burst", "every", "limit", "window", "cost", "key", "store",
 		"apply", "reset", "chart", "log"} {
 		if !bytes.Contains(b, []byte(`id="`+id+`"`)) {
 			t.Errorf("page has no #%s", id)

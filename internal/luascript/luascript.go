@@ -33,6 +33,10 @@ var (
 	slidingLog string
 	//go:embed fixedwindow.lua
 	fixedWindow string
+	//go:embed gcra.lua
+	gcra string
+	//go:embed slidingwindow.lua
+	slidingWindow string
 )
 
 // Script is a script deciding for one limit or several on one key.
@@ -69,6 +73,8 @@ func init() {
 		"tokenbucket-interval": intervalBucket,
 		"slidinglog":           slidingLog,
 		"fixedwindow":          fixedWindow,
+		"gcra":                 gcra,
+		"slidingwindow":        slidingWindow,
 	} {
 		b, err := split(text)
 		if err != nil {

@@ -17,9 +17,11 @@ import (
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
@@ -40,7 +42,7 @@ func TestScripts(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"fixedwindow", "slidinglog", "tokenbucket", "tokenbucket-interval"}; !slices.Equal(names, want) {
+	if want := []string{"fixedwindow", "gcra", "slidinglog", "slidingwindow", "tokenbucket", "tokenbucket-interval"}; !slices.Equal(names, want) {
 		t.Errorf("script names %q, want %q", names, want)
 	}
 }
@@ -95,6 +97,8 @@ func TestFor(t *testing.T) {
 		{must(tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 10, Tokens: 2, Interval: 1500 * time.Millisecond})), []string{"10", "2", "1500000"}},
 		{must(slidinglog.New(slidinglog.Config{Limit: 3, Window: time.Minute})), []string{"3", "60000000"}},
 		{must(fixedwindow.New(fixedwindow.Config{Limit: 7, Window: time.Duration(algorithm.MaxDuration) * time.Microsecond})), []string{"7", "281474976710656"}},
+		{must(gcra.New(gcra.Config{Burst: 10, Every: 100 * time.Millisecond})), []string{"10", "100000"}},
+		{must(slidingwindow.New(slidingwindow.Config{Limit: algorithm.MaxLimit, Window: time.Minute})), []string{"1099511627776", "60000000"}},
 	} {
 		spec := c.alg.Spec()
 		s, params, err := luascript.For(spec)
@@ -117,7 +121,7 @@ func TestFor(t *testing.T) {
 			}
 		}
 	}
-	for _, spec := range []algorithm.Spec{{}, {Name: "gcra"}, {Name: "TokenBucket", Params: []float64{1, 1}}} {
+	for _, spec := range []algorithm.Spec{{}, {Name: "GCRA"}, {Name: "TokenBucket", Params: []float64{1, 1}}} {
 		if _, _, err := luascript.For(spec); !errors.Is(err, store.ErrAlgorithmUnsupported) {
 			t.Errorf("For(%v): %v, want ErrAlgorithmUnsupported", spec, err)
 		}
@@ -157,6 +161,8 @@ func TestShortTTLKeepsKey(t *testing.T) {
 		{"tokenbucket-interval", []string{"10", "10", "1"}},
 		{"slidinglog", []string{"10", "1"}},
 		{"fixedwindow", []string{"10", "2"}},
+		{"gcra", []string{"10", "1"}},
+		{"slidingwindow", []string{"10", "1"}},
 	} {
 		var script *luascript.Script
 		for _, s := range luascript.Scripts() {

@@ -19,8 +19,10 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 	"github.com/go-ratelimit/ratelimit/store/storetest"
@@ -122,10 +124,13 @@ func algorithms(t testing.TB, limit int64, period time.Duration) []algo {
 	ib, err2 := tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: 1, Interval: period / time.Duration(limit)})
 	sl, err3 := slidinglog.New(slidinglog.Config{Limit: limit, Window: period})
 	fw, err4 := fixedwindow.New(fixedwindow.Config{Limit: limit, Window: period})
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	gc, err5 := gcra.New(gcra.Config{Burst: limit, Every: period / time.Duration(limit)})
+	sw, err6 := slidingwindow.New(slidingwindow.Config{Limit: limit, Window: period})
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		t.Fatalf("algorithms(%d, %v): %v", limit, period, err)
 	}
-	return []algo{{"tokenbucket", tb}, {"tokenbucket-interval", ib}, {"slidinglog", sl}, {"fixedwindow", fw}}
+	return []algo{{"tokenbucket", tb}, {"tokenbucket-interval", ib}, {"slidinglog", sl}, {"fixedwindow", fw},
+		{"gcra", gc}, {"slidingwindow", sw}}
 }
 
 func newLimiter(t testing.TB, alg algorithm.Algorithm, st store.Store[string], opts ...ratelimit.Option) *ratelimit.Limiter[string] {

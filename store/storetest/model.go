@@ -10,7 +10,9 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 	"pgregory.net/rapid"
 )
@@ -158,9 +160,26 @@ func drawBucket(t *rapid.T) setup {
 	drawn(t, alg, err)
 	perMicro := new(big.Rat).SetFloat64(rate) // exact: the rate the bucket was given
 	perMicro.Quo(perMicro, big.NewRat(1_000_000, 1))
+	return continuous(alg, capacity, perMicro, int64(math.Ceil(1e6/rate)))
+}
+
+// drawGCRA draws a GCRA, whose reference model is the continuous bucket's
+// of the same burst and rate (one token per emission interval): GCRA is
+// that bucket, computed in whole microseconds.
+func drawGCRA(t *rapid.T) setup {
+	burst := drawLimit(t, "burst")
+	every := drawMicros(t, "every µs")
+	alg, err := gcra.New(gcra.Config{Burst: burst, Every: micros(every)})
+	drawn(t, alg, err)
+	return continuous(alg, burst, big.NewRat(1, every), every)
+}
+
+// continuous is the setup of alg, which must decide as a continuously
+// refilled bucket of capacity tokens gaining perMicro per µs does.
+func continuous(alg algorithm.Algorithm, capacity int64, perMicro *big.Rat, period int64) setup {
 	eps := big.NewRat(capacity, 1_000_000_000)
 	return setup{
-		alg: alg, limit: capacity, period: int64(math.Ceil(1e6 / rate)),
+		alg: alg, limit: capacity, period: period,
 		newModel: func(now int64) model {
 			return &bucketModel{capacity: capacity, perMicro: perMicro, eps: eps, tokens: big.NewRat(capacity, 1), last: now}
 		},
@@ -178,6 +197,43 @@ func drawBucket(t *rapid.T) setup {
 					return fmt.Errorf("%d admitted within %dµs, more than capacity + rate×%dµs = %s",
 						sum, d, d, bound.FloatString(6))
 				}
+			}
+			return nil
+		},
+	}
+}
+
+// drawSlidingWindow draws a sliding-window counter, with a model that
+// counts every window and computes the estimate in exact arithmetic.
+func drawSlidingWindow(t *rapid.T) setup {
+	limit := drawLimit(t, "limit")
+	window := drawMicros(t, "window µs")
+	alg, err := slidingwindow.New(slidingwindow.Config{Limit: limit, Window: micros(window)})
+	drawn(t, alg, err)
+	return setup{
+		alg: alg, limit: limit, period: window,
+		newModel: func(int64) model {
+			return exact{&counterModel{limit: limit, window: window, counts: map[int64]int64{}}, limit}
+		},
+		bound: func(hist []admission) error {
+			// At the last admission, what its window admitted plus the
+			// previous window's cost weighted by the part of it still in
+			// the rolling window, rounded up, is at most the limit.
+			last := hist[len(hist)-1].at
+			i := last / window
+			elapsed := last - i*window
+			var cur, prev int64
+			for _, a := range hist {
+				switch a.at / window {
+				case i:
+					cur += a.cost
+				case i - 1:
+					prev += a.cost
+				}
+			}
+			if share := ceilDiv(prev*(window-elapsed), window); cur+share > limit {
+				return fmt.Errorf("%d admitted in the window of the last and %d in the one before, weighing %d at %dµs into it: more than the limit %d",
+					cur, prev, share, elapsed, limit)
 			}
 			return nil
 		},
@@ -258,6 +314,44 @@ func (m *windowModel) until(now, cost int64) int64 {
 }
 
 func (m *windowModel) clone() integerModel {
+	c := *m
+	c.counts = maps.Clone(m.counts)
+	return &c
+}
+
+// counterModel counts the cost admitted in each window, by window index,
+// and estimates the rolling window from the current and previous ones.
+type counterModel struct {
+	limit, window int64
+	counts        map[int64]int64
+}
+
+// used is count + ⌈previous·(window − elapsed)/window⌉ at now.
+func (m *counterModel) used(now int64) int64 {
+	i := now / m.window
+	return m.counts[i] + ceilDiv(m.counts[i-1]*(m.window-(now-i*m.window)), m.window)
+}
+
+func (m *counterModel) left(now int64) int64 { return max(m.limit-m.used(now), 0) }
+
+func (m *counterModel) admit(now, cost int64) { m.counts[now/m.window] += cost }
+
+func (m *counterModel) until(now, cost int64) int64 {
+	// The estimate never rises while nothing is admitted, and is 0 two
+	// windows on: bisect for the first instant cost fits.
+	lo, hi := now, (now/m.window+2)*m.window
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if m.left(mid) >= cost {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo - now
+}
+
+func (m *counterModel) clone() integerModel {
 	c := *m
 	c.counts = maps.Clone(m.counts)
 	return &c

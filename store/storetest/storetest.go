@@ -10,12 +10,14 @@
 //		})
 //	}
 //
-// The suite drives every algorithm (both token buckets, the sliding log, the
-// fixed window) through Limiters built with ratelimit.New on a fake clock,
-// so it uses only the public API and never sleeps. Besides fixed scenarios
-// it runs model-based property tests (pgregory.net/rapid) that compare every
-// decision with a slow reference model, and a concurrency test that needs
-// the store's operations to be atomic.
+// The suite drives every algorithm (both token buckets, GCRA, the sliding
+// log, the sliding-window counter, the fixed window) through Limiters
+// built with ratelimit.New on a fake clock, so it uses only the public API
+// and never sleeps. Besides fixed scenarios it runs model-based property
+// tests (pgregory.net/rapid) that compare every decision with a slow
+// reference model (for GCRA, the continuous bucket's: it must decide as
+// that bucket does), and a concurrency test that needs the store's
+// operations to be atomic.
 //
 // The property tests honour rapid's flags: -rapid.checks (default 100) and
 // -rapid.steps set how many sequences and how many actions per sequence
@@ -40,7 +42,9 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 	"pgregory.net/rapid"
@@ -146,6 +150,20 @@ var kinds = []kind{
 			return fixedwindow.New(fixedwindow.Config{Limit: limit, Window: time.Second})
 		},
 		draw: drawWindow,
+	},
+	{
+		name: "gcra",
+		withLimit: func(limit int64) (algorithm.Algorithm, error) {
+			return gcra.New(gcra.Config{Burst: limit, Every: 500 * time.Millisecond})
+		},
+		draw: drawGCRA,
+	},
+	{
+		name: "slidingwindow",
+		withLimit: func(limit int64) (algorithm.Algorithm, error) {
+			return slidingwindow.New(slidingwindow.Config{Limit: limit, Window: time.Second})
+		},
+		draw: drawSlidingWindow,
 	},
 }
 

@@ -10,17 +10,21 @@
   const FIELDS = {
     'tokenbucket': ['capacity', 'rate'],
     'tokenbucket-interval': ['capacity', 'tokens', 'interval'],
+    'gcra': ['burst', 'every'],
     'slidinglog': ['limit', 'window'],
+    'slidingwindow': ['limit', 'window'],
     'fixedwindow': ['limit', 'window'],
   };
-  const NUMERIC = new Set(['capacity', 'rate', 'tokens', 'limit']);
+  const NUMERIC = new Set(['capacity', 'rate', 'tokens', 'burst', 'limit']);
   const HELP = {
     'tokenbucket': 'Holds up to Capacity tokens, refilled continuously at Rate tokens per second: bursts up to Capacity, Rate per second on average.',
     'tokenbucket-interval': 'Holds up to Capacity tokens; Tokens whole tokens arrive at the end of every Interval.',
-    'slidinglog': 'Admits at most Limit in every rolling window of length Window: exact, one log entry per admitted unit.',
+    'gcra': 'The continuous token bucket kept as one number: bursts up to Burst, one unit back every Every.',
+    'slidinglog': 'Admits at most Limit in every rolling window of length Window: exact, one log entry per instant with an admission.',
+    'slidingwindow': 'Approximates the rolling window from two fixed windows: the previous one weighted by how much of it is still in the last Window.',
     'fixedwindow': 'Admits at most Limit per window aligned to the clock: the cheapest, but up to 2 × Limit across a window edge.',
   };
-  const BUCKETS = new Set(['tokenbucket', 'tokenbucket-interval']);
+  const BUCKETS = new Set(['tokenbucket', 'tokenbucket-interval', 'gcra']);
   const POLL_MS = 250;
   const SPAN_MS = 60000; // the chart's time span
   const MAX_LOG = 200;
@@ -91,7 +95,7 @@
     }));
     sel.value = cfg.store;
     $('algorithm').value = cfg.algorithm;
-    for (const f of ['capacity', 'rate', 'tokens', 'interval', 'limit', 'window']) {
+    for (const f of ['capacity', 'rate', 'tokens', 'interval', 'burst', 'every', 'limit', 'window']) {
       $(f).value = cfg[f];
     }
     $('sustained-limit').value = cfg.sustainedLimit;

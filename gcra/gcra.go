@@ -1,0 +1,129 @@
+// Package gcra provides the generic cell rate algorithm (GCRA), the token
+// bucket kept as a single number.
+//
+// A key's state is its theoretical arrival time (TAT): the instant at
+// which it would be at rest (back to a full burst) if nothing else were
+// admitted. Admitting a cost of n moves TAT n emission intervals later
+// (from now, if TAT had passed), and is allowed when the new TAT is at
+// most Burst intervals ahead of now. A denied request changes nothing.
+//
+// This is, decision for decision, the continuous token bucket of
+// tokenbucket.New with Capacity Burst and Rate one token per Every: the
+// bucket holds Burst − (TAT − now)/Every tokens. GCRA keeps one number
+// where the bucket keeps two, and every number is a whole microsecond, so
+// its arithmetic is exact integer arithmetic (in Go and in the Redis
+// script alike). The differences from tokenbucket.New are these:
+//
+//   - the rate is one unit per whole number of microseconds (Every), so
+//     rates above 10^6 per second, or whose interval is not a whole
+//     number of microseconds (3 per second is one per 333,333 µs, 3.000003
+//     per second), are not available;
+//   - a clock that steps back finds the key less free (TAT is an absolute
+//     instant, so the time to it grows), where the bucket holds still.
+//
+// Pick GCRA for the smallest state per key (in Redis, one integer) and
+// the cheapest script, with the token bucket's behaviour: bursts up to
+// Burst, one unit per Every in the long run.
+package gcra
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+)
+
+// Config configures a GCRA.
+type Config struct {
+	// Burst is the most cost admitted at once by a key at rest, the
+	// equivalent bucket's capacity, and the largest cost of one request.
+	// 1 ≤ Burst ≤ algorithm.MaxLimit.
+	Burst int64
+	// Every is the emission interval: one unit of cost is replenished
+	// every Every, so the long-run rate is 1/Every. At least 1µs,
+	// truncated to whole microseconds; Burst×Every (the time a key takes
+	// to come to rest) must be at most algorithm.MaxDuration.
+	Every time.Duration
+}
+
+// Meter is a GCRA. Create it with [New].
+type Meter struct {
+	burst int64
+	every int64 // µs
+	tau   int64 // µs: burst × every, the most TAT may be ahead of now
+}
+
+var _ algorithm.Algorithm = (*Meter)(nil)
+
+// New returns a GCRA admitting bursts of cfg.Burst and one unit per
+// cfg.Every, or an error wrapping algorithm.ErrInvalidConfig.
+func New(cfg Config) (*Meter, error) {
+	if err := algorithm.CheckLimit("gcra: Burst", cfg.Burst); err != nil {
+		return nil, err
+	}
+	every := cfg.Every.Microseconds()
+	if err := algorithm.CheckDuration("gcra: Every", every); err != nil {
+		return nil, err
+	}
+	if hi, tau := bits.Mul64(uint64(cfg.Burst), uint64(every)); hi != 0 || tau > uint64(algorithm.MaxDuration) {
+		return nil, fmt.Errorf("%w: gcra: a burst of %d every %v takes longer than %dµs to replenish",
+			algorithm.ErrInvalidConfig, cfg.Burst, cfg.Every, algorithm.MaxDuration)
+	}
+	return &Meter{burst: cfg.Burst, every: every, tau: cfg.Burst * every}, nil
+}
+
+// Limit returns the burst.
+func (m *Meter) Limit() int64 { return m.burst }
+
+// Window returns how long a key takes to come to rest after using its
+// whole burst: Burst×Every.
+func (m *Meter) Window() time.Duration { return time.Duration(m.tau) * time.Microsecond }
+
+// Spec returns {"gcra", [burst, every µs]}.
+func (m *Meter) Spec() algorithm.Spec {
+	return algorithm.Spec{Name: "gcra", Params: []float64{float64(m.burst), float64(m.every)}}
+}
+
+// String describes the meter, for logs.
+func (m *Meter) String() string {
+	return fmt.Sprintf("gcra(burst=%d, every=%v)", m.burst, time.Duration(m.every)*time.Microsecond)
+}
+
+// A meter's state is N0, the theoretical arrival time (Unix µs). A key is
+// at rest, the same as a new one, once it has passed; a new key's is
+// math.MinInt64, which has passed at every instant.
+
+// Init sets s to a key at rest.
+func (m *Meter) Init(s *algorithm.State, _ int64) {
+	s.N0, s.N1, s.N2 = math.MinInt64, 0, 0
+}
+
+// Charge admits cost when TAT, moved cost intervals later, is at most the
+// burst's intervals ahead of now.
+func (m *Meter) Charge(s *algorithm.State, now, cost int64) bool {
+	tat := max(s.N0, now) + cost*m.every
+	if tat-now > m.tau {
+		return false
+	}
+	s.N0 = tat
+	return true
+}
+
+// Peek reports the key at now for a request of cost. Its debt, the time
+// until TAT, is what it would take to come to rest; it has room for
+// ⌊(tau − debt)/Every⌋ more units, and a cost that does not fit waits
+// until the debt has shrunk enough.
+func (m *Meter) Peek(s algorithm.State, now, cost int64) algorithm.Result {
+	debt := int64(0)
+	if s.N0 > now {
+		debt = s.N0 - now
+	}
+	r := algorithm.Result{ResetAfter: debt}
+	if debt < m.tau {
+		r.Remaining = (m.tau - debt) / m.every
+	}
+	r.RetryAfter = max(debt+cost*m.every-m.tau, 0)
+	return r
+}

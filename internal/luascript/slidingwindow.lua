@@ -1,0 +1,114 @@
+-- Sliding-window counter (Go: slidingwindow.Window).
+-- Parameters: $1 limit, $2 window in µs.
+-- State: a string "<window index> <count> <previous count>": the cost
+-- admitted in the window of that index and in the one before. The cost in
+-- the rolling window ending now is estimated as
+--   count + ⌈previous × (window − elapsed) / window⌉,
+-- elapsed being the time since the current window started (0 when a clock
+-- that stepped back is still in an earlier window, which counts in the
+-- current one).
+local limit = tonumber(ARGV[$1])
+local window = tonumber(ARGV[$2])
+
+-- The window of now, ⌊now/window⌋, exact for whole numbers below 2^53.
+local index = math.floor(now / window)
+if index * window > now then
+  index = index - 1
+elseif (index + 1) * window <= now then
+  index = index + 1
+end
+local count, prev = 0, 0
+local state = redis.call('GET', key)
+if state then
+  local i, c, p = string.match(state, '^(%-?%d+) (%d+) (%d+)$')
+  if not i then
+    return redis.error_reply('ratelimit: ' .. key .. ' does not hold a sliding-window counter')
+  end
+  i, c, p = tonumber(i), tonumber(c), tonumber(p)
+  if c > 0 or p > 0 then
+    if i >= index then
+      index, count, prev = i, c, p
+    elseif i == index - 1 then
+      prev = c
+    end
+  end
+end
+local start = index * window
+local elapsed = now - start
+if elapsed < 0 then
+  elapsed = 0
+end
+
+-- muldiv(a, b, c): ⌊a·b/c⌋ and the remainder, exact for whole numbers
+-- 0 ≤ a ≤ 2^40, 0 ≤ b ≤ 2^48 and 1 ≤ c ≤ 2^48 (the quotients needed are
+-- below 2^49). A product below 2^53 is exact as it is; a larger one (up to
+-- 2^88) is divided by long division, 4 bits of b at a time, so that every
+-- intermediate stays below 2^53. Each ⌊x/c⌋ of doubles is off by at most
+-- one and corrected. Go gets the same numbers from 128-bit arithmetic.
+local function muldiv(a, b, c)
+  local p = a * b
+  if p < 9007199254740992 then
+    local q = math.floor(p / c)
+    if q * c > p then
+      q = q - 1
+    elseif (q + 1) * c <= p then
+      q = q + 1
+    end
+    return q, p - q * c
+  end
+  local q, r = 0, 0
+  for shift = 48, 0, -4 do
+    local x = r * 16 + a * (math.floor(b / 2 ^ shift) % 16)
+    local d = math.floor(x / c)
+    if d * c > x then
+      d = d - 1
+    elseif (d + 1) * c <= x then
+      d = d + 1
+    end
+    q, r = q * 16 + d, x - d * c
+  end
+  return q, r
+end
+
+local used = count
+if prev > 0 then
+  local q, r = muldiv(prev, window - elapsed, window)
+  if r > 0 then
+    q = q + 1
+  end
+  used = count + q
+end
+
+local fits = used + cost <= limit
+
+--@report
+local rem, retry, reset = limit - used, 0, 0
+if rem < 0 then
+  rem = 0
+end
+if count > 0 then
+  reset = start + 2 * window - now
+elseif prev > 0 then
+  reset = start + window - now
+end
+if used + cost > limit then
+  -- The cost fits once the previous window's share is at most what the
+  -- count leaves, or, when the count leaves nothing, once the count's
+  -- own share does in the next window.
+  local a = limit - count - cost
+  if a >= 0 then
+    retry = start + window - muldiv(a, window, prev) - now
+  else
+    retry = start + 2 * window - muldiv(limit - cost, window, count) - now
+  end
+end
+
+--@commit
+count = count + cost
+local reset = start + 2 * window - now
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+redis.call('SET', key, string.format('%.0f %.0f %.0f', index, count, prev), 'PX', ttl + margin)
+local rem = limit - used - cost

@@ -1,0 +1,181 @@
+package luascript_test
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/internal/redistest"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+)
+
+// budget is the most server time one script may take: Redis runs one
+// script at a time, and every other client waits for it.
+const budget = 5 * time.Millisecond
+
+// serverTime runs the script in a pipeline between two TIME commands and
+// returns the server time between them: an upper bound on the script's
+// own time (Redis runs a client's pipelined commands one after the other),
+// with its reply.
+func serverTime(t *testing.T, c *redis.Client, s *luascript.Script, key string, args []any) (time.Duration, []int64) {
+	t.Helper()
+	ctx := t.Context()
+	pipe := c.Pipeline()
+	before := pipe.Time(ctx)
+	eval := pipe.EvalSha(ctx, s.SHA1, []string{key}, args...)
+	after := pipe.Time(ctx)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatalf("EVALSHA %s: %v", s.Name, err)
+	}
+	reply, err := eval.Int64Slice()
+	if err != nil {
+		t.Fatalf("EVALSHA %s: %v", s.Name, err)
+	}
+	return after.Val().Sub(before.Val()), reply
+}
+
+// TestSlidingLogWorstCase measures, on a real server, the server time of
+// the sliding log's most expensive calls at the largest limit, and fails
+// when one takes more than the 5 ms budget:
+//
+//   - a cost of the whole limit on a new key (the old format wrote one
+//     member per unit of cost: 1.8 s for a cost of 10^6);
+//   - the largest trim: an admission once a full log (2^15 single-unit
+//     entries, one per µs) has left the window at once, which trims 1000
+//     of them;
+//   - the deepest search: a cost of the whole limit denied on a full log,
+//     whose RetryAfter is when the last of its 2^15 entries leaves;
+//   - a peek at a full log.
+//
+// Each case runs 7 times on the same state and the median counts (this
+// machine is shared; the median is the call's own cost). It also reports
+// a full log's memory and how long DEL takes to free it.
+func TestSlidingLogWorstCase(t *testing.T) {
+	target := redistest.Standalone(t)
+	ctx := t.Context()
+	c := redis.NewClient(&redis.Options{Addr: target.Addrs[0], MaxRetries: -1})
+	defer c.Close()
+	const limit = slidinglog.MaxLimit
+	const window = time.Minute
+	alg, err := slidinglog.New(slidinglog.Config{Limit: limit, Window: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, params, err := luascript.For(alg.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ScriptLoad(ctx, script.Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t)
+	args := func(now, cost int64) []any {
+		// A TTL margin of 10 minutes: these instants are not the server's.
+		return append([]any{strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), "600000"}, anys(params)...)
+	}
+	start := int64(1_763_700_000_000_000)
+	w := window.Microseconds()
+
+	// fill admits one unit per µs from start on, limit times, pipelined.
+	fill := func(key string) {
+		t.Helper()
+		for i := int64(0); i < limit; i += 1000 {
+			pipe := c.Pipeline()
+			for j := i; j < min(i+1000, limit); j++ {
+				pipe.EvalSha(ctx, script.SHA1, []string{key}, args(start+j, 1)...)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Fatalf("filling %s: %v", key, err)
+			}
+		}
+		if n, err := c.ZCard(ctx, key).Result(); err != nil || n != limit {
+			t.Fatalf("ZCARD %s after filling = %d, %v; want %d", key, n, err, limit)
+		}
+	}
+
+	type result struct {
+		name  string
+		times []time.Duration
+	}
+	var results []result
+	measure := func(name, key string, call func(i int) (now, cost int64), want func(i int, r algorithm.Result) bool) {
+		t.Helper()
+		r := result{name: name}
+		for i := range 7 {
+			now, cost := call(i)
+			d, reply := serverTime(t, c, script, key, args(now, cost))
+			got := algorithm.Result{Remaining: reply[0], RetryAfter: reply[1], ResetAfter: reply[2]}
+			if !want(i, got) {
+				t.Fatalf("%s, run %d: unexpected reply %+v", name, i, got)
+			}
+			r.times = append(r.times, d)
+		}
+		results = append(results, r)
+	}
+
+	// A cost of the whole limit on new keys: one member each.
+	measure("cost 2^15 on a new key", prefix+"{big}", func(i int) (int64, int64) { return start + int64(i)*w, limit },
+		func(_ int, r algorithm.Result) bool { return r.Allowed() && r.Remaining == 0 })
+	if n, err := c.ZCard(ctx, prefix+"{big}").Result(); err != nil || n != 2 {
+		t.Errorf("ZCARD after 7 admissions of the whole limit, each a window apart = %d, %v; want 2 (the newest and the newest expired)", n, err)
+	}
+	mem, err := c.MemoryUsage(ctx, prefix+"{big}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("MEMORY USAGE of a log that admitted 7 × 2^15 units: %d bytes", mem)
+
+	full := prefix + "{full}"
+	fill(full)
+	mem, err = c.MemoryUsage(ctx, full).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("MEMORY USAGE of a full log (2^15 entries): %d bytes", mem)
+	// The deepest search and a peek, on the full log, changing nothing.
+	measure("deny cost 2^15 on a full log", full, func(int) (int64, int64) { return start + limit, limit },
+		func(_ int, r algorithm.Result) bool {
+			return r == algorithm.Result{RetryAfter: w - 1, ResetAfter: w - 1}
+		})
+	measure("peek at a full log", full, func(int) (int64, int64) { return start + limit, 0 },
+		func(_ int, r algorithm.Result) bool {
+			return r == algorithm.Result{RetryAfter: w - limit, ResetAfter: w - 1}
+		})
+	// Past the window of every entry: each admission trims 1000.
+	later := start + limit + w
+	measure("admit once 2^15 entries expired (trims 1000)", full, func(i int) (int64, int64) { return later + int64(i), 1 },
+		func(i int, r algorithm.Result) bool {
+			return r == algorithm.Result{Remaining: limit - 1 - int64(i), ResetAfter: w}
+		})
+	if n, err := c.ZCard(ctx, full).Result(); err != nil || n != limit-7*1000+7 {
+		t.Errorf("ZCARD after 7 admissions past the window = %d, %v; want %d", n, err, limit-7*1000+7)
+	}
+
+	// A key is deleted in one piece when its TTL ends (or on Reset).
+	largest := prefix + "{largest}"
+	fill(largest)
+	pipe := c.Pipeline()
+	before := pipe.Time(ctx)
+	pipe.Del(ctx, largest)
+	after := pipe.Time(ctx)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("DEL of a full log (2^15 members): %v of server time", after.Val().Sub(before.Val()))
+
+	for _, r := range results {
+		sorted := slices.Clone(r.times)
+		slices.Sort(sorted)
+		median := sorted[len(sorted)/2]
+		t.Logf("%-48s median %7v (runs: %v)", r.name, median, fmt.Sprint(r.times))
+		if median > budget {
+			t.Errorf("%s: median server time %v, want at most %v", r.name, median, budget)
+		}
+	}
+}
