@@ -25,7 +25,8 @@ type Runner interface {
 	// as integers. It must not resend a call that may have reached the
 	// server, since a resent Take would charge twice.
 	Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args Args) ([]int64, error)
-	// Del deletes keys (all with the same hash tag).
+	// Del deletes keys (all with the same hash tag) with UNLINK, which
+	// frees a large value (a full sliding log) off Redis's main thread.
 	Del(ctx context.Context, keys []string) error
 }
 

@@ -178,7 +178,7 @@ func isNoScript(err error) bool {
 
 func (r runner) Del(ctx context.Context, keys []string) error {
 	args := make([]any, 0, 1+len(keys))
-	args = append(args, "del")
+	args = append(args, "unlink")
 	for _, k := range keys {
 		args = append(args, k)
 	}

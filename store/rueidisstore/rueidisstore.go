@@ -140,5 +140,5 @@ func (r *runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, k
 }
 
 func (r *runner) Del(ctx context.Context, keys []string) error {
-	return r.client.Do(ctx, r.client.B().Del().Key(keys...).Build()).Error()
+	return r.client.Do(ctx, r.client.B().Unlink().Key(keys...).Build()).Error()
 }
