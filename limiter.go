@@ -56,6 +56,10 @@ type Decision struct {
 	// Source tells what made the decision: the store, or the failure
 	// policy when the store could not.
 	Source Source
+	// BreakerOpen reports that the store was not asked, because the
+	// circuit breaker (WithBreaker) was open: Source names the failure
+	// policy that decided instead.
+	BreakerOpen bool
 }
 
 // Source tells what made a Decision.
@@ -124,9 +128,12 @@ func (d *Decision) set(r algorithm.Result, limit int64) {
 type Option interface{ apply(*options) }
 
 type options struct {
-	clock   clock.Clock
-	policy  FailurePolicy
-	onError func(error)
+	clock       clock.Clock
+	policy      FailurePolicy
+	onError     func(error)
+	breaker     *Breaker // WithBreaker; nil without
+	denialCache bool     // WithDenialCache was given,
+	denials     int      // with this size
 }
 
 type optionFunc func(*options)
@@ -193,8 +200,11 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter[K]{alg: alg, table: table, clock: o.clock, limit: alg.Limit(), policy: o.policy, onError: o.onError}
+	l := &Limiter[K]{alg: alg, clock: o.clock, limit: alg.Limit(), policy: o.policy, onError: o.onError}
 	l.micros = clock.AsMicros(o.clock)
+	if l.table, err = wrapTable(table, &o, l.micros); err != nil {
+		return nil, err
+	}
 	if o.policy == FailLocal {
 		// The memory store has no server clock; the local one stands in.
 		l.localAt = o.clock
@@ -217,11 +227,12 @@ func (l *Limiter[K]) fail(ctx context.Context, err error, key K, cost int64, pee
 	if l.onError != nil {
 		l.onError(err)
 	}
+	open := errors.Is(err, ErrBreakerOpen)
 	switch l.policy {
 	case FailOpen:
-		return Decision{Allowed: true, Limit: l.limit, Remaining: l.limit, Source: FromFailOpen}, nil
+		return Decision{Allowed: true, Limit: l.limit, Remaining: l.limit, Source: FromFailOpen, BreakerOpen: open}, nil
 	case FailClosed:
-		return Decision{Limit: l.limit, RetryAfter: FailClosedRetryAfter, Source: FromFailClosed}, nil
+		return Decision{Limit: l.limit, RetryAfter: FailClosedRetryAfter, Source: FromFailClosed, BreakerOpen: open}, nil
 	}
 	now := l.localAt.Now().UnixMicro()
 	var r algorithm.Result
@@ -235,7 +246,7 @@ func (l *Limiter[K]) fail(ctx context.Context, err error, key K, cost int64, pee
 	}
 	var d Decision
 	d.set(r, l.limit)
-	d.Source = FromLocal
+	d.Source, d.BreakerOpen = FromLocal, open
 	return d, nil
 }
 
@@ -318,7 +329,8 @@ func (l *Limiter[K]) Peek(ctx context.Context, key K) (d Decision, err error) {
 }
 
 // Reset forgets key's state: its next request is decided as a new key's.
-// With FailLocal, the local state is forgotten too.
+// With FailLocal, the local state is forgotten too; with WithDenialCache,
+// the key's cached denial.
 func (l *Limiter[K]) Reset(ctx context.Context, key K) error {
 	if l.local != nil {
 		_ = l.local.Reset(ctx, key) // the memory store cannot fail
