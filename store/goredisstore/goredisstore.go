@@ -11,7 +11,8 @@
 // broken connection leaves the outcome unknown, and resending would charge
 // the request twice. Such a call fails with store.ErrUnavailable, and the
 // Limiter's failure policy decides. Redirections (MOVED, ASK) are still
-// followed, since the script did not run.
+// followed, since the script did not run; so is a cluster's TRYAGAIN,
+// after a short pause (redistable.TryAgainBackoff), for the same reason.
 //
 // With clock.Server(), scripts read Redis's TIME, so servers with skewed
 // clocks share limits correctly. Requires Redis 7.0 or newer.
