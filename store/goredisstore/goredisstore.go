@@ -145,9 +145,27 @@ func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, ke
 		err = r.c.Process(ctx, onceCmd{cmd})
 	}
 	if err != nil {
+		r.failed(ctx, err)
 		return nil, contextError(ctx, err)
 	}
 	return cmd.Int64Slice()
+}
+
+// failed asks a cluster client to reload the cluster's topology after a
+// call failed without a reply from the server (a node down, a timeout).
+// go-redis reloads it on MOVED and ASK, and otherwise only every
+// ClusterStateReloadInterval (a minute by default): without this, calls
+// that cannot be retried, as the store's are not, would keep going to a
+// dead master long after its replica has taken over. The reload runs in
+// the background, at most one at a time.
+func (r runner) failed(ctx context.Context, err error) {
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return
+	}
+	if c, ok := r.c.(interface{ ReloadState(context.Context) }); ok {
+		c.ReloadState(ctx)
+	}
 }
 
 // contextError returns err, made to match the context's error when it is
@@ -174,5 +192,9 @@ func isNoScript(err error) bool {
 }
 
 func (r runner) Del(ctx context.Context, key string) error {
-	return contextError(ctx, r.c.Process(ctx, onceCmd{redis.NewCmd(ctx, "del", key)}))
+	err := r.c.Process(ctx, onceCmd{redis.NewCmd(ctx, "del", key)})
+	if err != nil {
+		r.failed(ctx, err)
+	}
+	return contextError(ctx, err)
 }
