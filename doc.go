@@ -18,4 +18,9 @@
 // Limiter methods come in three families: Allow and AllowN decide at once;
 // Wait and WaitN block until the request is admitted or the context ends;
 // Peek reports a key's state without consuming, and Reset forgets it.
+//
+// Options shape what happens around a remote store: WithFailurePolicy
+// decides while it fails, WithBreaker stops asking it for a while once it
+// keeps failing, and WithDenialCache answers requests on keys it denied,
+// until their denial ends, without asking it again.
 package ratelimit
