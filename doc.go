@@ -31,4 +31,9 @@
 // metrics), and WithDryRun makes the limiter admit what it would deny,
 // marking such decisions DryRunDenied, so that a new limit can be watched
 // before it is enforced.
+//
+// Options shape what happens around a remote store: WithFailurePolicy
+// decides while it fails, WithBreaker stops asking it for a while once it
+// keeps failing, and WithDenialCache answers requests on keys it denied,
+// until their denial ends, without asking it again.
 package ratelimit

@@ -49,7 +49,10 @@ func (e *engine[K]) init(st store.Store[K], limits []store.Limit, o options) err
 	if err != nil {
 		return err
 	}
-	*e = engine[K]{table: table, clock: o.clock, micros: clock.AsMicros(o.clock), policy: o.policy, onError: o.onError}
+	*e = engine[K]{clock: o.clock, micros: clock.AsMicros(o.clock), policy: o.policy, onError: o.onError}
+	if e.table, err = wrapTable(table, &o, e.micros); err != nil {
+		return err
+	}
 	e.limits = make([]int64, len(limits))
 	e.limit = limits[0].Algorithm.Limit()
 	for i, l := range limits {

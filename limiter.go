@@ -59,6 +59,10 @@ type Decision struct {
 	// limiter, in dry-run mode (WithDryRun), admitted anyway: Allowed is
 	// true, the other fields are the denial's.
 	DryRunDenied bool
+	// BreakerOpen reports that the store was not asked, because the
+	// circuit breaker (WithBreaker) was open: Source names the failure
+	// policy that decided instead.
+	BreakerOpen bool
 }
 
 // Source tells what made a Decision.
@@ -127,11 +131,14 @@ func (d *Decision) set(r algorithm.Result, limit int64) {
 type Option interface{ apply(*options) }
 
 type options struct {
-	clock   clock.Clock
-	policy  FailurePolicy
-	onError func(error)
-	stateID *string // WithStateID's, nil when not given
-	hooks   hooks   // observer.go
+	clock       clock.Clock
+	policy      FailurePolicy
+	onError     func(error)
+	stateID     *string  // WithStateID's, nil when not given
+	hooks       hooks    // observer.go
+	breaker     *Breaker // WithBreaker; nil without
+	denialCache bool     // WithDenialCache was given,
+	denials     int      // with this size
 }
 
 type optionFunc func(*options)
@@ -238,9 +245,11 @@ func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (d Decision, err 
 	}
 	r, err := l.table.Take(ctx, key, l.micros.UnixMicro(), int64(n), nil)
 	if err != nil {
+		open := errors.Is(err, ErrBreakerOpen)
 		if r, d.Source, err = l.fail(ctx, err, key, int64(n), false, nil); err != nil {
 			return d, err
 		}
+		d.BreakerOpen = open
 	}
 	d.set(r, l.limit)
 	return d, nil
@@ -274,14 +283,17 @@ func (l *Limiter[K]) Peek(ctx context.Context, key K) (d Decision, err error) {
 	}
 	r, err := l.table.Peek(ctx, key, l.micros.UnixMicro(), nil)
 	if err != nil {
+		open := errors.Is(err, ErrBreakerOpen)
 		if r, d.Source, err = l.fail(ctx, err, key, 1, true, nil); err != nil {
 			return d, err
 		}
+		d.BreakerOpen = open
 	}
 	d.set(r, l.limit)
 	return d, nil
 }
 
 // Reset forgets key's state: its next request is decided as a new key's.
-// With FailLocal, the local state is forgotten too.
+// With FailLocal, the local state is forgotten too; with WithDenialCache,
+// the key's cached denial.
 func (l *Limiter[K]) Reset(ctx context.Context, key K) error { return l.reset(ctx, key) }

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -71,6 +72,11 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 	if o.stateID != nil {
 		return nil, fmt.Errorf("%w: WithStateID applies to a Limiter; a policy's limits name their state in Limit.StateID", ErrInvalidConfig)
 	}
+	if o.denialCache {
+		// The limits that admit a denied request keep changing while
+		// another denies it: a policy's denial is not frozen.
+		return nil, fmt.Errorf("%w: WithDenialCache applies to a Limiter, not to a Policy", ErrInvalidConfig)
+	}
 	p := &Policy[K]{spec: make([]Limit, len(limits))}
 	stored := make([]store.Limit, len(limits))
 	for i, l := range limits {
@@ -134,13 +140,15 @@ func (p *Policy[K]) allowN(ctx context.Context, key K, n int) (d PolicyDecision,
 	}
 	rs := d.prepare(len(p.spec))
 	r, err := p.table.Take(ctx, key, p.micros.UnixMicro(), int64(n), rs)
-	src := FromStore
+	src, open := FromStore, false
 	if err != nil {
+		open = errors.Is(err, ErrBreakerOpen)
 		if r, src, err = p.fail(ctx, err, key, int64(n), false, rs); err != nil {
 			return d, err
 		}
 	}
 	d.set(r, rs, src, p.limits)
+	d.BreakerOpen = open
 	return d, nil
 }
 
@@ -188,13 +196,15 @@ func (p *Policy[K]) end(ctx context.Context, op Op, key K, cost int64, start tim
 func (p *Policy[K]) peek(ctx context.Context, key K) (d PolicyDecision, err error) {
 	rs := d.prepare(len(p.spec))
 	r, err := p.table.Peek(ctx, key, p.micros.UnixMicro(), rs)
-	src := FromStore
+	src, open := FromStore, false
 	if err != nil {
+		open = errors.Is(err, ErrBreakerOpen)
 		if r, src, err = p.fail(ctx, err, key, 1, true, rs); err != nil {
 			return d, err
 		}
 	}
 	d.set(r, rs, src, p.limits)
+	d.BreakerOpen = open
 	return d, nil
 }
 

@@ -248,3 +248,23 @@ func TestPolicyObserverAndDryRun(t *testing.T) {
 		t.Errorf("Peek: %v, events %d; want a peek event", err, len(events))
 	}
 }
+
+func TestPolicyBreaker(t *testing.T) {
+	ctx := context.Background()
+	st := &faultStore{next: memorystore.New[string]()}
+	p, _ := newPolicy(t, st, ratelimit.WithFailurePolicy(ratelimit.FailOpen),
+		ratelimit.WithBreaker(ratelimit.Breaker{Failures: 2, ProbeInterval: time.Second}))
+	st.down.Store(true)
+	for i := range 4 {
+		d, err := p.Allow(ctx, "k")
+		if err != nil || !d.Allowed || d.Source != ratelimit.FromFailOpen || d.BreakerOpen != (i >= 2) {
+			t.Fatalf("request %d with the store down: %+v, %v; want fail-open, the breaker open from the third", i+1, d, err)
+		}
+	}
+	if n := st.calls.Load(); n != 2 {
+		t.Errorf("the store was asked %d times, want 2 (then the breaker opened)", n)
+	}
+	if _, err := ratelimit.NewPolicy(memorystore.New[string](), burstAndHour(t), ratelimit.WithDenialCache(8)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("NewPolicy with a denial cache: %v, want ErrInvalidConfig", err)
+	}
+}

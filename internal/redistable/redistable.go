@@ -241,11 +241,38 @@ func (t *Table[K]) Reset(ctx context.Context, key K) error {
 
 func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args, out []algorithm.Result) (algorithm.Result, error) {
 	var buf [4]string
-	reply, err := t.run.Eval(ctx, t.script, readOnly, t.Keys(buf[:0], key), args)
-	if err != nil {
-		return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrUnavailable, t.script.Name, err)
+	keys := t.Keys(buf[:0], key)
+	for attempt := 0; ; attempt++ {
+		reply, err := t.run.Eval(ctx, t.script, readOnly, keys, args)
+		if err == nil {
+			return t.result(reply, out)
+		}
+		if !IsTryAgain(err) || attempt == len(TryAgainBackoff) {
+			return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrUnavailable, t.script.Name, err)
+		}
+		pause := time.NewTimer(TryAgainBackoff[attempt])
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return algorithm.Result{}, fmt.Errorf("%w: %s script: %w (%w while waiting to retry)", store.ErrUnavailable, t.script.Name, err, ctx.Err())
+		case <-pause.C:
+		}
 	}
-	return t.result(reply, out)
+}
+
+// TryAgainBackoff are the pauses before each retry of a script that a
+// Redis Cluster answered TRYAGAIN: it did not run the script (its keys
+// were split by a slot migration in progress), so retrying charges once.
+// After the last, the error is returned. They add up to 63 ms.
+var TryAgainBackoff = []time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond,
+	8 * time.Millisecond, 16 * time.Millisecond, 32 * time.Millisecond,
+}
+
+// IsTryAgain reports whether err is a TRYAGAIN reply, as either client
+// library returns it: the error's text is the server's.
+func IsTryAgain(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN")
 }
 
 // result checks a script's reply, {remaining, retry after, reset after}

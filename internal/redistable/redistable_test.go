@@ -358,3 +358,72 @@ func TestConfigCheckTTLMargin(t *testing.T) {
 		t.Errorf("TTLMargin 1m: Check() = %v, Encode set %v; want nil, true", err, c.Encode != nil)
 	}
 }
+
+// tryAgainRunner answers TRYAGAIN to its first n calls, then reply.
+type tryAgainRunner struct {
+	fakeRunner
+	n int
+}
+
+var errTryAgain = errors.New("TRYAGAIN Multiple keys request during rehashing of slot")
+
+func (r *tryAgainRunner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args redistable.Args) ([]int64, error) {
+	reply, err := r.fakeRunner.Eval(ctx, s, readOnly, keys, args)
+	if len(r.calls) <= r.n {
+		return nil, errTryAgain
+	}
+	return reply, err
+}
+
+// TestTryAgain checks that a script answered TRYAGAIN, which did not run,
+// is sent again after a short pause, up to len(TryAgainBackoff) times.
+func TestTryAgain(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []int{1, 3, len(redistable.TryAgainBackoff)} {
+		run := &tryAgainRunner{fakeRunner{reply: []int64{4, 0, 700}}, n}
+		table := open[string](t, run, nil, clock.Local())
+		start := time.Now()
+		r, err := table.Take(ctx, "k", 1, 1, nil)
+		took := time.Since(start)
+		if err != nil || r.Remaining != 4 || len(run.calls) != n+1 {
+			t.Errorf("Take after %d TRYAGAIN = %+v, %v after %d calls; want the reply after %d", n, r, err, len(run.calls), n+1)
+		}
+		var pauses time.Duration
+		for _, d := range redistable.TryAgainBackoff[:n] {
+			pauses += d
+		}
+		if took < pauses {
+			t.Errorf("Take after %d TRYAGAIN took %v, less than the pauses (%v)", n, took, pauses)
+		}
+		if r, err := table.Peek(ctx, "k", 1, nil); err != nil || r.Remaining != 4 {
+			t.Errorf("Peek = %+v, %v", r, err)
+		}
+	}
+	// Past the last pause, the error.
+	run := &tryAgainRunner{fakeRunner{reply: []int64{4, 0, 700}}, len(redistable.TryAgainBackoff) + 1}
+	table := open[string](t, run, nil, clock.Local())
+	if _, err := table.Take(ctx, "k", 1, 1, nil); !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, errTryAgain) || len(run.calls) != len(redistable.TryAgainBackoff)+1 {
+		t.Errorf("Take answered TRYAGAIN every time: %v after %d calls; want ErrUnavailable wrapping TRYAGAIN after %d", err, len(run.calls), len(redistable.TryAgainBackoff)+1)
+	}
+	// A context that ends stops the retries.
+	run = &tryAgainRunner{fakeRunner{reply: []int64{4, 0, 700}}, 100}
+	table = open[string](t, run, nil, clock.Local())
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
+	defer cancel()
+	if _, err := table.Take(cctx, "k", 1, 1, nil); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Take with a 5ms deadline answered TRYAGAIN every time: %v, want ErrUnavailable and DeadlineExceeded", err)
+	}
+	// Other errors are not retried.
+	plain := &fakeRunner{err: errors.New("ERR something else")}
+	if _, err := open[string](t, plain, nil, clock.Local()).Take(ctx, "k", 1, 1, nil); err == nil || len(plain.calls) != 1 {
+		t.Errorf("Take on another error: %v after %d calls, want the error after 1", err, len(plain.calls))
+	}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{{nil, false}, {errTryAgain, true}, {errors.New("TRYAGAIN"), true}, {errors.New("ERR TRYAGAIN"), false}, {errors.New("MOVED 1 127.0.0.1:1"), false}} {
+		if got := redistable.IsTryAgain(c.err); got != c.want {
+			t.Errorf("IsTryAgain(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}

@@ -11,7 +11,8 @@
 // broken connection leaves the outcome unknown, and resending would charge
 // the request twice. Such a call fails with store.ErrUnavailable, and the
 // Limiter's failure policy decides. Redirections (MOVED, ASK) are still
-// followed, since the script did not run.
+// followed, since the script did not run; so is a cluster's TRYAGAIN,
+// after a short pause (redistable.TryAgainBackoff), for the same reason.
 //
 // With clock.Server(), scripts read Redis's TIME, so servers with skewed
 // clocks share limits correctly. Requires Redis 7.0 or newer.
@@ -148,9 +149,27 @@ func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, ke
 		err = r.c.Process(ctx, onceCmd{cmd})
 	}
 	if err != nil {
+		r.failed(ctx, err)
 		return nil, contextError(ctx, err)
 	}
 	return cmd.Int64Slice()
+}
+
+// failed asks a cluster client to reload the cluster's topology after a
+// call failed without a reply from the server (a node down, a timeout).
+// go-redis reloads it on MOVED and ASK, and otherwise only every
+// ClusterStateReloadInterval (a minute by default): without this, calls
+// that cannot be retried, as the store's are not, would keep going to a
+// dead master long after its replica has taken over. The reload runs in
+// the background, at most one at a time.
+func (r runner) failed(ctx context.Context, err error) {
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return
+	}
+	if c, ok := r.c.(interface{ ReloadState(context.Context) }); ok {
+		c.ReloadState(ctx)
+	}
 }
 
 // contextError returns err, made to match the context's error when it is
@@ -182,5 +201,9 @@ func (r runner) Del(ctx context.Context, keys []string) error {
 	for _, k := range keys {
 		args = append(args, k)
 	}
-	return contextError(ctx, r.c.Process(ctx, onceCmd{redis.NewCmd(ctx, args...)}))
+	err := r.c.Process(ctx, onceCmd{redis.NewCmd(ctx, args...)})
+	if err != nil {
+		r.failed(ctx, err)
+	}
+	return contextError(ctx, err)
 }

@@ -3,6 +3,7 @@ package goredisstore_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -66,4 +67,11 @@ func TestNewValidates(t *testing.T) {
 	if _, err := goredisstore.New[pair](client); !errors.Is(err, store.ErrKeyType) {
 		t.Errorf("New[struct]: %v, want ErrKeyType", err)
 	}
+}
+
+// TestOutage kills Redis under 64 callers of a Limiter with a circuit
+// breaker. go-redis stops dialling after PoolSize failed dials and tries
+// again once a second, which the store's return may wait for.
+func TestOutage(t *testing.T) {
+	redistest.RunOutage(t, newStore, time.Second)
 }

@@ -6,7 +6,9 @@
 // read-only (EVALSHA_RO). rueidis pipelines concurrent calls on shared
 // connections, which is what lets many goroutines reach Redis's own
 // throughput. Scripts that charge are never retried by rueidis, so a lost
-// reply is an error (store.ErrUnavailable), never a second charge. Peeks
+// reply is an error (store.ErrUnavailable), never a second charge; a
+// cluster's TRYAGAIN, which means the script did not run, is retried after
+// a short pause, as rueidis follows MOVED and ASK. Peeks
 // are not retried either, so that a call to a Redis that is down fails at
 // once and the Limiter's failure policy decides; they are not marked
 // read-only for rueidis, so a ClientOption.SendToReplicas that routes by

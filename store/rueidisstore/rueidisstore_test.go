@@ -23,6 +23,12 @@ func TestRedis(t *testing.T) {
 	redistest.RunSuite(t, newStore)
 }
 
+// TestOutage kills Redis under 64 callers of a Limiter with a circuit
+// breaker. rueidis dials again on the next call, at once.
+func TestOutage(t *testing.T) {
+	redistest.RunOutage(t, newStore, 0)
+}
+
 func TestNewValidates(t *testing.T) {
 	client := redistest.Rueidis(t, redistest.Miniredis(t))
 	if _, err := rueidisstore.New[string](nil); !errors.Is(err, ratelimit.ErrInvalidConfig) {

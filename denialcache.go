@@ -1,0 +1,218 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+// MaxDenialCacheKeys is the largest size WithDenialCache accepts.
+const MaxDenialCacheKeys = 1 << 24
+
+// WithDenialCache makes the Limiter remember, for up to maxKeys keys, the
+// store's denials of a cost of 1, and answer a request of cost 1 on such a
+// key itself, without asking the store, until the denial's RetryAfter has
+// passed. A flood of requests on a denied key then costs no round trip to
+// a remote store after the first.
+//
+// A denial of a cost of 1 at instant t with RetryAfter r stays a denial
+// until t+r, whatever else happens, unless the key is reset: other
+// requests can only push it later, and every algorithm names in RetryAfter
+// and ResetAfter instants that do not depend on when they are asked. So an
+// answer from the cache is the store's answer, field for field (Source is
+// FromStore): Remaining 0, the same RetryAfter and ResetAfter. The cache
+// never admits anything: requests of a larger cost, and every request on
+// a key once its denial has passed, go to the store. Reset through this
+// Limiter forgets the key's denial; a Reset made by another process (or
+// another Limiter) is not seen here before t+r, so until then this Limiter
+// keeps denying a key that the store would admit. With clock.Server() the
+// cache measures t+r on the local clock from when the request was sent,
+// which ends a cached denial up to one round trip early, never late.
+//
+// The cache is meant for remote stores (the memory store answers standing
+// denials without locking already). It takes maxKeys·8 bytes when the
+// Limiter is built, plus a small record per key denied; at maxKeys, a new
+// denial replaces one of eight that share its slot group, the one that
+// ends first. A maxKeys below 1 or above MaxDenialCacheKeys makes New fail
+// with ErrInvalidConfig.
+func WithDenialCache(maxKeys int) Option {
+	return optionFunc(func(o *options) { o.denials = maxKeys; o.denialCache = true })
+}
+
+// denialWays is how many denials a set of the cache holds: the number of
+// candidates for eviction when a new denial arrives at a full set.
+const denialWays = 8
+
+// denialCache holds denials of a cost of 1 by key, in sets of up to
+// denialWays slots chosen by the key's hash. Readers take no lock: they
+// load the slots of the key's set and read records that never change once
+// published. Writers lock the set.
+type denialCache[K comparable] struct {
+	seed maphash.Seed
+	ways int
+	sets []denialSet[K]
+}
+
+type denialSet[K comparable] struct {
+	mu sync.Mutex
+	// gen counts the Resets of keys of this set. A denial is recorded only
+	// if no Reset happened since its request was sent: it may predate the
+	// Reset.
+	gen   atomic.Uint64
+	slots [denialWays]atomic.Pointer[denial[K]]
+}
+
+// denial is a key's standing denial of a cost of 1: until until (Unix µs),
+// nothing is admitted, and the key is fresh at reset. Published records
+// are never written.
+type denial[K comparable] struct {
+	hash         uint64
+	key          K
+	until, reset int64
+}
+
+func newDenialCache[K comparable](maxKeys int) (*denialCache[K], error) {
+	if maxKeys < 1 || maxKeys > MaxDenialCacheKeys {
+		return nil, fmt.Errorf("%w: WithDenialCache(%d): the size must be in [1, %d]", ErrInvalidConfig, maxKeys, MaxDenialCacheKeys)
+	}
+	ways := min(denialWays, maxKeys)
+	return &denialCache[K]{seed: maphash.MakeSeed(), ways: ways, sets: make([]denialSet[K], maxKeys/ways)}, nil
+}
+
+// set returns the set of a key whose hash is h.
+func (c *denialCache[K]) set(h uint64) *denialSet[K] {
+	// Lemire's multiply-shift maps the hash's top half onto [0, len).
+	return &c.sets[(h>>32)*uint64(len(c.sets))>>32]
+}
+
+// find returns the slot holding key's denial and the denial, or nil.
+func (c *denialCache[K]) find(s *denialSet[K], h uint64, key K) (*atomic.Pointer[denial[K]], *denial[K]) {
+	for i := range c.ways {
+		if d := s.slots[i].Load(); d != nil && d.hash == h && d.key == key {
+			return &s.slots[i], d
+		}
+	}
+	return nil, nil
+}
+
+// standing returns the answer key's cached denial gives at now, if any.
+func (c *denialCache[K]) standing(s *denialSet[K], h uint64, key K, now int64) (algorithm.Result, bool) {
+	if _, d := c.find(s, h, key); d != nil && now < d.until {
+		return algorithm.Result{RetryAfter: d.until - now, ResetAfter: d.reset - now}, true
+	}
+	return algorithm.Result{}, false
+}
+
+// record remembers r, the store's denial of a cost of 1 for key at now,
+// unless a key of the set was reset since gen was read.
+func (c *denialCache[K]) record(s *denialSet[K], h uint64, key K, now int64, r algorithm.Result, gen uint64) {
+	d := &denial[K]{hash: h, key: key, until: now + r.RetryAfter, reset: now + r.ResetAfter}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen.Load() != gen {
+		return
+	}
+	if slot, _ := c.find(s, h, key); slot != nil {
+		slot.Store(d)
+		return
+	}
+	// An empty slot, else the denial that ends first, a past one included.
+	victim, end := 0, int64(0)
+	for i := range c.ways {
+		old := s.slots[i].Load()
+		if old == nil {
+			victim = i
+			break
+		}
+		if i == 0 || old.until < end {
+			victim, end = i, old.until
+		}
+	}
+	s.slots[victim].Store(d)
+}
+
+// forget drops key's denial, if any. With reset set, denials of the set's
+// keys whose requests are in flight are not recorded when they return.
+func (c *denialCache[K]) forget(s *denialSet[K], h uint64, key K, reset bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if reset {
+		s.gen.Add(1)
+	}
+	if slot, _ := c.find(s, h, key); slot != nil {
+		slot.Store(nil)
+	}
+}
+
+// denialTable answers requests of cost 1 on keys with a standing denial
+// from its cache, and passes everything else to next.
+type denialTable[K comparable] struct {
+	next  store.Table[K]
+	cache *denialCache[K]
+}
+
+func (t *denialTable[K]) Take(ctx context.Context, key K, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
+	if out != nil {
+		// A policy's decision: the limits that would admit it report
+		// states that change while another limit denies, so it is not
+		// frozen; NewPolicy refuses the cache, and nothing is cached here.
+		return t.next.Take(ctx, key, now, cost, out)
+	}
+	c := t.cache
+	h := maphash.Comparable(c.seed, key)
+	s := c.set(h)
+	if cost == 1 {
+		if r, ok := c.standing(s, h, key, now); ok {
+			return r, nil
+		}
+	}
+	gen := s.gen.Load()
+	r, err := t.next.Take(ctx, key, now, cost, nil)
+	if err != nil {
+		return r, err
+	}
+	switch {
+	case r.Allowed():
+		// Only a Reset makes room before a denial's end; but a denial
+		// recorded by a request sent earlier may have arrived meanwhile.
+		if slot, _ := c.find(s, h, key); slot != nil {
+			c.forget(s, h, key, false)
+		}
+	case cost == 1:
+		c.record(s, h, key, now, r, gen)
+	}
+	return r, nil
+}
+
+func (t *denialTable[K]) Peek(ctx context.Context, key K, now int64, out []algorithm.Result) (algorithm.Result, error) {
+	if out != nil {
+		return t.next.Peek(ctx, key, now, out)
+	}
+	c := t.cache
+	h := maphash.Comparable(c.seed, key)
+	s := c.set(h)
+	if r, ok := c.standing(s, h, key, now); ok {
+		return r, nil
+	}
+	gen := s.gen.Load()
+	r, err := t.next.Peek(ctx, key, now, nil)
+	if err == nil && !r.Allowed() {
+		c.record(s, h, key, now, r, gen)
+	}
+	return r, err
+}
+
+// Reset resets key in the store, then forgets its denial, whether the
+// store's Reset succeeded or not: a denial the store's Reset may have
+// undone is not kept.
+func (t *denialTable[K]) Reset(ctx context.Context, key K) error {
+	err := t.next.Reset(ctx, key)
+	h := maphash.Comparable(t.cache.seed, key)
+	t.cache.forget(t.cache.set(h), h, key, true)
+	return err
+}

@@ -1,0 +1,77 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+// faultStore wraps a store: it counts the calls its tables pass on, and
+// fails them while it is down.
+type faultStore struct {
+	next store.Store[string]
+	// calls counts Take, Peek and Reset calls that reached the store
+	// (those that failed included).
+	calls atomic.Int64
+	// down makes every call fail with an error wrapping
+	// store.ErrUnavailable.
+	down atomic.Bool
+	// foreign makes every call fail with an error that is not the
+	// store's (it does not wrap store.ErrUnavailable).
+	foreign atomic.Bool
+}
+
+var errForeign = errors.New("a failure that is not the store's")
+
+func (s *faultStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[string], error) {
+	t, err := s.next.Open(limits, clk)
+	if err != nil {
+		return nil, err
+	}
+	return &faultTable{next: t, s: s}, nil
+}
+
+type faultTable struct {
+	next store.Table[string]
+	s    *faultStore
+}
+
+// fail returns the error the call fails with, if any.
+func (t *faultTable) fail(ctx context.Context) error {
+	t.s.calls.Add(1)
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
+	case t.s.down.Load():
+		return fmt.Errorf("%w: connection refused", store.ErrUnavailable)
+	case t.s.foreign.Load():
+		return errForeign
+	}
+	return nil
+}
+
+func (t *faultTable) Take(ctx context.Context, key string, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
+	if err := t.fail(ctx); err != nil {
+		return algorithm.Result{}, err
+	}
+	return t.next.Take(ctx, key, now, cost, out)
+}
+
+func (t *faultTable) Peek(ctx context.Context, key string, now int64, out []algorithm.Result) (algorithm.Result, error) {
+	if err := t.fail(ctx); err != nil {
+		return algorithm.Result{}, err
+	}
+	return t.next.Peek(ctx, key, now, out)
+}
+
+func (t *faultTable) Reset(ctx context.Context, key string) error {
+	if err := t.fail(ctx); err != nil {
+		return err
+	}
+	return t.next.Reset(ctx, key)
+}
