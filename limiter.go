@@ -170,7 +170,7 @@ func WithErrorHandler(f func(error)) Option {
 
 // WithStateID names the state a Limiter keeps in a store shared between
 // processes (the Redis stores put it in every key). By default it is
-// store.DefaultID of the algorithm: its name and a fingerprint of its
+// store.DefaultID of the algorithm: a fingerprint of its name and
 // parameters, so that limiters configured differently never read each
 // other's state, and limiters configured alike, in any process, share it.
 // Give an ID of your own to keep a key's state across a change of

@@ -52,14 +52,17 @@ type Limit struct {
 }
 
 // DefaultID returns the ID of a limit whose user did not name its state:
-// the algorithm's name and a fingerprint of its parameters (8 hex digits
-// of their FNV-1a hash), such as "tokenbucket-1a2b3c4d". Two limits that
-// differ in algorithm or parameters get different IDs, so they never read
-// each other's state; two configured alike share it, as processes sharing
-// a limit must.
+// a fingerprint of the algorithm's name and parameters, 8 hex digits of
+// their FNV-1a hash, such as "1a2b3c4d". Two limits that differ in
+// algorithm or parameters get different IDs (but for a chance of 2^-32),
+// so they never read each other's state; two configured alike share it,
+// as processes sharing a limit must. It is short because every Redis key
+// carries it: 9 bytes more per key than the layout without IDs.
 func DefaultID(spec algorithm.Spec) string {
 	h := fnv.New32a()
-	var b [8]byte
+	h.Write([]byte(spec.Name))
+	var b [8]byte // a NUL ends the name: no name is a prefix of another's bytes
+	h.Write(b[:1])
 	for _, p := range spec.Params {
 		bits := math.Float64bits(p)
 		for i := range b {
@@ -67,7 +70,7 @@ func DefaultID(spec algorithm.Spec) string {
 		}
 		h.Write(b[:])
 	}
-	return fmt.Sprintf("%s-%08x", spec.Name, h.Sum32())
+	return fmt.Sprintf("%08x", h.Sum32())
 }
 
 // CheckLimits returns an error wrapping algorithm.ErrInvalidConfig when

@@ -148,6 +148,8 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 // Script returns the script the table runs.
 func (t *Table[K]) Script() *luascript.Script { return t.script }
 
+var keySlices = sync.Pool{New: func() any { s := make([]string, 0, 4); return &s }}
+
 var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
 
 // Keys returns the Redis keys holding key's state, one per limit, in
@@ -240,8 +242,15 @@ func (t *Table[K]) Reset(ctx context.Context, key K) error {
 }
 
 func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args, out []algorithm.Result) (algorithm.Result, error) {
-	var buf [4]string
-	keys := t.Keys(buf[:0], key)
+	// The keys reach the runner through an interface, so a slice on the
+	// stack would escape: they are kept in a pooled slice instead.
+	kp := keySlices.Get().(*[]string)
+	keys := t.Keys(*kp, key)
+	defer func() {
+		clear(keys) // hold no strings while pooled
+		*kp = keys[:0]
+		keySlices.Put(kp)
+	}()
 	for attempt := 0; ; attempt++ {
 		reply, err := t.run.Eval(ctx, t.script, readOnly, keys, args)
 		if err == nil {

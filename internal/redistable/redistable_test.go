@@ -24,7 +24,7 @@ const prefix = "rl:"
 // suffix ends the keys of window's state: store.DefaultID of its spec. It
 // is written out, not computed, so that a change of the key layout, which
 // would orphan every key already stored, fails here.
-const suffix = ":fixedwindow-b8d262c0"
+const suffix = ":243609ca"
 
 func window(t testing.TB) algorithm.Algorithm {
 	t.Helper()

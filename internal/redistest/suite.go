@@ -689,7 +689,8 @@ func testStateIDs(t *testing.T, newStore NewStore) {
 // script call (INFO commandstats of a private server, which no other test
 // uses) and that a key's limits share a cluster slot.
 func testPolicyOneCall(t *testing.T, newStore NewStore) {
-	a, b := algorithms(t, 10, time.Second)[0].alg, algorithms(t, 1000, time.Hour)[2].alg
+	// Periods of hours: no key expires while the test counts them.
+	a, b := algorithms(t, 10, time.Hour)[0].alg, algorithms(t, 1000, 2*time.Hour)[2].alg
 	limits := []ratelimit.Limit{{Name: "burst", Algorithm: a}, {Name: "hourly", Algorithm: b}}
 	decide := func(t *testing.T, target Target, prefix string, n int) {
 		p, err := ratelimit.NewPolicy(newStore(t, target, prefix), limits)
