@@ -33,6 +33,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/slidingwindow"
+	"github.com/go-ratelimit/ratelimit/store"
 	rlmemory "github.com/go-ratelimit/ratelimit/store/memorystore"
 	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
@@ -240,8 +241,13 @@ func goRedisClient(addr string) *redis.Client {
 func redisSubjectsForBytes() []inRedis {
 	var subjects []inRedis
 	for _, a := range ourAlgorithms {
+		alg, err := a.alg()
+		if err != nil {
+			panic(err) // the configurations are fixed
+		}
+		id := store.DefaultID(alg.Spec())
 		subjects = append(subjects, inRedis{"ratelimit (rueidisstore)", a.name,
-			func(u string) string { return rueidisstore.DefaultPrefix + "{" + u + "}" },
+			func(u string) string { return rueidisstore.DefaultPrefix + "{" + u + "}:" + id },
 			func(t *testing.T, addr string) (allowFunc, func()) {
 				alg, err := a.alg()
 				if err != nil {
