@@ -16,7 +16,9 @@
 // The clusters' nodes listen on ports of the range in
 // $RATELIMIT_REDIS_SPARE_PORTS (first-last, at least six ports, each with
 // port+10000 free for the cluster bus); the tests skip when it is unset.
-// .ci/run sets it:
+// Pick both below the kernel's ephemeral range (32768 and up on Linux),
+// where any client socket of a test running beside these may take a port
+// first. .ci/run sets it:
 //
-//	RATELIMIT_REDIS_SPARE_PORTS=24001-24009 go test -race -v ./internal/failover
+//	RATELIMIT_REDIS_SPARE_PORTS=21001-21009 go test -race -v ./internal/failover
 package failover
