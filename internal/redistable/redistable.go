@@ -161,24 +161,31 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }
 func (t *Table[K]) Keys(dst []string, key K) []string {
 	bp := buffers.Get().(*[]byte)
 	raw := t.encode((*bp)[:0], key)
-	base := t.base(raw)
-	*bp = raw
-	buffers.Put(bp)
-	if len(t.suffixes) == 1 {
-		return append(dst[:0], string(append(base, t.suffixes[0]...)))
-	}
+	// The escaped key follows raw in the same buffer.
+	esc := escape(raw, raw[len(raw):])
 	size := 0
 	for _, sfx := range t.suffixes {
-		size += len(base) + len(sfx)
+		size += len(t.prefix) + len(esc) + 2 + len(sfx)
 	}
-	all := make([]byte, 0, size)
+	var all strings.Builder
+	all.Grow(size)
 	for _, sfx := range t.suffixes {
-		all = append(append(all, base...), sfx...)
+		all.WriteString(t.prefix)
+		all.WriteByte('{')
+		all.Write(esc)
+		all.WriteByte('}')
+		all.WriteString(sfx)
 	}
-	joined := string(all)
+	if cap(esc) > cap(raw)-len(raw) {
+		*bp = esc[:0] // escaping outgrew the buffer: keep the larger one
+	} else {
+		*bp = raw[:0]
+	}
+	buffers.Put(bp)
+	joined := all.String()
 	dst = dst[:0]
 	for _, sfx := range t.suffixes {
-		n := len(base) + len(sfx)
+		n := len(t.prefix) + len(esc) + 2 + len(sfx)
 		dst = append(dst, joined[:n])
 		joined = joined[n:]
 	}
@@ -191,27 +198,19 @@ func (t *Table[K]) Key(key K) string {
 	return t.Keys(one[:0], key)[0]
 }
 
-// base returns prefix{escaped raw}, with room for the longest suffix.
-func (t *Table[K]) base(raw []byte) []byte {
-	longest := 0
-	for _, sfx := range t.suffixes {
-		longest = max(longest, len(sfx))
-	}
-	b := make([]byte, 0, len(t.prefix)+len(raw)+8+longest)
-	b = append(b, t.prefix...)
-	b = append(b, '{')
+// escape appends raw to dst with '\' written `\\` and '}' written `\)`.
+func escape(raw, dst []byte) []byte {
 	for _, c := range raw {
 		switch c {
 		case '\\':
-			b = append(b, '\\', '\\')
+			dst = append(dst, '\\', '\\')
 		case '}':
-			b = append(b, '\\', ')')
+			dst = append(dst, '\\', ')')
 		default:
-			b = append(b, c)
+			dst = append(dst, c)
 		}
 	}
-	b = append(b, '}')
-	return b
+	return dst
 }
 
 func (t *Table[K]) args(now, cost int64) Args {
