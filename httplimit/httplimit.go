@@ -49,7 +49,7 @@ type Resolver[K comparable] func(r *http.Request) (key K, policy *ratelimit.Poli
 type Middleware[K comparable] struct {
 	resolve func(r *http.Request) (K, limits[K], error)
 	config
-	described sync.Map // *ratelimit.Policy[K] → *description
+	descriptions sync.Map // *ratelimit.Policy[K] → *description, for a Resolver's policies
 }
 
 type config struct {
@@ -108,6 +108,7 @@ func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error))
 type limits[K comparable] struct {
 	lim    *ratelimit.Limiter[K]
 	policy *ratelimit.Policy[K]
+	desc   *description // made once by New and NewPolicy; nil from a Resolver
 }
 
 // description is what the headers say of a policy that does not change
@@ -120,9 +121,10 @@ type description struct {
 // New returns a middleware charging lim, under the policy name "default",
 // for the key that key returns.
 func New[K comparable](lim *ratelimit.Limiter[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
+	ls := limits[K]{lim: lim, desc: &description{names: []string{"default"}, header: policyItem("default", lim.Limit(), lim.Window())}}
 	return newMiddleware(func(r *http.Request) (K, limits[K], error) {
 		k, err := key(r)
-		return k, limits[K]{lim: lim}, err
+		return k, ls, err
 	}, opts)
 }
 
@@ -130,9 +132,10 @@ func New[K comparable](lim *ratelimit.Limiter[K], key func(*http.Request) (K, er
 // names, for the key that key returns: one decision, one round trip to a
 // Redis store, however many limits p has.
 func NewPolicy[K comparable](p *ratelimit.Policy[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
+	ls := limits[K]{policy: p, desc: describe(p)}
 	return newMiddleware(func(r *http.Request) (K, limits[K], error) {
 		k, err := key(r)
-		return k, limits[K]{policy: p}, err
+		return k, ls, err
 	}, opts)
 }
 
@@ -205,27 +208,28 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *description, error) {
 	if ls.lim != nil {
 		d, err := ls.lim.AllowN(ctx, key, cost)
-		return ratelimit.PolicyDecision{Decision: d, Limits: []ratelimit.Decision{d}}, m.describeLimiter(ls.lim), err
+		return ratelimit.PolicyDecision{Decision: d, Limits: []ratelimit.Decision{d}}, ls.desc, err
 	}
 	d, err := ls.policy.AllowN(ctx, key, cost)
-	return d, m.describe(ls.policy), err
+	if ls.desc == nil {
+		ls.desc = m.described(ls.policy)
+	}
+	return d, ls.desc, err
 }
 
-// describeLimiter describes a Limiter as a policy of one limit, "default".
-func (m *Middleware[K]) describeLimiter(lim *ratelimit.Limiter[K]) *description {
-	if d, ok := m.described.Load(lim); ok {
+// described returns p's description, made once per policy a resolver
+// returns.
+func (m *Middleware[K]) described(p *ratelimit.Policy[K]) *description {
+	if d, ok := m.descriptions.Load(p); ok {
 		return d.(*description)
 	}
-	d := &description{names: []string{"default"}, header: policyItem("default", lim.Limit(), lim.Window())}
-	m.described.Store(lim, d)
+	d := describe(p)
+	m.descriptions.Store(p, d)
 	return d
 }
 
-// describe returns p's description, made once per policy.
-func (m *Middleware[K]) describe(p *ratelimit.Policy[K]) *description {
-	if d, ok := m.described.Load(p); ok {
-		return d.(*description)
-	}
+// describe returns what the headers say of p's limits.
+func describe[K comparable](p *ratelimit.Policy[K]) *description {
 	d := &description{}
 	var header strings.Builder
 	for i, l := range p.Limits() {
@@ -236,7 +240,6 @@ func (m *Middleware[K]) describe(p *ratelimit.Policy[K]) *description {
 		header.WriteString(policyItem(l.Name, l.Algorithm.Limit(), p.Window(i)))
 	}
 	d.header = header.String()
-	m.described.Store(p, d)
 	return d
 }
 
