@@ -75,14 +75,14 @@ func Fresh(limit int64) Result {
 // safe for concurrent use; the states it works on are not (stores
 // serialise calls for one key).
 //
-// A decision is two calls: Charge, the transition, which is all a store
-// must run while it holds a key's state exclusively, and Peek, which
-// computes the numbers of the result from a copy of the state and may run
-// after the store has let go of it (see [Take]). Both are pure functions of
-// the state, the instant and the cost, which is what lets the Redis stores
-// run them as a Lua script with bit-identical results. A state that has
-// reached its ResetAfter is treated exactly as a fresh one, so a store may
-// keep it or drop it.
+// A decision is one call, Take, made while the store holds the key's state
+// exclusively: it decides, charges an admitted cost and computes the
+// numbers of the result in one pass over the state. Peek answers the same
+// question without charging. Both are pure functions of the state, the
+// instant and the cost, which is what lets the Redis stores run them as a
+// Lua script with bit-identical results. A state that has reached its
+// ResetAfter is treated exactly as a fresh one, so a store may keep it or
+// drop it.
 type Algorithm interface {
 	// Limit is the largest cost a single request may have.
 	Limit() int64
@@ -90,33 +90,44 @@ type Algorithm interface {
 	// the memory s.Log holds, emptied, so that a store reusing a slot does
 	// not allocate again.
 	Init(s *State, now int64)
-	// Charge admits cost (1 ≤ cost ≤ Limit) at now (Unix µs) if s allows
-	// it, charging it to s, and reports whether it did. A denied cost
-	// leaves s meaning what it did.
-	Charge(s *State, now, cost int64) bool
-	// Peek reports what charging cost at now would decide, without
+	// Take decides a cost (1 ≤ cost ≤ Limit) at now (Unix µs) on s. When
+	// Peek(s, now, cost) admits the cost, Take charges it to s and returns
+	// what Peek of the new state reports, with RetryAfter 0: what remains,
+	// and when the key is fresh again. Otherwise it leaves s meaning what
+	// it did and returns Peek(s, now, cost), the denial. [CheckTake] tests
+	// an algorithm against this.
+	Take(s *State, now, cost int64) Result
+	// Peek reports what taking cost at now would decide, without
 	// charging: for a cost that would be denied, the denial (Remaining,
 	// RetryAfter, ResetAfter); for one that would be admitted, RetryAfter
 	// 0, and Remaining and ResetAfter describing s as it is, before the
-	// cost. It changes nothing that s points to, so it may run on a copy
-	// of a state while the original changes, as long as s.Log is nil.
+	// cost. It changes nothing that s points to.
 	Peek(s State, now, cost int64) Result
 	// Spec describes the algorithm for stores that run it elsewhere.
 	Spec() Spec
 }
 
-// Take is one whole decision on s, as a store that holds s exclusively
-// makes it: Charge, then the numbers of the result from the state it left.
-// After an admitted charge, Peek of the new state describes it (what
-// remains, when it is fresh again); its RetryAfter, about a further cost,
-// is dropped.
-func Take(alg Algorithm, s *State, now, cost int64) Result {
-	ok := alg.Charge(s, now, cost)
-	r := alg.Peek(*s, now, cost)
-	if ok {
-		r.RetryAfter = 0
+// CheckTake reports how alg.Take(s, now, cost) departs from its contract,
+// stated with Peek (see [Algorithm]), or nil when it keeps it; s is left
+// as Take leaves it. Algorithms' tests call it on every decision they make.
+func CheckTake(alg Algorithm, s *State, now, cost int64) (Result, error) {
+	want, one := alg.Peek(*s, now, cost), alg.Peek(*s, now, 1)
+	got := alg.Take(s, now, cost)
+	if !want.Allowed() {
+		if got != want {
+			return got, fmt.Errorf("denied take at %d of %d: got %+v, Peek said %+v", now, cost, got, want)
+		}
+		if after := alg.Peek(*s, now, 1); after != one {
+			return got, fmt.Errorf("denied take at %d of %d changed the state: a cost of 1 was %+v, now %+v", now, cost, one, after)
+		}
+		return got, nil
 	}
-	return r
+	after := alg.Peek(*s, now, cost)
+	after.RetryAfter = 0
+	if got != after {
+		return got, fmt.Errorf("admitted take at %d of %d: got %+v, Peek of the new state says %+v", now, cost, got, after)
+	}
+	return got, nil
 }
 
 // Combine is the result of several limits deciding one request together,

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 func TestCheckCost(t *testing.T) {
@@ -97,5 +98,52 @@ func TestFresh(t *testing.T) {
 	want := algorithm.Result{Remaining: 7}
 	if got != want {
 		t.Errorf("Fresh(7): got %+v, want %+v", got, want)
+	}
+}
+
+// brokenTake is a token bucket whose Take breaks its contract as told.
+type brokenTake struct {
+	algorithm.Algorithm
+	staleResult   bool // report the state as it was before the charge
+	chargeDenials bool // charge a cost even when it is denied
+}
+
+func (b brokenTake) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+	before := b.Peek(*s, now, cost)
+	r := b.Algorithm.Take(s, now, cost)
+	switch {
+	case b.staleResult && r.Allowed():
+		return before
+	case b.chargeDenials && !r.Allowed():
+		s.N0 = int64(math.Float64bits(-1))
+	}
+	return r
+}
+
+func TestCheckTake(t *testing.T) {
+	bucket, err := tokenbucket.New(tokenbucket.Config{Capacity: 3, Rate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const t0 = int64(1_700_000_000_000_000)
+	// Three admitted costs of 1, then a denied one.
+	run := func(alg algorithm.Algorithm) error {
+		var s algorithm.State
+		alg.Init(&s, t0)
+		for range 4 {
+			if _, err := algorithm.CheckTake(alg, &s, t0, 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := run(bucket); err != nil {
+		t.Errorf("token bucket: %v", err)
+	}
+	if err := run(brokenTake{Algorithm: bucket, staleResult: true}); err == nil {
+		t.Error("a Take that reports the state before its charge passed")
+	}
+	if err := run(brokenTake{Algorithm: bucket, chargeDenials: true}); err == nil {
+		t.Error("a Take that charges a denied cost passed")
 	}
 }

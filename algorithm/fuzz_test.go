@@ -257,7 +257,15 @@ func (c call) on(alg algorithm.Algorithm, s *algorithm.State) algorithm.Result {
 	if c.cost == 0 {
 		return alg.Peek(*s, c.now, 1)
 	}
-	return algorithm.Take(alg, s, c.now, c.cost)
+	return alg.Take(s, c.now, c.cost)
+}
+
+// check is on, checking a Take against its contract (algorithm.CheckTake).
+func (c call) check(alg algorithm.Algorithm, s *algorithm.State) (algorithm.Result, error) {
+	if c.cost == 0 {
+		return alg.Peek(*s, c.now, 1), nil
+	}
+	return algorithm.CheckTake(alg, s, c.now, c.cost)
 }
 
 // FuzzAlgorithms builds each algorithm from random parameters, checks that
@@ -412,7 +420,10 @@ func FuzzAlgorithms(f *testing.F) {
 					t.Fatalf("%+v: after %v: Peek(%d, cost %d): got %+v; Take gives %+v, Peek(cost 1) %+v", c, calls, now, cl.cost, got, want, before)
 				}
 			}
-			r := cl.on(alg, &s.State)
+			r, err := cl.check(alg, &s.State)
+			if err != nil {
+				t.Fatalf("%+v: after %v: %v", c, calls, err)
+			}
 			if len(calls) == 0 {
 				earliest = now
 			}
@@ -475,7 +486,7 @@ func (s *state) PeekN(now, cost int64) algorithm.Result { return s.alg.Peek(s.St
 
 // Take takes cost.
 func (s *state) Take(now, cost int64) algorithm.Result {
-	return algorithm.Take(s.alg, &s.State, now, cost)
+	return s.alg.Take(&s.State, now, cost)
 }
 
 // check checks the invariants of r, the result of the last of calls, given

@@ -93,14 +93,15 @@ func (w *Window) resetAfter(index, count, now int64) int64 {
 	return (index+1)*w.window - now
 }
 
-// Charge admits cost when the window of now has room for it.
-func (w *Window) Charge(s *algorithm.State, now, cost int64) bool {
+// Take admits cost when the window of now has room for it.
+func (w *Window) Take(s *algorithm.State, now, cost int64) algorithm.Result {
 	index, count := w.at(s, now)
 	if count+cost > w.limit {
-		return false
+		return w.report(index, count, cost, now)
 	}
-	s.N0, s.N1 = index, count+cost
-	return true
+	count += cost
+	s.N0, s.N1 = index, count
+	return algorithm.Result{Remaining: w.limit - count, ResetAfter: w.resetAfter(index, count, now)}
 }
 
 // Peek reports the window of now for a request of cost.

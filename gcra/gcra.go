@@ -100,15 +100,19 @@ func (m *Meter) Init(s *algorithm.State, _ int64) {
 	s.N0, s.N1, s.N2 = math.MinInt64, 0, 0
 }
 
-// Charge admits cost when TAT, moved cost intervals later, is at most the
-// burst's intervals ahead of now.
-func (m *Meter) Charge(s *algorithm.State, now, cost int64) bool {
+// Take admits cost when TAT, moved cost intervals later, is at most the
+// burst's intervals ahead of now; the new TAT is then the key's debt.
+func (m *Meter) Take(s *algorithm.State, now, cost int64) algorithm.Result {
 	tat := max(s.N0, now) + cost*m.every
 	if tat-now > m.tau {
-		return false
+		return m.Peek(*s, now, cost)
 	}
 	s.N0 = tat
-	return true
+	r := algorithm.Result{ResetAfter: tat - now}
+	if debt := tat - now; debt < m.tau {
+		r.Remaining = (m.tau - debt) / m.every
+	}
+	return r
 }
 
 // Peek reports the key at now for a request of cost. Its debt, the time

@@ -182,7 +182,7 @@ func TestSameAsTokenBucket(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				got, want = m.Peek(sm, now, cost), b.Peek(sb, now, cost)
 			} else {
-				got, want = algorithm.Take(m, &sm, now, cost), algorithm.Take(b, &sb, now, cost)
+				got, want = m.Take(&sm, now, cost), b.Take(&sb, now, cost)
 			}
 			if got != want {
 				t.Fatalf("burst %d, every %dµs, step %d: cost %d at +%dµs: gcra %+v, tokenbucket %+v",

@@ -124,7 +124,7 @@ func model(alg algorithm.Algorithm, t0 int64) porcupine.Model {
 				return r.Allowed() == o.allowed && r.Remaining == o.remaining, s
 			}
 			next := clone(s)
-			r := algorithm.Take(alg, &next, t0, i.cost)
+			r := alg.Take(&next, t0, i.cost)
 			return r.Allowed() == o.allowed && r.Remaining == o.remaining, next
 		},
 		Equal: func(a, b any) bool { return equal(a.(algorithm.State), b.(algorithm.State)) },
@@ -344,7 +344,7 @@ func (t *racyTable) Take(ctx context.Context, key string, now, cost int64, _ []a
 	if err != nil {
 		return algorithm.Result{}, err
 	}
-	r := algorithm.Take(t.alg, &s, now, cost)
+	r := t.alg.Take(&s, now, cost)
 	time.Sleep(t.s.pause)
 	v := fmt.Sprintf("%d:%d:%d", s.N0, s.N1, s.N2)
 	if err := t.s.c.Set(ctx, t.key(key), v, time.Hour).Err(); err != nil {

@@ -27,12 +27,12 @@ func BenchmarkTakeSteady(b *testing.B) {
 			alg.Init(&s, now)
 			for range 2 * window.Microseconds() { // fill the window, then some
 				now++
-				alg.Charge(&s, now, 1)
+				alg.Take(&s, now, 1)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
 				now++
-				if !algorithm.Take(alg, &s, now, 1).Allowed() {
+				if !alg.Take(&s, now, 1).Allowed() {
 					b.Fatal("denied")
 				}
 			}

@@ -155,9 +155,20 @@ func grow(g *algorithm.Log) {
 	g.Entries = append(g.Entries, algorithm.Entry{})
 }
 
-// Charge admits cost when the cost admitted in the window ending at now
-// leaves room for it.
-func (l *Log) Charge(s *algorithm.State, now, cost int64) bool {
+// Take admits cost when the cost admitted in the window ending at now
+// leaves room for it, then reports the log it left.
+func (l *Log) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+	if !l.charge(s, now, cost) {
+		return l.Peek(*s, now, cost)
+	}
+	r := l.Peek(*s, now, cost)
+	r.RetryAfter = 0
+	return r
+}
+
+// charge is Take's transition: it charges cost when it fits, and reports
+// whether it did.
+func (l *Log) charge(s *algorithm.State, now, cost int64) bool {
 	t := at(s, now)
 	entries := live(s)
 	i, base := split(s, entries, t-l.window)

@@ -117,7 +117,7 @@ func TestLogOneEntryPerInstant(t *testing.T) {
 	for i, c := range []struct{ at, cost int64 }{
 		{t0, slidinglog.MaxLimit / 2}, {t0, 1}, {t0, 7}, {t1, slidinglog.MaxLimit/2 - 9}, {t1, 1},
 	} {
-		if !l.Charge(&s, c.at, c.cost) {
+		if !l.Take(&s, c.at, c.cost).Allowed() {
 			t.Fatalf("charge %d: cost %d at t0%+dµs denied", i, c.cost, c.at-t0)
 		}
 	}
@@ -136,7 +136,7 @@ func TestLogForgetsExpired(t *testing.T) {
 	var s algorithm.State
 	l.Init(&s, t0)
 	for i := range int64(n) {
-		if !l.Charge(&s, t0+i, 1) {
+		if !l.Take(&s, t0+i, 1).Allowed() {
 			t.Fatalf("admission %d denied", i)
 		}
 	}
@@ -144,14 +144,14 @@ func TestLogForgetsExpired(t *testing.T) {
 		t.Fatalf("Peek after %d admissions: got %+v, want Remaining %d", n, got, slidinglog.MaxLimit-n)
 	}
 	// At t0+1s+10, the entries of t0 … t0+10 have left.
-	if got := algorithm.Take(l, &s, t0+sec+10, 5); got != ok(slidinglog.MaxLimit-(n-11)-5, sec) {
+	if got := l.Take(&s, t0+sec+10, 5); got != ok(slidinglog.MaxLimit-(n-11)-5, sec) {
 		t.Fatalf("Take(5) once 11 entries left: got %+v", got)
 	}
 	if kept := len(s.Log.Entries) - s.Log.Head; kept != n-11+1 {
 		t.Errorf("entries kept: got %d, want %d", kept, n-11+1)
 	}
 	// Every entry has left 1s after the last.
-	if got := algorithm.Take(l, &s, t0+2*sec+10, slidinglog.MaxLimit); got != ok(0, sec) {
+	if got := l.Take(&s, t0+2*sec+10, slidinglog.MaxLimit); got != ok(0, sec) {
 		t.Fatalf("Take(MaxLimit) once every entry left: got %+v", got)
 	}
 	if kept := len(s.Log.Entries) - s.Log.Head; kept != 1 {
@@ -238,7 +238,7 @@ func TestLogAgainstReference(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				got, want = l.Peek(s, now, cost), ref.decide(now, cost)
 			} else {
-				got, want = algorithm.Take(l, &s, now, cost), ref.decide(now, cost)
+				got, want = l.Take(&s, now, cost), ref.decide(now, cost)
 				if want.Allowed() {
 					ref.admit(now, cost)
 					want = ref.decide(now, cost)

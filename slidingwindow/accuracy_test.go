@@ -123,10 +123,10 @@ func measure(t *testing.T, alg algorithm.Algorithm, pat pattern, keys int) accur
 				window = window[1:]
 			}
 			fits := len(window)+1 <= accLimit
-			if log.Charge(&exact, now, 1) {
+			if log.Take(&exact, now, 1).Allowed() {
 				e.exact++
 			}
-			if alg.Charge(&s, now, 1) {
+			if alg.Take(&s, now, 1).Allowed() {
 				e.admitted++
 				window = append(window, now)
 				e.worst = max(e.worst, int64(len(window)))

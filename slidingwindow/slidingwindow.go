@@ -141,20 +141,29 @@ func (w *Window) used(v window) int64 {
 	return v.count + q
 }
 
-// Charge admits cost when the estimate leaves room for it.
-func (w *Window) Charge(s *algorithm.State, now, cost int64) bool {
+// Take admits cost when the estimate leaves room for it. The charged
+// state is the same window with cost more counted, whose estimate grows by
+// exactly cost.
+func (w *Window) Take(s *algorithm.State, now, cost int64) algorithm.Result {
 	v := w.at(s, now)
-	if w.used(v)+cost > w.limit {
-		return false
+	used := w.used(v)
+	if used+cost > w.limit {
+		return w.report(v, used, now, cost)
 	}
-	s.N0, s.N1, s.N2 = v.index, v.count+cost, v.prev
-	return true
+	v.count += cost
+	s.N0, s.N1, s.N2 = v.index, v.count, v.prev
+	return w.report(v, used+cost, now, 0)
 }
 
 // Peek reports the rolling window ending at now for a request of cost.
 func (w *Window) Peek(s algorithm.State, now, cost int64) algorithm.Result {
 	v := w.at(&s, now)
-	used := w.used(v)
+	return w.report(v, w.used(v), now, cost)
+}
+
+// report is Peek of v, whose estimate is used, for a request of cost (0 to
+// describe the window alone).
+func (w *Window) report(v window, used, now, cost int64) algorithm.Result {
 	start := v.index * w.window
 	r := algorithm.Result{Remaining: max(w.limit-used, 0)}
 	switch {

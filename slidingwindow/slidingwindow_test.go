@@ -226,7 +226,7 @@ func TestWindowAgainstReference(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				got, want = w.Peek(s, now, cost), ref.decide(now, cost)
 			} else {
-				got, want = algorithm.Take(w, &s, now, cost), ref.decide(now, cost)
+				got, want = w.Take(&s, now, cost), ref.decide(now, cost)
 				if want.Allowed() {
 					ref.admit(now, cost)
 					want = ref.decide(now, cost)

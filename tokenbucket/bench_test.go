@@ -29,10 +29,10 @@ func BenchmarkTake(b *testing.B) {
 			var s algorithm.State
 			now := int64(1_700_000_000_000_000)
 			alg.Init(&s, now)
-			alg.Charge(&s, now, 1)
+			alg.Take(&s, now, 1)
 			for b.Loop() {
 				now++
-				if algorithm.Take(alg, &s, now, 1).Allowed() != c.ok {
+				if alg.Take(&s, now, 1).Allowed() != c.ok {
 					b.Fatal("unexpected decision")
 				}
 			}

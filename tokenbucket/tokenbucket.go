@@ -120,16 +120,20 @@ func (b *Bucket) until(tokens float64, last int64, held, target float64, now int
 	return last + e - now
 }
 
-// Charge takes cost tokens when the bucket holds at least that many at now.
-func (b *Bucket) Charge(s *algorithm.State, now, cost int64) bool {
+// Take takes cost tokens when the bucket holds at least that many at now.
+// An admitted cost leaves the bucket holding held-cost at max(last, now),
+// where it stands without refilling, so the result needs no second refill:
+// what is left, and when the bucket is full again.
+func (b *Bucket) Take(s *algorithm.State, now, cost int64) algorithm.Result {
 	tokens, last := load(s)
 	held := b.at(tokens, last, now)
 	c := float64(cost)
 	if c > held {
-		return false
+		return b.report(tokens, last, held, c, now)
 	}
-	s.N0, s.N1 = int64(math.Float64bits(held-c)), max(last, now)
-	return true
+	left, last := held-c, max(last, now)
+	s.N0, s.N1 = int64(math.Float64bits(left)), last
+	return algorithm.Result{Remaining: int64(left), ResetAfter: b.until(left, last, left, b.capacity, now)}
 }
 
 // Peek reports the bucket at now for a request of cost.
@@ -251,14 +255,17 @@ func (b *IntervalBucket) until(tokens, last, target, now int64) int64 {
 	return last + ceilDiv(target-tokens, b.tokens)*b.interval - now
 }
 
-// Charge takes cost tokens when the bucket holds at least that many at now.
-func (b *IntervalBucket) Charge(s *algorithm.State, now, cost int64) bool {
+// Take takes cost tokens when the bucket holds at least that many at now.
+// at has already moved last to the latest refill, so the bucket left
+// behind refills nothing more at now.
+func (b *IntervalBucket) Take(s *algorithm.State, now, cost int64) algorithm.Result {
 	tokens, last := b.at(s.N0, s.N1, now)
 	if cost > tokens {
-		return false
+		return b.report(tokens, last, cost, now)
 	}
-	s.N0, s.N1 = tokens-cost, last
-	return true
+	left := tokens - cost
+	s.N0, s.N1 = left, last
+	return algorithm.Result{Remaining: left, ResetAfter: b.until(left, last, b.capacity, now)}
 }
 
 // Peek reports the bucket at now for a request of cost.

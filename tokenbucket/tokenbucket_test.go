@@ -131,7 +131,7 @@ func TestBucketHighRate(t *testing.T) {
 		b.Init(&s, t0)
 		// One second of traffic at the full rate: never a denial.
 		for now := int64(t0); now < t0+sec; now++ {
-			if r := algorithm.Take(b, &s, now, tc.cost); !r.Allowed() {
+			if r := b.Take(&s, now, tc.cost); !r.Allowed() {
 				t.Fatalf("capacity %d, rate %v/s: Take(t0%+dµs, %d): got %+v, want allowed",
 					tc.capacity, tc.rate, now-t0, tc.cost, r)
 			}

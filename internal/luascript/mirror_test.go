@@ -59,7 +59,7 @@ func mirrorFrom(t *testing.T, client redis.UniversalClient, alg algorithm.Algori
 			want = alg.Peek(*s, c.now, 1)
 		} else {
 			cmd = client.EvalSha(ctx, script.SHA1, []string{key}, args...)
-			want = algorithm.Take(alg, s, c.now, c.cost)
+			want = alg.Take(s, c.now, c.cost)
 		}
 		reply, err := cmd.Int64Slice()
 		if err != nil {
@@ -190,7 +190,7 @@ func TestSlidingLogWrap(t *testing.T) {
 		}
 		var s algorithm.State
 		alg.Init(&s, t0)
-		alg.Charge(&s, t0, 7)
+		alg.Take(&s, t0, 7)
 		rng := rand.New(rand.NewPCG(13, 14))
 		now := t0
 		var calls []call

@@ -56,7 +56,10 @@ func Run[S Steps](t *testing.T, alg algorithm.Algorithm, start int64, steps []S)
 		if st.Cost == Peek {
 			got = alg.Peek(s, st.At, 1)
 		} else {
-			got = algorithm.Take(alg, &s, st.At, st.Cost)
+			var err error
+			if got, err = algorithm.CheckTake(alg, &s, st.At, st.Cost); err != nil {
+				t.Errorf("step %d: %v", i, err)
+			}
 			op = "Take"
 		}
 		want := st.Want

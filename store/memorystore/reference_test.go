@@ -43,7 +43,7 @@ func TestMatchesAlgorithm(t *testing.T) {
 						alg.Init(s, now)
 						ref[k] = s
 					}
-					want := algorithm.Take(alg, s, now, cost)
+					want := alg.Take(s, now, cost)
 					got, err := tab.Take(ctx, k, now, cost, nil)
 					if err != nil {
 						t.Fatal(err)

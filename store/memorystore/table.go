@@ -63,7 +63,7 @@ type entry[K comparable] struct {
 // before until is known: nothing remains, retry at until, fresh at reset.
 // (Every algorithm names instants in its RetryAfter and ResetAfter that do
 // not depend on when they are asked; a clock that steps back finds the key
-// no freer.) Only Charge that admits, which cannot happen before until
+// no freer.) Only a Take that admits, which cannot happen before until
 // unless the clock steps back, or a Reset changes that; both retire it.
 //
 // It lets an abusive client hammering one key be answered by reads alone:
@@ -111,7 +111,7 @@ func (e *entry[K]) deny(now int64, r algorithm.Result) {
 	d.set(now+r.RetryAfter, now+r.ResetAfter)
 }
 
-// admitted retires e's standing denial, if any, after Charge admitted a
+// admitted retires e's standing denial, if any, after Take admitted a
 // cost. The caller holds e's lock.
 func (e *entry[K]) admitted() {
 	if d := e.denial.Load(); d != nil && d.until.Load() != math.MinInt64 {
@@ -184,16 +184,14 @@ func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorit
 		if e == nil {
 			e, _ = t.insert(sh, key, uint32(h), now)
 		}
+		r = t.alg.Take(&e.state, now, cost)
 		switch {
-		case t.alg.Charge(&e.state, now, cost):
+		case r.Allowed():
 			e.admitted()
-			r = t.report(e, now, cost)
-			r.RetryAfter = 0
 		case cost == 1:
-			r = t.reportDenial(e, now)
-		default:
-			r = t.report(e, now, cost)
+			e.deny(now, r)
 		}
+		e.mu.Unlock()
 	}
 	if out != nil {
 		out[0] = r
@@ -203,7 +201,7 @@ func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorit
 
 // takeAll is Take for a table of several limits: under the entry's lock,
 // every limit peeks at the cost, and only if all of them admit it is it
-// charged to each. Peek admits exactly what Charge would (the Algorithm
+// charged to each. Peek admits exactly what Take would (the Algorithm
 // contract), so no charge is ever made that another limit then refuses.
 func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, out []algorithm.Result) algorithm.Result {
 	e, n, _, _ := t.find(sh, key, hash, now, false)
@@ -220,9 +218,9 @@ func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, ou
 		all = all && rs[i+1].Allowed()
 	}
 	if all {
-		rs[0] = algorithm.Take(t.alg, &e.state, now, cost)
+		rs[0] = t.alg.Take(&e.state, now, cost)
 		for i, alg := range t.others {
-			rs[i+1] = algorithm.Take(alg, &more[i], now, cost)
+			rs[i+1] = alg.Take(&more[i], now, cost)
 		}
 	}
 	e.mu.Unlock()
@@ -242,24 +240,10 @@ func (t *table[K]) results(out, buf []algorithm.Result) []algorithm.Result {
 	return make([]algorithm.Result, n)
 }
 
-// report unlocks e, which the caller locked, and returns Peek of its state
-// for cost at now. A state without a log is copied whole, so Peek runs
-// after the entry is unlocked: the lock is held only for the transition,
-// which is what lets callers on one hot key overlap.
-func (t *table[K]) report(e *entry[K], now, cost int64) algorithm.Result {
-	s := e.state
-	if s.Log == nil {
-		e.mu.Unlock()
-		return t.alg.Peek(s, now, cost)
-	}
-	r := t.alg.Peek(s, now, cost)
-	e.mu.Unlock()
-	return r
-}
-
-// reportDenial is report for a cost of 1, computed under e's lock so that
-// a denial is also recorded on e: the next requests are answered without
-// the lock until it is over.
+// reportDenial unlocks e, which the caller locked, and returns Peek of its
+// state for a cost of 1 at now, computed under the lock so that a denial
+// is also recorded on e: the next requests are answered without the lock
+// until it is over.
 func (t *table[K]) reportDenial(e *entry[K], now int64) algorithm.Result {
 	r := t.alg.Peek(e.state, now, 1)
 	if !r.Allowed() {
