@@ -17,15 +17,22 @@ import (
 // a table of one limit pays nothing for them.
 type arena[K comparable] struct {
 	mu    sync.Mutex
-	pages atomic.Pointer[[]*page[K]]
+	pages atomic.Pointer[[]page[K]]
 	next  uint32 // entries handed out
 	extra int    // states per entry beyond the entry's own
 }
 
-const pageSize = 256
+// pageSize is how many entries a page holds: 512 entries of a string key,
+// 64 bytes each, make 32 KiB. Go rounds a small object that holds pointers
+// up to its size class after adding an 8-byte header, so a page of 16 KiB
+// took 18 KiB, 72 bytes per entry; an object above 32 KiB is allocated
+// in whole 8 KiB pages with no header, so a page takes exactly its size.
+const pageSize = 512
 
+// page is pageSize entries, allocated alone (see pageSize), and the extra
+// states of its entries.
 type page[K comparable] struct {
-	entries [pageSize]entry[K]
+	entries *[pageSize]entry[K]
 	more    []algorithm.State // extra per entry, entry by entry
 }
 
@@ -45,12 +52,12 @@ func (a *arena[K]) alloc() uint32 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := a.next
-	var pages []*page[K]
+	var pages []page[K]
 	if p := a.pages.Load(); p != nil {
 		pages = *p
 	}
 	if int(n/pageSize) == len(pages) {
-		p := new(page[K])
+		p := page[K]{entries: new([pageSize]entry[K])}
 		if a.extra > 0 {
 			p.more = make([]algorithm.State, pageSize*a.extra)
 		}

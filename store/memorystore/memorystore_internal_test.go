@@ -1,6 +1,7 @@
 package memorystore
 
 import (
+	"runtime"
 	"testing"
 	"unsafe"
 )
@@ -8,5 +9,25 @@ import (
 func TestShardSize(t *testing.T) {
 	if got := unsafe.Sizeof(shard[string]{}); got != 128 {
 		t.Errorf("unsafe.Sizeof(shard) = %d, want 128: two cache lines", got)
+	}
+}
+
+// An entry of a string key is one cache line, and a page of them is
+// allocated with no byte rounded up: a page that took an 8-byte malloc
+// header on top of 16 KiB was rounded up to 18 KiB, 72 bytes per entry.
+func TestEntryLayout(t *testing.T) {
+	if got := unsafe.Sizeof(entry[string]{}); got != 64 {
+		t.Errorf("unsafe.Sizeof(entry[string]) = %d, want 64: one cache line", got)
+	}
+	entries := unsafe.Sizeof([pageSize]entry[string]{})
+	var a arena[string]
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	a.alloc() // the first page, and the list of pages
+	runtime.ReadMemStats(&m1)
+	// The list of one page is a slice of one page (32 bytes) and its
+	// header (24 bytes).
+	if got, want := m1.TotalAlloc-m0.TotalAlloc, uint64(entries)+56; got != want {
+		t.Errorf("the first page took %d bytes, want %d: %d for its %d entries and 56 for the list of pages", got, want, entries, pageSize)
 	}
 }
