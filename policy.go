@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
@@ -38,10 +39,35 @@ type PolicyDecision struct {
 	// little left, the one that takes longest to be fresh again). Other
 	// ties go to the earlier limit.
 	Binding int
-	// Limits holds each limit's own decision, in the policy's order. When
-	// the request is denied nothing is charged, so a limit that would have
-	// admitted it reports its state unchanged, Allowed.
-	Limits []Decision
+
+	n      int                    // limits
+	inline [inlineLimits]Decision // their decisions, for up to inlineLimits
+	spill  []Decision             // their decisions, for more
+}
+
+// inlineLimits is how many limits' decisions a PolicyDecision holds in
+// itself, so that deciding a policy of up to that many limits allocates
+// nothing; a policy of more allocates room for them on each decision.
+const inlineLimits = 4
+
+// Limits returns each limit's own decision, in the policy's order. When
+// the request is denied nothing is charged, so a limit that would have
+// admitted it reports its state unchanged, Allowed. The slice is d's own
+// storage: changing an element changes d.
+func (d *PolicyDecision) Limits() []Decision {
+	if d.spill != nil {
+		return d.spill
+	}
+	return d.inline[:d.n:d.n]
+}
+
+// DecisionOfOne returns d, a Limiter's decision, as the decision of a
+// policy of that one limit, for code that handles Limiters and Policies
+// alike.
+func DecisionOfOne(d Decision) PolicyDecision {
+	pd := PolicyDecision{Decision: d, n: 1}
+	pd.inline[0] = d
+	return pd
 }
 
 // Policy applies several limits to one key together: a request is
@@ -138,7 +164,8 @@ func (p *Policy[K]) allowN(ctx context.Context, key K, n int) (d PolicyDecision,
 	if n < 1 || int64(n) > p.limit {
 		return d, algorithm.CheckCost(int64(n), p.limit)
 	}
-	rs := d.prepare(len(p.spec))
+	rs, buf := p.results()
+	defer p.release(buf)
 	r, err := p.table.Take(ctx, key, p.micros.UnixMicro(), int64(n), rs)
 	src, open := FromStore, false
 	if err != nil {
@@ -185,16 +212,18 @@ func (p *Policy[K]) Peek(ctx context.Context, key K) (d PolicyDecision, err erro
 func (p *Policy[K]) end(ctx context.Context, op Op, key K, cost int64, start time.Time, d *PolicyDecision, err error) {
 	end(ctx, &p.hooks, p.clock, op, key, cost, start, &d.Decision, err)
 	if d.DryRunDenied {
-		for i := range d.Limits {
-			if !d.Limits[i].Allowed {
-				d.Limits[i].Allowed, d.Limits[i].DryRunDenied = true, true
+		limits := d.Limits()
+		for i := range limits {
+			if !limits[i].Allowed {
+				limits[i].Allowed, limits[i].DryRunDenied = true, true
 			}
 		}
 	}
 }
 
 func (p *Policy[K]) peek(ctx context.Context, key K) (d PolicyDecision, err error) {
-	rs := d.prepare(len(p.spec))
+	rs, buf := p.results()
+	defer p.release(buf)
 	r, err := p.table.Peek(ctx, key, p.micros.UnixMicro(), rs)
 	src, open := FromStore, false
 	if err != nil {
@@ -212,32 +241,41 @@ func (p *Policy[K]) peek(ctx context.Context, key K) (d PolicyDecision, err erro
 // decided as a new key's. With FailLocal, the local state is forgotten too.
 func (p *Policy[K]) Reset(ctx context.Context, key K) error { return p.reset(ctx, key) }
 
-// decisionSpace holds a decision's per-limit results and Decisions, for
-// policies of up to 4 limits: one allocation per decision (the results
-// reach the store through an interface, so they cannot stay on the stack).
-type decisionSpace struct {
-	results   [4]algorithm.Result
-	decisions [4]Decision
+// resultBufs lends decisions room for their limits' results on the way
+// back from the store. The results reach the store through an interface,
+// so they cannot live on the caller's stack; set copies them into the
+// decision at once, and the room goes back to the pool.
+var resultBufs = sync.Pool{New: func() any { return new([inlineLimits]algorithm.Result) }}
+
+// results returns room for one result per limit, and the pooled buffer it
+// lies in (nil when the policy has more limits than a buffer holds), for
+// release.
+func (p *Policy[K]) results() ([]algorithm.Result, *[inlineLimits]algorithm.Result) {
+	if n := len(p.spec); n > inlineLimits {
+		return make([]algorithm.Result, n), nil
+	}
+	buf := resultBufs.Get().(*[inlineLimits]algorithm.Result)
+	return buf[:len(p.spec):len(p.spec)], buf
 }
 
-// prepare makes d.Limits n Decisions long and returns room for n results.
-func (d *PolicyDecision) prepare(n int) []algorithm.Result {
-	if n <= 4 {
-		space := new(decisionSpace)
-		d.Limits = space.decisions[:n:n]
-		return space.results[:n:n]
+// release returns buf, from results, to the pool.
+func (p *Policy[K]) release(buf *[inlineLimits]algorithm.Result) {
+	if buf != nil {
+		resultBufs.Put(buf)
 	}
-	d.Limits = make([]Decision, n)
-	return make([]algorithm.Result, n)
 }
 
 // set makes d the decision of r, the limits' results rs combined, each
 // limit's Limit being in limits. d was prepared for len(rs) limits.
 func (d *PolicyDecision) set(r algorithm.Result, rs []algorithm.Result, src Source, limits []int64) {
-	d.Binding = 0
+	d.Binding, d.n = 0, len(rs)
+	if len(rs) > inlineLimits {
+		d.spill = make([]Decision, len(rs))
+	}
+	ds := d.Limits()
 	for i, ri := range rs {
-		d.Limits[i].set(ri, limits[i])
-		d.Limits[i].Source = src
+		ds[i].set(ri, limits[i])
+		ds[i].Source = src
 		b := rs[d.Binding]
 		denied := r.RetryAfter > 0
 		if denied && ri.RetryAfter > b.RetryAfter ||

@@ -187,9 +187,9 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 			// Passed on: every denying decision is marked, as a dry-run
 			// Limiter's would be.
 			d.Allowed, d.DryRunDenied = true, true
-			for i := range d.Limits {
-				if !d.Limits[i].Allowed {
-					d.Limits[i].Allowed, d.Limits[i].DryRunDenied = true, true
+			for i := range d.Limits() {
+				if !d.Limits()[i].Allowed {
+					d.Limits()[i].Allowed, d.Limits()[i].DryRunDenied = true, true
 				}
 			}
 		}
@@ -208,7 +208,7 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *description, error) {
 	if ls.lim != nil {
 		d, err := ls.lim.AllowN(ctx, key, cost)
-		return ratelimit.PolicyDecision{Decision: d, Limits: []ratelimit.Decision{d}}, ls.desc, err
+		return ratelimit.DecisionOfOne(d), ls.desc, err
 	}
 	d, err := ls.policy.AllowN(ctx, key, cost)
 	if ls.desc == nil {
@@ -269,8 +269,8 @@ type decided struct {
 }
 
 func newDecided(desc *description, d ratelimit.PolicyDecision) *decided {
-	out := &decided{named: make([]Named, len(d.Limits)), d: d}
-	for i, di := range d.Limits {
+	out := &decided{named: make([]Named, len(d.Limits())), d: d}
+	for i, di := range d.Limits() {
 		out.named[i] = Named{Name: desc.names[i], Decision: di}
 	}
 	return out
@@ -304,7 +304,7 @@ func seconds(d time.Duration) int64 {
 
 func (m *Middleware[K]) writeHeaders(h http.Header, desc *description, d ratelimit.PolicyDecision) {
 	var state strings.Builder
-	for i, di := range d.Limits {
+	for i, di := range d.Limits() {
 		if i > 0 {
 			state.WriteString(", ")
 		}
@@ -313,7 +313,7 @@ func (m *Middleware[K]) writeHeaders(h http.Header, desc *description, d ratelim
 	h.Set("RateLimit-Policy", desc.header)
 	h.Set("RateLimit", state.String())
 	if m.legacy {
-		b := d.Limits[d.Binding]
+		b := d.Limits()[d.Binding]
 		h.Set("X-RateLimit-Limit", strconv.FormatInt(b.Limit, 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(b.Remaining, 10))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(b.ResetAfter), 10))

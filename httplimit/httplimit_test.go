@@ -216,8 +216,8 @@ func TestMultipleLimitsChargeAllOrNone(t *testing.T) {
 	}
 	// The denied request charged neither limit: the day still has 2.
 	d, err := p.Peek(context.Background(), "dan")
-	if err != nil || d.Limits[1].Remaining != 2 {
-		t.Fatalf("day limit after a denial: got %d (%v), want 2", d.Limits[1].Remaining, err)
+	if err != nil || d.Limits()[1].Remaining != 2 {
+		t.Fatalf("day limit after a denial: got %d (%v), want 2", d.Limits()[1].Remaining, err)
 	}
 	fake.Advance(time.Second)
 	for i := 0; i < 2; i++ {
@@ -229,7 +229,7 @@ func TestMultipleLimitsChargeAllOrNone(t *testing.T) {
 	if w.Code != 429 || !strings.Contains(w.Body.String(), `\"day\"`) {
 		t.Fatalf("day exhausted: got %d %s", w.Code, w.Body)
 	}
-	if d, _ := p.Peek(context.Background(), "dan"); d.Limits[0].Remaining != 1 {
+	if d, _ := p.Peek(context.Background(), "dan"); d.Limits()[0].Remaining != 1 {
 		t.Errorf("per-second after the day denied: got %d, want 1 (not charged)", d.Remaining)
 	}
 }

@@ -187,7 +187,7 @@ func testCrossProcess(t *testing.T, tg redistest.Target, algName string) {
 	var reset func(context.Context, string) error
 	if algName == policy {
 		p := newPolicy(t, st)
-		peek = func() ([]ratelimit.Decision, error) { d, err := p.Peek(t.Context(), key); return d.Limits, err }
+		peek = func() ([]ratelimit.Decision, error) { d, err := p.Peek(t.Context(), key); return d.Limits(), err }
 		reset = p.Reset
 	} else {
 		lim, err := ratelimit.New(newAlgorithm(t, algName), st, ratelimit.WithClock(clock.Server()))

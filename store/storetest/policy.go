@@ -145,7 +145,7 @@ func (m *policyMachine) observe(t *rapid.T, call string, k *policyKey, cost int6
 		t.Fatalf("%s: %v", call, err)
 	}
 	for i, s := range m.setups {
-		di := d.Limits[i]
+		di := d.Limits()[i]
 		t.Logf("  limit %d (%v): %s", i, s.alg, show(di))
 		// A limit that would admit a request another limit denied is not
 		// charged: it reports its state as a Peek does, and the cost fits.
@@ -176,12 +176,12 @@ func (m *policyMachine) observe(t *rapid.T, call string, k *policyKey, cost int6
 // checkCombined returns what is wrong with d as the combination of its
 // limits' decisions, or nil.
 func checkCombined(d ratelimit.PolicyDecision, n int) error {
-	if len(d.Limits) != n {
-		return fmt.Errorf("%d limit decisions, want %d", len(d.Limits), n)
+	if len(d.Limits()) != n {
+		return fmt.Errorf("%d limit decisions, want %d", len(d.Limits()), n)
 	}
 	allowed := true
 	var want algorithm.Result
-	for i, di := range d.Limits {
+	for i, di := range d.Limits() {
 		allowed = allowed && di.Allowed
 		r := algorithm.Result{Remaining: di.Remaining, RetryAfter: di.RetryAfter.Microseconds(), ResetAfter: di.ResetAfter.Microseconds()}
 		if i == 0 {
@@ -199,12 +199,12 @@ func checkCombined(d ratelimit.PolicyDecision, n int) error {
 		return fmt.Errorf("combined %+v, want %+v from the limits' decisions", got, want)
 	case d.Binding < 0 || d.Binding >= n:
 		return fmt.Errorf("binding=%d, out of range", d.Binding)
-	case d.Limit != d.Limits[d.Binding].Limit:
-		return fmt.Errorf("limit=%d, want the binding limit's %d", d.Limit, d.Limits[d.Binding].Limit)
-	case !d.Allowed && d.Limits[d.Binding].RetryAfter != d.RetryAfter:
-		return fmt.Errorf("denied, binding=%d retries after %v, want the longest retry %v", d.Binding, d.Limits[d.Binding].RetryAfter, d.RetryAfter)
-	case d.Allowed && d.Limits[d.Binding].Remaining != d.Remaining:
-		return fmt.Errorf("allowed, binding=%d has remaining %d, want the least, %d", d.Binding, d.Limits[d.Binding].Remaining, d.Remaining)
+	case d.Limit != d.Limits()[d.Binding].Limit:
+		return fmt.Errorf("limit=%d, want the binding limit's %d", d.Limit, d.Limits()[d.Binding].Limit)
+	case !d.Allowed && d.Limits()[d.Binding].RetryAfter != d.RetryAfter:
+		return fmt.Errorf("denied, binding=%d retries after %v, want the longest retry %v", d.Binding, d.Limits()[d.Binding].RetryAfter, d.RetryAfter)
+	case d.Allowed && d.Limits()[d.Binding].Remaining != d.Remaining:
+		return fmt.Errorf("allowed, binding=%d has remaining %d, want the least, %d", d.Binding, d.Limits()[d.Binding].Remaining, d.Remaining)
 	}
 	return nil
 }
@@ -268,9 +268,9 @@ func testPolicyConcurrent(t *testing.T, st store.Store[string]) {
 			goroutines, total, show(d.Decision), d.Binding)
 	}
 	for i, l := range limits {
-		if want := l.Algorithm.Limit() - total; d.Limits[i].Remaining != want {
+		if want := l.Algorithm.Limit() - total; d.Limits()[i].Remaining != want {
 			t.Errorf("limit %s after the race: remaining %d, want %d (its limit %d minus the %d admitted)",
-				l.Name, d.Limits[i].Remaining, want, l.Algorithm.Limit(), total)
+				l.Name, d.Limits()[i].Remaining, want, l.Algorithm.Limit(), total)
 		}
 	}
 }
