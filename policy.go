@@ -153,16 +153,19 @@ func (p *Policy[K]) Allow(ctx context.Context, key K) (PolicyDecision, error) {
 func (p *Policy[K]) AllowN(ctx context.Context, key K, n int) (d PolicyDecision, err error) {
 	if p.hooks.active() {
 		start := p.hooks.begin(p.clock)
-		d, err = p.allowN(ctx, key, n)
+		err = p.allowN(ctx, key, n, &d)
 		p.end(ctx, OpAllow, key, int64(n), start, &d, err)
 		return d, err
 	}
-	return p.allowN(ctx, key, n)
+	err = p.allowN(ctx, key, n, &d)
+	return d, err
 }
 
-func (p *Policy[K]) allowN(ctx context.Context, key K, n int) (d PolicyDecision, err error) {
+// allowN is AllowN without the hooks. It fills in d, the caller's result,
+// rather than returning a decision that would be copied on the way.
+func (p *Policy[K]) allowN(ctx context.Context, key K, n int, d *PolicyDecision) error {
 	if n < 1 || int64(n) > p.limit {
-		return d, algorithm.CheckCost(int64(n), p.limit)
+		return algorithm.CheckCost(int64(n), p.limit)
 	}
 	rs, buf := p.results()
 	defer p.release(buf)
@@ -171,12 +174,12 @@ func (p *Policy[K]) allowN(ctx context.Context, key K, n int) (d PolicyDecision,
 	if err != nil {
 		open = errors.Is(err, ErrBreakerOpen)
 		if r, src, err = p.fail(ctx, err, key, int64(n), false, rs); err != nil {
-			return d, err
+			return err
 		}
 	}
 	d.set(r, rs, src, p.limits)
 	d.BreakerOpen = open
-	return d, nil
+	return nil
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
@@ -199,11 +202,12 @@ func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (d PolicyDecision, 
 func (p *Policy[K]) Peek(ctx context.Context, key K) (d PolicyDecision, err error) {
 	if p.hooks.active() {
 		start := p.hooks.begin(p.clock)
-		d, err = p.peek(ctx, key)
+		err = p.peek(ctx, key, &d)
 		p.end(ctx, OpPeek, key, 1, start, &d, err)
 		return d, err
 	}
-	return p.peek(ctx, key)
+	err = p.peek(ctx, key, &d)
+	return d, err
 }
 
 // end applies the policy's hooks to d: in dry-run mode a denial is
@@ -221,7 +225,8 @@ func (p *Policy[K]) end(ctx context.Context, op Op, key K, cost int64, start tim
 	}
 }
 
-func (p *Policy[K]) peek(ctx context.Context, key K) (d PolicyDecision, err error) {
+// peek is Peek without the hooks, filling in d as allowN does.
+func (p *Policy[K]) peek(ctx context.Context, key K, d *PolicyDecision) error {
 	rs, buf := p.results()
 	defer p.release(buf)
 	r, err := p.table.Peek(ctx, key, p.micros.UnixMicro(), rs)
@@ -229,12 +234,12 @@ func (p *Policy[K]) peek(ctx context.Context, key K) (d PolicyDecision, err erro
 	if err != nil {
 		open = errors.Is(err, ErrBreakerOpen)
 		if r, src, err = p.fail(ctx, err, key, 1, true, rs); err != nil {
-			return d, err
+			return err
 		}
 	}
 	d.set(r, rs, src, p.limits)
 	d.BreakerOpen = open
-	return d, nil
+	return nil
 }
 
 // Reset forgets key's state under every limit: its next request is
