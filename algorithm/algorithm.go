@@ -91,11 +91,11 @@ type Algorithm interface {
 	// not allocate again.
 	Init(s *State, now int64)
 	// Take decides a cost (1 ≤ cost ≤ Limit) at now (Unix µs) on s. When
-	// Peek(s, now, cost) admits the cost, Take charges it to s and returns
-	// what Peek of the new state reports, with RetryAfter 0: what remains,
-	// and when the key is fresh again. Otherwise it leaves s meaning what
-	// it did and returns Peek(s, now, cost), the denial. [CheckTake] tests
-	// an algorithm against this.
+	// Peek(s, now, cost) admits the cost, Take charges it to s, so that
+	// exactly cost less remains, and returns what Peek of the new state
+	// reports, with RetryAfter 0: what remains, and when the key is fresh
+	// again. Otherwise it leaves s meaning what it did and returns Peek(s,
+	// now, cost), the denial. [CheckTake] tests an algorithm against this.
 	Take(s *State, now, cost int64) Result
 	// Peek reports what taking cost at now would decide, without
 	// charging: for a cost that would be denied, the denial (Remaining,
@@ -126,6 +126,9 @@ func CheckTake(alg Algorithm, s *State, now, cost int64) (Result, error) {
 	after.RetryAfter = 0
 	if got != after {
 		return got, fmt.Errorf("admitted take at %d of %d: got %+v, Peek of the new state says %+v", now, cost, got, after)
+	}
+	if got.Remaining != want.Remaining-cost {
+		return got, fmt.Errorf("admitted take at %d of %d left %d of the %d Peek saw: charged %d", now, cost, got.Remaining, want.Remaining, want.Remaining-got.Remaining)
 	}
 	return got, nil
 }

@@ -106,10 +106,14 @@ type brokenTake struct {
 	algorithm.Algorithm
 	staleResult   bool // report the state as it was before the charge
 	chargeDenials bool // charge a cost even when it is denied
+	neverCharge   bool // admit without charging
 }
 
 func (b brokenTake) Take(s *algorithm.State, now, cost int64) algorithm.Result {
 	before := b.Peek(*s, now, cost)
+	if b.neverCharge && before.Allowed() {
+		return before
+	}
 	r := b.Algorithm.Take(s, now, cost)
 	switch {
 	case b.staleResult && r.Allowed():
@@ -145,5 +149,8 @@ func TestCheckTake(t *testing.T) {
 	}
 	if err := run(brokenTake{Algorithm: bucket, chargeDenials: true}); err == nil {
 		t.Error("a Take that charges a denied cost passed")
+	}
+	if err := run(brokenTake{Algorithm: bucket, neverCharge: true}); err == nil {
+		t.Error("a Take that admits without charging passed")
 	}
 }
