@@ -271,7 +271,7 @@ func (p *Policy[K]) release(buf *[inlineLimits]algorithm.Result) {
 }
 
 // set makes d the decision of r, the limits' results rs combined, each
-// limit's Limit being in limits. d was prepared for len(rs) limits.
+// limit's Limit being in limits.
 func (d *PolicyDecision) set(r algorithm.Result, rs []algorithm.Result, src Source, limits []int64) {
 	d.Binding, d.n = 0, len(rs)
 	if len(rs) > inlineLimits {

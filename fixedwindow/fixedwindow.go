@@ -101,7 +101,7 @@ func (w *Window) Take(s *algorithm.State, now, cost int64) algorithm.Result {
 	}
 	count += cost
 	s.N0, s.N1 = index, count
-	return algorithm.Result{Remaining: w.limit - count, ResetAfter: w.resetAfter(index, count, now)}
+	return w.report(index, count, 0, now)
 }
 
 // Peek reports the window of now for a request of cost.

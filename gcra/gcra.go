@@ -108,11 +108,7 @@ func (m *Meter) Take(s *algorithm.State, now, cost int64) algorithm.Result {
 		return m.Peek(*s, now, cost)
 	}
 	s.N0 = tat
-	r := algorithm.Result{ResetAfter: tat - now}
-	if debt := tat - now; debt < m.tau {
-		r.Remaining = (m.tau - debt) / m.every
-	}
-	return r
+	return m.report(tat-now, 0)
 }
 
 // Peek reports the key at now for a request of cost. Its debt, the time
@@ -121,9 +117,15 @@ func (m *Meter) Take(s *algorithm.State, now, cost int64) algorithm.Result {
 // until the debt has shrunk enough.
 func (m *Meter) Peek(s algorithm.State, now, cost int64) algorithm.Result {
 	debt := int64(0)
-	if s.N0 > now {
+	if s.N0 > now { // not s.N0-now: a fresh key's TAT is math.MinInt64
 		debt = s.N0 - now
 	}
+	return m.report(debt, cost)
+}
+
+// report is Peek of a key whose debt is debt, for a request of cost (0 to
+// describe the key alone).
+func (m *Meter) report(debt, cost int64) algorithm.Result {
 	r := algorithm.Result{ResetAfter: debt}
 	if debt < m.tau {
 		r.Remaining = (m.tau - debt) / m.every

@@ -187,9 +187,10 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 			// Passed on: every denying decision is marked, as a dry-run
 			// Limiter's would be.
 			d.Allowed, d.DryRunDenied = true, true
-			for i := range d.Limits() {
-				if !d.Limits()[i].Allowed {
-					d.Limits()[i].Allowed, d.Limits()[i].DryRunDenied = true, true
+			limits := d.Limits()
+			for i := range limits {
+				if !limits[i].Allowed {
+					limits[i].Allowed, limits[i].DryRunDenied = true, true
 				}
 			}
 		}
@@ -211,10 +212,11 @@ func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost in
 		return ratelimit.DecisionOfOne(d), ls.desc, err
 	}
 	d, err := ls.policy.AllowN(ctx, key, cost)
-	if ls.desc == nil {
-		ls.desc = m.described(ls.policy)
+	desc := ls.desc
+	if desc == nil {
+		desc = m.described(ls.policy)
 	}
-	return d, ls.desc, err
+	return d, desc, err
 }
 
 // described returns p's description, made once per policy a resolver

@@ -133,7 +133,7 @@ func (b *Bucket) Take(s *algorithm.State, now, cost int64) algorithm.Result {
 	}
 	left, last := held-c, max(last, now)
 	s.N0, s.N1 = int64(math.Float64bits(left)), last
-	return algorithm.Result{Remaining: int64(left), ResetAfter: b.until(left, last, left, b.capacity, now)}
+	return b.report(left, last, left, 0, now)
 }
 
 // Peek reports the bucket at now for a request of cost.
@@ -265,7 +265,7 @@ func (b *IntervalBucket) Take(s *algorithm.State, now, cost int64) algorithm.Res
 	}
 	left := tokens - cost
 	s.N0, s.N1 = left, last
-	return algorithm.Result{Remaining: left, ResetAfter: b.until(left, last, b.capacity, now)}
+	return b.report(left, last, 0, now)
 }
 
 // Peek reports the bucket at now for a request of cost.
