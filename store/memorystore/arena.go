@@ -67,3 +67,9 @@ func (a *arena[K]) alloc() uint32 {
 	a.next++
 	return n
 }
+
+// hashOf returns the hash of the key of entry n (see index). The caller
+// holds the lock of the shard whose index holds n.
+func (a *arena[K]) hashOf(n uint32) uint32 {
+	return a.at(n).meta.Load() & hashMask
+}

@@ -15,15 +15,15 @@ import (
 func TestIndexModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ix := newIndex(minIndex)
-		model := map[uint32]uint32{} // entry → hash
+		model := modelHashes{} // entry → hash
 		next := uint32(0)
 		t.Repeat(map[string]func(*rapid.T){
 			"add": func(t *rapid.T) {
 				if (len(model)+1)*4 > len(ix.words)*3 {
-					ix = ix.grown()
+					ix = ix.grown(model)
 				}
-				hash := rapid.Uint32Range(0, 40).Draw(t, "hash") * 0x9e3779b1 >> 3 // a few distinct homes, some shared
-				ix.add(word(hash, next))
+				hash := rapid.Uint32Range(0, 40).Draw(t, "hash") * 0x9e3779b1 >> 3 & hashMask // a few distinct homes, some shared
+				ix.add(hash, next)
 				model[next] = hash
 				next++
 			},
@@ -39,7 +39,7 @@ func TestIndexModel(t *testing.T) {
 				}
 				pos := rapid.SampledFrom(live).Draw(t, "position")
 				delete(model, wordEntry(ix.words[pos].Load()))
-				ix.remove(pos)
+				ix.remove(pos, model)
 			},
 			"": func(t *rapid.T) {
 				if err := checkIndex(ix, model); err != nil {
@@ -50,17 +50,26 @@ func TestIndexModel(t *testing.T) {
 	})
 }
 
+// modelHashes is the hash of each entry a test's index holds.
+type modelHashes map[uint32]uint32
+
+func (m modelHashes) hashOf(n uint32) uint32 { return m[n] }
+
 // checkIndex returns what is wrong with ix given the words it must hold.
-func checkIndex(ix *index, model map[uint32]uint32) error {
+func checkIndex(ix *index, model modelHashes) error {
 	seen := map[uint32]bool{}
 	for pos := range ix.words {
 		w := ix.words[pos].Load()
 		if w == 0 {
 			continue
 		}
-		n, hash := wordEntry(w), wordHash(w)
-		if want, ok := model[n]; !ok || want != hash {
-			return fmt.Errorf("word %#x at %d: entry %d with hash %#x, want it absent or with hash %#x", w, pos, n, hash, want)
+		n := wordEntry(w)
+		hash, ok := model[n]
+		if !ok {
+			return fmt.Errorf("word %#x at %d: entry %d, which the index must not hold", w, pos, n)
+		}
+		if wordTag(w) != tagOf(hash) {
+			return fmt.Errorf("word %#x at %d: tag %#x, want %#x for entry %d's hash %#x", w, pos, wordTag(w), tagOf(hash), n, hash)
 		}
 		if seen[n] {
 			return fmt.Errorf("entry %d appears twice", n)

@@ -81,7 +81,8 @@ func WithShards(n int) Option {
 // the key closest to expiry among a few sampled at random (as Redis's
 // volatile-ttl policy does). An evicted key starts again from a fresh
 // state, so the cap should sit well above the number of keys active within
-// one window; Stats counts evictions. 0, the default, means no cap.
+// one window; Stats counts evictions. 0, the default, and values above
+// MaxKeys mean MaxKeys.
 func WithMaxKeys(n int) Option {
 	return optionFunc(func(c *config) {
 		if n >= 0 {
@@ -104,6 +105,12 @@ func WithGrace(d time.Duration) Option {
 		}
 	})
 }
+
+// MaxKeys is the most keys a table ever holds (2^27 - 1, about 134
+// million): its index numbers entries in 27 bits, so that an index word
+// takes 4 bytes. A table made without WithMaxKeys is capped at MaxKeys,
+// as if given it.
+const MaxKeys = maxEntries
 
 // DefaultGrace is the grace period of a store made without WithGrace.
 const DefaultGrace = time.Second

@@ -4,6 +4,9 @@ import (
 	"runtime"
 	"testing"
 	"unsafe"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 func TestShardSize(t *testing.T) {
@@ -37,5 +40,24 @@ func TestEntryLayout(t *testing.T) {
 	// header (24 bytes).
 	if got, want := took, uint64(entries)+56; got != want {
 		t.Errorf("the first page took %d bytes, want %d: %d for its %d entries and 56 for the list of pages", got, want, entries, pageSize)
+	}
+}
+
+// A table numbers at most shardCap entries per shard, so every shard
+// count and cap must keep shards × shardCap within what an index word can
+// number, and give each shard room for a key.
+func TestCapFitsIndexWords(t *testing.T) {
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, shards := range []int{1, 64, 1024, 1 << 16} {
+		for _, maxKeys := range []int{0, shards, 1 << 20, MaxKeys, MaxKeys + 1, 1 << 40} {
+			tb := newTable[string]([]algorithm.Algorithm{alg}, shards, maxKeys, 0)
+			if total := tb.shardCap * shards; tb.shardCap < 1 || total > maxEntries {
+				t.Errorf("%d shards, WithMaxKeys(%d): %d keys per shard, %d in all; want at least 1 per shard and at most %d in all",
+					shards, maxKeys, tb.shardCap, total, maxEntries)
+			}
+		}
 	}
 }

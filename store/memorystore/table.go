@@ -35,7 +35,7 @@ type table[K comparable] struct {
 	seed     maphash.Seed
 	shards   []shard[K]
 	shift    uint  // a key's hash >> shift is its shard
-	shardCap int   // 0: no cap
+	shardCap int   // the most keys a shard holds
 	grace    int64 // µs
 	arena    arena[K]
 	evicted  atomic.Uint64
@@ -48,14 +48,25 @@ type table[K comparable] struct {
 // state (algorithm.Expiry), so that a decision writes nothing but the
 // state.
 type entry[K comparable] struct {
-	mu    spinlock
-	live  bool
-	key   K
-	state algorithm.State
+	mu spinlock
+	// meta is liveBit and the key's hash (hashMask of it) while the entry
+	// is live, 0 while it is not. It changes under both the shard's lock
+	// and the entry's, so either makes it stand still; readers holding
+	// neither take it as a hint. Writers find a word's home from it.
+	meta atomic.Uint32
 	// denial, when set, holds the key's standing denial of a cost of 1,
 	// for decisions that read it without locking the entry.
 	denial atomic.Pointer[denial[K]]
+	key    K
+	state  algorithm.State
 }
+
+// An entry's meta: liveBit, and the 31 bits of the key's hash a table
+// uses (for its index position and tag).
+const (
+	liveBit  = 1 << 31
+	hashMask = liveBit - 1
+)
 
 // denial is a key's standing denial of a cost of 1: from the instant it
 // was decided until until, every cost is denied and nothing is charged, so
@@ -161,9 +172,13 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 	for n := shards; n > 1; n >>= 1 {
 		t.shift--
 	}
-	if maxKeys > 0 {
-		t.shardCap = maxKeys / shards
+	if maxKeys <= 0 || maxKeys > MaxKeys {
+		maxKeys = MaxKeys
 	}
+	// A shard numbers at most shardCap entries, live or free to reuse
+	// (it reuses before it allocates), so the arena never numbers more
+	// than MaxKeys.
+	t.shardCap = maxKeys / shards
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.index.Store(newIndex(minIndex))
@@ -173,16 +188,21 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 	return t
 }
 
-func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorithm.Result) (r algorithm.Result, _ error) {
+// hash returns key's shard and hash (31 bits, see hashMask).
+func (t *table[K]) hash(key K) (*shard[K], uint32) {
 	h := maphash.Comparable(t.seed, key)
-	sh := &t.shards[h>>t.shift]
+	return &t.shards[h>>t.shift], uint32(h) & hashMask
+}
+
+func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorithm.Result) (r algorithm.Result, _ error) {
+	sh, hash := t.hash(key)
 	if t.others != nil {
-		return t.takeAll(sh, key, uint32(h), now, cost, out), nil
+		return t.takeAll(sh, key, hash, now, cost, out), nil
 	}
-	e, _, r, answered := t.find(sh, key, uint32(h), now, cost == 1)
+	e, _, r, answered := t.find(sh, key, hash, now, cost == 1)
 	if !answered {
 		if e == nil {
-			e, _ = t.insert(sh, key, uint32(h), now)
+			e, _ = t.insert(sh, key, hash, now)
 		}
 		r = t.alg.Take(&e.state, now, cost)
 		switch {
@@ -254,16 +274,15 @@ func (t *table[K]) reportDenial(e *entry[K], now int64) algorithm.Result {
 }
 
 func (t *table[K]) Peek(_ context.Context, key K, now int64, out []algorithm.Result) (r algorithm.Result, _ error) {
-	h := maphash.Comparable(t.seed, key)
-	sh := &t.shards[h>>t.shift]
+	sh, hash := t.hash(key)
 	if t.others != nil {
-		return t.peekAll(sh, key, uint32(h), now, out), nil
+		return t.peekAll(sh, key, hash, now, out), nil
 	}
-	e, _, r, answered := t.find(sh, key, uint32(h), now, true)
+	e, _, r, answered := t.find(sh, key, hash, now, true)
 	if !answered {
 		if e == nil {
 			sh.mu.Lock()
-			e, _ = t.lookup(sh, key, uint32(h))
+			e, _ = t.lookup(sh, key, hash)
 			sh.mu.Unlock()
 		}
 		if e == nil {
@@ -305,10 +324,9 @@ func (t *table[K]) peekAll(sh *shard[K], key K, hash uint32, now int64, out []al
 }
 
 func (t *table[K]) Reset(_ context.Context, key K) error {
-	h := maphash.Comparable(t.seed, key)
-	sh := &t.shards[h>>t.shift]
+	sh, hash := t.hash(key)
 	sh.mu.Lock()
-	if pos, ok := t.locate(sh, key, uint32(h)); ok {
+	if pos, ok := t.locate(sh, key, hash); ok {
 		t.drop(sh, pos)
 	}
 	sh.mu.Unlock()
@@ -327,16 +345,20 @@ func (t *table[K]) lookup(sh *shard[K], key K, hash uint32) (*entry[K], uint32) 
 // is then set and e is nil.
 func (t *table[K]) find(sh *shard[K], key K, hash uint32, now int64, standing bool) (e *entry[K], n uint32, r algorithm.Result, answered bool) {
 	ix := sh.index.Load()
+	tag, meta := tagOf(hash), liveBit|hash
 	for i, pos := uint32(0), hash&ix.mask; i <= ix.mask; i, pos = i+1, (pos+1)&ix.mask {
 		w := ix.words[pos].Load()
 		if w == 0 {
 			return nil, 0, r, false
 		}
-		if wordHash(w) != hash {
+		if wordTag(w) != tag {
 			continue
 		}
 		n := wordEntry(w)
 		e := t.arena.at(n)
+		if e.meta.Load() != meta {
+			continue // another key's, or no key's: not worth its lock
+		}
 		if standing {
 			if d := e.denial.Load(); d != nil && d.key == key {
 				if r, ok := d.standing(now); ok {
@@ -345,7 +367,7 @@ func (t *table[K]) find(sh *shard[K], key K, hash uint32, now int64, standing bo
 			}
 		}
 		e.mu.Lock()
-		if e.live && e.key == key {
+		if e.meta.Load() == meta && e.key == key {
 			return e, n, r, false
 		}
 		e.mu.Unlock()
@@ -357,12 +379,16 @@ func (t *table[K]) find(sh *shard[K], key K, hash uint32, now int64, standing bo
 // holds sh.mu, under which the index is exact and keys do not change.
 func (t *table[K]) locate(sh *shard[K], key K, hash uint32) (uint32, bool) {
 	ix := sh.index.Load()
+	tag, meta := tagOf(hash), liveBit|hash
 	for i, pos := uint32(0), hash&ix.mask; i <= ix.mask; i, pos = i+1, (pos+1)&ix.mask {
 		w := ix.words[pos].Load()
 		if w == 0 {
 			return 0, false
 		}
-		if wordHash(w) == hash && t.arena.at(wordEntry(w)).key == key {
+		if wordTag(w) != tag {
+			continue
+		}
+		if e := t.arena.at(wordEntry(w)); e.meta.Load() == meta && e.key == key {
 			return pos, true
 		}
 	}
@@ -380,7 +406,7 @@ func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K
 	if sh.added++; sh.added >= sh.every {
 		t.sweep(sh, now)
 	}
-	if t.shardCap > 0 && sh.keys >= t.shardCap {
+	if sh.keys >= t.shardCap {
 		t.makeRoom(sh, now)
 	}
 	var n uint32
@@ -392,7 +418,8 @@ func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K
 	}
 	e := t.arena.at(n)
 	e.mu.Lock()
-	e.live, e.key = true, key
+	e.meta.Store(liveBit | hash)
+	e.key = key
 	t.alg.Init(&e.state, now)
 	if t.others != nil {
 		more := t.arena.more(n)
@@ -403,10 +430,10 @@ func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K
 	sh.soon = min(sh.soon, now) // a fresh state expires at once
 	ix := sh.index.Load()
 	if (sh.keys+1)*4 > len(ix.words)*3 {
-		ix = ix.grown()
+		ix = ix.grown(&t.arena)
 		sh.index.Store(ix)
 	}
-	ix.add(word(hash, n))
+	ix.add(hash, n)
 	sh.keys++
 	return e, n
 }
@@ -419,7 +446,7 @@ func (t *table[K]) drop(sh *shard[K], pos uint32) {
 	n := wordEntry(ix.words[pos].Load())
 	e := t.arena.at(n)
 	e.mu.Lock()
-	e.live = false
+	e.meta.Store(0)
 	e.denial.Store(nil)
 	forgetLargeLog(&e.state)
 	if t.others != nil {
@@ -431,7 +458,7 @@ func (t *table[K]) drop(sh *shard[K], pos uint32) {
 	var zero K
 	e.key = zero // holds no memory of the key
 	e.mu.Unlock()
-	ix.remove(pos)
+	ix.remove(pos, &t.arena)
 	sh.free = append(sh.free, n)
 	sh.keys--
 }
