@@ -83,20 +83,38 @@ func Fresh(limit int64) Result {
 // Lua script with bit-identical results. A state that has reached its
 // ResetAfter is treated exactly as a fresh one, so a store may keep it or
 // drop it.
+//
+// States are passed and returned by value, in registers, so that a store
+// may keep a state in a form of its own (two words inline, for a [Narrow]
+// algorithm): a pointer to a State built from it on the stack would make
+// that State escape to the heap on every call. Only a state's Log is
+// shared: Init and Take may change the Log a state they are given points
+// to, in place, and return a state pointing to it. A store must therefore
+// keep the state Init or Take returns in place of the one it gave, and not
+// use that one again.
 type Algorithm interface {
 	// Limit is the largest cost a single request may have.
 	Limit() int64
-	// Init makes s the state of a key first seen at now (Unix µs). It keeps
-	// the memory s.Log holds, emptied, so that a store reusing a slot does
-	// not allocate again.
-	Init(s *State, now int64)
-	// Take decides a cost (1 ≤ cost ≤ Limit) at now (Unix µs) on s. When
-	// Peek(s, now, cost) admits the cost, Take charges it to s, so that
-	// exactly cost less remains, and returns what Peek of the new state
-	// reports, with RetryAfter 0: what remains, and when the key is fresh
-	// again. Otherwise it leaves s meaning what it did and returns Peek(s,
-	// now, cost), the denial. [CheckTake] tests an algorithm against this.
-	Take(s *State, now, cost int64) Result
+	// Init returns the state of a key first seen at now (Unix µs). Its
+	// numbers depend on now alone; old matters only for the memory
+	// old.Log holds, which Init may empty and reuse, so that a store
+	// reusing a slot does not allocate again. Peek of the returned state
+	// at now is [Fresh]. [CheckInit] tests an algorithm against this.
+	Init(old State, now int64) State
+	// Take decides a cost (1 ≤ cost ≤ Limit) at now (Unix µs) on s, and
+	// returns the key's new state and the result. When Peek(s, now, cost)
+	// admits the cost, the new state is s charged with it, so that
+	// exactly cost less remains, and the result is what Peek of the new
+	// state reports, with RetryAfter 0: what remains, and when the key is
+	// fresh again. Otherwise the new state means what s did, and the
+	// result is Peek(s, now, cost), the denial. [CheckTake] tests an
+	// algorithm against this.
+	//
+	// An algorithm that keeps a Log (the sliding log) changes s.Log in
+	// place and returns a state pointing to the same Log, or to a new one
+	// when s had none: s itself may then no longer mean what it did, and
+	// the store must keep the returned state.
+	Take(s State, now, cost int64) (State, Result)
 	// Peek reports what taking cost at now would decide, without
 	// charging: for a cost that would be denied, the denial (Remaining,
 	// RetryAfter, ResetAfter); for one that would be admitted, RetryAfter
@@ -107,30 +125,72 @@ type Algorithm interface {
 	Spec() Spec
 }
 
+// Narrow is implemented by an algorithm whose state is N0 and N1 alone:
+// Init and Take return states whose N2 is 0 and Log nil, whatever state
+// they are given, and Peek reads only N0 and N1. A store may then keep
+// two words per key, and hand the algorithm State{N0: n0, N1: n1}. Stores
+// find it by type assertion; [CheckInit] and [CheckTake] test an
+// algorithm that implements it against this.
+type Narrow interface {
+	Algorithm
+	// NarrowState does nothing: it declares the algorithm Narrow.
+	NarrowState()
+}
+
+// CheckInit reports how alg.Init(old, now) departs from its contract (see
+// [Algorithm] and [Narrow]), or nil when it keeps it, and returns the state
+// Init returned. Algorithms' step tests start their states with it.
+func CheckInit(alg Algorithm, old State, now int64) (State, error) {
+	// The numbers only: the Log Init returns may be old's, emptied.
+	zero := alg.Init(State{}, now)
+	s := alg.Init(old, now)
+	if s.N0 != zero.N0 || s.N1 != zero.N1 || s.N2 != zero.N2 {
+		return s, fmt.Errorf("init at %d: the numbers of %+v depend on the old state: a zero one gives %+v", now, s, zero)
+	}
+	if _, ok := alg.(Narrow); ok && (s.N2 != 0 || s.Log != nil) {
+		return s, fmt.Errorf("init at %d of a Narrow algorithm: got N2 %d and Log %v, want 0 and nil", now, s.N2, s.Log)
+	}
+	if got, want := alg.Peek(s, now, 1), Fresh(alg.Limit()); got != want {
+		return s, fmt.Errorf("init at %d: Peek of the new state gives %+v, want %+v", now, got, want)
+	}
+	return s, nil
+}
+
 // CheckTake reports how alg.Take(s, now, cost) departs from its contract,
-// stated with Peek (see [Algorithm]), or nil when it keeps it; s is left
-// as Take leaves it. Algorithms' tests call it on every decision they make.
-func CheckTake(alg Algorithm, s *State, now, cost int64) (Result, error) {
-	want, one := alg.Peek(*s, now, cost), alg.Peek(*s, now, 1)
-	got := alg.Take(s, now, cost)
+// stated with Peek (see [Algorithm] and [Narrow]), or nil when it keeps it,
+// and returns what Take returned. Algorithms' tests call it on every
+// decision they make, and go on with the state it returns.
+func CheckTake(alg Algorithm, s State, now, cost int64) (State, Result, error) {
+	// Peek before Take: Take may change s.Log in place.
+	want, one := alg.Peek(s, now, cost), alg.Peek(s, now, 1)
+	_, narrow := alg.(Narrow)
+	if narrow {
+		if two := alg.Peek(State{N0: s.N0, N1: s.N1}, now, cost); two != want {
+			return s, want, fmt.Errorf("peek at %d of %d by a Narrow algorithm reads more than N0 and N1: %+v gives %+v, its N0 and N1 alone %+v", now, cost, s, want, two)
+		}
+	}
+	next, got := alg.Take(s, now, cost)
+	if narrow && (next.N2 != 0 || next.Log != nil) {
+		return next, got, fmt.Errorf("take at %d of %d by a Narrow algorithm: got N2 %d and Log %v, want 0 and nil", now, cost, next.N2, next.Log)
+	}
 	if !want.Allowed() {
 		if got != want {
-			return got, fmt.Errorf("denied take at %d of %d: got %+v, Peek said %+v", now, cost, got, want)
+			return next, got, fmt.Errorf("denied take at %d of %d: got %+v, Peek said %+v", now, cost, got, want)
 		}
-		if after := alg.Peek(*s, now, 1); after != one {
-			return got, fmt.Errorf("denied take at %d of %d changed the state: a cost of 1 was %+v, now %+v", now, cost, one, after)
+		if after := alg.Peek(next, now, 1); after != one {
+			return next, got, fmt.Errorf("denied take at %d of %d changed the state: a cost of 1 was %+v, now %+v", now, cost, one, after)
 		}
-		return got, nil
+		return next, got, nil
 	}
-	after := alg.Peek(*s, now, cost)
+	after := alg.Peek(next, now, cost)
 	after.RetryAfter = 0
 	if got != after {
-		return got, fmt.Errorf("admitted take at %d of %d: got %+v, Peek of the new state says %+v", now, cost, got, after)
+		return next, got, fmt.Errorf("admitted take at %d of %d: got %+v, Peek of the new state says %+v", now, cost, got, after)
 	}
 	if got.Remaining != want.Remaining-cost {
-		return got, fmt.Errorf("admitted take at %d of %d left %d of the %d Peek saw: charged %d", now, cost, got.Remaining, want.Remaining, want.Remaining-got.Remaining)
+		return next, got, fmt.Errorf("admitted take at %d of %d left %d of the %d Peek saw: charged %d", now, cost, got.Remaining, want.Remaining, want.Remaining-got.Remaining)
 	}
-	return got, nil
+	return next, got, nil
 }
 
 // Combine is the result of several limits deciding one request together,

@@ -101,28 +101,63 @@ func TestFresh(t *testing.T) {
 	}
 }
 
-// brokenTake is a token bucket whose Take breaks its contract as told.
-type brokenTake struct {
+// broken is a token bucket that breaks its contract as told.
+type broken struct {
 	algorithm.Algorithm
 	staleResult   bool // report the state as it was before the charge
 	chargeDenials bool // charge a cost even when it is denied
 	neverCharge   bool // admit without charging
+	takeN2        bool // return a state whose N2 is not 0
+	takeLog       bool // return a state with a Log
+	peekN2        bool // let N2 change what Peek reports
+	initN2        bool // start a state whose N2 is not 0
+	initFromOld   bool // start a state with the old state's N0
 }
 
-func (b brokenTake) Take(s *algorithm.State, now, cost int64) algorithm.Result {
-	before := b.Peek(*s, now, cost)
-	if b.neverCharge && before.Allowed() {
-		return before
+func (b broken) Init(old algorithm.State, now int64) algorithm.State {
+	s := b.Algorithm.Init(old, now)
+	if b.initN2 {
+		s.N2 = 1
 	}
-	r := b.Algorithm.Take(s, now, cost)
+	if b.initFromOld {
+		s.N0 = old.N0
+	}
+	return s
+}
+
+func (b broken) Take(s algorithm.State, now, cost int64) (algorithm.State, algorithm.Result) {
+	before := b.Peek(s, now, cost)
+	if b.neverCharge && before.Allowed() {
+		return s, before
+	}
+	next, r := b.Algorithm.Take(s, now, cost)
 	switch {
 	case b.staleResult && r.Allowed():
-		return before
+		return next, before
 	case b.chargeDenials && !r.Allowed():
-		s.N0 = int64(math.Float64bits(-1))
+		next.N0 = int64(math.Float64bits(-1))
+	}
+	if b.takeN2 {
+		next.N2 = 1
+	}
+	if b.takeLog {
+		next.Log = new(algorithm.Log)
+	}
+	return next, r
+}
+
+func (b broken) Peek(s algorithm.State, now, cost int64) algorithm.Result {
+	r := b.Algorithm.Peek(s, now, cost)
+	if b.peekN2 {
+		r.ResetAfter += s.N2
 	}
 	return r
 }
+
+// narrow is broken declared Narrow.
+type narrow struct{ broken }
+
+func (narrow) NarrowState() {}
 
 func TestCheckTake(t *testing.T) {
 	bucket, err := tokenbucket.New(tokenbucket.Config{Capacity: 3, Rate: 1})
@@ -130,12 +165,20 @@ func TestCheckTake(t *testing.T) {
 		t.Fatal(err)
 	}
 	const t0 = int64(1_700_000_000_000_000)
-	// Three admitted costs of 1, then a denied one.
+	// A state started from an old one that means nothing, then three
+	// admitted costs of 1, then a denied one. The states a Narrow
+	// algorithm is handed carry an N2 it must ignore.
 	run := func(alg algorithm.Algorithm) error {
-		var s algorithm.State
-		alg.Init(&s, t0)
+		s, err := algorithm.CheckInit(alg, algorithm.State{N0: 12345, N1: 678, N2: 9}, t0)
+		if err != nil {
+			return err
+		}
+		_, isNarrow := alg.(algorithm.Narrow)
 		for range 4 {
-			if _, err := algorithm.CheckTake(alg, &s, t0, 1); err != nil {
+			if isNarrow {
+				s.N2 = 5
+			}
+			if s, _, err = algorithm.CheckTake(alg, s, t0, 1); err != nil {
 				return err
 			}
 		}
@@ -144,13 +187,33 @@ func TestCheckTake(t *testing.T) {
 	if err := run(bucket); err != nil {
 		t.Errorf("token bucket: %v", err)
 	}
-	if err := run(brokenTake{Algorithm: bucket, staleResult: true}); err == nil {
-		t.Error("a Take that reports the state before its charge passed")
+	if _, ok := algorithm.Algorithm(bucket).(algorithm.Narrow); !ok {
+		t.Error("the token bucket is not Narrow")
 	}
-	if err := run(brokenTake{Algorithm: bucket, chargeDenials: true}); err == nil {
-		t.Error("a Take that charges a denied cost passed")
+	if err := run(narrow{broken{Algorithm: bucket}}); err != nil {
+		t.Errorf("token bucket, wrapped: %v", err)
 	}
-	if err := run(brokenTake{Algorithm: bucket, neverCharge: true}); err == nil {
-		t.Error("a Take that admits without charging passed")
+	// N2 and Log are a Narrow algorithm's business only.
+	if err := run(broken{Algorithm: bucket, takeN2: true, takeLog: true, initN2: true}); err != nil {
+		t.Errorf("a token bucket not declared Narrow, leaving N2 and Log set: %v", err)
+	}
+	for _, c := range []struct {
+		alg  algorithm.Algorithm
+		what string
+	}{
+		{broken{Algorithm: bucket, staleResult: true}, "a Take that reports the state before its charge"},
+		{broken{Algorithm: bucket, chargeDenials: true}, "a Take that charges a denied cost"},
+		{broken{Algorithm: bucket, neverCharge: true}, "a Take that admits without charging"},
+		{broken{Algorithm: bucket, initFromOld: true}, "an Init that keeps a number of the old state"},
+		{narrow{broken{Algorithm: bucket, takeN2: true}}, "a Narrow Take that returns N2 ≠ 0"},
+		{narrow{broken{Algorithm: bucket, takeLog: true}}, "a Narrow Take that returns a Log"},
+		{narrow{broken{Algorithm: bucket, peekN2: true}}, "a Narrow Peek that reads N2"},
+		{narrow{broken{Algorithm: bucket, initN2: true}}, "a Narrow Init that returns N2 ≠ 0"},
+	} {
+		if err := run(c.alg); err == nil {
+			t.Errorf("%s passed", c.what)
+		} else {
+			t.Logf("%s: %v", c.what, err)
+		}
 	}
 }

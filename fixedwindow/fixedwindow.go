@@ -66,15 +66,19 @@ func (w *Window) String() string {
 // A window's state is N0, the index of the window counted, and N1, the
 // cost admitted in it.
 
-// Init sets s to a window with nothing counted.
-func (w *Window) Init(s *algorithm.State, _ int64) {
-	s.N0, s.N1, s.N2 = 0, 0, 0
+// NarrowState declares that the window's state is N0 and N1 alone (see
+// algorithm.Narrow).
+func (w *Window) NarrowState() {}
+
+// Init returns a window with nothing counted.
+func (w *Window) Init(_ algorithm.State, _ int64) algorithm.State {
+	return algorithm.State{}
 }
 
 // at returns the window index of now and the cost counted in it, given
 // the state's. A clock that stepped back into an earlier window stays in
 // the counted one.
-func (w *Window) at(s *algorithm.State, now int64) (index, count int64) {
+func (w *Window) at(s algorithm.State, now int64) (index, count int64) {
 	index = algorithm.FloorDiv(now, w.window)
 	switch {
 	case s.N1 == 0:
@@ -94,19 +98,18 @@ func (w *Window) resetAfter(index, count, now int64) int64 {
 }
 
 // Take admits cost when the window of now has room for it.
-func (w *Window) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+func (w *Window) Take(s algorithm.State, now, cost int64) (algorithm.State, algorithm.Result) {
 	index, count := w.at(s, now)
 	if count+cost > w.limit {
-		return w.report(index, count, cost, now)
+		return algorithm.State{N0: s.N0, N1: s.N1}, w.report(index, count, cost, now)
 	}
 	count += cost
-	s.N0, s.N1 = index, count
-	return w.report(index, count, 0, now)
+	return algorithm.State{N0: index, N1: count}, w.report(index, count, 0, now)
 }
 
 // Peek reports the window of now for a request of cost.
 func (w *Window) Peek(s algorithm.State, now, cost int64) algorithm.Result {
-	index, count := w.at(&s, now)
+	index, count := w.at(s, now)
 	return w.report(index, count, cost, now)
 }
 

@@ -55,7 +55,7 @@ type Meter struct {
 	tau   int64 // µs: burst × every, the most TAT may be ahead of now
 }
 
-var _ algorithm.Algorithm = (*Meter)(nil)
+var _ algorithm.Narrow = (*Meter)(nil)
 
 // New returns a GCRA admitting bursts of cfg.Burst and one unit per
 // cfg.Every, or an error wrapping algorithm.ErrInvalidConfig.
@@ -95,20 +95,23 @@ func (m *Meter) String() string {
 // at rest, the same as a new one, once it has passed; a new key's is
 // math.MinInt64, which has passed at every instant.
 
-// Init sets s to a key at rest.
-func (m *Meter) Init(s *algorithm.State, _ int64) {
-	s.N0, s.N1, s.N2 = math.MinInt64, 0, 0
+// NarrowState declares that the meter's state fits in N0 and N1 (see
+// algorithm.Narrow): it is N0 alone.
+func (m *Meter) NarrowState() {}
+
+// Init returns a key at rest.
+func (m *Meter) Init(_ algorithm.State, _ int64) algorithm.State {
+	return algorithm.State{N0: math.MinInt64}
 }
 
 // Take admits cost when TAT, moved cost intervals later, is at most the
 // burst's intervals ahead of now; the new TAT is then the key's debt.
-func (m *Meter) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+func (m *Meter) Take(s algorithm.State, now, cost int64) (algorithm.State, algorithm.Result) {
 	tat := max(s.N0, now) + cost*m.every
 	if tat-now > m.tau {
-		return m.Peek(*s, now, cost)
+		return algorithm.State{N0: s.N0}, m.Peek(s, now, cost)
 	}
-	s.N0 = tat
-	return m.report(tat-now, 0)
+	return algorithm.State{N0: tat}, m.report(tat-now, 0)
 }
 
 // Peek reports the key at now for a request of cost. Its debt, the time

@@ -160,10 +160,8 @@ func TestSameAsTokenBucket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var sm, sb algorithm.State
 		now := int64(t0) + rng.Int64N(sec)
-		m.Init(&sm, now)
-		b.Init(&sb, now)
+		sm, sb := m.Init(algorithm.State{}, now), b.Init(algorithm.State{}, now)
 		for i := range 200 {
 			switch rng.IntN(4) {
 			case 0:
@@ -182,7 +180,8 @@ func TestSameAsTokenBucket(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				got, want = m.Peek(sm, now, cost), b.Peek(sb, now, cost)
 			} else {
-				got, want = m.Take(&sm, now, cost), b.Take(&sb, now, cost)
+				sm, got = m.Take(sm, now, cost)
+				sb, want = b.Take(sb, now, cost)
 			}
 			if got != want {
 				t.Fatalf("burst %d, every %dµs, step %d: cost %d at +%dµs: gcra %+v, tokenbucket %+v",

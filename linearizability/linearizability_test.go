@@ -96,9 +96,7 @@ type output struct {
 // under alg's own transition, every operation decided at t0.
 func model(alg algorithm.Algorithm, t0 int64) porcupine.Model {
 	fresh := func() algorithm.State {
-		var s algorithm.State
-		alg.Init(&s, t0)
-		return s
+		return alg.Init(algorithm.State{}, t0)
 	}
 	return porcupine.Model{
 		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
@@ -123,8 +121,7 @@ func model(alg algorithm.Algorithm, t0 int64) porcupine.Model {
 				r := alg.Peek(s, t0, 1)
 				return r.Allowed() == o.allowed && r.Remaining == o.remaining, s
 			}
-			next := clone(s)
-			r := alg.Take(&next, t0, i.cost)
+			next, r := alg.Take(clone(s), t0, i.cost)
 			return r.Allowed() == o.allowed && r.Remaining == o.remaining, next
 		},
 		Equal: func(a, b any) bool { return equal(a.(algorithm.State), b.(algorithm.State)) },
@@ -319,8 +316,7 @@ func (t *racyTable) get(ctx context.Context, key string, now int64) (algorithm.S
 	var s algorithm.State
 	v, err := t.s.c.Get(ctx, t.key(key)).Result()
 	if err == redis.Nil {
-		t.alg.Init(&s, now)
-		return s, nil
+		return t.alg.Init(s, now), nil
 	}
 	if err != nil {
 		return s, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
@@ -344,7 +340,7 @@ func (t *racyTable) Take(ctx context.Context, key string, now, cost int64, _ []a
 	if err != nil {
 		return algorithm.Result{}, err
 	}
-	r := t.alg.Take(&s, now, cost)
+	s, r := t.alg.Take(s, now, cost)
 	time.Sleep(t.s.pause)
 	v := fmt.Sprintf("%d:%d:%d", s.N0, s.N1, s.N2)
 	if err := t.s.c.Set(ctx, t.key(key), v, time.Hour).Err(); err != nil {

@@ -23,16 +23,16 @@ func BenchmarkTakeSteady(b *testing.B) {
 				b.Fatal(err)
 			}
 			now := int64(1 << 50)
-			var s algorithm.State
-			alg.Init(&s, now)
+			s := alg.Init(algorithm.State{}, now)
 			for range 2 * window.Microseconds() { // fill the window, then some
 				now++
-				alg.Take(&s, now, 1)
+				s, _ = alg.Take(s, now, 1)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
 				now++
-				if !alg.Take(&s, now, 1).Allowed() {
+				var r algorithm.Result
+				if s, r = alg.Take(s, now, 1); !r.Allowed() {
 					b.Fatal("denied")
 				}
 			}

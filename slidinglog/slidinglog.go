@@ -110,12 +110,13 @@ func (l *Log) String() string {
 // The Redis script keeps the same log as a sorted set (see slidinglog.lua
 // in internal/luascript): decisions are the same, entry for entry.
 
-// Init sets s to an empty log, keeping the buffer s.Log holds.
-func (l *Log) Init(s *algorithm.State, _ int64) {
-	s.N0, s.N1, s.N2 = 0, 0, 0
-	if s.Log != nil {
-		s.Log.Entries, s.Log.Head = s.Log.Entries[:0], 0
+// Init returns an empty log, keeping the buffer old.Log holds: it empties
+// that Log in place and returns a state pointing to it.
+func (l *Log) Init(old algorithm.State, _ int64) algorithm.State {
+	if old.Log != nil {
+		old.Log.Entries, old.Log.Head = old.Log.Entries[:0], 0
 	}
+	return algorithm.State{Log: old.Log}
 }
 
 // live returns the entries kept.
@@ -156,18 +157,20 @@ func grow(g *algorithm.Log) {
 }
 
 // Take admits cost when the cost admitted in the window ending at now
-// leaves room for it, then reports the log it left.
-func (l *Log) Take(s *algorithm.State, now, cost int64) algorithm.Result {
-	if !l.charge(s, now, cost) {
-		return l.Peek(*s, now, cost)
+// leaves room for it, then reports the log it left. An admission changes
+// s.Log in place (or, when s has none, makes one) and returns a state
+// pointing to it; s then no longer means what it did.
+func (l *Log) Take(s algorithm.State, now, cost int64) (algorithm.State, algorithm.Result) {
+	if !l.charge(&s, now, cost) {
+		return s, l.Peek(s, now, cost)
 	}
-	r := l.Peek(*s, now, cost)
+	r := l.Peek(s, now, cost)
 	r.RetryAfter = 0
-	return r
+	return s, r
 }
 
-// charge is Take's transition: it charges cost when it fits, and reports
-// whether it did.
+// charge is Take's transition: it charges cost to *s when it fits, and
+// reports whether it did.
 func (l *Log) charge(s *algorithm.State, now, cost int64) bool {
 	t := at(s, now)
 	entries := live(s)

@@ -112,12 +112,12 @@ func TestLogClockStepsBack(t *testing.T) {
 
 func TestLogOneEntryPerInstant(t *testing.T) {
 	l := mustNew(t, slidinglog.Config{Limit: slidinglog.MaxLimit, Window: time.Minute})
-	var s algorithm.State
-	l.Init(&s, t0)
+	s := l.Init(algorithm.State{}, t0)
 	for i, c := range []struct{ at, cost int64 }{
 		{t0, slidinglog.MaxLimit / 2}, {t0, 1}, {t0, 7}, {t1, slidinglog.MaxLimit/2 - 9}, {t1, 1},
 	} {
-		if !l.Take(&s, c.at, c.cost).Allowed() {
+		var r algorithm.Result
+		if s, r = l.Take(s, c.at, c.cost); !r.Allowed() {
 			t.Fatalf("charge %d: cost %d at t0%+dµs denied", i, c.cost, c.at-t0)
 		}
 	}
@@ -133,10 +133,10 @@ func TestLogOneEntryPerInstant(t *testing.T) {
 func TestLogForgetsExpired(t *testing.T) {
 	const n = 30_000
 	l := mustNew(t, slidinglog.Config{Limit: slidinglog.MaxLimit, Window: time.Second})
-	var s algorithm.State
-	l.Init(&s, t0)
+	s := l.Init(algorithm.State{}, t0)
 	for i := range int64(n) {
-		if !l.Take(&s, t0+i, 1).Allowed() {
+		var r algorithm.Result
+		if s, r = l.Take(s, t0+i, 1); !r.Allowed() {
 			t.Fatalf("admission %d denied", i)
 		}
 	}
@@ -144,14 +144,15 @@ func TestLogForgetsExpired(t *testing.T) {
 		t.Fatalf("Peek after %d admissions: got %+v, want Remaining %d", n, got, slidinglog.MaxLimit-n)
 	}
 	// At t0+1s+10, the entries of t0 … t0+10 have left.
-	if got := l.Take(&s, t0+sec+10, 5); got != ok(slidinglog.MaxLimit-(n-11)-5, sec) {
+	s, got := l.Take(s, t0+sec+10, 5)
+	if got != ok(slidinglog.MaxLimit-(n-11)-5, sec) {
 		t.Fatalf("Take(5) once 11 entries left: got %+v", got)
 	}
 	if kept := len(s.Log.Entries) - s.Log.Head; kept != n-11+1 {
 		t.Errorf("entries kept: got %d, want %d", kept, n-11+1)
 	}
 	// Every entry has left 1s after the last.
-	if got := l.Take(&s, t0+2*sec+10, slidinglog.MaxLimit); got != ok(0, sec) {
+	if s, got = l.Take(s, t0+2*sec+10, slidinglog.MaxLimit); got != ok(0, sec) {
 		t.Fatalf("Take(MaxLimit) once every entry left: got %+v", got)
 	}
 	if kept := len(s.Log.Entries) - s.Log.Head; kept != 1 {
@@ -218,8 +219,7 @@ func TestLogAgainstReference(t *testing.T) {
 		window := []int64{1, 7, 1000, sec}[seq/4%4]
 		l := mustNew(t, slidinglog.Config{Limit: limit, Window: time.Duration(window) * time.Microsecond})
 		ref := &reference{limit: limit, window: window}
-		var s algorithm.State
-		l.Init(&s, t0)
+		s := l.Init(algorithm.State{}, t0)
 		now := int64(t0)
 		for i := range 300 {
 			switch rng.IntN(10) {
@@ -238,7 +238,8 @@ func TestLogAgainstReference(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				got, want = l.Peek(s, now, cost), ref.decide(now, cost)
 			} else {
-				got, want = l.Take(&s, now, cost), ref.decide(now, cost)
+				s, got = l.Take(s, now, cost)
+				want = ref.decide(now, cost)
 				if want.Allowed() {
 					ref.admit(now, cost)
 					want = ref.decide(now, cost)

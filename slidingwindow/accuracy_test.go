@@ -113,9 +113,7 @@ func measure(t *testing.T, alg algorithm.Algorithm, pat pattern, keys int) accur
 		rng := rand.New(rand.NewPCG(uint64(key), 42))
 		start := int64(1_763_700_000_000_000) + rng.Int64N(accWindow)
 		requests := pat.gen(rng, start)
-		var s, exact algorithm.State
-		alg.Init(&s, start)
-		log.Init(&exact, start)
+		s, exact := alg.Init(algorithm.State{}, start), log.Init(algorithm.State{}, start)
 		var window []int64 // instants admitted by alg in the rolling window
 		for _, now := range requests {
 			e.requests++
@@ -123,10 +121,11 @@ func measure(t *testing.T, alg algorithm.Algorithm, pat pattern, keys int) accur
 				window = window[1:]
 			}
 			fits := len(window)+1 <= accLimit
-			if log.Take(&exact, now, 1).Allowed() {
+			var r algorithm.Result
+			if exact, r = log.Take(exact, now, 1); r.Allowed() {
 				e.exact++
 			}
-			if alg.Take(&s, now, 1).Allowed() {
+			if s, r = alg.Take(s, now, 1); r.Allowed() {
 				e.admitted++
 				window = append(window, now)
 				e.worst = max(e.worst, int64(len(window)))

@@ -92,9 +92,9 @@ func (w *Window) String() string {
 // N1, the cost admitted in it, and N2, the cost admitted in the window
 // before it.
 
-// Init sets s to a counter with nothing counted.
-func (w *Window) Init(s *algorithm.State, _ int64) {
-	s.N0, s.N1, s.N2 = 0, 0, 0
+// Init returns a counter with nothing counted.
+func (w *Window) Init(_ algorithm.State, _ int64) algorithm.State {
+	return algorithm.State{}
 }
 
 // window is a state as seen at an instant.
@@ -106,7 +106,7 @@ type window struct {
 // at returns s seen at now: the window of now with its count and the
 // previous one's. A clock that stepped back into an earlier window stays
 // in the counted one, at its start.
-func (w *Window) at(s *algorithm.State, now int64) window {
+func (w *Window) at(s algorithm.State, now int64) window {
 	v := window{index: algorithm.FloorDiv(now, w.window)}
 	switch {
 	case s.N1 == 0 && s.N2 == 0:
@@ -144,20 +144,20 @@ func (w *Window) used(v window) int64 {
 // Take admits cost when the estimate leaves room for it. The charged
 // state is the same window with cost more counted, whose estimate grows by
 // exactly cost.
-func (w *Window) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+func (w *Window) Take(s algorithm.State, now, cost int64) (algorithm.State, algorithm.Result) {
 	v := w.at(s, now)
 	used := w.used(v)
 	if used+cost > w.limit {
-		return w.report(v, used, now, cost)
+		return s, w.report(v, used, now, cost)
 	}
 	v.count += cost
 	s.N0, s.N1, s.N2 = v.index, v.count, v.prev
-	return w.report(v, used+cost, now, 0)
+	return s, w.report(v, used+cost, now, 0)
 }
 
 // Peek reports the rolling window ending at now for a request of cost.
 func (w *Window) Peek(s algorithm.State, now, cost int64) algorithm.Result {
-	v := w.at(&s, now)
+	v := w.at(s, now)
 	return w.report(v, w.used(v), now, cost)
 }
 

@@ -205,9 +205,8 @@ func TestWindowAgainstReference(t *testing.T) {
 		window := []int64{1, 7, 1000, sec, algorithm.MaxDuration - 1, algorithm.MaxDuration}[seq/5%6]
 		w := mustNew(t, slidingwindow.Config{Limit: limit, Window: time.Duration(window) * time.Microsecond})
 		ref := &reference{limit: limit, window: window, counts: map[int64]int64{}}
-		var s algorithm.State
 		now := int64(t0) + rng.Int64N(window)
-		w.Init(&s, now)
+		s := w.Init(algorithm.State{}, now)
 		ref.last = math.MinInt64
 		for i := range 100 {
 			switch rng.IntN(10) {
@@ -226,7 +225,8 @@ func TestWindowAgainstReference(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				got, want = w.Peek(s, now, cost), ref.decide(now, cost)
 			} else {
-				got, want = w.Take(&s, now, cost), ref.decide(now, cost)
+				s, got = w.Take(s, now, cost)
+				want = ref.decide(now, cost)
 				if want.Allowed() {
 					ref.admit(now, cost)
 					want = ref.decide(now, cost)

@@ -26,13 +26,12 @@ func BenchmarkTake(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var s algorithm.State
 			now := int64(1_700_000_000_000_000)
-			alg.Init(&s, now)
-			alg.Take(&s, now, 1)
+			s, _ := alg.Take(alg.Init(algorithm.State{}, now), now, 1)
 			for b.Loop() {
 				now++
-				if alg.Take(&s, now, 1).Allowed() != c.ok {
+				var r algorithm.Result
+				if s, r = alg.Take(s, now, 1); r.Allowed() != c.ok {
 					b.Fatal("unexpected decision")
 				}
 			}

@@ -42,7 +42,7 @@ type Bucket struct {
 	limit    int64
 }
 
-var _ algorithm.Algorithm = (*Bucket)(nil)
+var _ algorithm.Narrow = (*Bucket)(nil)
 
 // New returns a bucket of cfg.Capacity tokens refilled at cfg.Rate tokens
 // per second, or an error wrapping algorithm.ErrInvalidConfig.
@@ -83,12 +83,16 @@ func (b *Bucket) String() string {
 // A bucket's state is N0, the tokens it held at N1 (a float64's bits),
 // and N1, the instant of that count (Unix µs).
 
-// Init sets s to a full bucket.
-func (b *Bucket) Init(s *algorithm.State, now int64) {
-	s.N0, s.N1, s.N2 = int64(math.Float64bits(b.capacity)), now, 0
+// NarrowState declares that the bucket's state is N0 and N1 alone (see
+// algorithm.Narrow).
+func (b *Bucket) NarrowState() {}
+
+// Init returns a full bucket.
+func (b *Bucket) Init(_ algorithm.State, now int64) algorithm.State {
+	return algorithm.State{N0: int64(math.Float64bits(b.capacity)), N1: now}
 }
 
-func load(s *algorithm.State) (tokens float64, last int64) {
+func load(s algorithm.State) (tokens float64, last int64) {
 	return math.Float64frombits(uint64(s.N0)), s.N1
 }
 
@@ -124,7 +128,7 @@ func (b *Bucket) until(tokens float64, last int64, held, target float64, now int
 // An admitted cost leaves the bucket holding held-cost at max(last, now),
 // where it stands without refilling, so the result needs no second refill:
 // what is left, and when the bucket is full again.
-func (b *Bucket) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+func (b *Bucket) Take(s algorithm.State, now, cost int64) (algorithm.State, algorithm.Result) {
 	tokens, last := load(s)
 	held := b.at(tokens, last, now)
 	c := float64(cost)
@@ -132,21 +136,25 @@ func (b *Bucket) Take(s *algorithm.State, now, cost int64) algorithm.Result {
 		return b.report(tokens, last, held, c, now)
 	}
 	left, last := held-c, max(last, now)
-	s.N0, s.N1 = int64(math.Float64bits(left)), last
 	return b.report(left, last, left, 0, now)
 }
 
 // Peek reports the bucket at now for a request of cost.
 func (b *Bucket) Peek(s algorithm.State, now, cost int64) algorithm.Result {
-	tokens, last := load(&s)
-	return b.report(tokens, last, b.at(tokens, last, now), float64(cost), now)
+	tokens, last := load(s)
+	_, r := b.report(tokens, last, b.at(tokens, last, now), float64(cost), now)
+	return r
 }
 
-// report is the decision for c without taking it, the bucket holding held.
-// A bucket just charged at now holds what it was charged down to, with last
-// at now or later: report then gives what the charge left, exactly.
-func (b *Bucket) report(tokens float64, last int64, held, c float64, now int64) algorithm.Result {
-	return algorithm.Result{
+// report is the decision for c without taking it, the bucket that held
+// tokens at last holding held, and that bucket's state. A bucket just
+// charged at now holds what it was charged down to, with last at now or
+// later: report then gives what the charge left, exactly. It returns the
+// state so that each of Take's paths ends in one call with nothing to
+// keep across it (a denial returns s's own numbers, tokens being N0 as a
+// float).
+func (b *Bucket) report(tokens float64, last int64, held, c float64, now int64) (algorithm.State, algorithm.Result) {
+	return algorithm.State{N0: int64(math.Float64bits(tokens)), N1: last}, algorithm.Result{
 		Remaining:  int64(held),
 		RetryAfter: b.until(tokens, last, held, c, now),
 		ResetAfter: b.until(tokens, last, held, b.capacity, now),
@@ -178,7 +186,7 @@ type IntervalBucket struct {
 	interval int64 // µs
 }
 
-var _ algorithm.Algorithm = (*IntervalBucket)(nil)
+var _ algorithm.Narrow = (*IntervalBucket)(nil)
 
 // NewInterval returns a bucket of cfg.Capacity tokens that gains cfg.Tokens
 // every cfg.Interval, or an error wrapping algorithm.ErrInvalidConfig.
@@ -225,9 +233,13 @@ func (b *IntervalBucket) String() string {
 // An interval bucket's state is N0, the tokens it holds, and N1, the
 // instant of its last refill (Unix µs).
 
-// Init sets s to a full bucket.
-func (b *IntervalBucket) Init(s *algorithm.State, now int64) {
-	s.N0, s.N1, s.N2 = b.capacity, now, 0
+// NarrowState declares that the bucket's state is N0 and N1 alone (see
+// algorithm.Narrow).
+func (b *IntervalBucket) NarrowState() {}
+
+// Init returns a full bucket.
+func (b *IntervalBucket) Init(_ algorithm.State, now int64) algorithm.State {
+	return algorithm.State{N0: b.capacity, N1: now}
 }
 
 // at returns the bucket, holding tokens since its refill at last, refilled
@@ -258,14 +270,13 @@ func (b *IntervalBucket) until(tokens, last, target, now int64) int64 {
 // Take takes cost tokens when the bucket holds at least that many at now.
 // at has already moved last to the latest refill, so the bucket left
 // behind refills nothing more at now.
-func (b *IntervalBucket) Take(s *algorithm.State, now, cost int64) algorithm.Result {
+func (b *IntervalBucket) Take(s algorithm.State, now, cost int64) (algorithm.State, algorithm.Result) {
 	tokens, last := b.at(s.N0, s.N1, now)
 	if cost > tokens {
-		return b.report(tokens, last, cost, now)
+		return algorithm.State{N0: s.N0, N1: s.N1}, b.report(tokens, last, cost, now)
 	}
 	left := tokens - cost
-	s.N0, s.N1 = left, last
-	return b.report(left, last, 0, now)
+	return algorithm.State{N0: left, N1: last}, b.report(left, last, 0, now)
 }
 
 // Peek reports the bucket at now for a request of cost.

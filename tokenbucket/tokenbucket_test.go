@@ -127,11 +127,11 @@ func TestBucketHighRate(t *testing.T) {
 		{3, 2.5e6, 2},
 	} {
 		b := mustNew(t, tokenbucket.Config{Capacity: tc.capacity, Rate: tc.rate})
-		var s algorithm.State
-		b.Init(&s, t0)
+		s := b.Init(algorithm.State{}, t0)
 		// One second of traffic at the full rate: never a denial.
 		for now := int64(t0); now < t0+sec; now++ {
-			if r := b.Take(&s, now, tc.cost); !r.Allowed() {
+			var r algorithm.Result
+			if s, r = b.Take(s, now, tc.cost); !r.Allowed() {
 				t.Fatalf("capacity %d, rate %v/s: Take(t0%+dµs, %d): got %+v, want allowed",
 					tc.capacity, tc.rate, now-t0, tc.cost, r)
 			}

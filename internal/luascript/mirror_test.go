@@ -29,16 +29,14 @@ type call struct{ now, cost int64 }
 // logs), where the numbers the script handles are largest. check, when
 // not nil, runs after each call with the Go state.
 func mirror(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm, key string, calls []call,
-	check func(i int, s *algorithm.State)) {
+	check func(i int, s algorithm.State)) {
 	t.Helper()
-	var s algorithm.State
-	alg.Init(&s, calls[0].now)
-	mirrorFrom(t, client, alg, key, &s, calls, check)
+	mirrorFrom(t, client, alg, key, alg.Init(algorithm.State{}, calls[0].now), calls, check)
 }
 
 // mirrorFrom is mirror from s, a Go state equivalent to what key holds.
-func mirrorFrom(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm, key string, s *algorithm.State,
-	calls []call, check func(i int, s *algorithm.State)) {
+func mirrorFrom(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm, key string, s algorithm.State,
+	calls []call, check func(i int, s algorithm.State)) {
 	t.Helper()
 	ctx := t.Context()
 	script, params, err := luascript.For(alg.Spec())
@@ -56,10 +54,10 @@ func mirrorFrom(t *testing.T, client redis.UniversalClient, alg algorithm.Algori
 		var want algorithm.Result
 		if c.cost == 0 {
 			cmd = client.EvalShaRO(ctx, script.SHA1, []string{key}, args...)
-			want = alg.Peek(*s, c.now, 1)
+			want = alg.Peek(s, c.now, 1)
 		} else {
 			cmd = client.EvalSha(ctx, script.SHA1, []string{key}, args...)
-			want = alg.Take(s, c.now, c.cost)
+			s, want = alg.Take(s, c.now, c.cost)
 		}
 		reply, err := cmd.Int64Slice()
 		if err != nil {
@@ -154,7 +152,7 @@ func TestSlidingLogTrimBounded(t *testing.T) {
 			return c
 		}
 		var cards []int64
-		mirror(t, client, alg, key, calls, func(i int, _ *algorithm.State) {
+		mirror(t, client, alg, key, calls, func(i int, _ algorithm.State) {
 			if i >= n && calls[i].cost > 0 {
 				cards = append(cards, card())
 			}
@@ -188,9 +186,7 @@ func TestSlidingLogWrap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var s algorithm.State
-		alg.Init(&s, t0)
-		alg.Take(&s, t0, 7)
+		s, _ := alg.Take(alg.Init(algorithm.State{}, t0), t0, 7)
 		rng := rand.New(rand.NewPCG(13, 14))
 		now := t0
 		var calls []call
@@ -198,7 +194,7 @@ func TestSlidingLogWrap(t *testing.T) {
 			now += rng.Int64N(window / 4)
 			calls = append(calls, call{now, rng.Int64N(8)})
 		}
-		mirrorFrom(t, client, alg, key, &s, calls, nil)
+		mirrorFrom(t, client, alg, key, s, calls, nil)
 		members, err := client.ZRange(ctx, key, 0, -1).Result()
 		if err != nil {
 			t.Fatal(err)

@@ -208,11 +208,13 @@ func TestCheckPrefix(t *testing.T) {
 // unknown is an algorithm with no script.
 type unknown struct{}
 
-func (unknown) Limit() int64                                         { return 1 }
-func (unknown) Init(*algorithm.State, int64)                         {}
-func (unknown) Take(*algorithm.State, int64, int64) algorithm.Result { return algorithm.Result{} }
-func (unknown) Peek(algorithm.State, int64, int64) algorithm.Result  { return algorithm.Fresh(1) }
-func (unknown) Spec() algorithm.Spec                                 { return algorithm.Spec{Name: "unknown"} }
+func (unknown) Limit() int64                                { return 1 }
+func (unknown) Init(algorithm.State, int64) algorithm.State { return algorithm.State{} }
+func (unknown) Take(s algorithm.State, _, _ int64) (algorithm.State, algorithm.Result) {
+	return s, algorithm.Result{}
+}
+func (unknown) Peek(algorithm.State, int64, int64) algorithm.Result { return algorithm.Fresh(1) }
+func (unknown) Spec() algorithm.Spec                                { return algorithm.Spec{Name: "unknown"} }
 
 func TestOpenUnknownAlgorithm(t *testing.T) {
 	if _, err := redistable.Open(nil, redistable.Config[string]{Prefix: prefix}, store.LimitsOf(unknown{}), clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {

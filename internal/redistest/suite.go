@@ -613,12 +613,12 @@ func testClusterSlots(t *testing.T, newStore NewStore) {
 // everything, in Go.
 type unknownAlgorithm struct{}
 
-func (unknownAlgorithm) Limit() int64                 { return 1 }
-func (unknownAlgorithm) Init(*algorithm.State, int64) {}
-func (unknownAlgorithm) Spec() algorithm.Spec         { return algorithm.Spec{Name: "no-such-algorithm"} }
-func (unknownAlgorithm) String() string               { return "unknownAlgorithm" }
-func (unknownAlgorithm) Take(*algorithm.State, int64, int64) algorithm.Result {
-	return algorithm.Result{}
+func (unknownAlgorithm) Limit() int64                                { return 1 }
+func (unknownAlgorithm) Init(algorithm.State, int64) algorithm.State { return algorithm.State{} }
+func (unknownAlgorithm) Spec() algorithm.Spec                        { return algorithm.Spec{Name: "no-such-algorithm"} }
+func (unknownAlgorithm) String() string                              { return "unknownAlgorithm" }
+func (unknownAlgorithm) Take(s algorithm.State, _, _ int64) (algorithm.State, algorithm.Result) {
+	return s, algorithm.Result{}
 }
 func (unknownAlgorithm) Peek(algorithm.State, int64, int64) algorithm.Result {
 	return algorithm.Fresh(1)

@@ -47,8 +47,10 @@ type Steps interface {
 // result's Remaining must be within [0, alg.Limit()].
 func Run[S Steps](t *testing.T, alg algorithm.Algorithm, start int64, steps []S) {
 	t.Helper()
-	var s algorithm.State
-	alg.Init(&s, start)
+	s, err := algorithm.CheckInit(alg, algorithm.State{}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, raw := range steps {
 		st := Step(raw)
 		var got algorithm.Result
@@ -56,8 +58,7 @@ func Run[S Steps](t *testing.T, alg algorithm.Algorithm, start int64, steps []S)
 		if st.Cost == Peek {
 			got = alg.Peek(s, st.At, 1)
 		} else {
-			var err error
-			if got, err = algorithm.CheckTake(alg, &s, st.At, st.Cost); err != nil {
+			if s, got, err = algorithm.CheckTake(alg, s, st.At, st.Cost); err != nil {
 				t.Errorf("step %d: %v", i, err)
 			}
 			op = "Take"

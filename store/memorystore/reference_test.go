@@ -40,10 +40,11 @@ func TestMatchesAlgorithm(t *testing.T) {
 					s, ok := ref[k]
 					if !ok {
 						s = new(algorithm.State)
-						alg.Init(s, now)
+						*s = alg.Init(*s, now)
 						ref[k] = s
 					}
-					want := alg.Take(s, now, cost)
+					var want algorithm.Result
+					*s, want = alg.Take(*s, now, cost)
 					got, err := tab.Take(ctx, k, now, cost, nil)
 					if err != nil {
 						t.Fatal(err)

@@ -204,7 +204,7 @@ func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorit
 		if e == nil {
 			e, _ = t.insert(sh, key, hash, now)
 		}
-		r = t.alg.Take(&e.state, now, cost)
+		e.state, r = t.alg.Take(e.state, now, cost)
 		switch {
 		case r.Allowed():
 			e.admitted()
@@ -238,9 +238,9 @@ func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, ou
 		all = all && rs[i+1].Allowed()
 	}
 	if all {
-		rs[0] = t.alg.Take(&e.state, now, cost)
+		e.state, rs[0] = t.alg.Take(e.state, now, cost)
 		for i, alg := range t.others {
-			rs[i+1] = alg.Take(&more[i], now, cost)
+			more[i], rs[i+1] = alg.Take(more[i], now, cost)
 		}
 	}
 	e.mu.Unlock()
@@ -420,11 +420,11 @@ func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K
 	e.mu.Lock()
 	e.meta.Store(liveBit | hash)
 	e.key = key
-	t.alg.Init(&e.state, now)
+	e.state = t.alg.Init(e.state, now)
 	if t.others != nil {
 		more := t.arena.more(n)
 		for i, alg := range t.others {
-			alg.Init(&more[i], now)
+			more[i] = alg.Init(more[i], now)
 		}
 	}
 	sh.soon = min(sh.soon, now) // a fresh state expires at once
