@@ -12,33 +12,52 @@ import (
 // neighbours in memory. Readers find a page through an atomically
 // published list; only alloc, under the arena's lock, extends it.
 //
-// A table of several limits keeps its first limit's state in the entry and
-// the others' beside it, extra per entry, in an array of the entry's page:
-// a table of one limit pays nothing for them.
+// An entry holds the first two words of its first limit's state, all
+// that the token buckets, GCRA and the fixed window keep (see
+// algorithm.Narrow). Whatever else a table keeps per key is beside the
+// entry, in arrays of its page, so that a table pays only for what its
+// algorithms use: the rest of the first limit's state when its algorithm
+// is not narrow (wide), and the states of the other limits of a table of
+// several (extra per entry).
 type arena[K comparable] struct {
 	mu    sync.Mutex
 	pages atomic.Pointer[[]page[K]]
 	next  uint32 // entries handed out
-	extra int    // states per entry beyond the entry's own
+	wide  bool   // the first limit keeps N2 and Log
+	extra int    // states per entry beyond the first limit's
 }
 
-// pageSize is how many entries a page holds: 512 entries of a string key,
-// 64 bytes each, make 32 KiB. Go rounds a small object that holds pointers
-// up to its size class after adding an 8-byte header, so a page of 16 KiB
-// took 18 KiB, 72 bytes per entry; an object above 32 KiB is allocated
-// in whole 8 KiB pages with no header, so a page takes exactly its size.
-const pageSize = 512
+// pageSize is how many entries a page holds: 1024 entries of a string key,
+// 48 bytes each, make 48 KiB. Go rounds a small object that holds pointers
+// up to its size class after adding an 8-byte header (a page of 24 KiB
+// would take 26.6 KiB, 53 bytes per entry), while an object above 32 KiB
+// is allocated in whole 8 KiB pages with no header, so a page takes
+// exactly its size.
+const pageSize = 1024
 
-// page is pageSize entries, allocated alone (see pageSize), and the extra
-// states of its entries.
+// page is pageSize entries, allocated alone (see pageSize), and what their
+// keys keep beside them.
 type page[K comparable] struct {
 	entries *[pageSize]entry[K]
+	wide    []wideState       // per entry, when the first limit is wide
 	more    []algorithm.State // extra per entry, entry by entry
+}
+
+// wideState is the part of the first limit's state that an entry does not
+// hold.
+type wideState struct {
+	n2  int64
+	log *algorithm.Log
 }
 
 // at returns entry n, which alloc has handed out.
 func (a *arena[K]) at(n uint32) *entry[K] {
 	return &(*a.pages.Load())[n/pageSize].entries[n%pageSize]
+}
+
+// wideOf returns the rest of entry n's first state, in a wide arena.
+func (a *arena[K]) wideOf(n uint32) *wideState {
+	return &(*a.pages.Load())[n/pageSize].wide[n%pageSize]
 }
 
 // more returns the extra states of entry n.
@@ -58,6 +77,9 @@ func (a *arena[K]) alloc() uint32 {
 	}
 	if int(n/pageSize) == len(pages) {
 		p := page[K]{entries: new([pageSize]entry[K])}
+		if a.wide {
+			p.wide = make([]wideState, pageSize)
+		}
 		if a.extra > 0 {
 			p.more = make([]algorithm.State, pageSize*a.extra)
 		}

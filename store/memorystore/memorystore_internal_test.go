@@ -15,12 +15,16 @@ func TestShardSize(t *testing.T) {
 	}
 }
 
-// An entry of a string key is one cache line, and a page of them is
-// allocated with no byte rounded up: a page that took an 8-byte malloc
-// header on top of 16 KiB was rounded up to 18 KiB, 72 bytes per entry.
+// An entry of a string key takes 48 bytes (40 for an integer key): the
+// lock, the hash, two words of state, the denial and the key. A page of
+// them is allocated with no byte rounded up: a page that took an 8-byte
+// malloc header on top of a size class was rounded up to the next one.
 func TestEntryLayout(t *testing.T) {
-	if got := unsafe.Sizeof(entry[string]{}); got != 64 {
-		t.Errorf("unsafe.Sizeof(entry[string]) = %d, want 64: one cache line", got)
+	if got := unsafe.Sizeof(entry[string]{}); got != 48 {
+		t.Errorf("unsafe.Sizeof(entry[string]) = %d, want 48", got)
+	}
+	if got := unsafe.Sizeof(entry[uint64]{}); got != 40 {
+		t.Errorf("unsafe.Sizeof(entry[uint64]) = %d, want 40", got)
 	}
 	entries := unsafe.Sizeof([pageSize]entry[string]{})
 	// TotalAlloc counts every goroutine's allocations, so the least of a
@@ -36,10 +40,10 @@ func TestEntryLayout(t *testing.T) {
 			took = d
 		}
 	}
-	// The list of one page is a slice of one page (32 bytes) and its
-	// header (24 bytes).
-	if got, want := took, uint64(entries)+56; got != want {
-		t.Errorf("the first page took %d bytes, want %d: %d for its %d entries and 56 for the list of pages", got, want, entries, pageSize)
+	// The list of one page is a slice of one page (56 bytes, in the
+	// 64-byte size class) and its header (24 bytes).
+	if got, want := took, uint64(entries)+64+24; got != want {
+		t.Errorf("the first page took %d bytes, want %d: %d for its %d entries and 88 for the list of pages", got, want, entries, pageSize)
 	}
 }
 

@@ -54,11 +54,35 @@ type entry[K comparable] struct {
 	// and the entry's, so either makes it stand still; readers holding
 	// neither take it as a hint. Writers find a word's home from it.
 	meta atomic.Uint32
+	// n0 and n1 are the first limit's state's N0 and N1 (see arena for
+	// the rest), next to the lock that guards them.
+	n0, n1 int64
 	// denial, when set, holds the key's standing denial of a cost of 1,
 	// for decisions that read it without locking the entry.
 	denial atomic.Pointer[denial[K]]
 	key    K
-	state  algorithm.State
+}
+
+// state returns entry n's state under the first limit. The caller holds
+// e's lock, e being entry n.
+func (t *table[K]) state(e *entry[K], n uint32) algorithm.State {
+	s := algorithm.State{N0: e.n0, N1: e.n1}
+	if t.arena.wide {
+		w := t.arena.wideOf(n)
+		s.N2, s.Log = w.n2, w.log
+	}
+	return s
+}
+
+// keep makes s entry n's state under the first limit. The caller holds
+// e's lock, e being entry n. A narrow algorithm's state is all in n0 and
+// n1.
+func (t *table[K]) keep(e *entry[K], n uint32, s algorithm.State) {
+	e.n0, e.n1 = s.N0, s.N1
+	if t.arena.wide {
+		w := t.arena.wideOf(n)
+		w.n2, w.log = s.N2, s.Log
+	}
 }
 
 // An entry's meta: liveBit, and the 31 bits of the key's hash a table
@@ -165,6 +189,8 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 		shift:  64,
 		grace:  grace,
 	}
+	_, narrow := algs[0].(algorithm.Narrow)
+	t.arena.wide = !narrow
 	if len(algs) > 1 {
 		t.others = algs[1:]
 		t.arena.extra = len(t.others)
@@ -199,12 +225,14 @@ func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorit
 	if t.others != nil {
 		return t.takeAll(sh, key, hash, now, cost, out), nil
 	}
-	e, _, r, answered := t.find(sh, key, hash, now, cost == 1)
+	e, n, r, answered := t.find(sh, key, hash, now, cost == 1)
 	if !answered {
 		if e == nil {
-			e, _ = t.insert(sh, key, hash, now)
+			e, n = t.insert(sh, key, hash, now)
 		}
-		e.state, r = t.alg.Take(e.state, now, cost)
+		var s algorithm.State
+		s, r = t.alg.Take(t.state(e, n), now, cost)
+		t.keep(e, n, s)
 		switch {
 		case r.Allowed():
 			e.admitted()
@@ -231,14 +259,16 @@ func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, ou
 	more := t.arena.more(n)
 	var buf [4]algorithm.Result
 	rs := t.results(out, buf[:])
-	rs[0] = t.alg.Peek(e.state, now, cost)
+	first := t.state(e, n)
+	rs[0] = t.alg.Peek(first, now, cost)
 	all := rs[0].Allowed()
 	for i, alg := range t.others {
 		rs[i+1] = alg.Peek(more[i], now, cost)
 		all = all && rs[i+1].Allowed()
 	}
 	if all {
-		e.state, rs[0] = t.alg.Take(e.state, now, cost)
+		first, rs[0] = t.alg.Take(first, now, cost)
+		t.keep(e, n, first)
 		for i, alg := range t.others {
 			more[i], rs[i+1] = alg.Take(more[i], now, cost)
 		}
@@ -264,8 +294,8 @@ func (t *table[K]) results(out, buf []algorithm.Result) []algorithm.Result {
 // state for a cost of 1 at now, computed under the lock so that a denial
 // is also recorded on e: the next requests are answered without the lock
 // until it is over.
-func (t *table[K]) reportDenial(e *entry[K], now int64) algorithm.Result {
-	r := t.alg.Peek(e.state, now, 1)
+func (t *table[K]) reportDenial(e *entry[K], n uint32, now int64) algorithm.Result {
+	r := t.alg.Peek(t.state(e, n), now, 1)
 	if !r.Allowed() {
 		e.deny(now, r)
 	}
@@ -278,17 +308,17 @@ func (t *table[K]) Peek(_ context.Context, key K, now int64, out []algorithm.Res
 	if t.others != nil {
 		return t.peekAll(sh, key, hash, now, out), nil
 	}
-	e, _, r, answered := t.find(sh, key, hash, now, true)
+	e, n, r, answered := t.find(sh, key, hash, now, true)
 	if !answered {
 		if e == nil {
 			sh.mu.Lock()
-			e, _ = t.lookup(sh, key, hash)
+			e, n = t.lookup(sh, key, hash)
 			sh.mu.Unlock()
 		}
 		if e == nil {
 			r = algorithm.Fresh(t.limit)
 		} else {
-			r = t.reportDenial(e, now)
+			r = t.reportDenial(e, n, now)
 		}
 	}
 	if out != nil {
@@ -315,7 +345,7 @@ func (t *table[K]) peekAll(sh *shard[K], key K, hash uint32, now int64, out []al
 		return algorithm.Combine(rs)
 	}
 	more := t.arena.more(n)
-	rs[0] = t.alg.Peek(e.state, now, 1)
+	rs[0] = t.alg.Peek(t.state(e, n), now, 1)
 	for i, alg := range t.others {
 		rs[i+1] = alg.Peek(more[i], now, 1)
 	}
@@ -420,7 +450,7 @@ func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K
 	e.mu.Lock()
 	e.meta.Store(liveBit | hash)
 	e.key = key
-	e.state = t.alg.Init(e.state, now)
+	t.keep(e, n, t.alg.Init(t.state(e, n), now))
 	if t.others != nil {
 		more := t.arena.more(n)
 		for i, alg := range t.others {
@@ -448,11 +478,13 @@ func (t *table[K]) drop(sh *shard[K], pos uint32) {
 	e.mu.Lock()
 	e.meta.Store(0)
 	e.denial.Store(nil)
-	forgetLargeLog(&e.state)
+	if t.arena.wide {
+		forgetLargeLog(&t.arena.wideOf(n).log)
+	}
 	if t.others != nil {
 		more := t.arena.more(n)
 		for i := range more {
-			forgetLargeLog(&more[i])
+			forgetLargeLog(&more[i].Log)
 		}
 	}
 	var zero K
@@ -466,17 +498,17 @@ func (t *table[K]) drop(sh *shard[K], pos uint32) {
 // keptLog is the most entries a dropped key's log may hold for reuse.
 const keptLog = 64
 
-// forgetLargeLog lets go of s's log when it holds more than keptLog.
-func forgetLargeLog(s *algorithm.State) {
-	if s.Log != nil && cap(s.Log.Entries) > keptLog {
-		s.Log = nil
+// forgetLargeLog lets go of *log when it holds more than keptLog.
+func forgetLargeLog(log **algorithm.Log) {
+	if *log != nil && cap((*log).Entries) > keptLog {
+		*log = nil
 	}
 }
 
 // expiry returns the instant entry n, e, is fresh under every limit (see
 // algorithm.Expiry). The caller holds e's lock.
 func (t *table[K]) expiry(e *entry[K], n uint32, at int64) int64 {
-	x := algorithm.Expiry(t.alg, e.state, at)
+	x := algorithm.Expiry(t.alg, t.state(e, n), at)
 	if t.others != nil {
 		more := t.arena.more(n)
 		for i, alg := range t.others {
