@@ -214,14 +214,9 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 	return t
 }
 
-// hash returns key's shard and hash (31 bits, see hashMask).
-func (t *table[K]) hash(key K) (*shard[K], uint32) {
-	h := maphash.Comparable(t.seed, key)
-	return &t.shards[h>>t.shift], uint32(h) & hashMask
-}
-
 func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorithm.Result) (r algorithm.Result, _ error) {
-	sh, hash := t.hash(key)
+	h := maphash.Comparable(t.seed, key) // by hand: a call of its own is not inlined
+	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	if t.others != nil {
 		return t.takeAll(sh, key, hash, now, cost, out), nil
 	}
@@ -304,7 +299,8 @@ func (t *table[K]) reportDenial(e *entry[K], n uint32, now int64) algorithm.Resu
 }
 
 func (t *table[K]) Peek(_ context.Context, key K, now int64, out []algorithm.Result) (r algorithm.Result, _ error) {
-	sh, hash := t.hash(key)
+	h := maphash.Comparable(t.seed, key) // by hand: a call of its own is not inlined
+	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	if t.others != nil {
 		return t.peekAll(sh, key, hash, now, out), nil
 	}
@@ -354,7 +350,8 @@ func (t *table[K]) peekAll(sh *shard[K], key K, hash uint32, now int64, out []al
 }
 
 func (t *table[K]) Reset(_ context.Context, key K) error {
-	sh, hash := t.hash(key)
+	h := maphash.Comparable(t.seed, key) // by hand: a call of its own is not inlined
+	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	sh.mu.Lock()
 	if pos, ok := t.locate(sh, key, hash); ok {
 		t.drop(sh, pos)
