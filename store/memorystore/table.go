@@ -13,12 +13,13 @@ import (
 )
 
 // table keeps its limits' state per key: the first limit's in the key's
-// entry, the others' beside it in the arena (see arena). A table of one
-// limit, the common case, has a fast path of its own.
+// entry (the first two words of it; see arena for the rest), the others'
+// beside it in the arena. A table of one limit, the common case, has a
+// fast path of its own.
 //
 // Entries live in an arena, in the order their keys were first seen, and
 // are found through an index per shard (see index). Each entry carries its
-// own mutex, its key, its state and the instant its state expires.
+// own lock, its key and the key's hash, and its state.
 //
 // A decision takes no shard-wide lock: it reads the shard's index without
 // locking, locks the entry a word points to and checks that the entry is
