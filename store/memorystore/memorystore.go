@@ -160,7 +160,8 @@ type Stats struct {
 	// Keys is how many keys hold state now, expired ones not yet swept
 	// included.
 	Keys int
-	// Evicted counts keys dropped at the WithMaxKeys cap before expiring.
+	// Evicted counts keys dropped at the cap (WithMaxKeys, or MaxKeys)
+	// before expiring.
 	Evicted uint64
 	// Dropped counts keys dropped after their state had expired, by sweeps
 	// or at the cap.
