@@ -8,6 +8,7 @@ package benchmarks
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -66,6 +67,21 @@ func makeKeys(n int) []string {
 	return keys
 }
 
+// shuffled returns keys in the order caller number c asks for them: a
+// permutation of its own, as independent clients arrive. Walking the keys
+// in the order they were made would hand every library the order its
+// state was allocated in, which hardware prefetching rewards and real
+// traffic never has; and callers walking one order in step would meet on
+// the same keys in a convoy that no independent clients form (it made
+// parallel runs bimodal, for several libraries).
+func shuffled(keys []string, c uint64) []string {
+	own := slices.Clone(keys)
+	rand.New(rand.NewPCG(c, 0x6b657973)).Shuffle(len(own), func(i, j int) {
+		own[i], own[j] = own[j], own[i]
+	})
+	return own
+}
+
 // run runs every workload on every subject, named
 // keys=N/path=P/mode=M/lib=L so that benchstat can put libraries side by
 // side (-col /lib). callers > 0 sets how many goroutines call at once in
@@ -93,6 +109,7 @@ func run(b *testing.B, subjects []subject, callers int, modes []string) {
 
 func serial(b *testing.B, allow allowFunc, keys []string, want bool) {
 	ctx := context.Background()
+	keys = shuffled(keys, 0)
 	wrong, i := 0, 0
 	b.ReportAllocs()
 	for b.Loop() {
@@ -115,13 +132,19 @@ func parallel(b *testing.B, allow allowFunc, keys []string, want bool, callers i
 	var wrong, failed, worker atomic.Int64
 	var mu sync.Mutex
 	var latencies []time.Duration
+	perProc := 1
 	if callers > 0 {
-		b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+		perProc = (callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
+		b.SetParallelism(perProc)
+	}
+	orders := make([][]string, perProc*runtime.GOMAXPROCS(0)) // RunParallel's goroutines
+	for c := range orders {
+		orders[c] = shuffled(keys, uint64(c+1))
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		i := int(worker.Add(1)*7919) % len(keys)
+		keys, i := orders[worker.Add(1)-1], 0
 		var mine []time.Duration
 		if callers > 0 {
 			mine = make([]time.Duration, 0, 1024)
