@@ -32,6 +32,7 @@ import (
 type table[K comparable] struct {
 	alg      algorithm.Algorithm   // the first limit's
 	others   []algorithm.Algorithm // the other limits', nil for one limit
+	narrow   []bool                // which of others are algorithm.Narrow
 	limit    int64                 // the first limit's
 	seed     maphash.Seed
 	shards   []shard[K]
@@ -195,6 +196,10 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 	if len(algs) > 1 {
 		t.others = algs[1:]
 		t.arena.extra = len(t.others)
+		t.narrow = make([]bool, len(t.others))
+		for i, alg := range t.others {
+			_, t.narrow[i] = alg.(algorithm.Narrow)
+		}
 	}
 	for n := shards; n > 1; n >>= 1 {
 		t.shift--
@@ -243,10 +248,17 @@ func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorit
 	return r, nil
 }
 
-// takeAll is Take for a table of several limits: under the entry's lock,
-// every limit peeks at the cost, and only if all of them admit it is it
-// charged to each. Peek admits exactly what Take would (the Algorithm
-// contract), so no charge is ever made that another limit then refuses.
+// takeAll is Take for a table of several limits: the cost is charged to
+// every limit if all of them admit it, and to none otherwise.
+//
+// A narrow limit's Take changes nothing it is given (its state has no
+// Log), so such a limit takes the cost on a copy of its state at once, and
+// the copy is kept only if every limit admitted the cost. Any other limit
+// first peeks (Peek admits exactly what Take would: the Algorithm
+// contract), and takes only once all have admitted. When the cost is
+// refused, a narrow limit that admitted it on its copy reports Peek
+// instead, its state as it stands, since nothing was charged. So the
+// common route, token buckets and fixed windows, decides in one pass.
 func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, out []algorithm.Result) algorithm.Result {
 	e, n, _, _ := t.find(sh, key, hash, now, false)
 	if e == nil {
@@ -255,18 +267,48 @@ func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, ou
 	more := t.arena.more(n)
 	var buf [4]algorithm.Result
 	rs := t.results(out, buf[:])
-	first := t.state(e, n)
-	rs[0] = t.alg.Peek(first, now, cost)
+	var copies [3]algorithm.State // the others' states charged, when narrow
+	taken := copies[:]
+	if len(more) > len(copies) {
+		taken = make([]algorithm.State, len(more))
+	}
+	old := t.state(e, n)
+	var first algorithm.State
+	if t.arena.wide {
+		rs[0] = t.alg.Peek(old, now, cost)
+	} else {
+		first, rs[0] = t.alg.Take(old, now, cost)
+	}
 	all := rs[0].Allowed()
 	for i, alg := range t.others {
-		rs[i+1] = alg.Peek(more[i], now, cost)
+		if t.narrow[i] {
+			taken[i], rs[i+1] = alg.Take(more[i], now, cost)
+		} else {
+			rs[i+1] = alg.Peek(more[i], now, cost)
+		}
 		all = all && rs[i+1].Allowed()
 	}
-	if all {
-		first, rs[0] = t.alg.Take(first, now, cost)
+	switch {
+	case all:
+		if t.arena.wide {
+			first, rs[0] = t.alg.Take(old, now, cost)
+		}
 		t.keep(e, n, first)
 		for i, alg := range t.others {
-			more[i], rs[i+1] = alg.Take(more[i], now, cost)
+			if t.narrow[i] {
+				more[i] = taken[i]
+			} else {
+				more[i], rs[i+1] = alg.Take(more[i], now, cost)
+			}
+		}
+	default: // refused: the narrow limits that admitted it on a copy report their state
+		if !t.arena.wide && rs[0].Allowed() {
+			rs[0] = t.alg.Peek(old, now, cost)
+		}
+		for i, alg := range t.others {
+			if t.narrow[i] && rs[i+1].Allowed() {
+				rs[i+1] = alg.Peek(more[i], now, cost)
+			}
 		}
 	}
 	e.mu.Unlock()

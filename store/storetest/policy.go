@@ -30,7 +30,9 @@ func testPolicyModel(t *testing.T, st store.Store[string]) {
 	seq := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		seq++
-		n := rapid.IntRange(2, 3).Draw(rt, "limits")
+		// Up to 6 limits: past the 4 a PolicyDecision holds inline, and
+		// past the states a store keeps on the stack while deciding.
+		n := rapid.IntRange(2, 6).Draw(rt, "limits")
 		setups := make([]setup, n)
 		limits := make([]ratelimit.Limit, n)
 		for i := range setups {
