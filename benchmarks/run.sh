@@ -6,6 +6,7 @@
 #
 #   bash benchmarks/run.sh              # COUNT=6 runs of every benchmark
 #   COUNT=10 BENCHTIME=2s bash benchmarks/run.sh
+#   bash benchmarks/run.sh memory       # the in-process half only, no Redis
 #
 # Raw results are kept in benchmarks/results/ (memory.txt, redis.txt).
 set -euo pipefail
@@ -13,31 +14,48 @@ cd "$(dirname "$0")"
 count=${COUNT:-6}
 benchtime=${BENCHTIME:-1s}
 port=${PORT:-16479}
+parts=(memory redis)
+if [ "${1:-}" = memory ]; then parts=(memory); fi
 
-if ! command -v redis-server >/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
-fi
 go install golang.org/x/perf/cmd/benchstat@latest
 benchstat=$(go env GOPATH)/bin/benchstat
-
 work=$(mktemp -d)
-redis-server --bind 127.0.0.1 --port "$port" --dir "$work" --save '' --appendonly no >"$work/log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+pid=
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null && wait $pid 2>/dev/null; rm -rf "$work"' EXIT
+
+if [ ${#parts[@]} = 2 ]; then
+  if ! command -v redis-server >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  fi
+  redis-server --bind 127.0.0.1 --port "$port" --dir "$work" --save '' --appendonly no >"$work/log" 2>&1 &
+  pid=$!
+  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
 
 mkdir -p results
 {
   echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(go version)"
   echo "# $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB"
-  echo "# $(redis-server --version)"
+  if [ -n "$pid" ]; then echo "# $(redis-server --version)"; fi
 } | tee results/machine.txt
 
-go test -run='^$' -bench=Memory -benchmem -count="$count" -benchtime="$benchtime" . | tee results/memory.txt
-RATELIMIT_REDIS_ADDR=127.0.0.1:$port \
-  go test -run='^$' -bench=Redis -benchmem -count="$count" -benchtime="$benchtime" -timeout=60m . | tee results/redis.txt
+# One binary, run count times with -count=1: each round runs every library
+# once, so a slow spell of this shared machine lands on all of them rather
+# than on whichever library -count=N happened to be repeating.
+go test -c -o "$work/benchmarks.test" .
+rounds() { # rounds BENCH OUT
+  : >"$2"
+  for i in $(seq "$count"); do
+    "$work/benchmarks.test" -test.run='^$' -test.bench="$1" -test.benchmem -test.count=1 \
+      -test.benchtime="$benchtime" -test.timeout=60m | tee -a "$2"
+  done
+}
+rounds Memory results/memory.txt
+if [ -n "$pid" ]; then
+  RATELIMIT_REDIS_ADDR=127.0.0.1:$port rounds Redis results/redis.txt
+fi
 
-for f in memory redis; do
+for f in "${parts[@]}"; do
   echo
   echo "== $f: time per decision"
   "$benchstat" -col /lib -filter '.unit:(sec/op)' results/$f.txt 2>/dev/null || "$benchstat" -col /lib results/$f.txt
@@ -48,6 +66,8 @@ for f in memory redis; do
   echo "== $f: allocations per decision"
   "$benchstat" -col /lib -filter '.unit:(allocs/op)' results/$f.txt
 done
-echo
-echo "== redis: latency with 64 callers"
-"$benchstat" -col /lib -filter '/mode:parallel .unit:(p50-µs OR p99-µs)' results/redis.txt
+if [ -n "$pid" ]; then
+  echo
+  echo "== redis: latency with 64 callers"
+  "$benchstat" -col /lib -filter '/mode:parallel .unit:(p50-µs OR p99-µs)' results/redis.txt
+fi
