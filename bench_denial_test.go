@@ -56,7 +56,7 @@ func BenchmarkDeniedFlood(b *testing.B) {
 						b.Fatal(err)
 					}
 					ctx := context.Background()
-					if d, err := lim.Allow(ctx, "flood"); err != nil || !d.Allowed {
+					if d, err := lim.Allow(ctx, "flood"); err != nil || !d.Allowed() {
 						b.Fatalf("the first request = %+v, %v; want allowed", d, err)
 					}
 					admin := scriptCalls(b, c.name != "memory")
@@ -69,7 +69,7 @@ func BenchmarkDeniedFlood(b *testing.B) {
 							d, err := lim.Allow(ctx, "flood")
 							if err != nil {
 								failed.Add(1)
-							} else if d.Allowed {
+							} else if d.Allowed() {
 								allowed.Add(1)
 							}
 						}
@@ -79,7 +79,7 @@ func BenchmarkDeniedFlood(b *testing.B) {
 								d, err := lim.Allow(ctx, "flood")
 								if err != nil {
 									failed.Add(1)
-								} else if d.Allowed {
+								} else if d.Allowed() {
 									allowed.Add(1)
 								}
 							}

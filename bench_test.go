@@ -256,7 +256,7 @@ func benchSetup(b *testing.B, st benchStore, ba benchAlgorithm, n int, path stri
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("bench:%d", i)
-		if d, err := lim.AllowN(ctx, keys[i], cost); err != nil || !d.Allowed {
+		if d, err := lim.AllowN(ctx, keys[i], cost); err != nil || !d.Allowed() {
 			b.Fatalf("priming %s with %d: %+v, %v", keys[i], cost, d, err)
 		}
 	}
@@ -272,7 +272,7 @@ func benchSerial(b *testing.B, lim *ratelimit.Limiter[string], keys []string, al
 		if err != nil {
 			b.Fatal(err)
 		}
-		if d.Allowed != allowed {
+		if d.Allowed() != allowed {
 			wrong++
 		}
 		if i++; i == len(keys) {
@@ -288,14 +288,14 @@ type allowFunc func(ctx context.Context, key string) (bool, error)
 func limiterAllow(lim *ratelimit.Limiter[string]) allowFunc {
 	return func(ctx context.Context, key string) (bool, error) {
 		d, err := lim.AllowN(ctx, key, 1)
-		return d.Allowed, err
+		return d.Allowed(), err
 	}
 }
 
 func policyAllow(p *ratelimit.Policy[string]) allowFunc {
 	return func(ctx context.Context, key string) (bool, error) {
 		d, err := p.AllowN(ctx, key, 1)
-		return d.Allowed, err
+		return d.Allowed(), err
 	}
 }
 

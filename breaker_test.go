@@ -48,19 +48,20 @@ func allowCounting(t *testing.T, lim *ratelimit.Limiter[string], st *faultStore,
 func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	var handled []error
 	lim, st, fake := breakerLimiter(t, ratelimit.FailOpen, ratelimit.WithErrorHandler(func(err error) { handled = append(handled, err) }))
-	if d, n := allowCounting(t, lim, st, "k"); d.Source != ratelimit.FromStore || d.BreakerOpen || n != 1 {
+	if d, n := allowCounting(t, lim, st, "k"); d.Source() != ratelimit.FromStore || d.BreakerOpen() || n != 1 {
 		t.Fatalf("Allow with the store up = %+v after %d store calls; want the store's decision after 1", d, n)
 	}
 
 	st.down.Store(true)
-	failOpen := ratelimit.Decision{Allowed: true, Limit: 5, Remaining: 5, Source: ratelimit.FromFailOpen}
+	failOpen := ratelimit.DecisionFields{Allowed: true, Limit: 5, Remaining: 5, Source: ratelimit.FromFailOpen}.Decision()
 	for i := range 3 {
 		if d, n := allowCounting(t, lim, st, "k"); d != failOpen || n != 1 {
 			t.Fatalf("failure %d: Allow = %+v after %d store calls; want %+v after 1 (the breaker is still closed)", i+1, d, n, failOpen)
 		}
 	}
-	open := failOpen
-	open.BreakerOpen = true
+	f := failOpen.Fields()
+	f.BreakerOpen = true
+	open := f.Decision()
 	for i := range 10 {
 		if d, n := allowCounting(t, lim, st, "k"); d != open || n != 0 {
 			t.Fatalf("call %d after 3 failures: Allow = %+v after %d store calls; want %+v without asking the store", i, d, n, open)
@@ -76,7 +77,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	// The first probe goes one interval after the breaker opened, and
 	// fails: the next goes one interval later.
 	fake.Advance(time.Second - time.Microsecond)
-	if d, n := allowCounting(t, lim, st, "k"); !d.BreakerOpen || n != 0 {
+	if d, n := allowCounting(t, lim, st, "k"); !d.BreakerOpen() || n != 0 {
 		t.Fatalf("1µs before the probe: Allow = %+v after %d store calls; want the breaker open", d, n)
 	}
 	fake.Advance(time.Microsecond)
@@ -94,12 +95,12 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 		t.Fatalf("999ms after the failed probe: Allow = %+v after %d store calls; want %+v", d, n, open)
 	}
 	fake.Advance(time.Millisecond)
-	want := ratelimit.Decision{Allowed: true, Limit: 5, Remaining: 3, ResetAfter: 2 * time.Hour}
-	if d, n := allowCounting(t, lim, st, "k"); n != 1 || d.Source != ratelimit.FromStore || d.BreakerOpen || d.Remaining != want.Remaining {
+	want := ratelimit.DecisionFields{Allowed: true, Limit: 5, Remaining: 3, ResetAfter: 2 * time.Hour}.Decision()
+	if d, n := allowCounting(t, lim, st, "k"); n != 1 || d.Source() != ratelimit.FromStore || d.BreakerOpen() || d.Remaining() != want.Remaining() {
 		t.Fatalf("the second probe, on a store that is back: Allow = %+v after %d store calls; want %+v after 1", d, n, want)
 	}
 	for i := range 3 {
-		if d, n := allowCounting(t, lim, st, "j"); d.Source != ratelimit.FromStore || n != 1 {
+		if d, n := allowCounting(t, lim, st, "j"); d.Source() != ratelimit.FromStore || n != 1 {
 			t.Fatalf("call %d after the breaker closed: Allow = %+v after %d store calls; want the store's decision", i, d, n)
 		}
 	}
@@ -113,7 +114,7 @@ func TestBreakerCountsFailuresInARow(t *testing.T) {
 			allowCounting(t, lim, st, "k")
 		}
 		st.down.Store(false)
-		if d, n := allowCounting(t, lim, st, "k"); d.Source != ratelimit.FromStore || n != 1 {
+		if d, n := allowCounting(t, lim, st, "k"); d.Source() != ratelimit.FromStore || n != 1 {
 			t.Fatalf("round %d: Allow after 2 failures = %+v after %d store calls; want the store's decision (the breaker needs 3 in a row)", round, d, n)
 		}
 	}
@@ -133,7 +134,7 @@ func TestBreakerIgnoresCancelledCallsAndForeignErrors(t *testing.T) {
 		}
 	}
 	st.foreign.Store(false)
-	if d, n := allowCounting(t, lim, st, "k"); d.Source != ratelimit.FromStore || n != 1 {
+	if d, n := allowCounting(t, lim, st, "k"); d.Source() != ratelimit.FromStore || n != 1 {
 		t.Fatalf("Allow after cancelled calls and foreign errors = %+v after %d store calls; want the store's decision", d, n)
 	}
 
@@ -145,7 +146,7 @@ func TestBreakerIgnoresCancelledCallsAndForeignErrors(t *testing.T) {
 			t.Fatalf("Allow past its deadline: %v, want context.DeadlineExceeded", err)
 		}
 	}
-	if d, n := allowCounting(t, lim, st, "k"); !d.BreakerOpen || n != 0 {
+	if d, n := allowCounting(t, lim, st, "k"); !d.BreakerOpen() || n != 0 {
 		t.Fatalf("Allow after 3 calls past their deadline = %+v after %d store calls; want the breaker open", d, n)
 	}
 }
@@ -179,7 +180,7 @@ func TestBreakerPolicies(t *testing.T) {
 	})
 	t.Run("FailClosed", func(t *testing.T) {
 		lim, _ := open(t, ratelimit.FailClosed)
-		want := ratelimit.Decision{Limit: 5, RetryAfter: ratelimit.FailClosedRetryAfter, Source: ratelimit.FromFailClosed, BreakerOpen: true}
+		want := ratelimit.DecisionFields{Limit: 5, RetryAfter: ratelimit.FailClosedRetryAfter, Source: ratelimit.FromFailClosed, BreakerOpen: true}.Decision()
 		if d, err := lim.Allow(ctx, "k"); err != nil || d != want {
 			t.Errorf("Allow = %+v, %v; want %+v", d, err, want)
 		}
@@ -188,11 +189,11 @@ func TestBreakerPolicies(t *testing.T) {
 		lim, _ := open(t, ratelimit.FailLocal)
 		for i, remaining := range []int64{4, 3, 2, 1, 0} {
 			d, err := lim.Allow(ctx, "k")
-			if err != nil || d.Source != ratelimit.FromLocal || !d.BreakerOpen || !d.Allowed || d.Remaining != remaining {
+			if err != nil || d.Source() != ratelimit.FromLocal || !d.BreakerOpen() || !d.Allowed() || d.Remaining() != remaining {
 				t.Fatalf("Allow #%d = %+v, %v; want allowed by the local limiter with Remaining %d, breaker open", i, d, err, remaining)
 			}
 		}
-		if d, err := lim.Allow(ctx, "k"); err != nil || d.Source != ratelimit.FromLocal || d.Allowed {
+		if d, err := lim.Allow(ctx, "k"); err != nil || d.Source() != ratelimit.FromLocal || d.Allowed() {
 			t.Errorf("Allow #5 = %+v, %v; want denied by the local limiter", d, err)
 		}
 	})
@@ -220,7 +221,7 @@ func TestBreakerOneProbeAtATime(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if d.BreakerOpen {
+				if d.BreakerOpen() {
 					open.Add(1)
 				}
 			}
@@ -253,11 +254,11 @@ func TestBreakerInvalidConfig(t *testing.T) {
 	}
 	st.down.Store(true)
 	for i := range ratelimit.DefaultBreakerFailures {
-		if d, n := allowCounting(t, lim, st, "k"); d.BreakerOpen || n != 1 {
+		if d, n := allowCounting(t, lim, st, "k"); d.BreakerOpen() || n != 1 {
 			t.Fatalf("failure %d: %+v after %d store calls; want the store asked", i+1, d, n)
 		}
 	}
-	if d, n := allowCounting(t, lim, st, "k"); !d.BreakerOpen || n != 0 {
+	if d, n := allowCounting(t, lim, st, "k"); !d.BreakerOpen() || n != 0 {
 		t.Fatalf("after %d failures: %+v after %d store calls; want the breaker open", ratelimit.DefaultBreakerFailures, d, n)
 	}
 	fake.Advance(ratelimit.DefaultProbeInterval)

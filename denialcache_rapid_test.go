@@ -158,7 +158,7 @@ func checkDenialCacheModel(t *testing.T, stores storePair) {
 				rt.Fatalf("B: %s: %v", what, err)
 			}
 			if cached {
-				if dA.Allowed || cost > 1 {
+				if dA.Allowed() || cost > 1 {
 					rt.Fatalf("%s: A answered %+v without asking the store", what, dA)
 				}
 				if now >= ks.until {
@@ -181,10 +181,10 @@ func checkDenialCacheModel(t *testing.T, stores storePair) {
 			}
 			if !cached {
 				switch {
-				case dA.Allowed && cost > 0: // a Take admitted: the cache forgets
+				case dA.Allowed() && cost > 0: // a Take admitted: the cache forgets
 					ks.until, ks.stale = 0, false
-				case !dA.Allowed && cost <= 1: // a denial of a cost of 1: cached
-					ks.until, ks.stale = now+dA.RetryAfter.Microseconds(), false
+				case !dA.Allowed() && cost <= 1: // a denial of a cost of 1: cached
+					ks.until, ks.stale = now+dA.RetryAfter().Microseconds(), false
 				}
 			}
 		}

@@ -39,18 +39,18 @@ func TestDenialCacheAnswersAFlood(t *testing.T) {
 	for name, alg := range allAlgorithms(t) {
 		t.Run(name, func(t *testing.T) {
 			cached, other, fs, fake := cachedLimiter(t, alg, newSharedStore(t, alg))
-			if d, err := cached.AllowN(ctx, "k", 5); err != nil || !d.Allowed {
+			if d, err := cached.AllowN(ctx, "k", 5); err != nil || !d.Allowed() {
 				t.Fatalf("AllowN(k, 5) = %+v, %v; want allowed", d, err)
 			}
 			fake.Advance(100 * time.Millisecond)
 			first, n := allowCounting(t, cached, fs, "k")
-			if first.Allowed || n != 1 {
+			if first.Allowed() || n != 1 {
 				t.Fatalf("Allow(k) with nothing left = %+v after %d store calls; want denied by the store", first, n)
 			}
 			// Until the denial's end, requests of cost 1 are answered
 			// locally, exactly as the store answers them.
 			calls := fs.calls.Load()
-			for step := time.Duration(0); step < first.RetryAfter; step += first.RetryAfter / 7 {
+			for step := time.Duration(0); step < first.RetryAfter(); step += first.RetryAfter() / 7 {
 				at := fake.Now()
 				for range 100 {
 					d, err := cached.Allow(ctx, "k")
@@ -65,22 +65,22 @@ func TestDenialCacheAnswersAFlood(t *testing.T) {
 						t.Fatalf("t0+%v: cached Allow(k) = %+v, the store says %+v", at.Sub(t0), d, want)
 					}
 				}
-				if d, err := cached.Peek(ctx, "k"); err != nil || d.Allowed {
+				if d, err := cached.Peek(ctx, "k"); err != nil || d.Allowed() {
 					t.Fatalf("t0+%v: cached Peek(k) = %+v, %v; want denied", at.Sub(t0), d, err)
 				}
-				fake.Advance(first.RetryAfter / 7)
+				fake.Advance(first.RetryAfter() / 7)
 			}
 			if n := fs.calls.Load() - calls; n != 0 {
 				t.Fatalf("%d calls reached the store while the denial stood", n)
 			}
 			// A request of a larger cost goes to the store.
-			fake.Set(t0.Add(100*time.Millisecond + first.RetryAfter - time.Microsecond))
-			if d, n := allowNCounting(t, cached, fs, "k", 2); d.Allowed || n != 1 {
+			fake.Set(t0.Add(100*time.Millisecond + first.RetryAfter() - time.Microsecond))
+			if d, n := allowNCounting(t, cached, fs, "k", 2); d.Allowed() || n != 1 {
 				t.Fatalf("AllowN(k, 2) under a standing denial = %+v after %d store calls; want denied by the store", d, n)
 			}
 			// At the denial's end the store decides again.
-			fake.Set(t0.Add(100*time.Millisecond + first.RetryAfter))
-			if d, n := allowCounting(t, cached, fs, "k"); !d.Allowed || n != 1 {
+			fake.Set(t0.Add(100*time.Millisecond + first.RetryAfter()))
+			if d, n := allowCounting(t, cached, fs, "k"); !d.Allowed() || n != 1 {
 				t.Fatalf("Allow(k) at the end of the denial = %+v after %d store calls; want allowed by the store", d, n)
 			}
 		})
@@ -105,7 +105,7 @@ func TestDenialCacheReset(t *testing.T) {
 		t.Helper()
 		cached.Allow(ctx, key)
 		d, err := cached.Allow(ctx, key)
-		if err != nil || d.Allowed || d.RetryAfter != time.Hour {
+		if err != nil || d.Allowed() || d.RetryAfter() != time.Hour {
 			t.Fatalf("Allow(%s) after its only token = %+v, %v; want denied for an hour", key, d, err)
 		}
 		return d
@@ -116,7 +116,7 @@ func TestDenialCacheReset(t *testing.T) {
 	if err := cached.Reset(ctx, "local"); err != nil {
 		t.Fatal(err)
 	}
-	if d, n := allowCounting(t, cached, fs, "local"); !d.Allowed || n != 1 {
+	if d, n := allowCounting(t, cached, fs, "local"); !d.Allowed() || n != 1 {
 		t.Errorf("Allow(local) after Reset = %+v after %d store calls; want allowed by the store", d, n)
 	}
 
@@ -126,11 +126,11 @@ func TestDenialCacheReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake.Advance(time.Hour - time.Microsecond)
-	if d, n := allowCounting(t, cached, fs, "remote"); d.Allowed || d.RetryAfter != time.Microsecond || n != 0 {
+	if d, n := allowCounting(t, cached, fs, "remote"); d.Allowed() || d.RetryAfter() != time.Microsecond || n != 0 {
 		t.Errorf("Allow(remote) 1µs before the end of the cached denial, reset elsewhere = %+v after %d store calls; want the cached denial", d, n)
 	}
 	fake.Advance(time.Microsecond)
-	if d, n := allowCounting(t, cached, fs, "remote"); !d.Allowed || d.Remaining != 0 || n != 1 {
+	if d, n := allowCounting(t, cached, fs, "remote"); !d.Allowed() || d.Remaining() != 0 || n != 1 {
 		t.Errorf("Allow(remote) at the end of the cached denial = %+v after %d store calls; want allowed by the store", d, n)
 	}
 
@@ -141,7 +141,7 @@ func TestDenialCacheReset(t *testing.T) {
 		t.Fatalf("Reset on a store that is down: %v, want ErrStoreUnavailable", err)
 	}
 	fs.down.Store(false)
-	if d, n := allowCounting(t, cached, fs, "down"); d.Allowed || n != 1 {
+	if d, n := allowCounting(t, cached, fs, "down"); d.Allowed() || n != 1 {
 		t.Errorf("Allow(down) after a failed Reset = %+v after %d store calls; want the store asked (it still denies)", d, n)
 	}
 }
@@ -200,10 +200,10 @@ func TestDenialCacheResetDuringTake(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate.release <- struct{}{}
-	if d := <-denied; d.Allowed {
+	if d := <-denied; d.Allowed() {
 		t.Fatalf("Allow(k) with no token left = %+v, want denied", d)
 	}
-	if d, err := lim.Allow(ctx, "k"); err != nil || !d.Allowed {
+	if d, err := lim.Allow(ctx, "k"); err != nil || !d.Allowed() {
 		t.Errorf("Allow(k) after Reset = %+v, %v; want allowed: the denial that predates the Reset must not be cached", d, err)
 	}
 }
@@ -240,7 +240,7 @@ func TestDenialCacheKeepsTheLatest(t *testing.T) {
 			for i := range keys {
 				key := fmt.Sprint("k", i)
 				lim.Allow(ctx, key)
-				if d, _ := lim.Allow(ctx, key); d.Allowed {
+				if d, _ := lim.Allow(ctx, key); d.Allowed() {
 					t.Fatalf("Allow(%s) twice: allowed", key)
 				}
 				fake.Advance(time.Microsecond) // later keys' denials end later

@@ -34,22 +34,21 @@ func TestDryRunChargesAsUsualAndNeverDenies(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !got.Allowed {
+				if !got.Allowed() {
 					t.Fatalf("step %d: dry run denied: %+v", i, got)
 				}
-				if got.DryRunDenied != !want.Allowed {
-					t.Errorf("step %d: DryRunDenied = %v, want %v", i, got.DryRunDenied, !want.Allowed)
+				if got.DryRunDenied() != !want.Allowed() {
+					t.Errorf("step %d: DryRunDenied = %v, want %v", i, got.DryRunDenied(), !want.Allowed())
 				}
-				got.Allowed, got.DryRunDenied = want.Allowed, false
-				if got != want {
+				if got != want.DryRun() {
 					t.Errorf("step %d: dry run decided\n %+v\nwant the plain limiter's\n %+v", i, got, want)
 				}
 				es := rec.take()
 				wantOutcome := ratelimit.OutcomeAllowed
-				if !want.Allowed {
+				if !want.Allowed() {
 					wantOutcome = ratelimit.OutcomeDenied
 				}
-				if len(es) != 1 || es[0].Outcome != wantOutcome || !es[0].DryRun || es[0].Decision.DryRunDenied != !want.Allowed {
+				if len(es) != 1 || es[0].Outcome != wantOutcome || !es[0].DryRun || es[0].Decision.DryRunDenied() != !want.Allowed() {
 					t.Errorf("step %d: events %+v, want one with outcome %v, DryRun", i, es, wantOutcome)
 				}
 			}
@@ -62,7 +61,7 @@ func TestDryRunChargesAsUsualAndNeverDenies(t *testing.T) {
 			}
 			want, _ := plain.Peek(ctx, "k")
 			got, err := dry.Peek(ctx, "k")
-			if err != nil || want.Allowed || !got.Allowed || !got.DryRunDenied || got.RetryAfter != want.RetryAfter {
+			if err != nil || want.Allowed() || !got.Allowed() || !got.DryRunDenied() || got.RetryAfter() != want.RetryAfter() {
 				t.Errorf("Peek = %+v, %v; the plain limiter's %+v", got, err, want)
 			}
 		})
@@ -77,7 +76,7 @@ func TestDryRunWaitReturnsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := lim.Wait(ctx, "alice") // on a fake clock nobody advances
-	if err != nil || !d.Allowed || !d.DryRunDenied || d.RetryAfter != time.Second {
+	if err != nil || !d.Allowed() || !d.DryRunDenied() || d.RetryAfter() != time.Second {
 		t.Fatalf("Wait = %+v, %v, want an admitted denial with RetryAfter 1s", d, err)
 	}
 }
@@ -87,7 +86,7 @@ func TestDryRunFailurePolicies(t *testing.T) {
 	lim, st, _ := newObserved(t, ratelimit.WithDryRun(), ratelimit.WithFailurePolicy(ratelimit.FailClosed))
 	st.setDown(true)
 	d, err := lim.Allow(ctx, "alice")
-	if err != nil || !d.Allowed || !d.DryRunDenied || d.Source != ratelimit.FromFailClosed {
+	if err != nil || !d.Allowed() || !d.DryRunDenied() || d.Source() != ratelimit.FromFailClosed {
 		t.Errorf("FailClosed in dry run: %+v, %v, want an admitted denial from fail-closed", d, err)
 	}
 	// With no failure policy there is no decision to admit.

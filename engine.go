@@ -108,21 +108,35 @@ func (e *engine[K]) fail(ctx context.Context, err error, key K, cost int64, peek
 	return r, FromLocal, nil
 }
 
+// failed is the decision of a single limit whose store failed with err:
+// the failure policy's, marked BreakerOpen when the breaker refused the
+// call, or the error.
+func (e *engine[K]) failed(ctx context.Context, err error, key K, cost int64, peek bool) (Decision, error) {
+	open := errors.Is(err, ErrBreakerOpen)
+	r, src, err := e.fail(ctx, err, key, cost, peek, nil)
+	if err != nil {
+		return Decision{}, err
+	}
+	d := decided(r, e.limit, src)
+	d.setBreakerOpen(open)
+	return d, nil
+}
+
 // wait calls allow until the decision it returns admits the request, as
 // WaitN documents, sleeping on the engine's clock in between.
-func (e *engine[K]) wait(ctx context.Context, allow func() (*Decision, error)) error {
+func (e *engine[K]) wait(ctx context.Context, allow func() (Decision, error)) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		d, err := allow()
-		if err != nil || d.Allowed {
+		if err != nil || d.Allowed() {
 			return err
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.RetryAfter {
-			return fmt.Errorf("%w (retry after %v): %w", ErrWouldExceedDeadline, d.RetryAfter, context.DeadlineExceeded)
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.RetryAfter() {
+			return fmt.Errorf("%w (retry after %v): %w", ErrWouldExceedDeadline, d.RetryAfter(), context.DeadlineExceeded)
 		}
-		t := e.clock.NewTimer(d.RetryAfter)
+		t := e.clock.NewTimer(d.RetryAfter())
 		select {
 		case <-ctx.Done():
 			t.Stop()

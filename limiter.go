@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -35,34 +36,140 @@ var (
 	ErrStoreUnavailable = store.ErrUnavailable
 )
 
-// Decision is the outcome of one call.
+// Decision is the outcome of one call. It is a small value, read through
+// its methods: four machine words, which Go passes and returns in
+// registers, so that a decision costs its caller no copy through memory.
+// The zero Decision denies, with a zero Limit, from the store.
 type Decision struct {
-	// Allowed reports whether the request was admitted (for Peek: whether a
-	// request of cost 1 would be).
-	Allowed bool
-	// Limit is the largest cost one request may have: the bucket's capacity
-	// or the window's limit.
-	Limit int64
-	// Remaining is how much cost could still be admitted now, after this
-	// decision, rounded down; 0 ≤ Remaining ≤ Limit.
-	Remaining int64
-	// RetryAfter is how long until this same request would be admitted if
-	// nothing else happened in between; 0 when allowed.
-	RetryAfter time.Duration
-	// ResetAfter is how long until the key is back to a full, fresh state
-	// if nothing else happens; 0 when it already is.
-	ResetAfter time.Duration
-	// Source tells what made the decision: the store, or the failure
-	// policy when the store could not.
-	Source Source
-	// DryRunDenied reports a request that the limit denied and that the
-	// limiter, in dry-run mode (WithDryRun), admitted anyway: Allowed is
-	// true, the other fields are the denial's.
+	remaining  int64
+	retryAfter time.Duration
+	resetAfter time.Duration
+	word       uint64 // the limit, the source and the flags: see the bits below
+}
+
+// The bits of Decision.word: the limit (at most algorithm.MaxLimit, 41
+// bits) in the low bits, the source above it, and one bit per flag.
+const (
+	limitBits   = 41
+	limitMask   = 1<<limitBits - 1
+	sourceShift = 48
+	allowedBit  = 1 << 63
+	dryRunBit   = 1 << 62
+	breakerBit  = 1 << 61
+)
+
+// Allowed reports whether the request was admitted (for Peek: whether a
+// request of cost 1 would be).
+func (d Decision) Allowed() bool { return d.word&allowedBit != 0 }
+
+// Limit is the largest cost one request may have: the bucket's capacity
+// or the window's limit.
+func (d Decision) Limit() int64 { return int64(d.word & limitMask) }
+
+// Remaining is how much cost could still be admitted now, after this
+// decision, rounded down; 0 ≤ Remaining ≤ Limit.
+func (d Decision) Remaining() int64 { return d.remaining }
+
+// RetryAfter is how long until this same request would be admitted if
+// nothing else happened in between; 0 when allowed.
+func (d Decision) RetryAfter() time.Duration { return d.retryAfter }
+
+// ResetAfter is how long until the key is back to a full, fresh state if
+// nothing else happens; 0 when it already is.
+func (d Decision) ResetAfter() time.Duration { return d.resetAfter }
+
+// Source tells what made the decision: the store, or the failure policy
+// when the store could not.
+func (d Decision) Source() Source { return Source(d.word >> sourceShift) }
+
+// DryRunDenied reports a request that the limit denied and that the
+// limiter, in dry-run mode (WithDryRun), admitted anyway: Allowed is true,
+// the other numbers are the denial's.
+func (d Decision) DryRunDenied() bool { return d.word&dryRunBit != 0 }
+
+// BreakerOpen reports that the store was not asked, because the circuit
+// breaker (WithBreaker) was open: Source names the failure policy that
+// decided instead.
+func (d Decision) BreakerOpen() bool { return d.word&breakerBit != 0 }
+
+// DryRun returns what a limiter in dry-run mode decides where it would
+// have decided d: d itself when d admits; otherwise d admitted and marked
+// DryRunDenied, with the denial's numbers. For middleware with a dry-run
+// mode of its own.
+func (d Decision) DryRun() Decision {
+	if !d.Allowed() {
+		d.word |= allowedBit | dryRunBit
+	}
+	return d
+}
+
+// String describes the decision, for logs and test failures.
+func (d Decision) String() string {
+	verdict := "denied"
+	if d.Allowed() {
+		verdict = "allowed"
+	}
+	s := fmt.Sprintf("%s: %d of %d remaining, retry after %v, reset after %v, from %v",
+		verdict, d.remaining, d.Limit(), d.retryAfter, d.resetAfter, d.Source())
+	if d.DryRunDenied() {
+		s += ", denied in dry run"
+	}
+	if d.BreakerOpen() {
+		s += ", breaker open"
+	}
+	return s
+}
+
+// DecisionFields is a Decision's content as a plain struct: for logs
+// (%+v), for comparing decisions in tests, and for building the decisions
+// a fake limiter returns.
+type DecisionFields struct {
+	Allowed      bool
+	Limit        int64
+	Remaining    int64
+	RetryAfter   time.Duration
+	ResetAfter   time.Duration
+	Source       Source
 	DryRunDenied bool
-	// BreakerOpen reports that the store was not asked, because the
-	// circuit breaker (WithBreaker) was open: Source names the failure
-	// policy that decided instead.
-	BreakerOpen bool
+	BreakerOpen  bool
+}
+
+// Fields returns d's content as a plain struct.
+func (d Decision) Fields() DecisionFields {
+	return DecisionFields{Allowed: d.Allowed(), Limit: d.Limit(), Remaining: d.remaining,
+		RetryAfter: d.retryAfter, ResetAfter: d.resetAfter, Source: d.Source(),
+		DryRunDenied: d.DryRunDenied(), BreakerOpen: d.BreakerOpen()}
+}
+
+// Decision returns the Decision with f's content. A Limit outside 0 to
+// algorithm.MaxLimit, the most a Decision holds, is clamped to it.
+func (f DecisionFields) Decision() Decision {
+	d := Decision{remaining: f.Remaining, retryAfter: f.RetryAfter, resetAfter: f.ResetAfter,
+		word: uint64(min(max(f.Limit, 0), algorithm.MaxLimit)) | uint64(f.Source)<<sourceShift}
+	if f.Allowed {
+		d.word |= allowedBit
+	}
+	if f.DryRunDenied {
+		d.word |= dryRunBit
+	}
+	if f.BreakerOpen {
+		d.word |= breakerBit
+	}
+	return d
+}
+
+// MarshalJSON encodes d as its Fields, so that a decision logged as JSON
+// shows what it holds.
+func (d Decision) MarshalJSON() ([]byte, error) { return json.Marshal(d.Fields()) }
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (d *Decision) UnmarshalJSON(b []byte) error {
+	var f DecisionFields
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*d = f.Decision()
+	return nil
 }
 
 // Source tells what made a Decision.
@@ -115,16 +222,26 @@ const (
 // FailClosedRetryAfter is the RetryAfter of decisions made by FailClosed.
 const FailClosedRetryAfter = time.Second
 
-// set makes d the decision of r, leaving d.Source as it is. It fills d in
-// place, field by field: a Decision has too many fields for the compiler
-// to keep in registers, and building one elsewhere and copying it costs a
-// store-forwarding stall on every decision.
-func (d *Decision) set(r algorithm.Result, limit int64) {
-	d.Allowed = r.RetryAfter == 0
-	d.Limit = limit
-	d.Remaining = r.Remaining
-	d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
-	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
+// decided returns r's decision under a limit of limit, made by src.
+func decided(r algorithm.Result, limit int64, src Source) Decision {
+	d := Decision{
+		remaining:  r.Remaining,
+		retryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
+		resetAfter: time.Duration(r.ResetAfter) * time.Microsecond,
+		word:       uint64(limit) | uint64(src)<<sourceShift,
+	}
+	if r.RetryAfter == 0 {
+		d.word |= allowedBit
+	}
+	return d
+}
+
+// setBreakerOpen sets or clears BreakerOpen.
+func (d *Decision) setBreakerOpen(open bool) {
+	d.word &^= breakerBit
+	if open {
+		d.word |= breakerBit
+	}
 }
 
 // Option configures a Limiter or a Policy.
@@ -236,23 +353,18 @@ func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
 // AllowN decides whether a request of cost n for key is admitted now, and
 // consumes n if it is. A cost below 1 or above Limit is an error
 // (ErrInvalidCost, ErrCostExceedsLimit) that consumes nothing.
-func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (d Decision, err error) {
+func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error) {
 	if l.hooked != nil {
 		return l.hooked.allowN(ctx, key, n)
 	}
 	if n < 1 || int64(n) > l.limit {
-		return d, algorithm.CheckCost(int64(n), l.limit)
+		return Decision{}, algorithm.CheckCost(int64(n), l.limit)
 	}
 	r, err := l.table.Take(ctx, key, l.micros.UnixMicro(), int64(n), nil)
 	if err != nil {
-		open := errors.Is(err, ErrBreakerOpen)
-		if r, d.Source, err = l.fail(ctx, err, key, int64(n), false, nil); err != nil {
-			return d, err
-		}
-		d.BreakerOpen = open
+		return l.failed(ctx, err, key, int64(n), false)
 	}
-	d.set(r, l.limit)
-	return d, nil
+	return decided(r, l.limit, FromStore), nil
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
@@ -268,29 +380,24 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) (Decision, error) {
 // would outlast ctx's deadline (and the last denial), and with ctx's error
 // when ctx ends first.
 func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (d Decision, err error) {
-	err = l.wait(ctx, func() (*Decision, error) {
+	err = l.wait(ctx, func() (Decision, error) {
 		d, err = l.AllowN(ctx, key, n)
-		return &d, err
+		return d, err
 	})
 	return d, err
 }
 
 // Peek reports key's state now without consuming anything: Allowed and
 // RetryAfter are for a request of cost 1, Remaining is what is left.
-func (l *Limiter[K]) Peek(ctx context.Context, key K) (d Decision, err error) {
+func (l *Limiter[K]) Peek(ctx context.Context, key K) (Decision, error) {
 	if l.hooked != nil {
 		return l.hooked.peek(ctx, key)
 	}
 	r, err := l.table.Peek(ctx, key, l.micros.UnixMicro(), nil)
 	if err != nil {
-		open := errors.Is(err, ErrBreakerOpen)
-		if r, d.Source, err = l.fail(ctx, err, key, 1, true, nil); err != nil {
-			return d, err
-		}
-		d.BreakerOpen = open
+		return l.failed(ctx, err, key, 1, true)
 	}
-	d.set(r, l.limit)
-	return d, nil
+	return decided(r, l.limit, FromStore), nil
 }
 
 // Reset forgets key's state: its next request is decided as a new key's.

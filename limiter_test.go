@@ -88,7 +88,7 @@ func TestNewIgnoresNilClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Allow(context.Background(), "k"); err != nil || !d.Allowed {
+	if d, err := lim.Allow(context.Background(), "k"); err != nil || !d.Allowed() {
 		t.Errorf("Allow = %+v, %v; want allowed", d, err)
 	}
 }
@@ -102,7 +102,7 @@ func TestAllowNInvalidCostConsumesNothing(t *testing.T) {
 				t.Fatalf("Limit() = %d, want %d", got, want)
 			}
 			// One admitted request, so the key has state to leave alone.
-			if d, err := lim.AllowN(ctx, "k", 2); err != nil || !d.Allowed {
+			if d, err := lim.AllowN(ctx, "k", 2); err != nil || !d.Allowed() {
 				t.Fatalf("AllowN(2) = %+v, %v; want allowed", d, err)
 			}
 			before, err := lim.Peek(ctx, "k")
@@ -138,7 +138,7 @@ func TestAllowNInvalidCostConsumesNothing(t *testing.T) {
 			if after != before {
 				t.Errorf("Peek after bad costs = %+v, want unchanged %+v", after, before)
 			}
-			if got, err := lim.Peek(ctx, "fresh"); err != nil || got.Remaining != 5 || !got.Allowed {
+			if got, err := lim.Peek(ctx, "fresh"); err != nil || got.Remaining() != 5 || !got.Allowed() {
 				t.Errorf("Peek(fresh) = %+v, %v; want a full key", got, err)
 			}
 		})
@@ -154,7 +154,7 @@ func TestDecisionDurations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ratelimit.Decision{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 2 * time.Second}
+	want := ratelimit.DecisionFields{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 2 * time.Second}.Decision()
 	if d != want {
 		t.Fatalf("t0: AllowN(2) = %+v, want %+v", d, want)
 	}
@@ -164,7 +164,7 @@ func TestDecisionDurations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = ratelimit.Decision{Limit: 2, RetryAfter: 750 * time.Millisecond, ResetAfter: 1750 * time.Millisecond}
+	want = ratelimit.DecisionFields{Limit: 2, RetryAfter: 750 * time.Millisecond, ResetAfter: 1750 * time.Millisecond}.Decision()
 	if d != want {
 		t.Fatalf("t0+250ms: Allow = %+v, want %+v", d, want)
 	}
@@ -174,7 +174,7 @@ func TestDecisionDurations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = ratelimit.Decision{Limit: 2, RetryAfter: 749999 * time.Microsecond, ResetAfter: 1749999 * time.Microsecond}
+	want = ratelimit.DecisionFields{Limit: 2, RetryAfter: 749999 * time.Microsecond, ResetAfter: 1749999 * time.Microsecond}.Decision()
 	if d != want {
 		t.Fatalf("t0+250.001ms: Peek = %+v, want %+v", d, want)
 	}
@@ -201,7 +201,7 @@ func TestDecisionDurations(t *testing.T) {
 		t.Fatal(err)
 	}
 	left := 40*time.Second - 1500*time.Microsecond
-	want = ratelimit.Decision{Limit: 1, RetryAfter: left, ResetAfter: left}
+	want = ratelimit.DecisionFields{Limit: 1, RetryAfter: left, ResetAfter: left}.Decision()
 	if d != want {
 		t.Fatalf("fixed window: Allow = %+v, want %+v", d, want)
 	}
@@ -212,19 +212,19 @@ func TestResetForgetsKey(t *testing.T) {
 	for name, alg := range allAlgorithms(t) {
 		t.Run(name, func(t *testing.T) {
 			lim, _ := newLimiter[string](t, alg)
-			if d, err := lim.AllowN(ctx, "k", 5); err != nil || !d.Allowed {
+			if d, err := lim.AllowN(ctx, "k", 5); err != nil || !d.Allowed() {
 				t.Fatalf("AllowN(5) = %+v, %v; want allowed", d, err)
 			}
-			if d, err := lim.Allow(ctx, "k"); err != nil || d.Allowed {
+			if d, err := lim.Allow(ctx, "k"); err != nil || d.Allowed() {
 				t.Fatalf("Allow on a drained key = %+v, %v; want denied", d, err)
 			}
 			if err := lim.Reset(ctx, "k"); err != nil {
 				t.Fatal(err)
 			}
-			if d, err := lim.Peek(ctx, "k"); err != nil || d != (ratelimit.Decision{Allowed: true, Limit: 5, Remaining: 5}) {
+			if d, err := lim.Peek(ctx, "k"); err != nil || d != (ratelimit.DecisionFields{Allowed: true, Limit: 5, Remaining: 5}.Decision()) {
 				t.Fatalf("Peek after Reset = %+v, %v; want a fresh key", d, err)
 			}
-			if d, err := lim.AllowN(ctx, "k", 5); err != nil || !d.Allowed {
+			if d, err := lim.AllowN(ctx, "k", 5); err != nil || !d.Allowed() {
 				t.Fatalf("AllowN(5) after Reset = %+v, %v; want allowed", d, err)
 			}
 		})
@@ -265,27 +265,27 @@ func TestWaitBlocksForExactlyRetryAfter(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			lim, fake := newLimiter[string](t, alg)
 			fake.Advance(100 * time.Millisecond) // off the window edge
-			if d, err := lim.AllowN(ctx, "k", 5); err != nil || !d.Allowed {
+			if d, err := lim.AllowN(ctx, "k", 5); err != nil || !d.Allowed() {
 				t.Fatalf("AllowN(5) = %+v, %v; want allowed", d, err)
 			}
 			d, err := lim.Peek(ctx, "k")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.RetryAfter <= time.Microsecond {
-				t.Fatalf("Peek on a drained key: RetryAfter = %v, want more than 1µs", d.RetryAfter)
+			if d.RetryAfter() <= time.Microsecond {
+				t.Fatalf("Peek on a drained key: RetryAfter = %v, want more than 1µs", d.RetryAfter())
 			}
 
 			done := startWait(ctx, lim, "k", 1)
 			fake.BlockUntilTimers(1)
-			fake.Advance(d.RetryAfter - time.Microsecond)
+			fake.Advance(d.RetryAfter() - time.Microsecond)
 			assertBlocked(t, done)
 			if got := fake.Timers(); got != 1 {
 				t.Fatalf("Timers() = %d 1µs before RetryAfter, want 1", got)
 			}
 			fake.Advance(time.Microsecond)
 			r := <-done
-			if r.err != nil || !r.d.Allowed {
+			if r.err != nil || !r.d.Allowed() {
 				t.Fatalf("Wait = %+v, %v; want allowed", r.d, r.err)
 			}
 			if got := fake.Timers(); got != 0 {
@@ -298,7 +298,7 @@ func TestWaitBlocksForExactlyRetryAfter(t *testing.T) {
 func TestWaitAllowedAtOnce(t *testing.T) {
 	lim, fake := newLimiter[string](t, mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1}))
 	d, err := lim.Wait(context.Background(), "k")
-	if err != nil || !d.Allowed {
+	if err != nil || !d.Allowed() {
 		t.Fatalf("Wait on a fresh key = %+v, %v; want allowed", d, err)
 	}
 	if got := fake.Timers(); got != 0 {
@@ -318,7 +318,7 @@ func TestWaitNCostExceedsLimitFailsAtOnce(t *testing.T) {
 	if got := fake.Timers(); got != 0 {
 		t.Errorf("Timers() = %d, want 0", got)
 	}
-	if d, err := lim.Peek(ctx, "k"); err != nil || d.Remaining != 3 {
+	if d, err := lim.Peek(ctx, "k"); err != nil || d.Remaining() != 3 {
 		t.Errorf("Peek = %+v, %v; want nothing consumed", d, err)
 	}
 }
@@ -339,7 +339,7 @@ func TestWaitNWouldExceedDeadline(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Wait error = %v, want it to match context.DeadlineExceeded", err)
 	}
-	if d.Allowed || d.RetryAfter != time.Hour {
+	if d.Allowed() || d.RetryAfter() != time.Hour {
 		t.Errorf("Wait decision = %+v, want denied with RetryAfter 1h", d)
 	}
 	if got := fake.Timers(); got != 0 {
@@ -360,7 +360,7 @@ func TestWaitCancelledWhileWaiting(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("Wait error = %v, want context.Canceled", r.err)
 	}
-	if r.d.Allowed {
+	if r.d.Allowed() {
 		t.Errorf("Wait decision = %+v, want not allowed", r.d)
 	}
 	if got := fake.Timers(); got != 0 {
@@ -368,7 +368,7 @@ func TestWaitCancelledWhileWaiting(t *testing.T) {
 	}
 	// Nothing was consumed by the cancelled wait.
 	fake.Advance(time.Second)
-	if d, err := lim.Allow(context.Background(), "k"); err != nil || !d.Allowed {
+	if d, err := lim.Allow(context.Background(), "k"); err != nil || !d.Allowed() {
 		t.Errorf("Allow 1s later = %+v, %v; want allowed", d, err)
 	}
 }
@@ -380,7 +380,7 @@ func TestWaitContextAlreadyDone(t *testing.T) {
 	if _, err := lim.Wait(ctx, "k"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Wait with a cancelled context: error = %v, want context.Canceled", err)
 	}
-	if d, err := lim.Peek(context.Background(), "k"); err != nil || d.Remaining != 1 {
+	if d, err := lim.Peek(context.Background(), "k"); err != nil || d.Remaining() != 1 {
 		t.Errorf("Peek = %+v, %v; want nothing consumed", d, err)
 	}
 }
@@ -404,7 +404,7 @@ func TestWaitLoopsWhenAnotherCallerWins(t *testing.T) {
 	case first = <-b:
 		loser = a
 	}
-	if first.err != nil || !first.d.Allowed {
+	if first.err != nil || !first.d.Allowed() {
 		t.Fatalf("first waiter: %+v, %v; want allowed", first.d, first.err)
 	}
 	fake.BlockUntilTimers(1)
@@ -412,7 +412,7 @@ func TestWaitLoopsWhenAnotherCallerWins(t *testing.T) {
 	fake.Advance(time.Second - time.Microsecond)
 	assertBlocked(t, loser)
 	fake.Advance(time.Microsecond)
-	if r := <-loser; r.err != nil || !r.d.Allowed {
+	if r := <-loser; r.err != nil || !r.d.Allowed() {
 		t.Fatalf("second waiter: %+v, %v; want allowed", r.d, r.err)
 	}
 }
@@ -429,7 +429,7 @@ func TestWaitLoopsWhenAllowTakesTokenFirst(t *testing.T) {
 	done := startWait(ctx, lim, "k", 2)
 	fake.BlockUntilTimers(1)
 	fake.Advance(time.Second)
-	if d, err := lim.Allow(ctx, "k"); err != nil || !d.Allowed {
+	if d, err := lim.Allow(ctx, "k"); err != nil || !d.Allowed() {
 		t.Fatalf("Allow at t0+1s = %+v, %v; want allowed", d, err)
 	}
 	fake.Advance(time.Second)
@@ -438,7 +438,7 @@ func TestWaitLoopsWhenAllowTakesTokenFirst(t *testing.T) {
 	fake.Advance(time.Second - time.Microsecond)
 	assertBlocked(t, done)
 	fake.Advance(time.Microsecond)
-	if r := <-done; r.err != nil || !r.d.Allowed {
+	if r := <-done; r.err != nil || !r.d.Allowed() {
 		t.Fatalf("WaitN(2) = %+v, %v; want allowed", r.d, r.err)
 	}
 }
@@ -454,22 +454,22 @@ func checkKeys[K comparable](t *testing.T, a, aAgain, b K) {
 	t.Helper()
 	ctx := context.Background()
 	lim, _ := newLimiter[K](t, mustBucket(t, tokenbucket.Config{Capacity: 2, Rate: 1}))
-	if d, err := lim.AllowN(ctx, a, 2); err != nil || !d.Allowed {
+	if d, err := lim.AllowN(ctx, a, 2); err != nil || !d.Allowed() {
 		t.Fatalf("AllowN(%v, 2) = %+v, %v; want allowed", a, d, err)
 	}
-	if d, err := lim.Allow(ctx, aAgain); err != nil || d.Allowed {
+	if d, err := lim.Allow(ctx, aAgain); err != nil || d.Allowed() {
 		t.Errorf("Allow(%v) after draining the equal key %v = %+v, %v; want denied", aAgain, a, d, err)
 	}
-	if d, err := lim.Peek(ctx, b); err != nil || d.Remaining != 2 {
+	if d, err := lim.Peek(ctx, b); err != nil || d.Remaining() != 2 {
 		t.Errorf("Peek(%v) = %+v, %v; want untouched", b, d, err)
 	}
-	if d, err := lim.Allow(ctx, b); err != nil || !d.Allowed || d.Remaining != 1 {
+	if d, err := lim.Allow(ctx, b); err != nil || !d.Allowed() || d.Remaining() != 1 {
 		t.Errorf("Allow(%v) = %+v, %v; want allowed with 1 remaining", b, d, err)
 	}
 	if err := lim.Reset(ctx, aAgain); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Peek(ctx, a); err != nil || d.Remaining != 2 {
+	if d, err := lim.Peek(ctx, a); err != nil || d.Remaining() != 2 {
 		t.Errorf("Peek(%v) after Reset(%v) = %+v, %v; want fresh", a, aAgain, d, err)
 	}
 }

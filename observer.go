@@ -176,10 +176,10 @@ func end[K comparable](ctx context.Context, h *hooks, clk interface{ Now() time.
 	switch {
 	case err != nil:
 		outcome = OutcomeError
-	case !d.Allowed:
+	case !d.Allowed():
 		outcome = OutcomeDenied
 		if h.dryRun {
-			d.Allowed, d.DryRunDenied = true, true
+			*d = d.DryRun()
 		}
 	}
 	if h.observer == nil {

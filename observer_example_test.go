@@ -30,7 +30,7 @@ func ExampleWithDryRun() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("allowed %v, would have been denied %v\n", d.Allowed, d.DryRunDenied)
+		fmt.Printf("allowed %v, would have been denied %v\n", d.Allowed(), d.DryRunDenied())
 	}
 	// Output:
 	// event: new-limit allow allowed, dry run true

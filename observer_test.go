@@ -138,14 +138,14 @@ func TestObserverReportsEveryDecision(t *testing.T) {
 	const ms3 = 3 * time.Millisecond
 
 	d, err := lim.AllowN(ctx, "alice", 2)
-	if err != nil || !d.Allowed {
+	if err != nil || !d.Allowed() {
 		t.Fatalf("AllowN = %+v, %v", d, err)
 	}
 	checkEvent(t, rec.take(), ratelimit.Event{Name: "api", Op: ratelimit.OpAllow, Outcome: ratelimit.OutcomeAllowed,
 		Cost: 2, Latency: ms3, Decision: d})
 
 	d, err = lim.Allow(ctx, "alice")
-	if err != nil || d.Allowed {
+	if err != nil || d.Allowed() {
 		t.Fatalf("Allow = %+v, %v, want a denial", d, err)
 	}
 	checkEvent(t, rec.take(), ratelimit.Event{Name: "api", Op: ratelimit.OpAllow, Outcome: ratelimit.OutcomeDenied,
@@ -199,8 +199,8 @@ func TestObserverReportsFailurePolicies(t *testing.T) {
 			if !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
 				t.Fatalf("Allow = %+v, %v, want error %v", d, err, tt.err)
 			}
-			if d.Source != tt.source {
-				t.Errorf("Source = %v, want %v", d.Source, tt.source)
+			if d.Source() != tt.source {
+				t.Errorf("Source = %v, want %v", d.Source(), tt.source)
 			}
 			checkEvent(t, rec.take(), ratelimit.Event{Op: ratelimit.OpAllow, Outcome: tt.outcome,
 				Cost: 1, Latency: 3 * time.Millisecond, Decision: d, Err: tt.err})
@@ -219,7 +219,7 @@ func TestObserverReportsEachWaitAttempt(t *testing.T) {
 	done := startWait(ctx, lim, "alice", 1)
 	st.fake.BlockUntilTimers(1)
 	st.fake.Advance(time.Second)
-	if r := <-done; r.err != nil || !r.d.Allowed {
+	if r := <-done; r.err != nil || !r.d.Allowed() {
 		t.Fatalf("Wait = %+v, %v", r.d, r.err)
 	}
 	var outcomes []ratelimit.Outcome
@@ -254,7 +254,7 @@ func TestWithObserverNilIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Allow(context.Background(), "alice"); err != nil || !d.Allowed {
+	if d, err := lim.Allow(context.Background(), "alice"); err != nil || !d.Allowed() {
 		t.Fatalf("Allow = %+v, %v", d, err)
 	}
 }

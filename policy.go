@@ -178,7 +178,7 @@ func (p *Policy[K]) allowN(ctx context.Context, key K, n int, d *PolicyDecision)
 		}
 	}
 	d.set(r, rs, src, p.limits)
-	d.BreakerOpen = open
+	d.setBreakerOpen(open)
 	return nil
 }
 
@@ -190,9 +190,9 @@ func (p *Policy[K]) Wait(ctx context.Context, key K) (PolicyDecision, error) {
 // WaitN blocks until a request of cost n for key is admitted by every
 // limit, as Limiter.WaitN does, and returns the admitting decision.
 func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (d PolicyDecision, err error) {
-	err = p.wait(ctx, func() (*Decision, error) {
+	err = p.wait(ctx, func() (Decision, error) {
 		d, err = p.AllowN(ctx, key, n)
-		return &d.Decision, err
+		return d.Decision, err
 	})
 	return d, err
 }
@@ -215,12 +215,10 @@ func (p *Policy[K]) Peek(ctx context.Context, key K) (d PolicyDecision, err erro
 // observer receives the policy's combined decision.
 func (p *Policy[K]) end(ctx context.Context, op Op, key K, cost int64, start time.Time, d *PolicyDecision, err error) {
 	end(ctx, &p.hooks, p.clock, op, key, cost, start, &d.Decision, err)
-	if d.DryRunDenied {
+	if d.DryRunDenied() {
 		limits := d.Limits()
 		for i := range limits {
-			if !limits[i].Allowed {
-				limits[i].Allowed, limits[i].DryRunDenied = true, true
-			}
+			limits[i] = limits[i].DryRun()
 		}
 	}
 }
@@ -238,7 +236,7 @@ func (p *Policy[K]) peek(ctx context.Context, key K, d *PolicyDecision) error {
 		}
 	}
 	d.set(r, rs, src, p.limits)
-	d.BreakerOpen = open
+	d.setBreakerOpen(open)
 	return nil
 }
 
@@ -279,8 +277,7 @@ func (d *PolicyDecision) set(r algorithm.Result, rs []algorithm.Result, src Sour
 	}
 	ds := d.Limits()
 	for i, ri := range rs {
-		ds[i].set(ri, limits[i])
-		ds[i].Source = src
+		ds[i] = decided(ri, limits[i], src)
 		b := rs[d.Binding]
 		denied := r.RetryAfter > 0
 		if denied && ri.RetryAfter > b.RetryAfter ||
@@ -288,6 +285,5 @@ func (d *PolicyDecision) set(r algorithm.Result, rs []algorithm.Result, src Sour
 			d.Binding = i
 		}
 	}
-	d.Decision.set(r, limits[d.Binding])
-	d.Source = src
+	d.Decision = decided(r, limits[d.Binding], src)
 }

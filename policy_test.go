@@ -58,12 +58,12 @@ func TestPolicyBindingLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := want{d.Allowed, d.Binding, d.Limits()[0].Remaining, d.Limits()[1].Remaining, d.RetryAfter, d.Limits()[0].Allowed, d.Limits()[1].Allowed}
+		got := want{d.Allowed(), d.Binding, d.Limits()[0].Remaining(), d.Limits()[1].Remaining(), d.RetryAfter(), d.Limits()[0].Allowed(), d.Limits()[1].Allowed()}
 		if got != w {
 			t.Fatalf("%s: got %+v, want %+v", what, got, w)
 		}
-		if d.Source != ratelimit.FromStore || d.Limit != d.Limits()[d.Binding].Limit {
-			t.Fatalf("%s: Source %v, Limit %d; want the store, the binding limit's %d", what, d.Source, d.Limit, d.Limits()[d.Binding].Limit)
+		if d.Source() != ratelimit.FromStore || d.Limit() != d.Limits()[d.Binding].Limit() {
+			t.Fatalf("%s: Source %v, Limit %d; want the store, the binding limit's %d", what, d.Source(), d.Limit(), d.Limits()[d.Binding].Limit())
 		}
 	}
 	step("first", want{true, 0, 1, 4, 0, true, true})
@@ -81,17 +81,17 @@ func TestPolicyBindingLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Allowed || d.Binding != 1 || d.Limits()[0].Allowed == false || d.RetryAfter != d.Limits()[1].RetryAfter {
+	if d.Allowed() || d.Binding != 1 || d.Limits()[0].Allowed() == false || d.RetryAfter() != d.Limits()[1].RetryAfter() {
 		t.Fatalf("hour spent: got %+v, want denied by the hour", d)
 	}
 	hourEnds := t0.Truncate(time.Hour).Add(time.Hour).Sub(fake.Now())
-	if d.RetryAfter != hourEnds {
-		t.Errorf("hour spent: RetryAfter %v, want %v, the end of the hour", d.RetryAfter, hourEnds)
+	if d.RetryAfter() != hourEnds {
+		t.Errorf("hour spent: RetryAfter %v, want %v, the end of the hour", d.RetryAfter(), hourEnds)
 	}
 	if err := p.Reset(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := p.Peek(ctx, "k"); !d.Allowed || d.Limits()[0].Remaining != 2 || d.Limits()[1].Remaining != 5 {
+	if d, _ := p.Peek(ctx, "k"); !d.Allowed() || d.Limits()[0].Remaining() != 2 || d.Limits()[1].Remaining() != 5 {
 		t.Errorf("after Reset: %+v, want both limits fresh", d)
 	}
 }
@@ -105,7 +105,7 @@ func TestPolicyWaitsForEveryLimit(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		d, err := p.WaitN(ctx, "k", 2)
-		if err == nil && !d.Allowed {
+		if err == nil && !d.Allowed() {
 			err = errors.New("WaitN returned a denial")
 		}
 		done <- err
@@ -135,7 +135,7 @@ func TestPolicyCostChecks(t *testing.T) {
 	if _, err := p.AllowN(ctx, "k", 0); !errors.Is(err, ratelimit.ErrInvalidCost) {
 		t.Errorf("AllowN(0): %v, want ErrInvalidCost", err)
 	}
-	if d, _ := p.Peek(ctx, "k"); d.Limits()[0].Remaining != 2 || d.Limits()[1].Remaining != 5 {
+	if d, _ := p.Peek(ctx, "k"); d.Limits()[0].Remaining() != 2 || d.Limits()[1].Remaining() != 5 {
 		t.Errorf("after refused costs: %+v, want nothing charged", d)
 	}
 }
@@ -193,12 +193,12 @@ func TestPolicyFailurePolicies(t *testing.T) {
 	}
 	p, _ := newPolicy(t, downStore{}, ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 	d, err := p.AllowN(ctx, "k", 2)
-	if err != nil || !d.Allowed || d.Source != ratelimit.FromFailOpen || d.Limits()[0].Remaining != 2 || d.Limits()[1].Remaining != 5 || d.Limits()[1].Source != ratelimit.FromFailOpen {
+	if err != nil || !d.Allowed() || d.Source() != ratelimit.FromFailOpen || d.Limits()[0].Remaining() != 2 || d.Limits()[1].Remaining() != 5 || d.Limits()[1].Source() != ratelimit.FromFailOpen {
 		t.Errorf("FailOpen: %+v, %v; want allowed, every limit full, from fail-open", d, err)
 	}
 	p, _ = newPolicy(t, downStore{}, ratelimit.WithFailurePolicy(ratelimit.FailClosed))
 	d, err = p.Allow(ctx, "k")
-	if err != nil || d.Allowed || d.Source != ratelimit.FromFailClosed || d.RetryAfter != ratelimit.FailClosedRetryAfter || d.Limits()[1].Allowed {
+	if err != nil || d.Allowed() || d.Source() != ratelimit.FromFailClosed || d.RetryAfter() != ratelimit.FailClosedRetryAfter || d.Limits()[1].Allowed() {
 		t.Errorf("FailClosed: %+v, %v; want denied by every limit, retry after %v", d, err, ratelimit.FailClosedRetryAfter)
 	}
 	// FailLocal decides with both limits in memory: the burst denies the
@@ -206,10 +206,10 @@ func TestPolicyFailurePolicies(t *testing.T) {
 	p, _ = newPolicy(t, downStore{}, ratelimit.WithFailurePolicy(ratelimit.FailLocal))
 	for i, want := range []bool{true, true, false} {
 		d, err := p.Allow(ctx, "k")
-		if err != nil || d.Allowed != want || d.Source != ratelimit.FromLocal {
+		if err != nil || d.Allowed() != want || d.Source() != ratelimit.FromLocal {
 			t.Fatalf("FailLocal request %d: %+v, %v; want allowed=%v from local", i+1, d, err, want)
 		}
-		if i == 2 && (d.Binding != 0 || d.Limits()[1].Remaining != 3) {
+		if i == 2 && (d.Binding != 0 || d.Limits()[1].Remaining() != 3) {
 			t.Errorf("FailLocal denial: %+v; want the burst binding, the hour at 3", d)
 		}
 	}
@@ -255,18 +255,19 @@ func TestPolicyOfManyLimits(t *testing.T) {
 			t.Fatalf("decision %d: %d limit decisions, want 6", i+1, len(d))
 		}
 		for j, dj := range d {
-			if want := int64(10+j) - 3*int64(i+1); !dj.Allowed || dj.Remaining != want {
+			if want := int64(10+j) - 3*int64(i+1); !dj.Allowed() || dj.Remaining() != want {
 				t.Errorf("decision %d, limit %d: %+v, want allowed with %d left", i+1, j, dj, want)
 			}
 		}
 	}
-	if first.Binding != 0 || second.Remaining != 4 {
+	if first.Binding != 0 || second.Remaining() != 4 {
 		t.Errorf("second decision %+v: want limit 0 binding with 4 left", second)
 	}
 	// Limits is the decision's own: changing it changes the decision.
 	small := mustPolicyDecision(t, ctx)
-	small.Limits()[0].Remaining = -1
-	if small.Limits()[0].Remaining != -1 {
+	changed := ratelimit.DecisionFields{Remaining: -1}.Decision()
+	small.Limits()[0] = changed
+	if small.Limits()[0] != changed {
 		t.Error("Limits() of a small policy's decision is not the decision's own storage")
 	}
 }
@@ -292,7 +293,7 @@ func TestPolicyObserverAndDryRun(t *testing.T) {
 		}
 	}
 	d, err := p.Allow(ctx, "k")
-	if err != nil || !d.Allowed || !d.DryRunDenied || !d.Limits()[0].DryRunDenied || d.Limits()[1].DryRunDenied || d.RetryAfter == 0 {
+	if err != nil || !d.Allowed() || !d.DryRunDenied() || !d.Limits()[0].DryRunDenied() || d.Limits()[1].DryRunDenied() || d.RetryAfter() == 0 {
 		t.Errorf("a dry-run denial by the burst: %+v, %v; want admitted, marked on the policy and the burst only, with its RetryAfter", d, err)
 	}
 	if len(events) != 4 || events[3].Name != "route" || events[3].Outcome != ratelimit.OutcomeDenied || !events[3].DryRun || events[0].Outcome != ratelimit.OutcomeAllowed {
@@ -311,7 +312,7 @@ func TestPolicyBreaker(t *testing.T) {
 	st.down.Store(true)
 	for i := range 4 {
 		d, err := p.Allow(ctx, "k")
-		if err != nil || !d.Allowed || d.Source != ratelimit.FromFailOpen || d.BreakerOpen != (i >= 2) {
+		if err != nil || !d.Allowed() || d.Source() != ratelimit.FromFailOpen || d.BreakerOpen() != (i >= 2) {
 			t.Fatalf("request %d with the store down: %+v, %v; want fail-open, the breaker open from the third", i+1, d, err)
 		}
 	}

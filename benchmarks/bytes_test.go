@@ -110,7 +110,7 @@ func inProcessSubjects() []inProcess {
 			}
 			return func(ctx context.Context, key string) (bool, error) {
 				d, err := lim.Allow(ctx, key)
-				return d.Allowed, err
+				return d.Allowed(), err
 			}, func() {}
 		}})
 	}
@@ -267,7 +267,7 @@ func redisSubjectsForBytes() []inRedis {
 				}
 				return func(ctx context.Context, key string) (bool, error) {
 					d, err := lim.Allow(ctx, key)
-					return d.Allowed, err
+					return d.Allowed(), err
 				}, c.Close
 			}})
 	}

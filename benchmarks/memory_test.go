@@ -55,7 +55,7 @@ var memorySubjects = []subject{
 		}
 		allow := func(ctx context.Context, key string) (bool, error) {
 			d, err := lim.Allow(ctx, key)
-			return d.Allowed, err
+			return d.Allowed(), err
 		}
 		if p != allowed {
 			prime(b, allow, keys, true)
@@ -64,7 +64,7 @@ var memorySubjects = []subject{
 		// Half the bucket, so that a key stays far from full for the
 		// whole run.
 		for _, k := range keys {
-			if d, err := lim.AllowN(context.Background(), k, int(algorithm.MaxLimit/2)); err != nil || !d.Allowed {
+			if d, err := lim.AllowN(context.Background(), k, int(algorithm.MaxLimit/2)); err != nil || !d.Allowed() {
 				b.Fatalf("priming %s: %+v %v", k, d, err)
 			}
 		}

@@ -114,7 +114,7 @@ func limiterOn(b *testing.B, alg algorithm.Algorithm, st store.Store[string], ke
 	}
 	allow := func(ctx context.Context, key string) (bool, error) {
 		d, err := lim.Allow(ctx, key)
-		return d.Allowed, err
+		return d.Allowed(), err
 	}
 	prime(b, allow, keys, true)
 	return allow

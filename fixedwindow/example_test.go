@@ -30,10 +30,10 @@ func ExampleNew() {
 			log.Fatal(err)
 		}
 		at := clk.Now().Format(time.TimeOnly)
-		if d.Allowed {
-			fmt.Printf("%s: allowed, %d left\n", at, d.Remaining)
+		if d.Allowed() {
+			fmt.Printf("%s: allowed, %d left\n", at, d.Remaining())
 		} else {
-			fmt.Printf("%s: denied, retry after %v\n", at, d.RetryAfter)
+			fmt.Printf("%s: denied, retry after %v\n", at, d.RetryAfter())
 		}
 	}
 	allow()

@@ -32,10 +32,10 @@ func ExampleNew() {
 			log.Fatal(err)
 		}
 		at := clk.Now().Sub(start)
-		if d.Allowed {
-			fmt.Printf("%v: allowed, %d left, at rest in %v\n", at, d.Remaining, d.ResetAfter)
+		if d.Allowed() {
+			fmt.Printf("%v: allowed, %d left, at rest in %v\n", at, d.Remaining(), d.ResetAfter())
 		} else {
-			fmt.Printf("%v: denied, retry after %v\n", at, d.RetryAfter)
+			fmt.Printf("%v: denied, retry after %v\n", at, d.RetryAfter())
 		}
 	}
 	for range 4 {

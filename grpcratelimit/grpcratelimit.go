@@ -205,11 +205,11 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 	if err != nil {
 		return nil, in.onError(ctx, fullMethod, err)
 	}
-	if !d.Allowed {
+	if !d.Allowed() {
 		if !in.dryRun {
 			return nil, exhausted(d)
 		}
-		d.Allowed, d.DryRunDenied = true, true
+		d = d.DryRun()
 	}
 	return context.WithValue(ctx, decisionKey{}, d), nil
 }
@@ -306,10 +306,10 @@ func (in *Interceptor[K]) StreamClient() grpc.StreamClientInterceptor {
 // exhausted is the error of a denied call: RESOURCE_EXHAUSTED with a
 // RetryInfo detail carrying RetryAfter.
 func exhausted(d ratelimit.Decision) error {
-	st, err := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded; retry in %v", d.RetryAfter)).
-		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)})
+	st, err := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded; retry in %v", d.RetryAfter())).
+		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter())})
 	if err != nil { // a RetryInfo always marshals
-		return status.Errorf(codes.ResourceExhausted, "rate limit exceeded; retry in %v", d.RetryAfter)
+		return status.Errorf(codes.ResourceExhausted, "rate limit exceeded; retry in %v", d.RetryAfter())
 	}
 	return st.Err()
 }

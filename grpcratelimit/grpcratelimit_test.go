@@ -331,12 +331,12 @@ func TestDecisionFromAndDryRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(seen) != 2 || !seen[0].Allowed || seen[0].DryRunDenied || !seen[1].Allowed || !seen[1].DryRunDenied || seen[1].RetryAfter != time.Second {
+	if len(seen) != 2 || !seen[0].Allowed() || seen[0].DryRunDenied() || !seen[1].Allowed() || !seen[1].DryRunDenied() || seen[1].RetryAfter() != time.Second {
 		t.Errorf("decisions %+v, want an admission, then a dry-run denial with RetryAfter 1s", seen)
 	}
 	// Streams see it through their context too.
 	stream := func(_ any, ss grpc.ServerStream) error {
-		if d, ok := grpcratelimit.DecisionFrom(ss.Context()); !ok || !d.DryRunDenied {
+		if d, ok := grpcratelimit.DecisionFrom(ss.Context()); !ok || !d.DryRunDenied() {
 			t.Errorf("stream decision %+v, %v, want a dry-run denial", d, ok)
 		}
 		return nil

@@ -183,19 +183,17 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 			return
 		}
 		m.writeHeaders(w.Header(), desc, d)
-		if m.dryRun && !d.Allowed {
+		if m.dryRun && !d.Allowed() {
 			// Passed on: every denying decision is marked, as a dry-run
 			// Limiter's would be.
-			d.Allowed, d.DryRunDenied = true, true
+			d.Decision = d.DryRun()
 			limits := d.Limits()
 			for i := range limits {
-				if !limits[i].Allowed {
-					limits[i].Allowed, limits[i].DryRunDenied = true, true
-				}
+				limits[i] = limits[i].DryRun()
 			}
 		}
-		if !d.Allowed {
-			retry := max(1, seconds(d.RetryAfter))
+		if !d.Allowed() {
+			retry := max(1, seconds(d.RetryAfter()))
 			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 			writeProblem(w, http.StatusTooManyRequests, "Too Many Requests",
 				fmt.Sprintf("rate limit %q exceeded; retry in %d s", desc.names[d.Binding], retry))
@@ -310,15 +308,15 @@ func (m *Middleware[K]) writeHeaders(h http.Header, desc *description, d ratelim
 		if i > 0 {
 			state.WriteString(", ")
 		}
-		fmt.Fprintf(&state, "%s;r=%d;t=%d", quote(desc.names[i]), di.Remaining, seconds(di.ResetAfter))
+		fmt.Fprintf(&state, "%s;r=%d;t=%d", quote(desc.names[i]), di.Remaining(), seconds(di.ResetAfter()))
 	}
 	h.Set("RateLimit-Policy", desc.header)
 	h.Set("RateLimit", state.String())
 	if m.legacy {
 		b := d.Limits()[d.Binding]
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(b.Limit, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(b.Remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(b.ResetAfter), 10))
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(b.Limit(), 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(b.Remaining(), 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(b.ResetAfter()), 10))
 	}
 }
 

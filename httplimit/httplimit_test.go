@@ -216,8 +216,8 @@ func TestMultipleLimitsChargeAllOrNone(t *testing.T) {
 	}
 	// The denied request charged neither limit: the day still has 2.
 	d, err := p.Peek(context.Background(), "dan")
-	if err != nil || d.Limits()[1].Remaining != 2 {
-		t.Fatalf("day limit after a denial: got %d (%v), want 2", d.Limits()[1].Remaining, err)
+	if err != nil || d.Limits()[1].Remaining() != 2 {
+		t.Fatalf("day limit after a denial: got %d (%v), want 2", d.Limits()[1].Remaining(), err)
 	}
 	fake.Advance(time.Second)
 	for i := 0; i < 2; i++ {
@@ -229,8 +229,8 @@ func TestMultipleLimitsChargeAllOrNone(t *testing.T) {
 	if w.Code != 429 || !strings.Contains(w.Body.String(), `\"day\"`) {
 		t.Fatalf("day exhausted: got %d %s", w.Code, w.Body)
 	}
-	if d, _ := p.Peek(context.Background(), "dan"); d.Limits()[0].Remaining != 1 {
-		t.Errorf("per-second after the day denied: got %d, want 1 (not charged)", d.Remaining)
+	if d, _ := p.Peek(context.Background(), "dan"); d.Limits()[0].Remaining() != 1 {
+		t.Errorf("per-second after the day denied: got %d, want 1 (not charged)", d.Remaining())
 	}
 }
 
@@ -405,7 +405,7 @@ func TestDecisionsReachTheHandler(t *testing.T) {
 		got = httplimit.Decisions(r.Context())
 	}))
 	serve(h, "frank")
-	if len(got) != 2 || got[0].Name != "second" || got[0].Decision.Remaining != 2 || got[1].Name != "day" || got[1].Decision.Remaining != 4 {
+	if len(got) != 2 || got[0].Name != "second" || got[0].Decision.Remaining() != 2 || got[1].Name != "day" || got[1].Decision.Remaining() != 4 {
 		t.Fatalf("Decisions got %+v, want second with 2 left, day with 4", got)
 	}
 	if ds := httplimit.Decisions(context.Background()); ds != nil {
@@ -451,7 +451,7 @@ func TestDryRun(t *testing.T) {
 				if got.Code != 200 || len(seen) != 1 {
 					t.Fatalf("request %d: dry run answered %d, handler saw %+v; want 200 through the handler", i, got.Code, seen)
 				}
-				if d := seen[0].Decision; !d.Allowed || d.DryRunDenied != wantDenied {
+				if d := seen[0].Decision; !d.Allowed() || d.DryRunDenied() != wantDenied {
 					t.Errorf("request %d: handler saw %+v, want Allowed and DryRunDenied %v", i, d, wantDenied)
 				}
 				for _, h := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {

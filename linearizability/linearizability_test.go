@@ -207,7 +207,7 @@ func record(t *testing.T, lims []*ratelimit.Limiter[string], peeks bool, seed ui
 					return
 				}
 				histories[c] = append(histories[c], porcupine.Operation{
-					ClientId: c, Input: in, Call: call, Output: output{d.Allowed, d.Remaining}, Return: ret,
+					ClientId: c, Input: in, Call: call, Output: output{d.Allowed(), d.Remaining()}, Return: ret,
 				})
 			}
 		}()

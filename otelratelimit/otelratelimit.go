@@ -174,7 +174,7 @@ func NewObserver(opts ...Option) (*Observer, error) {
 
 // Observe records e. It never records e.Key.
 func (o *Observer) Observe(ctx context.Context, e ratelimit.Event) {
-	s := series{name: e.Name, op: e.Op, outcome: e.Outcome, source: e.Decision.Source, dryRun: e.DryRun}
+	s := series{name: e.Name, op: e.Op, outcome: e.Outcome, source: e.Decision.Source(), dryRun: e.DryRun}
 	if e.Outcome == ratelimit.OutcomeError {
 		s.errorType = errorType(e.Err)
 	}
@@ -182,8 +182,8 @@ func (o *Observer) Observe(ctx context.Context, e ratelimit.Event) {
 	o.decisions.Add(ctx, 1, opts.add...)
 	o.cost.Add(ctx, e.Cost, opts.add...)
 	o.duration.Record(ctx, e.Latency.Seconds(), opts.record...)
-	if e.Decision.Source != ratelimit.FromStore || errors.Is(e.Err, ratelimit.ErrStoreUnavailable) {
-		o.storeErrors.Add(ctx, 1, o.errorOptions(errSeries{name: e.Name, op: e.Op, source: e.Decision.Source, dryRun: e.DryRun}).add...)
+	if e.Decision.Source() != ratelimit.FromStore || errors.Is(e.Err, ratelimit.ErrStoreUnavailable) {
+		o.storeErrors.Add(ctx, 1, o.errorOptions(errSeries{name: e.Name, op: e.Op, source: e.Decision.Source(), dryRun: e.DryRun}).add...)
 	}
 }
 

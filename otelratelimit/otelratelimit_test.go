@@ -172,7 +172,7 @@ func TestObserver(t *testing.T) {
 
 	dry, _ := newLimiter(t, obs, ratelimit.WithName("shadow"), ratelimit.WithDryRun())
 	dry.AllowN(ctx, "alice", 2)
-	if d, err := dry.Allow(ctx, "alice"); err != nil || !d.Allowed {
+	if d, err := dry.Allow(ctx, "alice"); err != nil || !d.Allowed() {
 		t.Fatalf("dry run: %+v, %v", d, err)
 	}
 

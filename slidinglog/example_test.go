@@ -31,10 +31,10 @@ func ExampleNew() {
 			log.Fatal(err)
 		}
 		at := clk.Now().Sub(start)
-		if d.Allowed {
-			fmt.Printf("%v: allowed, %d left\n", at, d.Remaining)
+		if d.Allowed() {
+			fmt.Printf("%v: allowed, %d left\n", at, d.Remaining())
 		} else {
-			fmt.Printf("%v: denied, retry after %v\n", at, d.RetryAfter)
+			fmt.Printf("%v: denied, retry after %v\n", at, d.RetryAfter())
 		}
 	}
 	allow()

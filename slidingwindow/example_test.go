@@ -31,10 +31,10 @@ func ExampleNew() {
 			log.Fatal(err)
 		}
 		at := clk.Now().Sub(start)
-		if d.Allowed {
-			fmt.Printf("%v: %d allowed, %d left\n", at, n, d.Remaining)
+		if d.Allowed() {
+			fmt.Printf("%v: %d allowed, %d left\n", at, n, d.Remaining())
 		} else {
-			fmt.Printf("%v: %d denied, retry after %v\n", at, n, d.RetryAfter)
+			fmt.Printf("%v: %d denied, retry after %v\n", at, n, d.RetryAfter())
 		}
 	}
 	clk.Advance(900 * time.Millisecond)

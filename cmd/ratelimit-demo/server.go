@@ -339,12 +339,12 @@ type limitJSON struct {
 }
 
 func (a *active) decisionJSON(d ratelimit.PolicyDecision, key string, cost int) decisionJSON {
-	out := decisionJSON{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
-		RetryAfterMs: millis(d.RetryAfter), ResetAfterMs: millis(d.ResetAfter),
-		Source: d.Source.String(), Key: key, Cost: cost, Generation: a.gen, Binding: a.names[d.Binding]}
+	out := decisionJSON{Allowed: d.Allowed(), Limit: d.Limit(), Remaining: d.Remaining(),
+		RetryAfterMs: millis(d.RetryAfter()), ResetAfterMs: millis(d.ResetAfter()),
+		Source: d.Source().String(), Key: key, Cost: cost, Generation: a.gen, Binding: a.names[d.Binding]}
 	for i, di := range d.Limits() {
-		out.Limits = append(out.Limits, limitJSON{Name: a.names[i], Allowed: di.Allowed, Limit: di.Limit,
-			Remaining: di.Remaining, RetryAfterMs: millis(di.RetryAfter), ResetAfterMs: millis(di.ResetAfter)})
+		out.Limits = append(out.Limits, limitJSON{Name: a.names[i], Allowed: di.Allowed(), Limit: di.Limit(),
+			Remaining: di.Remaining(), RetryAfterMs: millis(di.RetryAfter()), ResetAfterMs: millis(di.ResetAfter())})
 	}
 	return out
 }

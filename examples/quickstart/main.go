@@ -29,10 +29,10 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if d.Allowed {
-			fmt.Printf("%-5s allowed  remaining=%d\n", user, d.Remaining)
+		if d.Allowed() {
+			fmt.Printf("%-5s allowed  remaining=%d\n", user, d.Remaining())
 		} else {
-			fmt.Printf("%-5s denied   retry after %v\n", user, d.RetryAfter.Round(time.Millisecond))
+			fmt.Printf("%-5s denied   retry after %v\n", user, d.RetryAfter().Round(time.Millisecond))
 		}
 	}
 	start := time.Now()

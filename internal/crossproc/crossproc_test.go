@@ -117,7 +117,7 @@ func newDecider(t testing.TB, name string, st store.Store[string]) decider {
 		p := newPolicy(t, st)
 		return func(ctx context.Context, cost int) (bool, error) {
 			d, err := p.AllowN(ctx, key, cost)
-			return d.Allowed, err
+			return d.Allowed(), err
 		}
 	}
 	lim, err := ratelimit.New(newAlgorithm(t, name), st, ratelimit.WithClock(clock.Server()))
@@ -126,7 +126,7 @@ func newDecider(t testing.TB, name string, st store.Store[string]) decider {
 	}
 	return func(ctx context.Context, cost int) (bool, error) {
 		d, err := lim.AllowN(ctx, key, cost)
-		return d.Allowed, err
+		return d.Allowed(), err
 	}
 }
 
@@ -236,15 +236,15 @@ func testCrossProcess(t *testing.T, tg redistest.Target, algName string) {
 	if err != nil {
 		t.Fatalf("Peek: %v", err)
 	}
-	if d := ds[0]; d.Allowed || d.Remaining != 0 {
-		t.Errorf("Peek after the race: got allowed=%v remaining=%d, want allowed=false remaining=0", d.Allowed, d.Remaining)
+	if d := ds[0]; d.Allowed() || d.Remaining() != 0 {
+		t.Errorf("Peek after the race: got allowed=%v remaining=%d, want allowed=false remaining=0", d.Allowed(), d.Remaining())
 	}
 	if algName == policy {
 		// The log was charged each admitted request exactly once: not a
 		// unit for a request the bucket denied.
-		if d := ds[1]; d.Remaining != policyLog-total {
+		if d := ds[1]; d.Remaining() != policyLog-total {
 			t.Errorf("the policy's sliding log after the race: remaining %d, want %d (its limit %d minus the %d admitted)",
-				d.Remaining, policyLog-total, policyLog, total)
+				d.Remaining(), policyLog-total, policyLog, total)
 		}
 	}
 }

@@ -115,11 +115,11 @@ func startLoad(t *testing.T, c *cluster, targets []target) *load {
 				d, err := lims[lib][i].Allow(ctx, targets[i].key)
 				end := time.Since(l.base)
 				cancel()
-				l.records[w] = append(l.records[w], decision{target: i, lib: lib, start: start, end: end, allowed: d.Allowed, remaining: d.Remaining, err: err})
+				l.records[w] = append(l.records[w], decision{target: i, lib: lib, start: start, end: end, allowed: d.Allowed(), remaining: d.Remaining(), err: err})
 				switch {
 				case err != nil:
 					time.Sleep(5 * time.Millisecond)
-				case d.Allowed:
+				case d.Allowed():
 					l.admitted.Add(1)
 					l.streak[i].Store(0)
 				default:

@@ -198,7 +198,7 @@ func TestMemoryPerKey(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						if !d.Allowed {
+						if !d.Allowed() {
 							return fmt.Errorf("request %d for %s denied", r+1, user(i))
 						}
 					}

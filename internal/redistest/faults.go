@@ -56,10 +56,10 @@ func testTimeout(t *testing.T, newStore NewStore) {
 	// The two scripts sent may have run once each after the server woke,
 	// never more.
 	d, err := lim.Peek(ctx, "k")
-	if err != nil || d.Remaining < 3 {
+	if err != nil || d.Remaining() < 3 {
 		t.Errorf("Peek(k) after the server woke = %+v, %v; want Remaining ≥ 3 (two timed-out calls, each charged at most once)", d, err)
 	}
-	if d, err := lim.Allow(ctx, "after"); err != nil || d.Remaining != 4 {
+	if d, err := lim.Allow(ctx, "after"); err != nil || d.Remaining() != 4 {
 		t.Errorf("Allow(after) once the server woke = %+v, %v; want allowed with Remaining 4", d, err)
 	}
 }
@@ -97,7 +97,7 @@ func testLostReply(t *testing.T, newStore NewStore) {
 						break
 					}
 				}
-				if err != nil || d.Remaining != 3 {
+				if err != nil || d.Remaining() != 3 {
 					t.Errorf("Peek(lost) = %+v, %v; want Remaining 3: charged once, by the call whose reply was lost", d, err)
 				}
 			})
@@ -124,7 +124,7 @@ func testRestart(t *testing.T, newStore NewStore) {
 		lims[i] = newLimiter(t, alg, st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(p),
 			ratelimit.WithErrorHandler(func(error) { handled.Add(1) }))
 		key := fmt.Sprint("k", i)
-		if d, err := lims[i].Allow(ctx, key); err != nil || d.Source != ratelimit.FromStore || d.Remaining != 2 {
+		if d, err := lims[i].Allow(ctx, key); err != nil || d.Source() != ratelimit.FromStore || d.Remaining() != 2 {
 			t.Fatalf("policy %d: Allow(%s) before the kill = %+v, %v", p, key, d, err)
 		}
 	}
@@ -200,14 +200,14 @@ func testRestart(t *testing.T, newStore NewStore) {
 	}
 	// FailOpen: admitted, nothing used.
 	for _, f := range []func(context.Context) (ratelimit.Decision, error){allow(lims[1], "down"), peek(lims[1], "down")} {
-		want := ratelimit.Decision{Allowed: true, Limit: 3, Remaining: 3, Source: ratelimit.FromFailOpen}
+		want := ratelimit.DecisionFields{Allowed: true, Limit: 3, Remaining: 3, Source: ratelimit.FromFailOpen}.Decision()
 		if d, err := call("FailOpen", f); err != nil || d != want {
 			t.Errorf("FailOpen on a dead server = %+v, %v; want %+v", d, err, want)
 		}
 	}
 	// FailClosed: denied, retry in FailClosedRetryAfter.
 	for _, f := range []func(context.Context) (ratelimit.Decision, error){allow(lims[2], "down"), peek(lims[2], "down")} {
-		want := ratelimit.Decision{Limit: 3, RetryAfter: ratelimit.FailClosedRetryAfter, Source: ratelimit.FromFailClosed}
+		want := ratelimit.DecisionFields{Limit: 3, RetryAfter: ratelimit.FailClosedRetryAfter, Source: ratelimit.FromFailClosed}.Decision()
 		if d, err := call("FailClosed", f); err != nil || d != want {
 			t.Errorf("FailClosed on a dead server = %+v, %v; want %+v", d, err, want)
 		}
@@ -218,11 +218,11 @@ func testRestart(t *testing.T, newStore NewStore) {
 		remaining int64
 	}{{true, 2}, {true, 1}, {true, 0}, {false, 0}} {
 		d, err := call("FailLocal", allow(lims[3], "down"))
-		if err != nil || d.Source != ratelimit.FromLocal || d.Allowed != want.allowed || d.Remaining != want.remaining {
+		if err != nil || d.Source() != ratelimit.FromLocal || d.Allowed() != want.allowed || d.Remaining() != want.remaining {
 			t.Errorf("FailLocal: call %d on a dead server = %+v, %v; want allowed=%v remaining=%d from local", i, d, err, want.allowed, want.remaining)
 		}
 	}
-	if d, err := call("FailLocal", peek(lims[3], "down")); err != nil || d.Source != ratelimit.FromLocal || d.Allowed || d.Remaining != 0 {
+	if d, err := call("FailLocal", peek(lims[3], "down")); err != nil || d.Source() != ratelimit.FromLocal || d.Allowed() || d.Remaining() != 0 {
 		t.Errorf("FailLocal: Peek on a dead server = %+v, %v; want the local state, used up", d, err)
 	}
 	if handled.Load() == 0 {
@@ -256,13 +256,13 @@ func testRestart(t *testing.T, newStore NewStore) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err != nil || d.Source != ratelimit.FromStore || d.Remaining != 2 {
+	if err != nil || d.Source() != ratelimit.FromStore || d.Remaining() != 2 {
 		t.Fatalf("Allow(up) after the restart = %+v, %v; want allowed by the store", d, err)
 	}
 	for i, l := range lims {
 		// The server kept nothing: k<i> is new again.
 		key := fmt.Sprint("k", i)
-		if d, err := l.Allow(ctx, key); err != nil || d.Source != ratelimit.FromStore || d.Remaining != 2 {
+		if d, err := l.Allow(ctx, key); err != nil || d.Source() != ratelimit.FromStore || d.Remaining() != 2 {
 			t.Errorf("policy %d: Allow(%s) after the restart = %+v, %v; want allowed by the store with Remaining 2", policies[i], key, d, err)
 		}
 	}
@@ -279,7 +279,7 @@ func testEviction(t *testing.T, newStore NewStore) {
 	lim := newLimiter(t, alg, newStore(t, srv.Target(), prefix),
 		ratelimit.WithClock(clock.NewFake(epoch)))
 	for i, want := range []bool{true, true, false} {
-		if d, err := lim.Allow(ctx, "victim"); err != nil || d.Allowed != want {
+		if d, err := lim.Allow(ctx, "victim"); err != nil || d.Allowed() != want {
 			t.Fatalf("Allow(victim) #%d = %+v, %v; want allowed=%v", i, d, err, want)
 		}
 	}
@@ -291,7 +291,7 @@ func testEviction(t *testing.T, newStore NewStore) {
 			t.Fatalf("SET fill:%d: %v", i, err)
 		}
 		key := fmt.Sprint("key", i)
-		if d, err := lim.Allow(ctx, key); err != nil || !d.Allowed || d.Remaining != 1 {
+		if d, err := lim.Allow(ctx, key); err != nil || !d.Allowed() || d.Remaining() != 1 {
 			t.Fatalf("Allow(%s) while memory is full = %+v, %v; want allowed with Remaining 1", key, d, err)
 		}
 		n, err := admin.Exists(ctx, victim).Result()
@@ -303,7 +303,7 @@ func testEviction(t *testing.T, newStore NewStore) {
 	if !evicted {
 		t.Fatalf("%s was never evicted", victim)
 	}
-	if d, err := lim.Allow(ctx, "victim"); err != nil || !d.Allowed || d.Remaining != 1 {
+	if d, err := lim.Allow(ctx, "victim"); err != nil || !d.Allowed() || d.Remaining() != 1 {
 		t.Errorf("Allow(victim) once evicted = %+v, %v; want allowed with Remaining 1, as a new key", d, err)
 	}
 }
@@ -347,17 +347,17 @@ func testOutOfMemory(t *testing.T, newStore NewStore) {
 			t.Errorf("Allow(%s) on a full server = %+v, %v; want ErrStoreUnavailable with OOM", key, d, err)
 		}
 	}
-	if d, err := open.Allow(ctx, "new"); err != nil || d.Source != ratelimit.FromFailOpen {
+	if d, err := open.Allow(ctx, "new"); err != nil || d.Source() != ratelimit.FromFailOpen {
 		t.Errorf("FailOpen: Allow(new) on a full server = %+v, %v; want admitted by FailOpen", d, err)
 	}
 	// Read-only scripts and DEL run on a full server.
-	if d, err := lim.Peek(ctx, "before"); err != nil || d.Remaining != 3 {
+	if d, err := lim.Peek(ctx, "before"); err != nil || d.Remaining() != 3 {
 		t.Errorf("Peek(before) on a full server = %+v, %v; want Remaining 3", d, err)
 	}
 	if err := lim.Reset(ctx, "before"); err != nil {
 		t.Errorf("Reset(before) on a full server: %v", err)
 	}
-	if d, err := lim.Peek(ctx, "before"); err != nil || d.Remaining != 5 {
+	if d, err := lim.Peek(ctx, "before"); err != nil || d.Remaining() != 5 {
 		t.Errorf("Peek(before) after Reset = %+v, %v; want Remaining 5", d, err)
 	}
 }

@@ -95,12 +95,12 @@ func testOutage(t *testing.T, newStore NewStore, policy ratelimit.FailurePolicy,
 				}
 				start := time.Since(base)
 				d, err := lim.Allow(context.Background(), key) // no deadline, as in the issue
-				s := sample{start: start, took: time.Since(base) - start, source: d.Source, open: d.BreakerOpen, err: err}
+				s := sample{start: start, took: time.Since(base) - start, source: d.Source(), open: d.BreakerOpen(), err: err}
 				mine = append(mine, s)
 				if s.open {
 					opened.CompareAndSwap(0, int64(start+s.took)+1)
 				}
-				if u := up.Load(); u != 0 && err == nil && d.Source == ratelimit.FromStore && int64(start) >= u-1 {
+				if u := up.Load(); u != 0 && err == nil && d.Source() == ratelimit.FromStore && int64(start) >= u-1 {
 					closedAt.CompareAndSwap(0, int64(start+s.took)+1)
 				}
 				time.Sleep(time.Millisecond) // a caller paced like a request handler

@@ -269,8 +269,8 @@ func testTTL(t *testing.T, newStore NewStore) {
 					if err != nil {
 						t.Fatalf("AllowN(%q, %d): %v", key, n, err)
 					}
-					if d.Allowed {
-						written[redisKey(t, prefix, key, a.alg)] = write{d.ResetAfter, sent}
+					if d.Allowed() {
+						written[redisKey(t, prefix, key, a.alg)] = write{d.ResetAfter(), sent}
 					}
 					return d
 				}
@@ -291,11 +291,11 @@ func testTTL(t *testing.T, newStore NewStore) {
 				take("c", 1)
 				take("b", 1)
 				take("full", 5)
-				if d := take("full", 1); d.Allowed {
+				if d := take("full", 1); d.Allowed() {
 					t.Fatalf("AllowN(full, 1) after 5 of 5 at the same instant: allowed, want denied")
 				}
 				peek("a")
-				if d := peek("unseen"); d.Remaining != 5 || !d.Allowed {
+				if d := peek("unseen"); d.Remaining() != 5 || !d.Allowed() {
 					t.Fatalf("Peek(unseen) = %+v, want a fresh key", d)
 				}
 
@@ -336,7 +336,7 @@ func testTTL(t *testing.T, newStore NewStore) {
 					v0, ms0 := value(ctx, t, admin, k), pttl(ctx, t, admin, k)
 					const gap = 30 * time.Millisecond
 					pass(target, gap)
-					if d := c.call(); strings.HasPrefix(c.what, "denied") && d.Allowed {
+					if d := c.call(); strings.HasPrefix(c.what, "denied") && d.Allowed() {
 						t.Fatalf("%s: allowed", c.what)
 					}
 					v1, ms1 := value(ctx, t, admin, k), pttl(ctx, t, admin, k)
@@ -404,7 +404,7 @@ func testPeekReadOnly(t *testing.T, newStore NewStore) {
 				if got, err := peeker.Peek(ctx, "k"); err != nil || got != want {
 					t.Errorf("Peek(k) as a read-only user (script cache flushed: %v) = %+v, %v; want %+v, nil", flush, got, err, want)
 				}
-				if got, err := peeker.Peek(ctx, "unseen"); err != nil || got != (ratelimit.Decision{Allowed: true, Limit: 5, Remaining: 5}) {
+				if got, err := peeker.Peek(ctx, "unseen"); err != nil || got != (ratelimit.DecisionFields{Allowed: true, Limit: 5, Remaining: 5}.Decision()) {
 					t.Errorf("Peek(unseen) as a read-only user (script cache flushed: %v) = %+v, %v; want a fresh key", flush, got, err)
 				}
 			}
@@ -452,7 +452,7 @@ func testScriptFlush(t *testing.T, newStore NewStore) {
 				for _, s := range steps {
 					flush()
 					d, err := s.call()
-					if err != nil || !d.Allowed || d.Remaining != s.remaining {
+					if err != nil || !d.Allowed() || d.Remaining() != s.remaining {
 						t.Fatalf("%s after SCRIPT FLUSH = %+v, %v; want allowed with Remaining %d", s.what, d, err, s.remaining)
 					}
 				}
@@ -578,7 +578,7 @@ func testClusterSlots(t *testing.T, newStore NewStore) {
 	seen := map[string]string{}
 	for _, key := range keys {
 		d, err := lim.Allow(ctx, key)
-		if err != nil || d.Remaining != 2 {
+		if err != nil || d.Remaining() != 2 {
 			t.Fatalf("Allow(%q) = %+v, %v; want allowed with Remaining 2 (every key is new)", key, d, err)
 		}
 		full := redisKey(t, prefix, key, alg)
@@ -653,23 +653,23 @@ func testStateIDs(t *testing.T, newStore NewStore) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !d.Allowed {
+				if !d.Allowed() {
 					return
 				}
 			}
 		}
 		// Configured differently: nothing shared.
 		drain(newLimiter(t, small, st, clk), "k")
-		if d, err := newLimiter(t, big, st, clk).Allow(ctx, "k"); err != nil || d.Remaining != 99 {
+		if d, err := newLimiter(t, big, st, clk).Allow(ctx, "k"); err != nil || d.Remaining() != 99 {
 			t.Errorf("a 100-token bucket after a 2-token bucket drained the key: %+v, %v; want remaining 99 (state of its own)", d, err)
 		}
 		// Configured alike: shared, as processes sharing a limit need.
-		if d, err := newLimiter(t, small, st, clk).Allow(ctx, "k"); err != nil || d.Allowed {
+		if d, err := newLimiter(t, small, st, clk).Allow(ctx, "k"); err != nil || d.Allowed() {
 			t.Errorf("a second 2-token bucket on the drained key: %+v, %v; want denied (shared state)", d, err)
 		}
 		// Named alike: shared on purpose, across a change of configuration.
 		drain(newLimiter(t, small, st, clk, ratelimit.WithStateID("api")), "n")
-		if d, err := newLimiter(t, big, st, clk, ratelimit.WithStateID("api")).Peek(ctx, "n"); err != nil || d.Remaining != 0 {
+		if d, err := newLimiter(t, big, st, clk, ratelimit.WithStateID("api")).Peek(ctx, "n"); err != nil || d.Remaining() != 0 {
 			t.Errorf("a 100-token bucket with the state ID of a drained 2-token bucket: %+v, %v; want remaining 0 (the tokens it holds)", d, err)
 		}
 		// The legacy layout: no suffix.

@@ -435,10 +435,10 @@ func checkZeroAllocs[K comparable](t *testing.T, alg algorithm.Algorithm, keys [
 	decide := func() {
 		fake.Advance(step)
 		d, err := lim.AllowN(ctx, keys[i], 1)
-		if err != nil || allowed == always && !d.Allowed || allowed == never && d.Allowed {
+		if err != nil || allowed == always && !d.Allowed() || allowed == never && d.Allowed() {
 			t.Fatalf("AllowN(%v) = %+v, %v; want Allowed=%v", keys[i], d, err, allowed == always)
 		}
-		if d.Allowed {
+		if d.Allowed() {
 			seen[1]++
 		} else {
 			seen[0]++
@@ -539,7 +539,7 @@ func TestConcurrentHotKey(t *testing.T) {
 						key := fmt.Sprintf("w%d-%d", w, i)
 						for j := range 2 {
 							d, err := lim.Allow(ctx, key)
-							if err != nil || !d.Allowed || d.Remaining != limit-int64(j)-1 {
+							if err != nil || !d.Allowed() || d.Remaining() != limit-int64(j)-1 {
 								errs <- fmt.Errorf("Allow(%s) #%d = %+v, %v; want allowed with %d remaining", key, j+1, d, err, limit-j-1)
 								return
 							}
@@ -551,7 +551,7 @@ func TestConcurrentHotKey(t *testing.T) {
 								errs <- err
 								return
 							}
-							if d.Allowed {
+							if d.Allowed() {
 								hot.Add(1)
 							}
 						}

@@ -116,12 +116,12 @@ var basicCases = []struct {
 
 func testNewKeyAllowed(f *fixture) {
 	d := f.allow("k", 2)
-	if !d.Allowed || d.Remaining != f.limit-2 || d.RetryAfter != 0 || d.ResetAfter <= 0 {
+	if !d.Allowed() || d.Remaining() != f.limit-2 || d.RetryAfter() != 0 || d.ResetAfter() <= 0 {
 		f.t.Fatalf("AllowN(k, 2) on a new key: got %s, want {allowed remaining=%d/%d retry=0µs reset>0}",
 			show(d), f.limit-2, f.limit)
 	}
 	d = f.allow("other", 1)
-	if !d.Allowed || d.Remaining != f.limit-1 {
+	if !d.Allowed() || d.Remaining() != f.limit-1 {
 		f.t.Fatalf("Allow(other) on a new key: got %s, want allowed with remaining=%d", show(d), f.limit-1)
 	}
 }
@@ -133,7 +133,7 @@ func testPeekUnseenKey(f *fixture) {
 	f.expect("Peek(k) an hour later", f.peek("k"), fresh(f.limit))
 	// Peek consumed nothing: the whole limit is still there.
 	d := f.allow("k", f.limit)
-	if !d.Allowed || d.Remaining != 0 {
+	if !d.Allowed() || d.Remaining() != 0 {
 		f.t.Fatalf("AllowN(k, %d) after Peeks: got %s, want allowed with remaining=0", f.limit, show(d))
 	}
 }
@@ -141,24 +141,24 @@ func testPeekUnseenKey(f *fixture) {
 func testDeniedChangesNothing(f *fixture) {
 	f.allow("k", f.limit-1)
 	before := f.peek("k")
-	if before.Remaining != 1 {
+	if before.Remaining() != 1 {
 		f.t.Fatalf("Peek(k) after AllowN(k, %d): got %s, want remaining=1", f.limit-1, show(before))
 	}
 	d := f.allow("k", 2)
-	if d.Allowed || d.Remaining != 1 || d.RetryAfter <= 0 {
+	if d.Allowed() || d.Remaining() != 1 || d.RetryAfter() <= 0 {
 		f.t.Fatalf("AllowN(k, 2) with 1 remaining: got %s, want denied with remaining=1 and retry>0", show(d))
 	}
 	f.expect("Peek(k) after a denied AllowN", f.peek("k"), before)
-	retry := d.RetryAfter
+	retry := d.RetryAfter()
 
 	f.advance(retry - time.Microsecond)
 	early := f.allow("k", 2)
-	if early.Allowed || early.RetryAfter != time.Microsecond {
+	if early.Allowed() || early.RetryAfter() != time.Microsecond {
 		f.t.Fatalf("AllowN(k, 2) 1µs before the RetryAfter %v of the denial: got %s, want denied with retry=1µs",
 			retry, show(early))
 	}
 	f.advance(time.Microsecond)
-	if d := f.allow("k", 2); !d.Allowed {
+	if d := f.allow("k", 2); !d.Allowed() {
 		f.t.Fatalf("AllowN(k, 2) exactly RetryAfter %v after the denial: got %s, want allowed", retry, show(d))
 	}
 }
@@ -174,36 +174,36 @@ func testResetAfterExact(f *fixture) {
 		// act on any of the calls.
 		for i := range readsBeforeReset {
 			d := f.peek(key)
-			if d.Remaining == f.limit || d.ResetAfter != time.Microsecond {
+			if d.Remaining() == f.limit || d.ResetAfter() != time.Microsecond {
 				f.t.Fatalf("Peek(%s) #%d 1µs before its ResetAfter %v: got %s, want remaining<%d and reset=1µs",
 					key, i+1, reset, show(d), f.limit)
 			}
 		}
 		f.advance(time.Microsecond)
 		f.expect("Peek("+key+") exactly ResetAfter "+reset.String()+" later", f.peek(key), fresh(f.limit))
-		if d := f.allow(key, f.limit); !d.Allowed {
+		if d := f.allow(key, f.limit); !d.Allowed() {
 			f.t.Fatalf("AllowN(%s, %d) once fresh: got %s, want allowed", key, f.limit, show(d))
 		}
 	}
 	// After an admitted request.
-	check("a", f.allow("a", 2).ResetAfter)
+	check("a", f.allow("a", 2).ResetAfter())
 	// After a denied one, which reports the same instant.
 	f.allow("b", f.limit)
 	d := f.allow("b", 1)
-	if d.Allowed {
+	if d.Allowed() {
 		f.t.Fatalf("Allow(b) with nothing left: got %s, want denied", show(d))
 	}
-	check("b", d.ResetAfter)
+	check("b", d.ResetAfter())
 }
 
 func testReset(f *fixture) {
 	f.allow("k", f.limit)
-	if d := f.allow("k", 1); d.Allowed {
+	if d := f.allow("k", 1); d.Allowed() {
 		f.t.Fatalf("Allow(k) with nothing left: got %s, want denied", show(d))
 	}
 	f.reset("k")
 	f.expect("Peek(k) after Reset(k)", f.peek("k"), fresh(f.limit))
-	if d := f.allow("k", f.limit); !d.Allowed || d.Remaining != 0 {
+	if d := f.allow("k", f.limit); !d.Allowed() || d.Remaining() != 0 {
 		f.t.Fatalf("AllowN(k, %d) after Reset(k): got %s, want allowed with remaining=0", f.limit, show(d))
 	}
 	f.reset("never-seen") // not an error
@@ -213,14 +213,14 @@ func testReset(f *fixture) {
 func testKeysIndependent(f *fixture) {
 	f.allow("alice", f.limit)
 	f.expect("Peek(bob) after alice used everything", f.peek("bob"), fresh(f.limit))
-	if d := f.allow("bob", 1); !d.Allowed || d.Remaining != f.limit-1 {
+	if d := f.allow("bob", 1); !d.Allowed() || d.Remaining() != f.limit-1 {
 		f.t.Fatalf("Allow(bob) after alice used everything: got %s, want allowed with remaining=%d", show(d), f.limit-1)
 	}
-	if d := f.allow("alice", 1); d.Allowed {
+	if d := f.allow("alice", 1); d.Allowed() {
 		f.t.Fatalf("Allow(alice) after bob's request: got %s, want denied", show(d))
 	}
 	f.reset("bob")
-	if d := f.peek("alice"); d.Remaining != 0 {
+	if d := f.peek("alice"); d.Remaining() != 0 {
 		f.t.Fatalf("Peek(alice) after Reset(bob): got %s, want remaining=0", show(d))
 	}
 }
@@ -243,14 +243,14 @@ var hostileKeys = func() []string {
 func testHostileKeys(f *fixture) {
 	// Use up each key: one that shares state with an earlier key is denied.
 	for _, key := range hostileKeys {
-		if d := f.allow(key, f.limit); !d.Allowed || d.Remaining != 0 {
+		if d := f.allow(key, f.limit); !d.Allowed() || d.Remaining() != 0 {
 			f.t.Fatalf("AllowN(%q, %d) on a new key after using up the keys before it: got %s, want allowed with remaining=0",
 				short(key), f.limit, show(d))
 		}
 	}
 	// Reset each in turn: the keys after it must still be used up.
 	for i, key := range hostileKeys {
-		if d := f.peek(key); d.Remaining != 0 {
+		if d := f.peek(key); d.Remaining() != 0 {
 			f.t.Fatalf("Peek(%q) after resetting only the keys before it (%q last): got %s, want remaining=0",
 				short(key), short(hostileKeys[max(i-1, 0)]), show(d))
 		}

@@ -70,18 +70,18 @@ func (f *fixture) hammer(key string, n int, cost func(g, i int) int64, stop func
 func testConcurrent(f *fixture) {
 	all := f.hammer("hot", concurrentLimit+1,
 		func(int, int) int64 { return 1 },
-		func(d ratelimit.Decision) bool { return !d.Allowed })
+		func(d ratelimit.Decision) bool { return !d.Allowed() })
 	seen := make([]bool, f.limit)
 	admitted := int64(0)
 	for _, o := range all {
-		if !o.d.Allowed {
-			if o.d.Remaining != 0 {
+		if !o.d.Allowed() {
+			if o.d.Remaining() != 0 {
 				f.t.Errorf("a denied Allow: got %s, want remaining=0", show(o.d))
 			}
 			continue
 		}
 		admitted++
-		if r := o.d.Remaining; r >= 0 && r < f.limit {
+		if r := o.d.Remaining(); r >= 0 && r < f.limit {
 			if seen[r] {
 				f.t.Errorf("two admitted Allows both report remaining=%d, want each of 0..%d once", r, f.limit-1)
 			}
@@ -92,7 +92,7 @@ func testConcurrent(f *fixture) {
 		f.t.Errorf("%d goroutines racing on one key at a frozen instant: got %d admitted, want exactly %d",
 			goroutines, admitted, f.limit)
 	}
-	if d := f.peek("hot"); d.Remaining != 0 || d.Allowed {
+	if d := f.peek("hot"); d.Remaining() != 0 || d.Allowed() {
 		f.t.Errorf("Peek(hot) after the race: got %s, want denied with remaining=0", show(d))
 	}
 }
@@ -107,25 +107,25 @@ func testConcurrentCosts(f *fixture) {
 		func(ratelimit.Decision) bool { return false })
 	var admitted []outcome
 	for _, o := range all {
-		if o.d.Allowed {
+		if o.d.Allowed() {
 			admitted = append(admitted, o)
 		}
 	}
-	slices.SortFunc(admitted, func(a, b outcome) int { return cmp.Compare(b.d.Remaining, a.d.Remaining) })
+	slices.SortFunc(admitted, func(a, b outcome) int { return cmp.Compare(b.d.Remaining(), a.d.Remaining()) })
 	left := f.limit
 	for _, o := range admitted {
-		if o.d.Remaining != left-o.cost {
+		if o.d.Remaining() != left-o.cost {
 			f.t.Fatalf("admitted AllowN(hot, %d) after others had left %d: got remaining=%d, want %d (no consistent order of the admitted requests exists)",
-				o.cost, left, o.d.Remaining, left-o.cost)
+				o.cost, left, o.d.Remaining(), left-o.cost)
 		}
-		left = o.d.Remaining
+		left = o.d.Remaining()
 	}
 	for _, o := range all {
-		if !o.d.Allowed && o.cost <= left {
+		if !o.d.Allowed() && o.cost <= left {
 			f.t.Errorf("AllowN(hot, %d) denied with %s, though %d was still left at the end", o.cost, show(o.d), left)
 		}
 	}
-	if d := f.peek("hot"); d.Remaining != left {
+	if d := f.peek("hot"); d.Remaining() != left {
 		f.t.Errorf("Peek(hot) after the race: got %s, want remaining=%d (the limit %d less the admitted costs)",
 			show(d), left, f.limit)
 	}

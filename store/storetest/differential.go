@@ -130,7 +130,7 @@ func (w *twins) compare(t *rapid.T, call string, da, db ratelimit.Decision, ea, 
 		t.Fatalf("%s: %s: got %s, %v (store b), want %s, %v (store a)", w.at(), call, show(db), eb, show(da), ea)
 	}
 	if ea == nil {
-		for _, d := range []time.Duration{da.RetryAfter, da.ResetAfter} {
+		for _, d := range []time.Duration{da.RetryAfter(), da.ResetAfter()} {
 			if d > 0 {
 				w.boundaries = append(w.boundaries, w.now+d.Microseconds())
 			}

@@ -249,9 +249,9 @@ func (m *machine) observe(t *rapid.T, k *keyState, cost int64, d ratelimit.Decis
 		t.Fatalf("%s: %v", call, err)
 	}
 	now, c := m.now, max(cost, 1)
-	k.freshAt = now + d.ResetAfter.Microseconds()
-	k.seenAt, k.seenRem = now, d.Remaining
-	if cost > 0 && d.Allowed {
+	k.freshAt = now + d.ResetAfter().Microseconds()
+	k.seenAt, k.seenRem = now, d.Remaining()
+	if cost > 0 && d.Allowed() {
 		k.hist = append(k.hist, admission{now, cost})
 		if err := m.s.bound(k.hist); err != nil {
 			t.Fatalf("%s: admissions of %s since it was new or reset (cost@instant): %s: %v", call, k.name, m.story(k.hist), err)
@@ -260,7 +260,7 @@ func (m *machine) observe(t *rapid.T, k *keyState, cost int64, d ratelimit.Decis
 		k.denied = 0
 		return
 	}
-	k.retryAt[c] = now + d.RetryAfter.Microseconds()
+	k.retryAt[c] = now + d.RetryAfter().Microseconds()
 	if cost > 0 {
 		k.denied = cost
 	}
@@ -271,18 +271,18 @@ func (m *machine) observe(t *rapid.T, k *keyState, cost int64, d ratelimit.Decis
 // admitted from, and what Remaining said at this same instant.
 func (k *keyState) promised(m *machine, cost int64, d ratelimit.Decision) error {
 	now, limit, c := m.now, m.s.limit, max(cost, 1)
-	changes := cost > 0 && d.Allowed // d describes a new state
+	changes := cost > 0 && d.Allowed() // d describes a new state
 	if now >= k.freshAt {
 		if cost == 0 && d != fresh(limit) {
 			return fmt.Errorf("got %s, want %s: the key is fresh since %s", show(d), show(fresh(limit)), m.at(k.freshAt))
 		}
-		if cost > 0 && (!d.Allowed || d.Remaining != limit-cost) {
+		if cost > 0 && (!d.Allowed() || d.Remaining() != limit-cost) {
 			return fmt.Errorf("got %s, want allowed with remaining=%d: the key is fresh since %s",
 				show(d), limit-cost, m.at(k.freshAt))
 		}
-	} else if want := micros(k.freshAt - now); !changes && d.ResetAfter != want {
+	} else if want := micros(k.freshAt - now); !changes && d.ResetAfter() != want {
 		hint := ""
-		if d.ResetAfter == 0 {
+		if d.ResetAfter() == 0 {
 			hint = " (the store forgot the key early; a store expiring keys on a clock of its own, " +
 				"such as a Redis TTL, needs a margin: the suite's fake clock stands still while real time passes)"
 		}
@@ -291,20 +291,20 @@ func (k *keyState) promised(m *machine, cost int64, d ratelimit.Decision) error 
 	}
 	if at, ok := k.retryAt[c]; ok {
 		switch {
-		case now >= at && !d.Allowed:
+		case now >= at && !d.Allowed():
 			return fmt.Errorf("got %s, want allowed: an earlier decision said cost %d is admitted from %s on, and nothing was admitted since",
 				show(d), c, m.at(at))
-		case now < at && (d.Allowed || d.RetryAfter != micros(at-now)):
+		case now < at && (d.Allowed() || d.RetryAfter() != micros(at-now)):
 			return fmt.Errorf("got %s, want denied with retry=%dµs: an earlier decision said cost %d is admitted from %s on, and nothing was admitted since",
 				show(d), at-now, c, m.at(at))
 		}
 	}
 	if k.seenAt == now {
 		switch {
-		case cost > 0 && d.Allowed != (cost <= k.seenRem):
+		case cost > 0 && d.Allowed() != (cost <= k.seenRem):
 			return fmt.Errorf("got %s, want allowed=%v: an earlier decision at this instant said remaining=%d",
 				show(d), cost <= k.seenRem, k.seenRem)
-		case !changes && d.Remaining != k.seenRem:
+		case !changes && d.Remaining() != k.seenRem:
 			return fmt.Errorf("got %s, want remaining=%d as an earlier decision at this instant said",
 				show(d), k.seenRem)
 		}

@@ -244,8 +244,8 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // decision builds a Decision from µs.
 func decision(allowed bool, limit, remaining, retry, reset int64) ratelimit.Decision {
-	return ratelimit.Decision{Allowed: allowed, Limit: limit, Remaining: remaining,
-		RetryAfter: micros(retry), ResetAfter: micros(reset)}
+	return ratelimit.DecisionFields{Allowed: allowed, Limit: limit, Remaining: remaining,
+		RetryAfter: micros(retry), ResetAfter: micros(reset)}.Decision()
 }
 
 // integerModel is a model whose state and decisions are exact integers.
@@ -287,7 +287,7 @@ func (e exact) check(now, cost int64, got ratelimit.Decision) error {
 	if want := e.want(now, cost); got != want {
 		return fmt.Errorf("got %s, want %s (from the model)", show(got), show(want))
 	}
-	if cost > 0 && got.Allowed {
+	if cost > 0 && got.Allowed() {
 		e.m.admit(now, cost)
 	}
 	return nil
@@ -476,13 +476,13 @@ func (m *bucketModel) check(now, cost int64, got ratelimit.Decision) error {
 	holds := func(x *big.Rat) string { return x.FloatString(12) }
 
 	switch {
-	case !got.Allowed && above(raw, c):
+	case !got.Allowed() && above(raw, c):
 		return fmt.Errorf("got %s, want allowed: the bucket holds %s tokens, cost %d", show(got), holds(level), c)
-	case got.Allowed && below(raw, c):
+	case got.Allowed() && below(raw, c):
 		return fmt.Errorf("got %s, want denied: the bucket holds %s tokens, cost %d", show(got), holds(level), c)
 	}
 	// future(t) is the tokens at t ≥ now (uncapped) if nothing else is admitted.
-	admitted := cost > 0 && got.Allowed
+	admitted := cost > 0 && got.Allowed()
 	after := level
 	future := m.raw
 	if admitted {
@@ -494,17 +494,17 @@ func (m *bucketModel) check(now, cost int64, got ratelimit.Decision) error {
 	}
 	lo := max(floor(new(big.Rat).Sub(after, m.eps)), 0)
 	hi := min(floor(new(big.Rat).Add(after, m.eps)), m.capacity)
-	if got.Remaining < lo || got.Remaining > hi {
+	if got.Remaining() < lo || got.Remaining() > hi {
 		return fmt.Errorf("got %s, want remaining=⌊%s⌋: the bucket holds that many tokens after this decision", show(got), holds(after))
 	}
-	if !got.Allowed {
-		r := got.RetryAfter.Microseconds()
+	if !got.Allowed() {
+		r := got.RetryAfter().Microseconds()
 		if below(future(now+r), c) || above(future(now+r-1), c) {
 			return fmt.Errorf("got %s, want a retry when the bucket reaches %d tokens: it holds %s after %dµs and %s after %dµs",
 				show(got), c, holds(future(now+r-1)), r-1, holds(future(now+r)), r)
 		}
 	}
-	r := got.ResetAfter.Microseconds()
+	r := got.ResetAfter().Microseconds()
 	if below(future(now+r), m.capacity) || (r > 0 && above(future(now+r-1), m.capacity)) {
 		return fmt.Errorf("got %s, want a reset when the bucket is full (%d tokens): it holds %s after %dµs and %s after %dµs",
 			show(got), m.capacity, holds(future(now+r-1)), r-1, holds(future(now+r)), r)

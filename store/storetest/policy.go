@@ -152,8 +152,8 @@ func (m *policyMachine) observe(t *rapid.T, call string, k *policyKey, cost int6
 		// A limit that would admit a request another limit denied is not
 		// charged: it reports its state as a Peek does, and the cost fits.
 		asked := cost
-		if cost > 0 && !d.Allowed && di.Allowed {
-			if di.Remaining < cost {
+		if cost > 0 && !d.Allowed() && di.Allowed() {
+			if di.Remaining() < cost {
 				t.Fatalf("%s: limit %d: got %s, allowed within a denied request, but remaining < cost %d", call, i, show(di), cost)
 			}
 			asked = 0
@@ -165,7 +165,7 @@ func (m *policyMachine) observe(t *rapid.T, call string, k *policyKey, cost int6
 			t.Fatalf("%s: limit %d (%v): %v", call, i, s.alg, err)
 		}
 	}
-	if cost > 0 && d.Allowed {
+	if cost > 0 && d.Allowed() {
 		k.hist = append(k.hist, admission{m.now, cost})
 		for i, s := range m.setups {
 			if err := s.bound(k.hist); err != nil {
@@ -184,8 +184,8 @@ func checkCombined(d ratelimit.PolicyDecision, n int) error {
 	allowed := true
 	var want algorithm.Result
 	for i, di := range d.Limits() {
-		allowed = allowed && di.Allowed
-		r := algorithm.Result{Remaining: di.Remaining, RetryAfter: di.RetryAfter.Microseconds(), ResetAfter: di.ResetAfter.Microseconds()}
+		allowed = allowed && di.Allowed()
+		r := algorithm.Result{Remaining: di.Remaining(), RetryAfter: di.RetryAfter().Microseconds(), ResetAfter: di.ResetAfter().Microseconds()}
 		if i == 0 {
 			want = r
 		}
@@ -193,20 +193,20 @@ func checkCombined(d ratelimit.PolicyDecision, n int) error {
 		want.RetryAfter = max(want.RetryAfter, r.RetryAfter)
 		want.ResetAfter = max(want.ResetAfter, r.ResetAfter)
 	}
-	got := algorithm.Result{Remaining: d.Remaining, RetryAfter: d.RetryAfter.Microseconds(), ResetAfter: d.ResetAfter.Microseconds()}
+	got := algorithm.Result{Remaining: d.Remaining(), RetryAfter: d.RetryAfter().Microseconds(), ResetAfter: d.ResetAfter().Microseconds()}
 	switch {
-	case d.Allowed != allowed:
-		return fmt.Errorf("allowed=%v, but the limits' decisions say %v", d.Allowed, allowed)
+	case d.Allowed() != allowed:
+		return fmt.Errorf("allowed=%v, but the limits' decisions say %v", d.Allowed(), allowed)
 	case got != want:
 		return fmt.Errorf("combined %+v, want %+v from the limits' decisions", got, want)
 	case d.Binding < 0 || d.Binding >= n:
 		return fmt.Errorf("binding=%d, out of range", d.Binding)
-	case d.Limit != d.Limits()[d.Binding].Limit:
-		return fmt.Errorf("limit=%d, want the binding limit's %d", d.Limit, d.Limits()[d.Binding].Limit)
-	case !d.Allowed && d.Limits()[d.Binding].RetryAfter != d.RetryAfter:
-		return fmt.Errorf("denied, binding=%d retries after %v, want the longest retry %v", d.Binding, d.Limits()[d.Binding].RetryAfter, d.RetryAfter)
-	case d.Allowed && d.Limits()[d.Binding].Remaining != d.Remaining:
-		return fmt.Errorf("allowed, binding=%d has remaining %d, want the least, %d", d.Binding, d.Limits()[d.Binding].Remaining, d.Remaining)
+	case d.Limit() != d.Limits()[d.Binding].Limit():
+		return fmt.Errorf("limit=%d, want the binding limit's %d", d.Limit(), d.Limits()[d.Binding].Limit())
+	case !d.Allowed() && d.Limits()[d.Binding].RetryAfter() != d.RetryAfter():
+		return fmt.Errorf("denied, binding=%d retries after %v, want the longest retry %v", d.Binding, d.Limits()[d.Binding].RetryAfter(), d.RetryAfter())
+	case d.Allowed() && d.Limits()[d.Binding].Remaining() != d.Remaining():
+		return fmt.Errorf("allowed, binding=%d has remaining %d, want the least, %d", d.Binding, d.Limits()[d.Binding].Remaining(), d.Remaining())
 	}
 	return nil
 }
@@ -251,7 +251,7 @@ func testPolicyConcurrent(t *testing.T, st store.Store[string]) {
 					t.Error(err)
 					return
 				}
-				if d.Allowed {
+				if d.Allowed() {
 					admitted.Add(cost)
 				} else if cost == 1 {
 					return
@@ -265,14 +265,14 @@ func testPolicyConcurrent(t *testing.T, st store.Store[string]) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if total != 25 || d.Allowed || d.Binding != 1 {
+	if total != 25 || d.Allowed() || d.Binding != 1 {
 		t.Errorf("%d goroutines racing: admitted %d in total, Peek %s binding=%d; want 25 (the bucket's capacity), denied by the bucket (1)",
 			goroutines, total, show(d.Decision), d.Binding)
 	}
 	for i, l := range limits {
-		if want := l.Algorithm.Limit() - total; d.Limits()[i].Remaining != want {
+		if want := l.Algorithm.Limit() - total; d.Limits()[i].Remaining() != want {
 			t.Errorf("limit %s after the race: remaining %d, want %d (its limit %d minus the %d admitted)",
-				l.Name, d.Limits()[i].Remaining, want, l.Algorithm.Limit(), total)
+				l.Name, d.Limits()[i].Remaining(), want, l.Algorithm.Limit(), total)
 		}
 	}
 }
@@ -293,7 +293,7 @@ func testPolicyErrors(t *testing.T, st store.Store[string]) {
 			t.Errorf("AllowN(cost %d): %v, want %v", c.cost, err, c.want)
 		}
 	}
-	if d, err := p.Peek(t.Context(), "k"); err != nil || !d.Allowed || d.Remaining != 25 {
+	if d, err := p.Peek(t.Context(), "k"); err != nil || !d.Allowed() || d.Remaining() != 25 {
 		t.Errorf("Peek after rejected costs: %s, %v; want nothing charged", show(d.Decision), err)
 	}
 	same := []ratelimit.Limit{limits[0], limits[0]}

@@ -174,7 +174,7 @@ const epoch = int64(1_700_000_000_123_457)
 // fresh is the decision for a key in its fresh state: what Peek reports
 // for a key never seen.
 func fresh(limit int64) ratelimit.Decision {
-	return ratelimit.Decision{Allowed: true, Limit: limit, Remaining: limit}
+	return ratelimit.DecisionFields{Allowed: true, Limit: limit, Remaining: limit}.Decision()
 }
 
 // micros converts microseconds to a Duration.
@@ -183,15 +183,15 @@ func micros(n int64) time.Duration { return time.Duration(n) * time.Microsecond 
 // show formats a decision compactly, for messages.
 func show(d ratelimit.Decision) string {
 	verdict := "denied"
-	if d.Allowed {
+	if d.Allowed() {
 		verdict = "allowed"
 	}
 	source := ""
-	if d.Source != ratelimit.FromStore {
-		source = " source=" + d.Source.String()
+	if d.Source() != ratelimit.FromStore {
+		source = " source=" + d.Source().String()
 	}
 	return fmt.Sprintf("{%s remaining=%d/%d retry=%dµs reset=%dµs%s}",
-		verdict, d.Remaining, d.Limit, d.RetryAfter.Microseconds(), d.ResetAfter.Microseconds(), source)
+		verdict, d.Remaining(), d.Limit(), d.RetryAfter().Microseconds(), d.ResetAfter().Microseconds(), source)
 }
 
 // sanity returns what is wrong with d on its own, as the answer to
@@ -200,34 +200,34 @@ func show(d ratelimit.Decision) string {
 func sanity(d ratelimit.Decision, limit, cost int64) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if d.Limit != limit {
-		fail("Limit: got %d, want %d", d.Limit, limit)
+	if d.Limit() != limit {
+		fail("Limit: got %d, want %d", d.Limit(), limit)
 	}
-	if d.Remaining < 0 || d.Remaining > limit {
-		fail("Remaining: got %d, want it within [0, %d]", d.Remaining, limit)
+	if d.Remaining() < 0 || d.Remaining() > limit {
+		fail("Remaining: got %d, want it within [0, %d]", d.Remaining(), limit)
 	}
-	if d.RetryAfter < 0 || d.RetryAfter%time.Microsecond != 0 {
-		fail("RetryAfter: got %v, want a whole number of microseconds ≥ 0", d.RetryAfter)
+	if d.RetryAfter() < 0 || d.RetryAfter()%time.Microsecond != 0 {
+		fail("RetryAfter: got %v, want a whole number of microseconds ≥ 0", d.RetryAfter())
 	}
-	if d.ResetAfter < 0 || d.ResetAfter%time.Microsecond != 0 {
-		fail("ResetAfter: got %v, want a whole number of microseconds ≥ 0", d.ResetAfter)
+	if d.ResetAfter() < 0 || d.ResetAfter()%time.Microsecond != 0 {
+		fail("ResetAfter: got %v, want a whole number of microseconds ≥ 0", d.ResetAfter())
 	}
-	if d.Allowed != (d.RetryAfter == 0) {
-		fail("RetryAfter: got %v with Allowed=%v, want 0 exactly when allowed", d.RetryAfter, d.Allowed)
+	if d.Allowed() != (d.RetryAfter() == 0) {
+		fail("RetryAfter: got %v with Allowed=%v, want 0 exactly when allowed", d.RetryAfter(), d.Allowed())
 	}
-	if (d.ResetAfter == 0) != (d.Remaining == limit) {
-		fail("ResetAfter: got %v with Remaining=%d, want 0 exactly when Remaining is the limit %d", d.ResetAfter, d.Remaining, limit)
+	if (d.ResetAfter() == 0) != (d.Remaining() == limit) {
+		fail("ResetAfter: got %v with Remaining=%d, want 0 exactly when Remaining is the limit %d", d.ResetAfter(), d.Remaining(), limit)
 	}
-	if d.RetryAfter > d.ResetAfter {
-		fail("RetryAfter: got %v, want at most ResetAfter %v (a fresh key admits any cost)", d.RetryAfter, d.ResetAfter)
+	if d.RetryAfter() > d.ResetAfter() {
+		fail("RetryAfter: got %v, want at most ResetAfter %v (a fresh key admits any cost)", d.RetryAfter(), d.ResetAfter())
 	}
 	switch {
-	case cost == 0 && d.Allowed != (d.Remaining >= 1):
-		fail("Allowed: got %v with Remaining=%d, want true exactly when Remaining ≥ 1", d.Allowed, d.Remaining)
-	case cost > 0 && d.Allowed && d.Remaining > limit-cost:
-		fail("Remaining: got %d after admitting %d, want at most %d", d.Remaining, cost, limit-cost)
-	case cost > 0 && !d.Allowed && d.Remaining >= cost:
-		fail("Remaining: got %d with cost %d denied, want less than the cost", d.Remaining, cost)
+	case cost == 0 && d.Allowed() != (d.Remaining() >= 1):
+		fail("Allowed: got %v with Remaining=%d, want true exactly when Remaining ≥ 1", d.Allowed(), d.Remaining())
+	case cost > 0 && d.Allowed() && d.Remaining() > limit-cost:
+		fail("Remaining: got %d after admitting %d, want at most %d", d.Remaining(), cost, limit-cost)
+	case cost > 0 && !d.Allowed() && d.Remaining() >= cost:
+		fail("Remaining: got %d with cost %d denied, want less than the cost", d.Remaining(), cost)
 	}
 	return errors.Join(errs...)
 }
