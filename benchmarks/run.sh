@@ -8,7 +8,8 @@
 #   COUNT=10 BENCHTIME=2s bash benchmarks/run.sh
 #   bash benchmarks/run.sh memory       # the in-process half only, no Redis
 #
-# Raw results are kept in benchmarks/results/ (memory.txt, redis.txt).
+# Raw results are kept in benchmarks/results/ (memory.txt, redis.txt), each headed by
+# the date, the Go version and the machine it ran on.
 set -euo pipefail
 cd "$(dirname "$0")"
 count=${COUNT:-6}
@@ -33,18 +34,19 @@ if [ ${#parts[@]} = 2 ]; then
 fi
 
 mkdir -p results
-{
+machine() { # the lines that head each results file: when, on what (benchstat skips them)
   echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(go version)"
   echo "# $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB"
   if [ -n "$pid" ]; then echo "# $(redis-server --version)"; fi
-} | tee results/machine.txt
+}
+machine
 
 # One binary, run count times with -count=1: each round runs every library
 # once, so a slow spell of this shared machine lands on all of them rather
 # than on whichever library -count=N happened to be repeating.
 go test -c -o "$work/benchmarks.test" .
 rounds() { # rounds BENCH OUT
-  : >"$2"
+  machine >"$2"
   for i in $(seq "$count"); do
     "$work/benchmarks.test" -test.run='^$' -test.bench="$1" -test.benchmem -test.count=1 \
       -test.benchtime="$benchtime" -test.timeout=60m | tee -a "$2"
