@@ -113,15 +113,19 @@ func (b *Bucket) until(tokens float64, last int64, held, target float64, now int
 		return 0
 	}
 	// A first guess, then the exact answer by the refill itself; the guess
-	// may be off by a few µs either way without changing the result.
-	e := int64(math.Ceil((target - tokens) * b.perToken))
-	for tokens+float64(float64(e)*b.perMicro) < target {
+	// may be off by a few µs either way without changing the result. The
+	// count of µs stays a float64 (a whole number below 2^53, so exactly
+	// what at() multiplies) until the end: converting it to an integer and
+	// back on the way would lengthen the chain of dependent instructions
+	// every decision waits on by a third.
+	e := math.Ceil((target - tokens) * b.perToken)
+	for tokens+float64(e*b.perMicro) < target {
 		e++
 	}
-	for e > 0 && tokens+float64(float64(e-1)*b.perMicro) >= target {
+	for e > 0 && tokens+float64((e-1)*b.perMicro) >= target {
 		e--
 	}
-	return last + e - now
+	return last + int64(e) - now
 }
 
 // Take takes cost tokens when the bucket holds at least that many at now.
