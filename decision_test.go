@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -102,4 +103,15 @@ func TestDecisionFitsInRegisters(t *testing.T) {
 		t.Fatalf("Decision has %d fields and %d bytes; Go keeps at most 4 fields and 32 bytes in registers",
 			typ.NumField(), typ.Size())
 	}
+}
+
+// A fake limiter, in the tests of a handler, returns decisions built from
+// their fields.
+func ExampleDecisionFields() {
+	d := ratelimit.DecisionFields{Limit: 10, RetryAfter: 2 * time.Second, ResetAfter: 20 * time.Second}.Decision()
+	fmt.Println(d.Allowed(), d.RetryAfter())
+	fmt.Println(d)
+	// Output:
+	// false 2s
+	// denied: 0 of 10 remaining, retry after 2s, reset after 20s, from store
 }
