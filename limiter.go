@@ -236,9 +236,8 @@ func decided(r algorithm.Result, limit int64, src Source) Decision {
 	return d
 }
 
-// setBreakerOpen sets or clears BreakerOpen.
+// setBreakerOpen marks d, a decision just made, BreakerOpen when open.
 func (d *Decision) setBreakerOpen(open bool) {
-	d.word &^= breakerBit
 	if open {
 		d.word |= breakerBit
 	}

@@ -116,8 +116,8 @@ func (b *Bucket) until(tokens float64, last int64, held, target float64, now int
 	// may be off by a few µs either way without changing the result. The
 	// count of µs stays a float64 (a whole number below 2^53, so exactly
 	// what at() multiplies) until the end: converting it to an integer and
-	// back on the way would lengthen the chain of dependent instructions
-	// every decision waits on by a third.
+	// back before each check would put two conversions more on the chain
+	// of dependent instructions every admitted decision waits on.
 	e := math.Ceil((target - tokens) * b.perToken)
 	for tokens+float64(e*b.perMicro) < target {
 		e++
