@@ -3,6 +3,7 @@ package benchmarks
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,4 +143,36 @@ var memorySubjects = []subject{
 		prime(b, allow, keys, true)
 		return allow
 	}},
+	{"bare", bareSetup},
+}
+
+// bareSetup is not a limiter: it is a decision stripped to what any
+// exact in-process limiter does, as a reference for the others. It reads
+// the clock once (the monotonic reading alone, as ratelimit and go-limiter
+// do), finds the key's counter in a Go map that is never written during
+// the run, so it takes no lock, and adds to the counter atomically when
+// the request is admitted: an exact limit shared by goroutines writes the
+// key's state on every admitted decision, and a denied request only reads
+// it. It decides nothing; its answers are the path's.
+//
+// On one key in the parallel mode the counter's cache line moves between
+// the cores on every admitted decision, as the state of any exact
+// limiter's key must: that row shows what the hardware leaves of a second
+// core on one key.
+func bareSetup(b *testing.B, keys []string, p path) allowFunc {
+	counters := make(map[string]*atomic.Int64, len(keys))
+	for _, k := range keys {
+		counters[k] = new(atomic.Int64)
+	}
+	start := time.Now()
+	admit := p.admits()
+	return func(_ context.Context, key string) (bool, error) {
+		now := int64(time.Since(start))
+		c := counters[key]
+		if !admit {
+			return c.Load() > now, nil
+		}
+		c.Add(1)
+		return true, nil
+	}
 }
