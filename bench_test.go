@@ -299,6 +299,16 @@ func policyAllow(p *ratelimit.Policy[string]) allowFunc {
 	}
 }
 
+// policyAllowInto is policyAllow through AllowNInto, the decision kept on
+// the caller's stack.
+func policyAllowInto(p *ratelimit.Policy[string]) allowFunc {
+	return func(ctx context.Context, key string) (bool, error) {
+		var d ratelimit.PolicyDecision
+		err := p.AllowNInto(ctx, key, 1, &d)
+		return d.Allowed(), err
+	}
+}
+
 func benchParallel(b *testing.B, allow allowFunc, keys []string, allowed, remote bool) {
 	ctx := context.Background()
 	var wrong, failed atomic.Int64
@@ -367,7 +377,8 @@ func reportDecisions(b *testing.B, wrong int, allowed bool) {
 
 // BenchmarkPolicy compares a route's two limits, 10^5 per second (a token
 // bucket) and 10^9 per day (a fixed window), decided together by a
-// Policy, with the per-second limit alone on a Limiter, on 10,000 keys far
+// Policy (on the memory store also through AllowNInto, limits=2-into),
+// with the per-second limit alone on a Limiter, on 10,000 keys far
 // below their limits, on every store (real Redis at $RATELIMIT_REDIS_ADDR;
 // the Redis stores with redisCallers concurrent callers):
 //
@@ -418,6 +429,17 @@ func BenchmarkPolicy(b *testing.B) {
 					b.Fatal(err)
 				}
 				benchParallel(b, policyAllow(p), keys, true, st.remote)
+			})
+			if st.remote {
+				return // a decision's copies are lost in a round trip
+			}
+			b.Run("limits=2-into", func(b *testing.B) {
+				p, err := ratelimit.NewPolicy(st.new(b), []ratelimit.Limit{
+					{Name: "second", Algorithm: second}, {Name: "day", Algorithm: day}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				benchParallel(b, policyAllowInto(p), keys, true, st.remote)
 			})
 		})
 	}

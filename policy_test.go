@@ -3,6 +3,8 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -321,5 +323,85 @@ func TestPolicyBreaker(t *testing.T) {
 	}
 	if _, err := ratelimit.NewPolicy(memorystore.New[string](), burstAndHour(t), ratelimit.WithDenialCache(8)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 		t.Errorf("NewPolicy with a denial cache: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// AllowNInto leaves in d exactly what AllowN returns, whatever d held
+// before: a decision of a policy of more limits (spilled beyond what a
+// PolicyDecision holds in itself), of fewer, or an error's zero decision.
+// Two policies alike, on clocks alike, take the same requests: one through
+// AllowN, the other through AllowNInto into one reused d.
+func TestPolicyAllowNIntoIsAllowN(t *testing.T) {
+	ctx := context.Background()
+	bucket := func(c int64) ratelimit.Limit {
+		return ratelimit.Limit{Algorithm: mustBucket(t, tokenbucket.Config{Capacity: c, Rate: 1})}
+	}
+	hourly, err := fixedwindow.New(fixedwindow.Config{Limit: 4, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := map[string][]ratelimit.Limit{
+		"one":  {bucket(3)},
+		"two":  {bucket(3), {Algorithm: hourly}},
+		"four": {bucket(3), bucket(4), bucket(5), {Algorithm: hourly}},
+		"six":  {bucket(3), bucket(4), bucket(5), bucket(6), bucket(7), {Algorithm: hourly}},
+	}
+	type pair struct {
+		byValue, into *ratelimit.Policy[string]
+		clocks        [2]*clock.Fake
+	}
+	pairs := map[string]pair{}
+	for name, limits := range shapes {
+		var p pair
+		for i, dst := range []**ratelimit.Policy[string]{&p.byValue, &p.into} {
+			p.clocks[i] = clock.NewFake(t0)
+			if *dst, err = ratelimit.NewPolicy(memorystore.New[string](), limits, ratelimit.WithClock(p.clocks[i]),
+				ratelimit.WithDryRun()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pairs[name] = p
+	}
+	var d ratelimit.PolicyDecision // reused by every call below
+	var seen [3]int                // admitted, denied, errors
+	steps := []struct {
+		shape string
+		cost  int
+	}{
+		{"six", 1}, {"two", 1}, {"six", 2}, {"one", 1}, {"four", 3}, {"two", 0}, {"six", 4},
+		{"two", 2}, {"four", 2}, {"one", 9}, {"two", 1}, {"one", 1}, {"six", 1}, {"four", 1},
+	}
+	for i, s := range steps {
+		p := pairs[s.shape]
+		want, wantErr := p.byValue.AllowN(ctx, "k", s.cost)
+		err := p.into.AllowNInto(ctx, "k", s.cost, &d)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("step %d (%s, cost %d): error %v, AllowN's %v", i, s.shape, s.cost, err, wantErr)
+		}
+		switch {
+		case err != nil:
+			seen[2]++
+		case d.DryRunDenied():
+			seen[1]++
+		default:
+			seen[0]++
+		}
+		if !reflect.DeepEqual(d, want) {
+			t.Fatalf("step %d (%s, cost %d): AllowNInto left\n%+v\nAllowN returned\n%+v", i, s.shape, s.cost, d, want)
+		}
+		for _, c := range p.clocks {
+			c.Advance(300 * time.Millisecond)
+		}
+	}
+	if seen[0] == 0 || seen[1] == 0 || seen[2] == 0 {
+		t.Fatalf("%d admitted, %d denied (in dry run), %d errors: the steps no longer cover all three", seen[0], seen[1], seen[2])
+	}
+	p := pairs["two"].into
+	if n := testing.AllocsPerRun(1000, func() { p.AllowNInto(ctx, "k", 1, &d) }); n != 0 {
+		t.Errorf("AllowNInto: %v allocations, want 0", n)
+	}
+	down, _ := newPolicy(t, downStore{})
+	if err := down.AllowNInto(ctx, "k", 1, &d); !errors.Is(err, ratelimit.ErrStoreUnavailable) || !reflect.DeepEqual(d, ratelimit.PolicyDecision{}) {
+		t.Errorf("AllowNInto with the store down: %+v, %v; want the zero decision, ErrStoreUnavailable", d, err)
 	}
 }
