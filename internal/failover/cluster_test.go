@@ -67,8 +67,18 @@ type cluster struct {
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
+	// The directories are made before c.stop is registered: cleanups run
+	// last registered first, so every node is killed before its directory
+	// is removed. The other way round, a node still running could write
+	// its log or nodes.conf into a directory being removed, and the
+	// removal failed the test ("directory not empty").
+	ps := ports(t)
+	dirs := make([]string, len(ps))
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
 	t.Cleanup(c.stop)
-	for _, port := range ports(t) {
+	for i, port := range ps {
 		for _, p := range []int{port, port + 10000} {
 			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err != nil {
 				t.Fatalf("port %d is taken: %v", p, err)
@@ -76,7 +86,7 @@ func startCluster(t *testing.T) *cluster {
 				l.Close()
 			}
 		}
-		n := &node{addr: fmt.Sprintf("127.0.0.1:%d", port), dir: t.TempDir()}
+		n := &node{addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dirs[i]}
 		n.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", n.dir,
 			"--save", "", "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "1000", "--enable-debug-command", "yes")
