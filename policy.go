@@ -167,7 +167,7 @@ func (p *Policy[K]) AllowN(ctx context.Context, key K, n int) (d PolicyDecision,
 // (the zero PolicyDecision with an error). A PolicyDecision holds each
 // limit's decision, 200 bytes, and returning one copies it on the way out
 // of AllowN and again into the caller's variable: on the memory store that
-// is 10–20% of a policy's decision (README, Policy). A caller on a hot
+// is 12% of a decision of two limits (README, Policy). A caller on a hot
 // path keeps one d, on its stack, and passes it each time.
 func (p *Policy[K]) AllowNInto(ctx context.Context, key K, n int, d *PolicyDecision) error {
 	if p.hooks.active() {
