@@ -193,13 +193,24 @@ func (p *Policy[K]) take(ctx context.Context, key K, n int, d *PolicyDecision) e
 	rs, buf := p.results()
 	defer p.release(buf)
 	r, err := p.table.Take(ctx, key, p.micros.UnixMicro(), int64(n), rs)
-	src, open := FromStore, false
 	if err != nil {
-		open = errors.Is(err, ErrBreakerOpen)
-		if r, src, err = p.fail(ctx, err, key, int64(n), false, rs); err != nil {
-			*d = PolicyDecision{}
-			return err
-		}
+		return p.failed(ctx, err, key, int64(n), false, rs, d)
+	}
+	d.set(r, rs, FromStore, p.limits)
+	return nil
+}
+
+// failed makes d the failure policy's decision for key, whose store
+// failed with err (peek selecting the local table's Peek), marked
+// BreakerOpen when the breaker refused the call; or it zeroes d and
+// returns the error. rs receives the limits' results. It is engine.failed
+// for a policy.
+func (p *Policy[K]) failed(ctx context.Context, err error, key K, cost int64, peek bool, rs []algorithm.Result, d *PolicyDecision) error {
+	open := errors.Is(err, ErrBreakerOpen)
+	r, src, err := p.fail(ctx, err, key, cost, peek, rs)
+	if err != nil {
+		*d = PolicyDecision{}
+		return err
 	}
 	d.set(r, rs, src, p.limits)
 	d.setBreakerOpen(open)
@@ -252,15 +263,10 @@ func (p *Policy[K]) peek(ctx context.Context, key K, d *PolicyDecision) error {
 	rs, buf := p.results()
 	defer p.release(buf)
 	r, err := p.table.Peek(ctx, key, p.micros.UnixMicro(), rs)
-	src, open := FromStore, false
 	if err != nil {
-		open = errors.Is(err, ErrBreakerOpen)
-		if r, src, err = p.fail(ctx, err, key, 1, true, rs); err != nil {
-			return err
-		}
+		return p.failed(ctx, err, key, 1, true, rs, d)
 	}
-	d.set(r, rs, src, p.limits)
-	d.setBreakerOpen(open)
+	d.set(r, rs, FromStore, p.limits)
 	return nil
 }
 
