@@ -422,24 +422,22 @@ func BenchmarkPolicy(b *testing.B) {
 				}
 				benchParallel(b, limiterAllow(lim), keys, true, st.remote)
 			})
-			b.Run("limits=2", func(b *testing.B) {
+			both := func(b *testing.B) *ratelimit.Policy[string] {
 				p, err := ratelimit.NewPolicy(st.new(b), []ratelimit.Limit{
 					{Name: "second", Algorithm: second}, {Name: "day", Algorithm: day}})
 				if err != nil {
 					b.Fatal(err)
 				}
-				benchParallel(b, policyAllow(p), keys, true, st.remote)
+				return p
+			}
+			b.Run("limits=2", func(b *testing.B) {
+				benchParallel(b, policyAllow(both(b)), keys, true, st.remote)
 			})
 			if st.remote {
 				return // a decision's copies are lost in a round trip
 			}
 			b.Run("limits=2-into", func(b *testing.B) {
-				p, err := ratelimit.NewPolicy(st.new(b), []ratelimit.Limit{
-					{Name: "second", Algorithm: second}, {Name: "day", Algorithm: day}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				benchParallel(b, policyAllowInto(p), keys, true, st.remote)
+				benchParallel(b, policyAllowInto(both(b)), keys, true, st.remote)
 			})
 		})
 	}
