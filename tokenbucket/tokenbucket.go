@@ -112,13 +112,17 @@ func (b *Bucket) until(tokens float64, last int64, held, target float64, now int
 	if held >= target {
 		return 0
 	}
-	// A first guess, then the exact answer by the refill itself; the guess
-	// may be off by a few µs either way without changing the result. The
-	// count of µs stays a float64 (a whole number below 2^53, so exactly
-	// what at() multiplies) until the end: converting it to an integer and
-	// back before each check would put two conversions more on the chain
-	// of dependent instructions every admitted decision waits on.
-	e := math.Ceil((target - tokens) * b.perToken)
+	return b.untilFrom(math.Ceil((target-tokens)*b.perToken), tokens, last, target, now)
+}
+
+// untilFrom is until from a first guess e at the microseconds from last,
+// which may be off by a few µs either way without changing the result:
+// the exact answer comes from the refill itself. The count of µs stays a
+// float64 (a whole number below 2^53, so exactly what at() multiplies)
+// until the end: converting it to an integer and back before each check
+// would put two conversions more on the chain of dependent instructions
+// every admitted decision waits on.
+func (b *Bucket) untilFrom(e, tokens float64, last int64, target float64, now int64) int64 {
 	for tokens+float64(e*b.perMicro) < target {
 		e++
 	}
@@ -132,6 +136,17 @@ func (b *Bucket) until(tokens float64, last int64, held, target float64, now int
 // An admitted cost leaves the bucket holding held-cost at max(last, now),
 // where it stands without refilling, so the result needs no second refill:
 // what is left, and when the bucket is full again.
+//
+// That instant is first guessed from the state before the charge rather
+// than from what the charge left: held-cost ends the longest chain of
+// dependent instructions in a decision (the clock, the refill since last,
+// the charge), and a guess made from it would wait for all of it. Refilled
+// from last, the bucket is full capacity-tokens+cost tokens' worth of time
+// later, of which now-last has passed; when the refill since last reached
+// capacity, what is missing is cost alone. Both guesses are within a µs
+// or two of the answer (the refill's roundings are below 2^-52 of a fill
+// time of at most algorithm.MaxDuration), and the larger is the one that
+// applies.
 func (b *Bucket) Take(s algorithm.State, now, cost int64) (algorithm.State, algorithm.Result) {
 	tokens, last := load(s)
 	held := b.at(tokens, last, now)
@@ -139,8 +154,13 @@ func (b *Bucket) Take(s algorithm.State, now, cost int64) (algorithm.State, algo
 	if c > held {
 		return b.report(tokens, last, held, c, now)
 	}
+	elapsed := float64(max(now-last, 0))
+	guess := max(math.Ceil((b.capacity-tokens+c)*b.perToken)-elapsed, math.Ceil(c*b.perToken))
 	left, last := held-c, max(last, now)
-	return b.report(left, last, left, 0, now)
+	return algorithm.State{N0: int64(math.Float64bits(left)), N1: last}, algorithm.Result{
+		Remaining:  int64(left),
+		ResetAfter: b.untilFrom(guess, left, last, b.capacity, now),
+	}
 }
 
 // Peek reports the bucket at now for a request of cost.
@@ -154,8 +174,8 @@ func (b *Bucket) Peek(s algorithm.State, now, cost int64) algorithm.Result {
 // tokens at last holding held, and that bucket's state. A bucket just
 // charged at now holds what it was charged down to, with last at now or
 // later: report then gives what the charge left, exactly. It returns the
-// state so that each of Take's paths ends in one call with nothing to
-// keep across it (a denial returns s's own numbers, tokens being N0 as a
+// state so that Take's denial ends in one call with nothing to keep
+// across it (a denial returns s's own numbers, tokens being N0 as a
 // float).
 func (b *Bucket) report(tokens float64, last int64, held, c float64, now int64) (algorithm.State, algorithm.Result) {
 	return algorithm.State{N0: int64(math.Float64bits(tokens)), N1: last}, algorithm.Result{
