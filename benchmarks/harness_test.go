@@ -47,6 +47,24 @@ const (
 // admits reports whether every request on p is to be admitted.
 func (p path) admits() bool { return p != denied }
 
+// mode is how the callers of a workload ask.
+type mode string
+
+const (
+	// modeSerial: one caller asks for every key.
+	modeSerial mode = "serial"
+	// modeParallel: many callers at once, each asking for every key, as
+	// a key's requests arrive on whichever core serves them.
+	modeParallel mode = "parallel"
+	// modeDisjoint: many callers at once, each asking for keys of its
+	// own (an equal share), so that no key's state moves between cores:
+	// how far a library's decisions on different keys scale with cores
+	// when nothing in the workload is shared. A caller's share is also a
+	// smaller working set than all the keys, which favours every library
+	// alike.
+	modeDisjoint mode = "disjoint"
+)
+
 // The generous limit every library gets: a burst of generousBurst and
 // generousBurst per hour.
 const generousBurst = 1_000_000_000
@@ -85,20 +103,24 @@ func shuffled(keys []string, c uint64) []string {
 // run runs every workload on every subject, named
 // keys=N/path=P/mode=M/lib=L so that benchstat can put libraries side by
 // side (-col /lib). callers > 0 sets how many goroutines call at once in
-// the parallel mode and reports latency percentiles.
-func run(b *testing.B, subjects []subject, callers int, modes []string) {
+// the parallel modes and reports latency percentiles. modeDisjoint runs
+// only with at least a key per caller.
+func run(b *testing.B, subjects []subject, callers int, modes []mode) {
 	for _, n := range keyCounts {
 		keys := makeKeys(n)
 		for _, path := range paths {
 			for _, mode := range modes {
+				if mode == modeDisjoint && n < max(callers, runtime.GOMAXPROCS(0)) {
+					continue
+				}
 				for _, s := range subjects {
 					name := fmt.Sprintf("keys=%d/path=%s/mode=%s/lib=%s", n, path, mode, s.lib)
 					b.Run(name, func(b *testing.B) {
 						allow := s.setup(b, keys, path)
-						if mode == "serial" {
+						if mode == modeSerial {
 							serial(b, allow, keys, path.admits())
 						} else {
-							parallel(b, allow, keys, path.admits(), callers)
+							parallel(b, allow, keys, path.admits(), callers, mode == modeDisjoint)
 						}
 					})
 				}
@@ -127,7 +149,10 @@ func serial(b *testing.B, allow allowFunc, keys []string, want bool) {
 	report(b, wrong, want)
 }
 
-func parallel(b *testing.B, allow allowFunc, keys []string, want bool, callers int) {
+// parallel runs allow from many goroutines at once: callers of them, or
+// one per processor when callers is 0. Each asks for every key, or with
+// disjoint for an equal share of them of its own.
+func parallel(b *testing.B, allow allowFunc, keys []string, want bool, callers int, disjoint bool) {
 	ctx := context.Background()
 	var wrong, failed, worker atomic.Int64
 	var mu sync.Mutex
@@ -139,7 +164,11 @@ func parallel(b *testing.B, allow allowFunc, keys []string, want bool, callers i
 	}
 	orders := make([][]string, perProc*runtime.GOMAXPROCS(0)) // RunParallel's goroutines
 	for c := range orders {
-		orders[c] = shuffled(keys, uint64(c+1))
+		own := keys
+		if disjoint {
+			own = keys[c*len(keys)/len(orders) : (c+1)*len(keys)/len(orders)]
+		}
+		orders[c] = shuffled(own, uint64(c+1))
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

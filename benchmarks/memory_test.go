@@ -36,7 +36,7 @@ const (
 //	go test -run='^$' -bench=Memory -benchmem -count=6 . | tee memory.txt
 //	benchstat -col /lib memory.txt
 func BenchmarkMemory(b *testing.B) {
-	run(b, memorySubjects, 0, []string{"serial", "parallel"})
+	run(b, memorySubjects, 0, []mode{modeSerial, modeParallel, modeDisjoint})
 }
 
 var memorySubjects = []subject{

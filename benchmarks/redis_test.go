@@ -62,7 +62,7 @@ func BenchmarkRedis(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(ru.Close)
-	run(b, redisSubjects(gr, ru), redisCallers, []string{"serial", "parallel"})
+	run(b, redisSubjects(gr, ru), redisCallers, []mode{modeSerial, modeParallel})
 }
 
 var prefixes int
