@@ -154,13 +154,19 @@ func (b *Bucket) Take(s algorithm.State, now, cost int64) (algorithm.State, algo
 	if c > held {
 		return b.report(tokens, last, held, c, now)
 	}
-	elapsed := float64(max(now-last, 0))
-	guess := max(math.Ceil((b.capacity-tokens+c)*b.perToken)-elapsed, math.Ceil(c*b.perToken))
+	guess := b.fullGuess(tokens, last, c, now)
 	left, last := held-c, max(last, now)
 	return algorithm.State{N0: int64(math.Float64bits(left)), N1: last}, algorithm.Result{
 		Remaining:  int64(left),
 		ResetAfter: b.untilFrom(guess, left, last, b.capacity, now),
 	}
+}
+
+// fullGuess is Take's first guess at the µs from max(last, now) until a
+// bucket that held tokens at last, charged c at now, is full again.
+func (b *Bucket) fullGuess(tokens float64, last int64, c float64, now int64) float64 {
+	elapsed := float64(max(now-last, 0))
+	return max(math.Ceil((b.capacity-tokens+c)*b.perToken)-elapsed, math.Ceil(c*b.perToken))
 }
 
 // Peek reports the bucket at now for a request of cost.
