@@ -32,7 +32,7 @@ func TestFullGuessIsClose(t *testing.T) {
 		}
 		tokens := b.capacity * rng.Float64()
 		last := int64(1) << 50
-		now := last + int64(float64(rng.Int64N(4*int64(fill)+2))) - rng.Int64N(3)
+		now := last + rng.Int64N(4*int64(fill)+2) - rng.Int64N(3)
 		held := b.at(tokens, last, now)
 		c := float64(1 + rng.Int64N(capacity))
 		if c > held {

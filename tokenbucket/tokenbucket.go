@@ -135,18 +135,7 @@ func (b *Bucket) untilFrom(e, tokens float64, last int64, target float64, now in
 // Take takes cost tokens when the bucket holds at least that many at now.
 // An admitted cost leaves the bucket holding held-cost at max(last, now),
 // where it stands without refilling, so the result needs no second refill:
-// what is left, and when the bucket is full again.
-//
-// That instant is first guessed from the state before the charge rather
-// than from what the charge left: held-cost ends the longest chain of
-// dependent instructions in a decision (the clock, the refill since last,
-// the charge), and a guess made from it would wait for all of it. Refilled
-// from last, the bucket is full capacity-tokens+cost tokens' worth of time
-// later, of which now-last has passed; when the refill since last reached
-// capacity, what is missing is cost alone. Both guesses are within a µs
-// or two of the answer (the refill's roundings are below 2^-52 of a fill
-// time of at most algorithm.MaxDuration), and the larger is the one that
-// applies.
+// what is left, and when the bucket is full again (from fullGuess).
 func (b *Bucket) Take(s algorithm.State, now, cost int64) (algorithm.State, algorithm.Result) {
 	tokens, last := load(s)
 	held := b.at(tokens, last, now)
@@ -164,6 +153,16 @@ func (b *Bucket) Take(s algorithm.State, now, cost int64) (algorithm.State, algo
 
 // fullGuess is Take's first guess at the µs from max(last, now) until a
 // bucket that held tokens at last, charged c at now, is full again.
+//
+// It is made from the state before the charge rather than from what the
+// charge left: held-c ends the longest chain of dependent instructions in
+// a decision (the clock, the refill since last, the charge), and a guess
+// made from it would wait for all of it. Refilled from last, the bucket is
+// full capacity-tokens+c tokens' worth of time later, of which now-last
+// has passed; when the refill since last reached capacity, what is missing
+// is c alone. Both guesses are within a µs or two of the answer (the
+// refill's roundings are below 2^-52 of a fill time of at most
+// algorithm.MaxDuration), and the larger is the one that applies.
 func (b *Bucket) fullGuess(tokens float64, last int64, c float64, now int64) float64 {
 	elapsed := float64(max(now-last, 0))
 	return max(math.Ceil((b.capacity-tokens+c)*b.perToken)-elapsed, math.Ceil(c*b.perToken))
@@ -177,9 +176,7 @@ func (b *Bucket) Peek(s algorithm.State, now, cost int64) algorithm.Result {
 }
 
 // report is the decision for c without taking it, the bucket that held
-// tokens at last holding held, and that bucket's state. A bucket just
-// charged at now holds what it was charged down to, with last at now or
-// later: report then gives what the charge left, exactly. It returns the
+// tokens at last holding held, and that bucket's state. It returns the
 // state so that Take's denial ends in one call with nothing to keep
 // across it (a denial returns s's own numbers, tokens being N0 as a
 // float).
