@@ -110,7 +110,7 @@ func run(b *testing.B, subjects []subject, callers int, modes []mode) {
 		keys := makeKeys(n)
 		for _, path := range paths {
 			for _, mode := range modes {
-				if mode == modeDisjoint && n < max(callers, runtime.GOMAXPROCS(0)) {
+				if mode == modeDisjoint && n < perProc(callers)*runtime.GOMAXPROCS(0) {
 					continue
 				}
 				for _, s := range subjects {
@@ -149,6 +149,15 @@ func serial(b *testing.B, allow allowFunc, keys []string, want bool) {
 	report(b, wrong, want)
 }
 
+// perProc is how many goroutines per processor parallel runs for callers
+// (b.SetParallelism's unit): enough for callers, or one when it is 0.
+func perProc(callers int) int {
+	if callers == 0 {
+		return 1
+	}
+	return (callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
+}
+
 // parallel runs allow from many goroutines at once: callers of them, or
 // one per processor when callers is 0. Each asks for every key, or with
 // disjoint for an equal share of them of its own.
@@ -157,12 +166,9 @@ func parallel(b *testing.B, allow allowFunc, keys []string, want bool, callers i
 	var wrong, failed, worker atomic.Int64
 	var mu sync.Mutex
 	var latencies []time.Duration
-	perProc := 1
-	if callers > 0 {
-		perProc = (callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
-		b.SetParallelism(perProc)
-	}
-	orders := make([][]string, perProc*runtime.GOMAXPROCS(0)) // RunParallel's goroutines
+	procs := perProc(callers)
+	b.SetParallelism(procs)
+	orders := make([][]string, procs*runtime.GOMAXPROCS(0)) // RunParallel's goroutines
 	for c := range orders {
 		own := keys
 		if disjoint {
