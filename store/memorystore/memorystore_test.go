@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -250,6 +252,52 @@ func TestTablesAreSeparate(t *testing.T) {
 	}
 	if got := s.Stats().Keys; got != 2 {
 		t.Errorf("Stats().Keys = %d, want 2 (summed over tables)", got)
+	}
+}
+
+// TestKeysOfEveryKind checks that keys equal under Go's == share state,
+// whatever their bits and wherever they are stored, and that keys that
+// differ do not, for the key types the store hashes by their bits and for
+// those it does not.
+func TestKeysOfEveryKind(t *testing.T) {
+	type name string
+	type pair struct {
+		a string
+		b int
+	}
+	long := "a key of more than forty-eight bytes, which is read in a loop"
+	checkKeys(t, []string{"", "a", "user:1000000", long},
+		[]string{strings.Clone("a"), "user:" + strconv.Itoa(1000000), strings.Clone(long)},
+		[]string{"b", "user:1000001", long[:len(long)-1] + "!"})
+	checkKeys(t, []name{"user:1"}, []name{name(strings.Clone("user:1"))}, []name{"user:2"})
+	checkKeys(t, []int8{-1, 0, 127}, []int8{-1}, []int8{1, -128})
+	checkKeys(t, []uint32{0, 1 << 31}, []uint32{1 << 31}, []uint32{1})
+	checkKeys(t, []int{-1, 1 << 40}, []int{1 << 40}, []int{1 << 41})
+	checkKeys(t, []float64{0, 1.5}, []float64{math.Copysign(0, -1)}, []float64{-1.5})
+	checkKeys(t, []any{"x", 1}, []any{strings.Clone("x"), 1}, []any{int64(1)}) // int 1 and int64 1 differ
+	checkKeys(t, []pair{{"a", 1}}, []pair{{strings.Clone("a"), 1}}, []pair{{"a", 2}})
+}
+
+// checkKeys takes the one token of a bucket under each of keys, then
+// expects each of aliases (equal under == to one of keys) to be denied and
+// each of others to be admitted.
+func checkKeys[K comparable](t *testing.T, keys, aliases, others []K) {
+	t.Helper()
+	tab := open(t, memorystore.New[K](), mustBucket(t, 1, 1e-3))
+	for _, k := range keys {
+		if r := take(t, tab, k, t0, 1); !r.Allowed() {
+			t.Fatalf("%T %v: first request denied", k, k)
+		}
+	}
+	for _, k := range aliases {
+		if r := take(t, tab, k, t0, 1); r.Allowed() {
+			t.Errorf("%T %v: admitted, want denied (an equal key's token is taken)", k, k)
+		}
+	}
+	for _, k := range others {
+		if r := take(t, tab, k, t0, 1); !r.Allowed() {
+			t.Errorf("%T %v: denied, want admitted (a key of its own)", k, k)
+		}
 	}
 }
 

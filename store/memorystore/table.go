@@ -2,7 +2,6 @@ package memorystore
 
 import (
 	"context"
-	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -34,7 +33,7 @@ type table[K comparable] struct {
 	others   []algorithm.Algorithm // the other limits', nil for one limit
 	narrow   []bool                // which of others are algorithm.Narrow
 	limit    int64                 // the first limit's
-	seed     maphash.Seed
+	hash     keyHash[K]
 	shards   []shard[K]
 	shift    uint  // a key's hash >> shift is its shard
 	shardCap int   // the most keys a shard holds
@@ -186,7 +185,7 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 	t := &table[K]{
 		alg:    algs[0],
 		limit:  algs[0].Limit(),
-		seed:   maphash.MakeSeed(),
+		hash:   newKeyHash[K](),
 		shards: make([]shard[K], shards),
 		shift:  64,
 		grace:  grace,
@@ -221,7 +220,7 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 }
 
 func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorithm.Result) (r algorithm.Result, _ error) {
-	h := maphash.Comparable(t.seed, key) // by hand: a call of its own is not inlined
+	h := t.hash.of(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	if t.others != nil {
 		return t.takeAll(sh, key, hash, now, cost, out), nil
@@ -342,7 +341,7 @@ func (t *table[K]) reportDenial(e *entry[K], n uint32, now int64) algorithm.Resu
 }
 
 func (t *table[K]) Peek(_ context.Context, key K, now int64, out []algorithm.Result) (r algorithm.Result, _ error) {
-	h := maphash.Comparable(t.seed, key) // by hand: a call of its own is not inlined
+	h := t.hash.of(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	if t.others != nil {
 		return t.peekAll(sh, key, hash, now, out), nil
@@ -393,7 +392,7 @@ func (t *table[K]) peekAll(sh *shard[K], key K, hash uint32, now int64, out []al
 }
 
 func (t *table[K]) Reset(_ context.Context, key K) error {
-	h := maphash.Comparable(t.seed, key) // by hand: a call of its own is not inlined
+	h := t.hash.of(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	sh.mu.Lock()
 	if pos, ok := t.locate(sh, key, hash); ok {

@@ -1,0 +1,207 @@
+package memorystore
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+func TestKeyHashKinds(t *testing.T) {
+	type name string
+	type id uint16
+	for _, c := range []struct {
+		got, want keyKind
+		of        string
+	}{
+		{newKeyHash[string]().kind, keyString, "string"},
+		{newKeyHash[name]().kind, keyString, "named string"},
+		{newKeyHash[int8]().kind, keyInt8, "int8"},
+		{newKeyHash[uint8]().kind, keyInt8, "uint8"},
+		{newKeyHash[id]().kind, keyInt16, "named uint16"},
+		{newKeyHash[int32]().kind, keyInt32, "int32"},
+		{newKeyHash[uint64]().kind, keyInt64, "uint64"},
+		{newKeyHash[int]().kind, map[uintptr]keyKind{4: keyInt32, 8: keyInt64}[unsafe.Sizeof(0)], "int"},
+		{newKeyHash[uintptr]().kind, map[uintptr]keyKind{4: keyInt32, 8: keyInt64}[unsafe.Sizeof(uintptr(0))], "uintptr"},
+		// Equal keys with different bits, or no bits of their own to read.
+		{newKeyHash[float64]().kind, keyComparable, "float64"},
+		{newKeyHash[complex64]().kind, keyComparable, "complex64"},
+		{newKeyHash[any]().kind, keyComparable, "interface"},
+		{newKeyHash[struct{ a, b string }]().kind, keyComparable, "struct"},
+		{newKeyHash[[2]int]().kind, keyComparable, "array"},
+		{newKeyHash[*int]().kind, keyComparable, "pointer"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s keys: kind %d, want %d", c.of, c.got, c.want)
+		}
+	}
+}
+
+// TestKeyHashReadsEveryByteAndNoMore hashes strings of every length up to
+// 100 that lie inside a larger buffer: changing any bit of the string
+// must change the hash, and changing the bytes around it must not.
+func TestKeyHashReadsEveryByteAndNoMore(t *testing.T) {
+	h := newKeyHash[string]()
+	const margin = 24
+	for n := range 101 {
+		buf := make([]byte, margin+n+margin)
+		for i := range buf {
+			buf[i] = byte(rand.Uint32())
+		}
+		s := unsafe.String(&buf[margin], n)
+		want := h.of(s)
+		if got := h.of(string([]byte(s))); got != want {
+			t.Fatalf("len %d: a copy hashes to %#x, the original to %#x", n, got, want)
+		}
+		for i := range margin {
+			buf[i]++
+			buf[margin+n+i]++
+		}
+		if got := h.of(s); got != want {
+			t.Fatalf("len %d: the bytes around the key changed its hash", n)
+		}
+		for i := range n {
+			for bit := range 8 {
+				buf[margin+i] ^= 1 << bit
+				if h.of(s) == want {
+					t.Fatalf("len %d: flipping bit %d of byte %d leaves the hash as it was", n, bit, i)
+				}
+				buf[margin+i] ^= 1 << bit
+			}
+		}
+	}
+}
+
+func TestKeyHashLengthCounts(t *testing.T) {
+	h := newKeyHash[string]()
+	seen := map[uint64]int{}
+	zeros := string(make([]byte, 100))
+	for n := range 101 {
+		v := h.of(zeros[:n])
+		if m, ok := seen[v]; ok {
+			t.Fatalf("%d and %d zero bytes hash alike", m, n)
+		}
+		seen[v] = n
+	}
+}
+
+func TestKeyHashIntegers(t *testing.T) {
+	checkIntegers[int8](t, 8)
+	checkIntegers[uint16](t, 16)
+	checkIntegers[int32](t, 32)
+	checkIntegers[uint64](t, 64)
+}
+
+// checkIntegers checks that keys of K (bits wide) that differ in any one
+// bit hash differently, around several values, negative ones among them.
+func checkIntegers[K int8 | uint16 | int32 | uint64](t *testing.T, width int) {
+	h := newKeyHash[K]()
+	for _, x := range []K{0, 1, K(rand.Uint64()), ^K(0), ^K(0) << (width - 1)} {
+		want := h.of(x)
+		for bit := range width {
+			y := x ^ K(1)<<bit
+			if h.of(y) == want {
+				t.Errorf("%T: %v and %v hash alike", x, x, y)
+			}
+		}
+	}
+}
+
+// TestKeyHashSpreads checks that the bits a table uses (the top ones for
+// the shard, the low ones for the index position, bits 26 to 30 for the
+// tag) spread keys that differ in a few digits evenly, and that every bit
+// of a key moves about half the bits of the hash.
+func TestKeyHashSpreads(t *testing.T) {
+	h := newKeyHash[string]()
+	const keys, buckets = 1 << 17, 1 << 10
+	var shard, pos, tag [buckets]int
+	for i := range keys {
+		v := h.of(fmt.Sprintf("user:%d", 1_000_000+i))
+		shard[v>>(64-10)]++
+		pos[v&(buckets-1)]++
+		tag[v>>26&(1<<tagBits-1)]++
+	}
+	for _, c := range []struct {
+		name   string
+		counts []int
+	}{{"shard bits", shard[:]}, {"index bits", pos[:]}, {"tag bits", tag[:1<<tagBits]}} {
+		// χ² with k-1 degrees of freedom has mean k-1 and standard
+		// deviation √(2(k-1)); allow 6 of them.
+		k := float64(len(c.counts))
+		expected := keys / k
+		var chi2 float64
+		for _, n := range c.counts {
+			d := float64(n) - expected
+			chi2 += d * d / expected
+		}
+		if limit := k - 1 + 6*math.Sqrt(2*(k-1)); chi2 > limit {
+			t.Errorf("%s: χ² = %.0f over %d buckets, above %.0f", c.name, chi2, len(c.counts), limit)
+		}
+	}
+
+	// Avalanche: flipping one bit of a 12-byte key flips 32 of the 64
+	// bits of the hash on average (standard deviation 4 per key, 4/√500
+	// over 500 keys; allow 1 bit, about 5.6 of them).
+	const samples = 500
+	for bit := range 12 * 8 {
+		total := 0
+		for range samples {
+			b := []byte(fmt.Sprintf("user:%07d", rand.IntN(10_000_000)))
+			before := h.of(string(b))
+			b[bit/8] ^= 1 << (bit % 8)
+			total += bits.OnesCount64(before ^ h.of(string(b)))
+		}
+		if mean := float64(total) / samples; mean < 31 || mean > 33 {
+			t.Errorf("flipping bit %d of a key flips %.1f bits of its hash on average, want 32", bit, mean)
+		}
+	}
+}
+
+func TestKeyHashSeedsDiffer(t *testing.T) {
+	a, b := newKeyHash[string](), newKeyHash[string]()
+	same := 0
+	for i := range 100 {
+		k := fmt.Sprintf("user:%d", i)
+		if a.of(k) == b.of(k) {
+			same++
+		}
+	}
+	if same > 0 {
+		t.Errorf("two tables hash %d of 100 keys alike, want none", same)
+	}
+}
+
+// BenchmarkKeyHash compares keyHash with hash/maphash, which it replaces
+// for strings and integers. Each hash picks the next key, so that the
+// loop measures how long a decision waits for it rather than how many
+// hashes overlap.
+func BenchmarkKeyHash(b *testing.B) {
+	strs := make([]string, 1024)
+	long := make([]string, 1024)
+	ints := make([]int64, 1024)
+	for i := range strs {
+		strs[i] = fmt.Sprintf("user:%d", 1_000_000+i)
+		long[i] = fmt.Sprintf("%040d", i)
+		ints[i] = int64(i) << 20
+	}
+	seed := maphash.MakeSeed()
+	str, i64 := newKeyHash[string](), newKeyHash[int64]()
+	benchHash(b, "key=string12/hash=ours", strs, str.of)
+	benchHash(b, "key=string12/hash=maphash", strs, func(k string) uint64 { return maphash.Comparable(seed, k) })
+	benchHash(b, "key=string40/hash=ours", long, str.of)
+	benchHash(b, "key=string40/hash=maphash", long, func(k string) uint64 { return maphash.Comparable(seed, k) })
+	benchHash(b, "key=int64/hash=ours", ints, i64.of)
+	benchHash(b, "key=int64/hash=maphash", ints, func(k int64) uint64 { return maphash.Comparable(seed, k) })
+}
+
+func benchHash[K comparable](b *testing.B, name string, keys []K, hash func(K) uint64) {
+	b.Run(name, func(b *testing.B) {
+		var h uint64
+		for b.Loop() {
+			h = hash(keys[h%uint64(len(keys))])
+		}
+	})
+}
