@@ -3,11 +3,11 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/internal/keyhash"
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
@@ -53,7 +53,7 @@ const denialWays = 8
 // load the slots of the key's set and read records that never change once
 // published. Writers lock the set.
 type denialCache[K comparable] struct {
-	seed maphash.Seed
+	hash keyhash.Hasher[K]
 	ways int
 	sets []denialSet[K]
 }
@@ -81,7 +81,7 @@ func newDenialCache[K comparable](maxKeys int) (*denialCache[K], error) {
 		return nil, fmt.Errorf("%w: WithDenialCache(%d): the size must be in [1, %d]", ErrInvalidConfig, maxKeys, MaxDenialCacheKeys)
 	}
 	ways := min(denialWays, maxKeys)
-	return &denialCache[K]{seed: maphash.MakeSeed(), ways: ways, sets: make([]denialSet[K], maxKeys/ways)}, nil
+	return &denialCache[K]{hash: keyhash.New[K](), ways: ways, sets: make([]denialSet[K], maxKeys/ways)}, nil
 }
 
 // set returns the set of a key whose hash is h.
@@ -164,7 +164,7 @@ func (t *denialTable[K]) Take(ctx context.Context, key K, now, cost int64, out [
 		return t.next.Take(ctx, key, now, cost, out)
 	}
 	c := t.cache
-	h := maphash.Comparable(c.seed, key)
+	h := c.hash.Sum(key)
 	s := c.set(h)
 	if cost == 1 {
 		if r, ok := c.standing(s, h, key, now); ok {
@@ -194,7 +194,7 @@ func (t *denialTable[K]) Peek(ctx context.Context, key K, now int64, out []algor
 		return t.next.Peek(ctx, key, now, out)
 	}
 	c := t.cache
-	h := maphash.Comparable(c.seed, key)
+	h := c.hash.Sum(key)
 	s := c.set(h)
 	if r, ok := c.standing(s, h, key, now); ok {
 		return r, nil
@@ -212,7 +212,7 @@ func (t *denialTable[K]) Peek(ctx context.Context, key K, now int64, out []algor
 // undone is not kept.
 func (t *denialTable[K]) Reset(ctx context.Context, key K) error {
 	err := t.next.Reset(ctx, key)
-	h := maphash.Comparable(t.cache.seed, key)
+	h := t.cache.hash.Sum(key)
 	t.cache.forget(t.cache.set(h), h, key, true)
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/internal/keyhash"
 )
 
 // table keeps its limits' state per key: the first limit's in the key's
@@ -33,7 +34,7 @@ type table[K comparable] struct {
 	others   []algorithm.Algorithm // the other limits', nil for one limit
 	narrow   []bool                // which of others are algorithm.Narrow
 	limit    int64                 // the first limit's
-	hash     keyHash[K]
+	hash     keyhash.Hasher[K]
 	shards   []shard[K]
 	shift    uint  // a key's hash >> shift is its shard
 	shardCap int   // the most keys a shard holds
@@ -185,7 +186,7 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 	t := &table[K]{
 		alg:    algs[0],
 		limit:  algs[0].Limit(),
-		hash:   newKeyHash[K](),
+		hash:   keyhash.New[K](),
 		shards: make([]shard[K], shards),
 		shift:  64,
 		grace:  grace,
@@ -220,7 +221,7 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 }
 
 func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorithm.Result) (r algorithm.Result, _ error) {
-	h := t.hash.of(key)
+	h := t.hash.Sum(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	if t.others != nil {
 		return t.takeAll(sh, key, hash, now, cost, out), nil
@@ -341,7 +342,7 @@ func (t *table[K]) reportDenial(e *entry[K], n uint32, now int64) algorithm.Resu
 }
 
 func (t *table[K]) Peek(_ context.Context, key K, now int64, out []algorithm.Result) (r algorithm.Result, _ error) {
-	h := t.hash.of(key)
+	h := t.hash.Sum(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	if t.others != nil {
 		return t.peekAll(sh, key, hash, now, out), nil
@@ -392,7 +393,7 @@ func (t *table[K]) peekAll(sh *shard[K], key K, hash uint32, now int64, out []al
 }
 
 func (t *table[K]) Reset(_ context.Context, key K) error {
-	h := t.hash.of(key)
+	h := t.hash.Sum(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	sh.mu.Lock()
 	if pos, ok := t.locate(sh, key, hash); ok {

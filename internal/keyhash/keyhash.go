@@ -1,4 +1,6 @@
-package memorystore
+// Package keyhash hashes the keys of the tables this module keeps in
+// memory: the memory store's index and the denial cache.
+package keyhash
 
 import (
 	"encoding/binary"
@@ -9,7 +11,8 @@ import (
 	"unsafe"
 )
 
-// keyHash hashes one table's keys.
+// Hasher hashes one table's keys. Create it with [New]; each Hasher draws
+// secrets of its own.
 //
 // Keys whose type is an integer or a string of at most 16 bytes (named
 // types too) are hashed by the wyhash construction, which Go's runtime
@@ -18,7 +21,7 @@ import (
 // 64×64→128-bit multiplications. hash/maphash reaches its hasher through
 // a map type and runs AES rounds, which takes a few ns longer on such a
 // key, and the hash is the first thing a decision waits for
-// (BenchmarkKeyHash; README). Longer strings go to maphash.String, which
+// (BenchmarkSum; README). Longer strings go to maphash.String, which
 // is as fast there. Like maphash's seed, the secrets are not known
 // outside the process, so colliding keys cannot be prepared in advance;
 // neither is a cryptographic hash.
@@ -26,13 +29,13 @@ import (
 // Every other key (floats, whose +0 and -0 are equal keys with different
 // bits; interfaces; structs; arrays) goes to maphash.Comparable, which
 // hashes equal keys alike whatever their bits.
-type keyHash[K comparable] struct {
+type Hasher[K comparable] struct {
 	kind    keyKind
 	seed    maphash.Seed // for keyComparable, and strings of more than 16 bytes
 	s, a, b uint64       // wyhash's seed and secrets
 }
 
-// keyKind is how a keyHash reads its keys.
+// keyKind is how a Hasher reads its keys.
 type keyKind uint8
 
 const (
@@ -44,8 +47,9 @@ const (
 	keyInt64
 )
 
-func newKeyHash[K comparable]() keyHash[K] {
-	h := keyHash[K]{seed: maphash.MakeSeed(), s: rand.Uint64(), a: rand.Uint64() | 1, b: rand.Uint64() | 1}
+// New returns a Hasher of K keys.
+func New[K comparable]() Hasher[K] {
+	h := Hasher[K]{seed: maphash.MakeSeed(), s: rand.Uint64(), a: rand.Uint64() | 1, b: rand.Uint64() | 1}
 	switch t := reflect.TypeFor[K](); t.Kind() {
 	case reflect.String:
 		h.kind = keyString
@@ -56,12 +60,20 @@ func newKeyHash[K comparable]() keyHash[K] {
 	return h
 }
 
-// of returns key's hash.
-func (h *keyHash[K]) of(key K) uint64 {
+// Sum returns key's hash. Keys equal under == have equal hashes.
+//
+// A string of 9 to 16 bytes, as most keys are ("user:1000000"), is two
+// overlapping words, read here without a loop or a call.
+func (h *Hasher[K]) Sum(key K) uint64 {
 	p := unsafe.Pointer(&key)
 	switch h.kind {
 	case keyString:
-		return h.string(*(*string)(p))
+		s := *(*string)(p)
+		if n := uint64(len(s)); n-9 <= 16-9 {
+			b := unsafe.Pointer(unsafe.StringData(s))
+			return h.mix(load64(b), load64(unsafe.Add(b, n-8)), n)
+		}
+		return h.string(s)
 	case keyInt64:
 		x := *(*uint64)(p)
 		return h.mix(x, x, 8)
@@ -78,25 +90,15 @@ func (h *keyHash[K]) of(key K) uint64 {
 	return maphash.Comparable(h.seed, key)
 }
 
-// string returns the hash of s. A key of 9 to 16 bytes, as most are
-// ("user:1000000"), is two overlapping words, read without a loop. A key
-// longer than 16 bytes goes to maphash, whose AES rounds take 16 bytes at
-// a time in parallel where a multiplication would take 8.
-func (h *keyHash[K]) string(s string) uint64 {
+// string returns the hash of s when it is not 9 to 16 bytes long. A
+// longer key goes to maphash, whose AES rounds take 16 bytes at a time
+// in parallel where a multiplication would take 8.
+func (h *Hasher[K]) string(s string) uint64 {
 	p, n := unsafe.Pointer(unsafe.StringData(s)), uint64(len(s))
-	if n-9 <= 16-9 {
-		return h.mix(load64(p), load64(unsafe.Add(p, n-8)), n)
-	}
-	if n > 16 {
-		return maphash.String(h.seed, s)
-	}
-	return h.short(p, n)
-}
-
-// short is string for a key of at most 8 bytes, n at p.
-func (h *keyHash[K]) short(p unsafe.Pointer, n uint64) uint64 {
 	var x, y uint64
 	switch {
+	case n > 16:
+		return maphash.String(h.seed, s)
 	case n == 0:
 	case n < 4: // the first, middle and last bytes, some of them twice
 		x = uint64(*(*byte)(p))<<16 | uint64(*(*byte)(unsafe.Add(p, n>>1)))<<8 | uint64(*(*byte)(unsafe.Add(p, n-1)))
@@ -110,7 +112,7 @@ func (h *keyHash[K]) short(p unsafe.Pointer, n uint64) uint64 {
 }
 
 // mix is the hash of n bytes read as the words x and y.
-func (h *keyHash[K]) mix(x, y, n uint64) uint64 {
+func (h *Hasher[K]) mix(x, y, n uint64) uint64 {
 	return mul(h.b^n, mul(x^h.a, y^h.s))
 }
 
