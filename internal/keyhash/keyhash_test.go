@@ -26,7 +26,8 @@ func TestKinds(t *testing.T) {
 		{New[uint64]().kind, keyInt64, "uint64"},
 		{New[int]().kind, map[uintptr]keyKind{4: keyInt32, 8: keyInt64}[unsafe.Sizeof(0)], "int"},
 		{New[uintptr]().kind, map[uintptr]keyKind{4: keyInt32, 8: keyInt64}[unsafe.Sizeof(uintptr(0))], "uintptr"},
-		// Equal keys with different bits, or no bits of their own to read.
+		// The rest go to maphash: floats, whose equal keys may differ in
+		// their bits, and the kinds the fast path does not read.
 		{New[float64]().kind, keyComparable, "float64"},
 		{New[complex64]().kind, keyComparable, "complex64"},
 		{New[any]().kind, keyComparable, "interface"},
@@ -110,10 +111,11 @@ func checkIntegers[K int8 | uint16 | int32 | uint64](t *testing.T, width int) {
 	}
 }
 
-// TestSpreads checks that the bits the tables use (the memory store: the
-// top ones for the shard, the low ones for the index position, bits 26 to
-// 30 for the tag; the denial cache: the top half) spread keys that differ in a few digits evenly, and that every bit
-// of a key moves about half the bits of the hash.
+// TestSpreads checks that the bits the tables use spread keys that differ
+// in a few digits evenly, and that every bit of a key moves about half the
+// bits of the hash. The memory store takes its shard from the top bits,
+// its index position from the low ones and its tag from bits 26 to 30;
+// the denial cache takes its set from the top half.
 func TestSpreads(t *testing.T) {
 	h := New[string]()
 	const keys, buckets = 1 << 17, 1 << 10
