@@ -34,6 +34,16 @@ var (
 
 	// ErrStoreUnavailable wraps errors of a store's backend.
 	ErrStoreUnavailable = store.ErrUnavailable
+
+	// ErrStoreFull reports a store out of room for a key's state (a memory
+	// table at its cap that refuses new keys, a Redis out of memory). The
+	// failure policy decides as for an outage, but the circuit breaker
+	// does not count it.
+	ErrStoreFull = store.ErrFull
+
+	// ErrKeyTooLong reports a key longer than the store keeps. Nothing is
+	// charged and no failure policy decides.
+	ErrKeyTooLong = store.ErrKeyTooLong
 )
 
 // Decision is the outcome of one call. It is a small value, read through

@@ -37,7 +37,46 @@ var (
 	// be made. When the cause is a timeout, the request may still have been
 	// charged; the store never retries it on its own.
 	ErrUnavailable = errors.New("ratelimit: store unavailable")
+
+	// ErrFull reports a store that refused to keep state for a key because
+	// it is out of room: a memory table at its cap that refuses new keys,
+	// or a Redis at maxmemory under noeviction (its OOM reply). It is no
+	// outage: the store is healthy, and answers for keys it already holds.
+	// A Limiter's failure policy decides the request, but the circuit
+	// breaker does not count it, so that a flood of new keys cannot open
+	// the breaker for everyone. It does not match ErrUnavailable.
+	ErrFull = errors.New("ratelimit: store full")
+
+	// ErrKeyTooLong reports a key longer than the store keeps (see
+	// DefaultMaxKeyBytes). It is the caller's error: nothing is charged,
+	// no failure policy decides, and the breaker does not count it.
+	ErrKeyTooLong = errors.New("ratelimit: key too long")
+
+	// ErrEvicting reports a Redis whose maxmemory-policy may evict keys that
+	// hold limiter state (allkeys-lru, allkeys-lfu, allkeys-random): an
+	// evicted key starts afresh, so a spent client is admitted again. The
+	// Redis stores warn with it (see Warner), or refuse to open a table when
+	// asked to.
+	ErrEvicting = errors.New("ratelimit: the Redis eviction policy may drop limiter state")
 )
+
+// DefaultMaxKeyBytes is the longest key, in bytes, that a store keeps when
+// not told otherwise: a string key's length in memory, a key's encoding in
+// Redis (before the prefix and state ID). Longer keys fail with
+// ErrKeyTooLong, so that a client cannot make each decision cost a
+// megabyte of hashing, copying and memory.
+const DefaultMaxKeyBytes = 512
+
+// Warner is implemented by tables that found something wrong with their
+// store when they were opened which does not stop them from deciding, such
+// as a Redis that may evict limiter state. A Limiter or Policy passes each
+// warning, when it is made, to its error handler (WithErrorHandler), or
+// logs it with log/slog when it has none.
+type Warner interface {
+	// Warnings returns the problems found, each an error a caller can
+	// test with errors.Is (ErrEvicting, say).
+	Warnings() []error
+}
 
 // Limit is one limit a table keeps state for.
 type Limit struct {
