@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/internal/nilness"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 )
@@ -31,6 +32,9 @@ func newOptions(opts []Option) (options, error) {
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
+	if nilness.Is(o.clock) {
+		return o, fmt.Errorf("%w: nil clock", ErrInvalidConfig)
+	}
 	if o.policy > FailLocal {
 		return o, fmt.Errorf("%w: unknown FailurePolicy %d", ErrInvalidConfig, o.policy)
 	}
@@ -39,7 +43,7 @@ func newOptions(opts []Option) (options, error) {
 
 // init opens st for limits, whose algorithms are not nil.
 func (e *engine[K]) init(st store.Store[K], limits []store.Limit, o options) error {
-	if st == nil {
+	if nilness.Is(st) {
 		return fmt.Errorf("%w: nil store", ErrInvalidConfig)
 	}
 	if err := store.CheckLimits(limits); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/internal/nilness"
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
@@ -322,10 +323,11 @@ type Limiter[K comparable] struct {
 }
 
 // New returns a Limiter deciding with alg on state kept in st. It returns
-// an error wrapping ErrInvalidConfig when alg or st is nil, or the store's
+// an error wrapping ErrInvalidConfig when alg or st is nil (or an
+// interface holding a nil pointer), or the store's
 // error when it cannot run alg with the chosen clock (ErrClockUnsupported).
 func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Option) (*Limiter[K], error) {
-	if alg == nil {
+	if nilness.Is(alg) {
 		return nil, fmt.Errorf("%w: nil algorithm", ErrInvalidConfig)
 	}
 	o, err := newOptions(opts)

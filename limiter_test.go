@@ -74,6 +74,46 @@ func TestNewRejectsNil(t *testing.T) {
 	}
 }
 
+// TestNewRejectsTypedNil: an algorithm, store or clock left nil by an
+// ignored error is a typed nil, unequal to nil as an interface; New
+// rejects it rather than panic on its first method call.
+func TestNewRejectsTypedNil(t *testing.T) {
+	alg := mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1})
+	st := memorystore.New[string]()
+	var (
+		nilBucket *tokenbucket.Bucket
+		nilWindow *fixedwindow.Window
+		nilStore  *memorystore.Store[string]
+		nilClock  *clock.Fake
+	)
+	cases := map[string]func() error{
+		"nil *tokenbucket.Bucket": func() error { _, err := ratelimit.New[string](nilBucket, st); return err },
+		"nil *fixedwindow.Window": func() error { _, err := ratelimit.New[string](nilWindow, st); return err },
+		"nil *memorystore.Store":  func() error { _, err := ratelimit.New[string](alg, nilStore); return err },
+		"nil *clock.Fake":         func() error { _, err := ratelimit.New[string](alg, st, ratelimit.WithClock(nilClock)); return err },
+		"policy, nil algorithm": func() error {
+			_, err := ratelimit.NewPolicy[string](st, []ratelimit.Limit{{Name: "a", Algorithm: nilBucket}})
+			return err
+		},
+		"policy, nil store": func() error {
+			_, err := ratelimit.NewPolicy[string](nilStore, []ratelimit.Limit{{Name: "a", Algorithm: alg}})
+			return err
+		},
+	}
+	for name, newOne := range cases {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s: panicked: %v", name, p)
+				}
+			}()
+			if err := newOne(); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+				t.Errorf("%s: error = %v, want ErrInvalidConfig", name, err)
+			}
+		}()
+	}
+}
+
 func TestNewRejectsServerClockOnMemoryStore(t *testing.T) {
 	alg := mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1})
 	_, err := ratelimit.New(alg, memorystore.New[string](), ratelimit.WithClock(clock.Server()))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/internal/nilness"
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
@@ -106,7 +107,7 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 	p := &Policy[K]{spec: make([]Limit, len(limits))}
 	stored := make([]store.Limit, len(limits))
 	for i, l := range limits {
-		if l.Algorithm == nil {
+		if nilness.Is(l.Algorithm) {
 			return nil, fmt.Errorf("%w: limit %d has a nil algorithm", ErrInvalidConfig, i)
 		}
 		if l.Name == "" {

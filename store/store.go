@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/internal/nilness"
 )
 
 var (
@@ -113,14 +114,14 @@ func DefaultID(spec algorithm.Spec) string {
 }
 
 // CheckLimits returns an error wrapping algorithm.ErrInvalidConfig when
-// limits is empty, holds a nil algorithm, or names one state twice (two
+// limits is empty, holds a nil algorithm (a typed nil too), or names one state twice (two
 // limits of one table would write the same state).
 func CheckLimits(limits []Limit) error {
 	if len(limits) == 0 {
 		return fmt.Errorf("%w: no limits", algorithm.ErrInvalidConfig)
 	}
 	for i, l := range limits {
-		if l.Algorithm == nil {
+		if nilness.Is(l.Algorithm) {
 			return fmt.Errorf("%w: limit %d has a nil algorithm", algorithm.ErrInvalidConfig, i)
 		}
 		for j := range i {
