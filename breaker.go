@@ -28,24 +28,41 @@ type Breaker struct {
 	// call through to the store (a probe), and how long it waits again
 	// after each probe that fails. 0 means DefaultProbeInterval.
 	ProbeInterval time.Duration
+	// SlowCall is how long a call must have waited for the store, when
+	// the caller's own deadline ended it, for it to count as a failure.
+	// A healthy store answers far sooner, so a call cut short by a
+	// deadline after this long means a store slow for everyone; one cut
+	// short sooner means a deadline too short for any store to meet,
+	// which is the caller's doing and counts neither way. 0 means
+	// DefaultSlowCall.
+	SlowCall time.Duration
 }
 
 // The defaults of a Breaker's zero fields.
 const (
 	DefaultBreakerFailures = 5
 	DefaultProbeInterval   = time.Second
+	DefaultSlowCall        = 100 * time.Millisecond
 )
 
 // WithBreaker puts a circuit breaker in front of the store. Once
 // b.Failures calls in a row have failed (an error wrapping
-// ErrStoreUnavailable, a call that outlived its context's deadline
-// included), the breaker opens: Allow, Peek and Reset fail at once with
+// ErrStoreUnavailable), the breaker opens: Allow, Peek and Reset fail at once with
 // ErrBreakerOpen, without touching the network, and the failure policy
 // decides (Decision.BreakerOpen is set on its decisions). Every
 // b.ProbeInterval, one call is let through to the store as a probe; the
 // first call the store answers closes the breaker, and decisions are the
-// store's again. A call whose own context was cancelled counts neither
-// way.
+// store's again.
+//
+// Only the store's health moves the breaker, so that no client can open
+// it for everyone. A call whose caller's context was cancelled counts
+// neither way; so does one that the caller's deadline ended before the
+// store had b.SlowCall to answer, whatever error the client library
+// reported (a timeout, a dial error). A store out of room (ErrStoreFull)
+// and a key too long (ErrKeyTooLong) are not outages and count neither
+// way either. A store that hangs is still caught: by calls whose
+// deadlines gave it at least SlowCall, and by the client library's own
+// timeouts, which fail calls that the caller's deadline has not ended.
 //
 // The breaker belongs to the Limiter: Limiters sharing a store have a
 // breaker each. It counts failures of the whole store, not of one key or
@@ -62,8 +79,8 @@ func WithBreaker(b Breaker) Option {
 // check returns b with its defaults filled in, or an error wrapping
 // ErrInvalidConfig.
 func (b Breaker) check() (Breaker, error) {
-	if b.Failures < 0 || b.ProbeInterval < 0 {
-		return b, fmt.Errorf("%w: Breaker{Failures: %d, ProbeInterval: %v}: neither may be negative", ErrInvalidConfig, b.Failures, b.ProbeInterval)
+	if b.Failures < 0 || b.ProbeInterval < 0 || b.SlowCall < 0 {
+		return b, fmt.Errorf("%w: Breaker{Failures: %d, ProbeInterval: %v, SlowCall: %v}: none may be negative", ErrInvalidConfig, b.Failures, b.ProbeInterval, b.SlowCall)
 	}
 	if b.ProbeInterval > time.Duration(algorithm.MaxDuration)*time.Microsecond {
 		return b, fmt.Errorf("%w: Breaker.ProbeInterval %v is longer than %v", ErrInvalidConfig, b.ProbeInterval, time.Duration(algorithm.MaxDuration)*time.Microsecond)
@@ -73,6 +90,9 @@ func (b Breaker) check() (Breaker, error) {
 	}
 	if b.ProbeInterval == 0 {
 		b.ProbeInterval = DefaultProbeInterval
+	}
+	if b.SlowCall == 0 {
+		b.SlowCall = DefaultSlowCall
 	}
 	return b, nil
 }
@@ -87,6 +107,7 @@ const closed = math.MinInt64
 type breaker struct {
 	threshold int64
 	interval  int64        // µs
+	slowCall  int64        // µs
 	failures  atomic.Int64 // consecutive failures
 	// probeAt is closed while the breaker is closed; while it is open, the
 	// instant (Unix µs) from which the next probe may go.
@@ -94,7 +115,7 @@ type breaker struct {
 }
 
 func newBreaker(b Breaker) *breaker {
-	br := &breaker{threshold: int64(b.Failures), interval: b.ProbeInterval.Microseconds()}
+	br := &breaker{threshold: int64(b.Failures), interval: b.ProbeInterval.Microseconds(), slowCall: b.SlowCall.Microseconds()}
 	if br.interval < 1 {
 		br.interval = 1
 	}
@@ -117,8 +138,9 @@ func (b *breaker) admit(now int64) bool {
 	return b.probeAt.CompareAndSwap(at, now+b.interval)
 }
 
-// done records the outcome of a call admitted at now.
-func (b *breaker) done(ctx context.Context, err error, now int64) {
+// done records the outcome of a call admitted at now that ended at end()
+// (read only when the call failed).
+func (b *breaker) done(ctx context.Context, err error, now int64, end clock.Micros) {
 	if err == nil {
 		if b.failures.Load() != 0 {
 			b.failures.Store(0)
@@ -128,8 +150,11 @@ func (b *breaker) done(ctx context.Context, err error, now int64) {
 		}
 		return
 	}
-	if !errors.Is(err, store.ErrUnavailable) || errors.Is(ctx.Err(), context.Canceled) {
-		return // not the store's failure, or the caller gave up
+	if !errors.Is(err, store.ErrUnavailable) {
+		return // not the store's health: a store out of room, a bad key
+	}
+	if cerr := callerEnded(ctx); cerr != nil && (errors.Is(cerr, context.Canceled) || end.UnixMicro()-now < b.slowCall) {
+		return // the caller gave up, or set a deadline no store could meet
 	}
 	if b.failures.Add(1) >= b.threshold {
 		b.probeAt.CompareAndSwap(closed, now+b.interval)
@@ -148,7 +173,7 @@ func (t *breakerTable[K]) Take(ctx context.Context, key K, now, cost int64, out 
 		return algorithm.Result{}, ErrBreakerOpen
 	}
 	r, err := t.next.Take(ctx, key, now, cost, out)
-	t.b.done(ctx, err, now)
+	t.b.done(ctx, err, now, t.micros)
 	return r, err
 }
 
@@ -157,7 +182,7 @@ func (t *breakerTable[K]) Peek(ctx context.Context, key K, now int64, out []algo
 		return algorithm.Result{}, ErrBreakerOpen
 	}
 	r, err := t.next.Peek(ctx, key, now, out)
-	t.b.done(ctx, err, now)
+	t.b.done(ctx, err, now, t.micros)
 	return r, err
 }
 
@@ -167,6 +192,6 @@ func (t *breakerTable[K]) Reset(ctx context.Context, key K) error {
 		return ErrBreakerOpen
 	}
 	err := t.next.Reset(ctx, key)
-	t.b.done(ctx, err, now)
+	t.b.done(ctx, err, now, t.micros)
 	return err
 }

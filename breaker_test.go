@@ -19,8 +19,8 @@ import (
 // fake clock at t0. Its token bucket holds 5 and refills one per hour.
 func breakerLimiter(t *testing.T, policy ratelimit.FailurePolicy, opts ...ratelimit.Option) (*ratelimit.Limiter[string], *faultStore, *clock.Fake) {
 	t.Helper()
-	st := &faultStore{next: memorystore.New[string]()}
 	fake := clock.NewFake(t0)
+	st := &faultStore{next: memorystore.New[string](), clk: fake}
 	opts = append([]ratelimit.Option{
 		ratelimit.WithClock(fake),
 		ratelimit.WithFailurePolicy(policy),
@@ -138,16 +138,61 @@ func TestBreakerIgnoresCancelledCallsAndForeignErrors(t *testing.T) {
 		t.Fatalf("Allow after cancelled calls and foreign errors = %+v after %d store calls; want the store's decision", d, n)
 	}
 
-	// Calls that outlived their deadline are failures of the store.
+}
+
+// pastDeadline is a context whose deadline has passed while its Err is
+// still nil: a context.WithDeadline whose timer has yet to run, as a
+// client library that checks deadlines itself sees it.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Microsecond), true }
+
+// TestBreakerIgnoresCallersDeadlines: a client choosing a deadline no
+// store could meet cannot open the breaker (and switch a FailOpen limiter
+// off), whatever error the store reports; calls that waited SlowCall or
+// more for the store before their deadline ended them count.
+func TestBreakerIgnoresCallersDeadlines(t *testing.T) {
+	lim, st, _ := breakerLimiter(t, ratelimit.FailOpen)
 	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	for range 3 {
-		if _, err := lim.Allow(expired, "k"); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Allow past its deadline: %v, want context.DeadlineExceeded", err)
+	// The store reports the deadline as its own failure, as go-redis and
+	// rueidis do (a timeout, a dial error).
+	st.down.Store(true)
+	for range 10 {
+		for name, ctx := range map[string]context.Context{"expired": expired, "past its deadline, timer not run": pastDeadline{context.Background()}} {
+			d, err := lim.Allow(ctx, "k")
+			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ratelimit.ErrStoreUnavailable) {
+				t.Fatalf("Allow, %s, store down %v: %v, %v; want context.DeadlineExceeded and not ErrStoreUnavailable (no failure policy decides)", name, st.down.Load(), d, err)
+			}
 		}
 	}
+	st.down.Store(false)
+	if d, n := allowCounting(t, lim, st, "k"); d.Source() != ratelimit.FromStore || n != 1 {
+		t.Fatalf("Allow after 20 calls cut short by the callers' deadlines = %+v after %d store calls; want the store's decision (the breaker closed)", d, n)
+	}
+
+	// Just under SlowCall is still the caller's; SlowCall is the store's.
+	st.down.Store(true)
+	st.lag.Store(int64(ratelimit.DefaultSlowCall - time.Microsecond))
+	for range 5 {
+		lim.Allow(pastDeadline{context.Background()}, "k")
+	}
+	st.lag.Store(0)
+	st.down.Store(false)
+	if d, n := allowCounting(t, lim, st, "k"); d.BreakerOpen() || n != 1 {
+		t.Fatalf("Allow after 5 calls that waited %v = %+v after %d store calls; want the breaker closed", ratelimit.DefaultSlowCall-time.Microsecond, d, n)
+	}
+	st.down.Store(true)
+	st.lag.Store(int64(ratelimit.DefaultSlowCall))
+	for range 3 {
+		if _, err := lim.Allow(pastDeadline{context.Background()}, "k"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Allow that waited SlowCall, past its deadline: %v, want context.DeadlineExceeded", err)
+		}
+	}
+	st.lag.Store(0)
+	st.down.Store(false)
 	if d, n := allowCounting(t, lim, st, "k"); !d.BreakerOpen() || n != 0 {
-		t.Fatalf("Allow after 3 calls past their deadline = %+v after %d store calls; want the breaker open", d, n)
+		t.Fatalf("Allow after 3 calls that waited SlowCall for the store = %+v after %d store calls; want the breaker open", d, n)
 	}
 }
 

@@ -76,11 +76,65 @@ func (e *engine[K]) init(st store.Store[K], limits []store.Limit, o options) err
 	return nil
 }
 
+// storeFailed reports whether err is the store's failure to decide, an
+// outage (ErrStoreUnavailable) or a store out of room (ErrStoreFull): the
+// errors a failure policy decides on. Any other error (a bad cost, a key
+// too long) is the caller's, returned as it is.
+func storeFailed(err error) bool {
+	return errors.Is(err, ErrStoreUnavailable) || errors.Is(err, ErrStoreFull)
+}
+
+// callerEnded returns ctx's error when the caller's context has ended:
+// cancelled, or past its deadline by the wall clock. It checks the
+// deadline itself because ctx.Err can still be nil just after the
+// deadline, until the context's timer has run, while client libraries
+// check deadlines on their own and fail first (rueidis reports a dial
+// timeout).
+func callerEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// endedError is the error of a store call that failed after the caller's
+// own context had ended. It is the caller's doing, not the store's: it
+// matches the context's error (context.Canceled or
+// context.DeadlineExceeded) and not ErrStoreUnavailable, whatever the
+// client library reported, so that no failure policy decides it and the
+// circuit breaker does not count it. The store's error is kept in the
+// text, for logs.
+type endedError struct {
+	ctxErr   error // context.Canceled or context.DeadlineExceeded
+	storeErr error
+}
+
+func (e *endedError) Error() string {
+	return "ratelimit: the caller's context ended before the store answered (" + e.ctxErr.Error() + "); the store said: " + e.storeErr.Error()
+}
+
+func (e *endedError) Unwrap() error { return e.ctxErr }
+
 // fail turns a store error into the failure policy's result, and says
 // where it came from, or returns the error. peek selects the local table's
 // Peek rather than Take; out, when not nil, receives each limit's result.
+//
+// A request whose caller's context has ended gets no decision from the
+// failure policy, whatever the policy: the caller has gone, and admitting
+// it uncharged (FailOpen) or charging it to the local table (FailLocal)
+// would let a client that sets a deadline too short for any store to meet
+// switch the limiter off for itself. It gets an endedError.
 func (e *engine[K]) fail(ctx context.Context, err error, key K, cost int64, peek bool, out []algorithm.Result) (algorithm.Result, Source, error) {
-	if e.policy == FailWithError || ctx.Err() != nil || !errors.Is(err, ErrStoreUnavailable) {
+	if !storeFailed(err) {
+		return algorithm.Result{}, FromStore, err
+	}
+	if cerr := callerEnded(ctx); cerr != nil {
+		return algorithm.Result{}, FromStore, &endedError{ctxErr: cerr, storeErr: err}
+	}
+	if e.policy == FailWithError {
 		return algorithm.Result{}, FromStore, err
 	}
 	if e.onError != nil {

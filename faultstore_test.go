@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
@@ -24,6 +25,10 @@ type faultStore struct {
 	// foreign makes every call fail with an error that is not the
 	// store's (it does not wrap store.ErrUnavailable).
 	foreign atomic.Bool
+	// lag, when not 0, advances clk by that much during every call: a
+	// store that takes that long to answer, on a fake clock.
+	lag atomic.Int64
+	clk *clock.Fake
 }
 
 var errForeign = errors.New("a failure that is not the store's")
@@ -44,6 +49,9 @@ type faultTable struct {
 // fail returns the error the call fails with, if any.
 func (t *faultTable) fail(ctx context.Context) error {
 	t.s.calls.Add(1)
+	if lag := t.s.lag.Load(); lag != 0 {
+		t.s.clk.Advance(time.Duration(lag))
+	}
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
