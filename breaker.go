@@ -138,8 +138,8 @@ func (b *breaker) admit(now int64) bool {
 	return b.probeAt.CompareAndSwap(at, now+b.interval)
 }
 
-// done records the outcome of a call admitted at now that ended at end()
-// (read only when the call failed).
+// done records the outcome of a call admitted at now; end is the clock
+// now was read from, read again only when the call failed.
 func (b *breaker) done(ctx context.Context, err error, now int64, end clock.Micros) {
 	if err == nil {
 		if b.failures.Load() != 0 {
@@ -153,12 +153,29 @@ func (b *breaker) done(ctx context.Context, err error, now int64, end clock.Micr
 	if !errors.Is(err, store.ErrUnavailable) {
 		return // not the store's health: a store out of room, a bad key
 	}
-	if cerr := callerEnded(ctx); cerr != nil && (errors.Is(cerr, context.Canceled) || end.UnixMicro()-now < b.slowCall) {
+	if cerr := callerEnded(ctx); cerr != nil && !b.gaveSlowCall(ctx, cerr, now, end) {
 		return // the caller gave up, or set a deadline no store could meet
 	}
 	if b.failures.Add(1) >= b.threshold {
 		b.probeAt.CompareAndSwap(closed, now+b.interval)
 	}
+}
+
+// gaveSlowCall reports whether the caller, whose context ended with cerr,
+// had given the store at least slowCall to answer a call made at now: a
+// deadline at least slowCall after the call began. The budget is what the
+// caller allowed, not how long the call took, so a call with a deadline
+// of 1µs never counts, however long the goroutine then waited for a CPU.
+// The call began elapsed ago on the Limiter's clock (end minus now),
+// which on the wall clock is time.Now() less elapsed; a fake clock that
+// stands still makes that the present.
+func (b *breaker) gaveSlowCall(ctx context.Context, cerr error, now int64, end clock.Micros) bool {
+	deadline, ok := ctx.Deadline()
+	if !ok || errors.Is(cerr, context.Canceled) {
+		return false
+	}
+	elapsed := time.Duration(end.UnixMicro()-now) * time.Microsecond
+	return deadline.Sub(time.Now().Add(-elapsed)) >= time.Duration(b.slowCall)*time.Microsecond
 }
 
 // breakerTable is a table behind a circuit breaker.

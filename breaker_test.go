@@ -171,19 +171,22 @@ func TestBreakerIgnoresCallersDeadlines(t *testing.T) {
 		t.Fatalf("Allow after 20 calls cut short by the callers' deadlines = %+v after %d store calls; want the store's decision (the breaker closed)", d, n)
 	}
 
-	// Just under SlowCall is still the caller's; SlowCall is the store's.
+	// A deadline SlowCall after the call began, less a little, is still
+	// the caller's; SlowCall and more is the store's. (The store lags for
+	// that long on the fake clock; the deadline is a µs before the call's
+	// end.)
 	st.down.Store(true)
-	st.lag.Store(int64(ratelimit.DefaultSlowCall - time.Microsecond))
+	st.lag.Store(int64(ratelimit.DefaultSlowCall - time.Millisecond))
 	for range 5 {
 		lim.Allow(pastDeadline{context.Background()}, "k")
 	}
 	st.lag.Store(0)
 	st.down.Store(false)
 	if d, n := allowCounting(t, lim, st, "k"); d.BreakerOpen() || n != 1 {
-		t.Fatalf("Allow after 5 calls that waited %v = %+v after %d store calls; want the breaker closed", ratelimit.DefaultSlowCall-time.Microsecond, d, n)
+		t.Fatalf("Allow after 5 calls that waited %v = %+v after %d store calls; want the breaker closed", ratelimit.DefaultSlowCall-time.Millisecond, d, n)
 	}
 	st.down.Store(true)
-	st.lag.Store(int64(ratelimit.DefaultSlowCall))
+	st.lag.Store(int64(ratelimit.DefaultSlowCall + time.Millisecond))
 	for range 3 {
 		if _, err := lim.Allow(pastDeadline{context.Background()}, "k"); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Allow that waited SlowCall, past its deadline: %v, want context.DeadlineExceeded", err)

@@ -48,6 +48,8 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //   - ScriptFlush: calls succeed after SCRIPT FLUSH (EVAL fallback);
 //   - ServerClock, ServerClockShared: with clock.Server() decisions follow
 //     the server's TIME, whatever the instant the Limiter passes;
+//   - DeadlineStorm: calls with 1µs deadlines neither open the breaker
+//     nor get admitted uncharged, under every failure policy;
 //   - Timeout, Restart, Eviction, OutOfMemory: private servers that are
 //     slow, killed, evicting or full;
 //   - LostReply: a take whose reply is lost is charged once, not resent;
@@ -70,6 +72,7 @@ func RunSuite(t *testing.T, newStore NewStore) {
 	t.Run("ServerClock", func(t *testing.T) { testServerClock(t, newStore) })
 	t.Run("ServerClockShared", func(t *testing.T) { testServerClockShared(t, newStore) })
 	t.Run("Timeout", func(t *testing.T) { testTimeout(t, newStore) })
+	t.Run("DeadlineStorm", func(t *testing.T) { testDeadlineStorm(t, newStore) })
 	t.Run("LostReply", func(t *testing.T) { testLostReply(t, newStore) })
 	t.Run("Restart", func(t *testing.T) { testRestart(t, newStore) })
 	t.Run("Eviction", func(t *testing.T) { testEviction(t, newStore) })
