@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
@@ -52,6 +53,9 @@ func (e *engine[K]) init(st store.Store[K], limits []store.Limit, o options) err
 	table, err := st.Open(limits, o.clock)
 	if err != nil {
 		return err
+	}
+	if w, ok := table.(store.Warner); ok {
+		warn(w.Warnings(), o.onError)
 	}
 	*e = engine[K]{clock: o.clock, micros: clock.AsMicros(o.clock), policy: o.policy, onError: o.onError}
 	if e.table, err = wrapTable(table, &o, e.micros); err != nil {
@@ -117,6 +121,19 @@ func (e *endedError) Error() string {
 }
 
 func (e *endedError) Unwrap() error { return e.ctxErr }
+
+// warn passes each of a table's warnings to onError, or logs it with
+// log/slog's default logger when onError is nil: a store that may drop
+// limiter state must not go unnoticed because no handler was set.
+func warn(warnings []error, onError func(error)) {
+	for _, w := range warnings {
+		if onError != nil {
+			onError(w)
+		} else {
+			slog.Warn("ratelimit: the store may not keep limits exactly", "err", w)
+		}
+	}
+}
 
 // fail turns a store error into the failure policy's result, and says
 // where it came from, or returns the error. peek selects the local table's

@@ -83,3 +83,24 @@ func (t *faultTable) Reset(ctx context.Context, key string) error {
 	}
 	return t.next.Reset(ctx, key)
 }
+
+// warningStore wraps a store whose tables warn with warnings.
+type warningStore struct {
+	next     store.Store[string]
+	warnings []error
+}
+
+func (s *warningStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[string], error) {
+	t, err := s.next.Open(limits, clk)
+	if err != nil {
+		return nil, err
+	}
+	return warningTable{t, s.warnings}, nil
+}
+
+type warningTable struct {
+	store.Table[string]
+	warnings []error
+}
+
+func (t warningTable) Warnings() []error { return t.warnings }

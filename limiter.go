@@ -290,7 +290,10 @@ func WithFailurePolicy(p FailurePolicy) Option {
 
 // WithErrorHandler sets a function called with every store error that a
 // failure policy other than FailWithError turned into a decision, so that
-// it can be logged or counted. It must be safe for concurrent use.
+// it can be logged or counted, and with each warning the store gives when
+// the Limiter is built (store.Warner: a Redis that may evict limiter
+// state, say), which are otherwise logged with log/slog. It must be safe
+// for concurrent use.
 func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(o *options) { o.onError = f })
 }

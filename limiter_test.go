@@ -1,9 +1,13 @@
 package ratelimit_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
@@ -527,4 +532,34 @@ func TestKeyTypes(t *testing.T) {
 	t.Run("struct", func(t *testing.T) {
 		checkKeys(t, tenantKey{"acme", 7}, tenantKey{"ac" + string("me"[:]), 7}, tenantKey{"acme", 8})
 	})
+}
+
+// TestStoreWarnings: the warnings of a store's table (store.Warner) reach
+// the error handler when a Limiter or Policy is built, and slog's default
+// logger when there is no handler.
+func TestStoreWarnings(t *testing.T) {
+	alg := mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1})
+	evicting := fmt.Errorf("%w: maxmemory-policy allkeys-lru on 127.0.0.1:1", store.ErrEvicting)
+	st := &warningStore{next: memorystore.New[string](), warnings: []error{evicting}}
+	var got []error
+	handler := ratelimit.WithErrorHandler(func(err error) { got = append(got, err) })
+	if _, err := ratelimit.New[string](alg, st, handler); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ratelimit.NewPolicy[string](st, []ratelimit.Limit{{Name: "a", Algorithm: alg}}, handler); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !errors.Is(got[0], store.ErrEvicting) || !errors.Is(got[1], store.ErrEvicting) {
+		t.Errorf("the error handler got %v; want the store's warning once per Limiter or Policy", got)
+	}
+
+	var logged bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	if _, err := ratelimit.New[string](alg, st); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logged.String(), "level=WARN") || !strings.Contains(logged.String(), "allkeys-lru") {
+		t.Errorf("with no error handler, slog got %q; want a warning naming the policy", logged.String())
+	}
 }

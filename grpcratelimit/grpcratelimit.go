@@ -146,8 +146,9 @@ func WithDryRun() Option {
 // ending). h returns the error to fail the call with, normally one made by
 // status.Error. The default answers with the status of an error that
 // carries one, codes.Canceled or codes.DeadlineExceeded when the call's
-// context ended, codes.InvalidArgument for ErrNoKey, codes.Unavailable for
-// store failures and codes.Internal otherwise, in messages that reveal
+// context ended, codes.InvalidArgument for ErrNoKey and ErrKeyTooLong,
+// codes.Unavailable for store failures (ErrStoreUnavailable, ErrStoreFull)
+// and codes.Internal otherwise, in messages that reveal
 // nothing of the error.
 func WithErrorHandler(h func(ctx context.Context, fullMethod string, err error) error) Option {
 	return func(c *config) {
@@ -324,8 +325,13 @@ func defaultError(ctx context.Context, _ string, err error) error {
 	switch {
 	case errors.Is(err, ErrNoKey):
 		return status.Error(codes.InvalidArgument, "the call carries no rate-limit key")
-	case errors.Is(err, ratelimit.ErrStoreUnavailable):
+	case errors.Is(err, ratelimit.ErrStoreUnavailable), errors.Is(err, ratelimit.ErrStoreFull):
 		return status.Error(codes.Unavailable, "the rate limiter is unavailable; try again later")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The call's deadline passed before its context's timer ran.
+		return status.FromContextError(err).Err()
+	case errors.Is(err, ratelimit.ErrKeyTooLong):
+		return status.Error(codes.InvalidArgument, "the call's rate-limit key is too long")
 	}
 	return status.Error(codes.Internal, "the rate limiter failed")
 }

@@ -357,8 +357,13 @@ func writeProblem(w http.ResponseWriter, status int, title, detail string) {
 }
 
 func defaultError(w http.ResponseWriter, _ *http.Request, err error) {
-	if errors.Is(err, ratelimit.ErrStoreUnavailable) {
+	switch {
+	case errors.Is(err, ratelimit.ErrStoreUnavailable), errors.Is(err, ratelimit.ErrStoreFull),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		writeProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "the rate limiter is unavailable; try again later")
+		return
+	case errors.Is(err, ratelimit.ErrKeyTooLong):
+		writeProblem(w, http.StatusBadRequest, "Bad Request", "the request's rate-limit key is too long")
 		return
 	}
 	writeProblem(w, http.StatusInternalServerError, "Internal Server Error", "")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -391,6 +392,39 @@ func TestStoreFailure(t *testing.T) {
 			if w.Code == 429 && w.Header().Get("Retry-After") == "" {
 				t.Errorf("policy %d: 429 without Retry-After", tt.policy)
 			}
+		}
+	}
+}
+
+// refusing is a store that fails every call with err.
+type refusing struct{ err error }
+
+func (s refusing) Open([]store.Limit, clock.Clock) (store.Table[string], error) { return s, nil }
+func (s refusing) Take(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
+	return algorithm.Result{}, s.err
+}
+func (s refusing) Peek(context.Context, string, int64, []algorithm.Result) (algorithm.Result, error) {
+	return algorithm.Result{}, s.err
+}
+func (s refusing) Reset(context.Context, string) error { return s.err }
+
+// TestErrorStatuses: a store out of room is unavailable (503), a key too
+// long is the client's error (400).
+func TestErrorStatuses(t *testing.T) {
+	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: time.Minute}))
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("%w: OOM command not allowed", store.ErrFull), 503},
+		{fmt.Errorf("%w: 4096 bytes", store.ErrKeyTooLong), 400},
+	} {
+		lim, err := ratelimit.New[string](alg, refusing{tt.err})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := serve(httplimit.New(lim, byHeader).Handler(ok), "eve"); w.Code != tt.want {
+			t.Errorf("a store failing with %v: got %d, want %d", tt.err, w.Code, tt.want)
 		}
 	}
 }

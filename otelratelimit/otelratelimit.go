@@ -26,7 +26,7 @@
 //	                     (store: none did; the caller got the error)
 //	ratelimit.dry_run    true for a limiter in dry-run mode, whose denials were
 //	                     admitted anyway
-//	error.type           with outcome error: store_unavailable, invalid_cost,
+//	error.type           with outcome error: store_unavailable, store_full, key_too_long, invalid_cost,
 //	                     cost_exceeds_limit, canceled, deadline_exceeded or _OTHER
 //
 // Names follow the OpenTelemetry semantic conventions' rules (a namespace,
@@ -182,7 +182,7 @@ func (o *Observer) Observe(ctx context.Context, e ratelimit.Event) {
 	o.decisions.Add(ctx, 1, opts.add...)
 	o.cost.Add(ctx, e.Cost, opts.add...)
 	o.duration.Record(ctx, e.Latency.Seconds(), opts.record...)
-	if e.Decision.Source() != ratelimit.FromStore || errors.Is(e.Err, ratelimit.ErrStoreUnavailable) {
+	if e.Decision.Source() != ratelimit.FromStore || errors.Is(e.Err, ratelimit.ErrStoreUnavailable) || errors.Is(e.Err, ratelimit.ErrStoreFull) {
 		o.storeErrors.Add(ctx, 1, o.errorOptions(errSeries{name: e.Name, op: e.Op, source: e.Decision.Source(), dryRun: e.DryRun}).add...)
 	}
 }
@@ -252,6 +252,10 @@ func errorType(err error) string {
 	switch {
 	case errors.Is(err, ratelimit.ErrStoreUnavailable):
 		return "store_unavailable"
+	case errors.Is(err, ratelimit.ErrStoreFull):
+		return "store_full"
+	case errors.Is(err, ratelimit.ErrKeyTooLong):
+		return "key_too_long"
 	case errors.Is(err, ratelimit.ErrInvalidCost):
 		return "invalid_cost"
 	case errors.Is(err, ratelimit.ErrCostExceedsLimit):

@@ -207,6 +207,9 @@ func TestObserver(t *testing.T) {
 		openAllow     = "ratelimit.dry_run=false,ratelimit.operation=allow,ratelimit.outcome=allowed,ratelimit.source=fail_open"
 		openPeek      = "ratelimit.dry_run=false,ratelimit.operation=peek,ratelimit.outcome=allowed,ratelimit.source=fail_open"
 		storeErr      = "error.type=store_unavailable,ratelimit.dry_run=false,ratelimit.operation=allow,ratelimit.outcome=error,ratelimit.source=store"
+		// The store failed after the caller cancelled: the caller's
+		// doing, not an outage.
+		canceled = "error.type=canceled,ratelimit.dry_run=false,ratelimit.operation=allow,ratelimit.outcome=error,ratelimit.source=store"
 	)
 	invalid := "error.type=invalid_cost," + apiSeries("allow", "error")
 	tooCostly := "error.type=cost_exceeds_limit," + apiSeries("allow", "error")
@@ -214,19 +217,19 @@ func TestObserver(t *testing.T) {
 		apiSeries("allow", "allowed"): 2, apiSeries("allow", "denied"): 1, apiSeries("peek", "denied"): 1, invalid: 1, tooCostly: 1,
 		shadowAllowed: 1, shadowDenied: 1,
 		openAllow: 1, openPeek: 1,
-		storeErr: 2, // the cancelled context's error wraps the store's
+		storeErr: 1, canceled: 1,
 	})
 	diff(t, "ratelimit.decision.cost", got.sums["ratelimit.decision.cost"], map[string]int64{
 		apiSeries("allow", "allowed"): 3, apiSeries("allow", "denied"): 1, apiSeries("peek", "denied"): 1, invalid: 0, tooCostly: 3,
 		shadowAllowed: 2, shadowDenied: 1,
 		openAllow: 1, openPeek: 1,
-		storeErr: 2,
+		storeErr: 1, canceled: 1,
 	})
 	diff(t, "ratelimit.decision.duration count", got.counts["ratelimit.decision.duration"], map[string]uint64{
 		apiSeries("allow", "allowed"): 2, apiSeries("allow", "denied"): 1, apiSeries("peek", "denied"): 1, invalid: 1, tooCostly: 1,
 		shadowAllowed: 1, shadowDenied: 1,
 		openAllow: 1, openPeek: 1,
-		storeErr: 2,
+		storeErr: 1, canceled: 1,
 	})
 	// Every call to the store took 2 ms on the fake clock; bad costs never
 	// reach it.
@@ -234,12 +237,12 @@ func TestObserver(t *testing.T) {
 		apiSeries("allow", "allowed"): 0.004, apiSeries("allow", "denied"): 0.002, apiSeries("peek", "denied"): 0.002, invalid: 0, tooCostly: 0,
 		shadowAllowed: 0.002, shadowDenied: 0.002,
 		openAllow: 0.002, openPeek: 0.002,
-		storeErr: 0.004,
+		storeErr: 0.002, canceled: 0.002,
 	})
 	diff(t, "ratelimit.store.errors", got.sums["ratelimit.store.errors"], map[string]int64{
 		"ratelimit.dry_run=false,ratelimit.operation=allow,ratelimit.source=fail_open": 1,
 		"ratelimit.dry_run=false,ratelimit.operation=peek,ratelimit.source=fail_open":  1,
-		"ratelimit.dry_run=false,ratelimit.operation=allow,ratelimit.source=store":     2,
+		"ratelimit.dry_run=false,ratelimit.operation=allow,ratelimit.source=store":     1,
 	})
 }
 
