@@ -359,6 +359,20 @@ func (l *Limiter[K]) Limit() int64 { return l.limit }
 // HTTP headers advertise it as the policy's window.
 func (l *Limiter[K]) Window() time.Duration { return windowOf(l.alg) }
 
+// Quota returns the limit as its user configured it, Limit per Window:
+// QuotaOf the limiter's algorithm.
+func (l *Limiter[K]) Quota() algorithm.Quota { return QuotaOf(l.alg) }
+
+// QuotaOf returns alg's quota as its user configured it when alg says
+// (algorithm.Quoter), and otherwise its Limit per its Window (0 for an
+// algorithm with no Window method).
+func QuotaOf(alg algorithm.Algorithm) algorithm.Quota {
+	if q, ok := alg.(algorithm.Quoter); ok {
+		return q.Quota()
+	}
+	return algorithm.Quota{Limit: alg.Limit(), Window: windowOf(alg)}
+}
+
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
 	return l.AllowN(ctx, key, 1)
