@@ -255,6 +255,11 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args, ou
 		if err == nil {
 			return t.result(reply, out)
 		}
+		if IsOOM(err) {
+			// The server is up and answered: it is out of room for a new
+			// key's state. Not an outage (see store.ErrFull).
+			return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrFull, t.script.Name, err)
+		}
 		if !IsTryAgain(err) || attempt == len(TryAgainBackoff) {
 			return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrUnavailable, t.script.Name, err)
 		}
@@ -281,6 +286,16 @@ var TryAgainBackoff = []time.Duration{
 // library returns it: the error's text is the server's.
 func IsTryAgain(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN")
+}
+
+// IsOOM reports whether err is Redis's OOM reply, as either client
+// library returns it ("OOM command not allowed when used memory >
+// 'maxmemory'."): a server at its maxmemory under noeviction refused a
+// write. On Redis 7.0 a script without flags (ours have none) runs under
+// OOM and is refused at its first write, before it has written anything:
+// a denial or a peek, which write nothing, still answer.
+func IsOOM(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "OOM")
 }
 
 // result checks a script's reply, {remaining, retry after, reset after}

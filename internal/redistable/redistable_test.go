@@ -429,3 +429,25 @@ func TestTryAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestOOM checks that Redis's OOM reply, a server out of memory under
+// noeviction, is store.ErrFull and not an outage, with the server's text,
+// and is not retried.
+func TestOOM(t *testing.T) {
+	ctx := context.Background()
+	oom := errors.New("OOM command not allowed when used memory > 'maxmemory'. script: 5849fad0707709da5733f013e31b917a7e7d3e87, on @user_script:1.")
+	run := &fakeRunner{err: oom}
+	table := open[string](t, run, nil, clock.Local())
+	_, err := table.Take(ctx, "k", 1, 1, nil)
+	if !errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrUnavailable) || !errors.Is(err, oom) || len(run.calls) != 1 {
+		t.Errorf("Take answered OOM: %v after %d calls; want ErrFull (not ErrUnavailable) wrapping the reply, after 1 call", err, len(run.calls))
+	}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{{nil, false}, {oom, true}, {errors.New("OOM"), true}, {errors.New("ERR OOM"), false}, {errors.New("oom"), false}} {
+		if got := redistable.IsOOM(c.err); got != c.want {
+			t.Errorf("IsOOM(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}

@@ -308,8 +308,14 @@ func testEviction(t *testing.T, newStore NewStore) {
 	}
 }
 
-// testOutOfMemory fills a server that does not evict: takes fail with
-// ErrStoreUnavailable (OOM), peeks and resets still work.
+// testOutOfMemory fills a server that does not evict. On Redis 7.0 a
+// script without flags runs when the server is out of memory and is
+// refused at its first write, before it has written anything: so takes
+// that would write (a new key, an admission) fail with ErrStoreFull and
+// the server's OOM text, and not with ErrStoreUnavailable, while a denial
+// of a spent key, peeks (EVALSHA_RO), the EVAL fallback after SCRIPT
+// FLUSH and resets (UNLINK) still answer. The breaker does not count
+// ErrStoreFull.
 func testOutOfMemory(t *testing.T, newStore NewStore) {
 	srv := StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
 	ctx := t.Context()
@@ -317,9 +323,12 @@ func testOutOfMemory(t *testing.T, newStore NewStore) {
 	alg := algorithms(t, 5, time.Hour)[0].alg
 	st := newStore(t, srv.Target(), Prefix(t))
 	clk := clock.NewFake(epoch)
-	lim := newLimiter(t, alg, st, ratelimit.WithClock(clk))
-	open := newLimiter(t, alg, st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	lim := newLimiter(t, alg, st, ratelimit.WithClock(clk),
+		ratelimit.WithBreaker(ratelimit.Breaker{Failures: 1, ProbeInterval: time.Hour}))
 	if _, err := lim.AllowN(ctx, "before", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lim.AllowN(ctx, "spent", 5); err != nil {
 		t.Fatal(err)
 	}
 	filler := strings.Repeat("x", 8<<10)
@@ -342,18 +351,28 @@ func testOutOfMemory(t *testing.T, newStore NewStore) {
 	if err := admin.Set(ctx, "small", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "OOM") {
 		t.Fatalf("SET small on a full server: %v, want OOM", err)
 	}
-	for _, key := range []string{"new", "before"} {
-		if d, err := lim.Allow(ctx, key); !errors.Is(err, ratelimit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "OOM") {
-			t.Errorf("Allow(%s) on a full server = %+v, %v; want ErrStoreUnavailable with OOM", key, d, err)
+	for _, key := range []string{"new", "before", "new"} {
+		d, err := lim.Allow(ctx, key)
+		if !errors.Is(err, ratelimit.ErrStoreFull) || errors.Is(err, ratelimit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "OOM command not allowed") {
+			t.Errorf("Allow(%s) on a full server = %+v, %v; want ErrStoreFull (not ErrStoreUnavailable) with the server's OOM text", key, d, err)
 		}
 	}
-	if d, err := open.Allow(ctx, "new"); err != nil || d.Source() != ratelimit.FromFailOpen {
-		t.Errorf("FailOpen: Allow(new) on a full server = %+v, %v; want admitted by FailOpen", d, err)
+	check := func(when string) {
+		t.Helper()
+		// A denial writes nothing: the script runs to its end.
+		if d, err := lim.Allow(ctx, "spent"); err != nil || d.Allowed() || d.Source() != ratelimit.FromStore || d.BreakerOpen() {
+			t.Errorf("Allow(spent) on a full server%s = %+v, %v; want denied by the store (the breaker does not count ErrStoreFull)", when, d, err)
+		}
+		// Read-only scripts run on a full server.
+		if d, err := lim.Peek(ctx, "before"); err != nil || d.Remaining() != 3 {
+			t.Errorf("Peek(before) on a full server%s = %+v, %v; want Remaining 3", when, d, err)
+		}
 	}
-	// Read-only scripts and DEL run on a full server.
-	if d, err := lim.Peek(ctx, "before"); err != nil || d.Remaining() != 3 {
-		t.Errorf("Peek(before) on a full server = %+v, %v; want Remaining 3", d, err)
+	check("")
+	if err := admin.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
 	}
+	check(" after SCRIPT FLUSH") // EVAL and EVAL_RO load the script again
 	if err := lim.Reset(ctx, "before"); err != nil {
 		t.Errorf("Reset(before) on a full server: %v", err)
 	}
