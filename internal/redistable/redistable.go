@@ -64,6 +64,10 @@ type Config[K comparable] struct {
 	Encode store.KeyEncoder[K]
 	// TTLMargin is added to every key's time to live.
 	TTLMargin time.Duration
+	// MaxKeyBytes is the longest key encoding (Encode's bytes, before
+	// escaping, the prefix and the state ID) a table accepts; 0 means
+	// store.DefaultMaxKeyBytes.
+	MaxKeyBytes int
 }
 
 // Check validates c, and sets Encode to store.DefaultKeyEncoder when it is
@@ -74,6 +78,12 @@ func (c *Config[K]) Check() error {
 	}
 	if c.TTLMargin < 0 || c.TTLMargin > time.Duration(algorithm.MaxDuration)*time.Microsecond {
 		return fmt.Errorf("%w: TTL margin %v out of range", algorithm.ErrInvalidConfig, c.TTLMargin)
+	}
+	switch {
+	case c.MaxKeyBytes == 0:
+		c.MaxKeyBytes = store.DefaultMaxKeyBytes
+	case c.MaxKeyBytes < 0:
+		return fmt.Errorf("%w: the longest key must be at least 1 byte", algorithm.ErrInvalidConfig)
 	}
 	if c.Encode == nil {
 		enc, err := store.DefaultKeyEncoder[K]()
@@ -101,6 +111,7 @@ type Table[K comparable] struct {
 	restAny  []any
 	server   bool
 	limits   []int64 // each limit's Limit
+	maxKey   int     // the longest encoding of a key accepted
 }
 
 var _ store.Table[string] = (*Table[string])(nil)
@@ -121,6 +132,7 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 		suffixes: make([]string, len(limits)),
 		limits:   make([]int64, len(limits)),
 		server:   clock.IsServer(clk),
+		maxKey:   cfg.MaxKeyBytes,
 	}
 	for i, l := range limits {
 		if strings.ContainsAny(l.ID, "{}") {
@@ -158,9 +170,18 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }
 // becomes `\\` and '}' becomes `\)`, so no user key can end the tag
 // early, and different keys never share a name. The keys are cut from one
 // string: one allocation however many limits there are.
-func (t *Table[K]) Keys(dst []string, key K) []string {
+//
+// A key whose encoding is longer than the table's MaxKeyBytes is refused
+// with an error wrapping store.ErrKeyTooLong.
+func (t *Table[K]) Keys(dst []string, key K) ([]string, error) {
 	bp := buffers.Get().(*[]byte)
 	raw := t.encode((*bp)[:0], key)
+	if len(raw) > t.maxKey {
+		// The pooled buffer goes back as it was: one that grew for this
+		// key would keep its size in the pool.
+		buffers.Put(bp)
+		return dst[:0], fmt.Errorf("%w: its encoding has %d bytes, more than the %d the store accepts", store.ErrKeyTooLong, len(raw), t.maxKey)
+	}
 	// The escaped key follows raw in the same buffer.
 	esc := escape(raw, raw[len(raw):])
 	size := 0
@@ -189,13 +210,17 @@ func (t *Table[K]) Keys(dst []string, key K) []string {
 		dst = append(dst, joined[:n])
 		joined = joined[n:]
 	}
-	return dst
+	return dst, nil
 }
 
 // Key returns the Redis key holding key's state under the first limit.
-func (t *Table[K]) Key(key K) string {
+func (t *Table[K]) Key(key K) (string, error) {
 	var one [1]string
-	return t.Keys(one[:0], key)[0]
+	keys, err := t.Keys(one[:0], key)
+	if err != nil {
+		return "", err
+	}
+	return keys[0], nil
 }
 
 // escape appends raw to dst with '\' written `\\` and '}' written `\)`.
@@ -234,7 +259,11 @@ func (t *Table[K]) Peek(ctx context.Context, key K, now int64, out []algorithm.R
 // Reset deletes key's state under every limit.
 func (t *Table[K]) Reset(ctx context.Context, key K) error {
 	var buf [4]string
-	if err := t.run.Del(ctx, t.Keys(buf[:0], key)); err != nil {
+	keys, err := t.Keys(buf[:0], key)
+	if err != nil {
+		return err
+	}
+	if err := t.run.Del(ctx, keys); err != nil {
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return nil
@@ -244,7 +273,11 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args, ou
 	// The keys reach the runner through an interface, so a slice on the
 	// stack would escape: they are kept in a pooled slice instead.
 	kp := keySlices.Get().(*[]string)
-	keys := t.Keys(*kp, key)
+	keys, err := t.Keys(*kp, key)
+	if err != nil {
+		keySlices.Put(kp)
+		return algorithm.Result{}, err
+	}
 	defer func() {
 		clear(keys) // hold no strings while pooled
 		*kp = keys[:0]

@@ -153,7 +153,11 @@ func redisKey(t testing.TB, prefix, key string, alg algorithm.Algorithm) string 
 	if err != nil {
 		t.Fatalf("redistable.Open(prefix %q): %v", prefix, err)
 	}
-	return table.Key(key)
+	name, err := table.Key(key)
+	if err != nil {
+		t.Fatalf("Key(%q): %v", key, err)
+	}
+	return name
 }
 
 // forEachMaster calls f with a client of every master of target (the one
