@@ -6,6 +6,7 @@ package redistable
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,9 @@ type Config[K comparable] struct {
 	// escaping, the prefix and the state ID) a table accepts; 0 means
 	// store.DefaultMaxKeyBytes.
 	MaxKeyBytes int
+	// Evictions, when not nil, checks the servers' maxmemory-policy when
+	// a table is opened. A store shares one among its tables.
+	Evictions *EvictionCheck
 }
 
 // Check validates c, and sets Encode to store.DefaultKeyEncoder when it is
@@ -112,11 +116,18 @@ type Table[K comparable] struct {
 	server   bool
 	limits   []int64 // each limit's Limit
 	maxKey   int     // the longest encoding of a key accepted
+	warnings []error // found by cfg.Evictions
 }
 
-var _ store.Table[string] = (*Table[string])(nil)
+var (
+	_ store.Table[string] = (*Table[string])(nil)
+	_ store.Warner        = (*Table[string])(nil)
+)
 
-// Open returns a table for limits.
+// Open returns a table for limits. With cfg.Evictions, it first reads
+// the servers' maxmemory-policy (once per store; see EvictionCheck): a
+// server that may evict limiter state is reported by the table's Warnings,
+// or fails Open with EvictionRefuse.
 func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clock.Clock) (*Table[K], error) {
 	if err := store.CheckLimits(limits); err != nil {
 		return nil, err
@@ -148,6 +159,9 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	if err != nil {
 		return nil, err
 	}
+	if t.warnings, err = cfg.Evictions.Run(); err != nil {
+		return nil, err
+	}
 	t.script = script
 	t.rest = append([]string{strconv.FormatInt(cfg.TTLMargin.Milliseconds(), 10)}, params...)
 	t.restAny = make([]any, len(t.rest))
@@ -156,6 +170,11 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	}
 	return t, nil
 }
+
+// Warnings returns what Open found wrong with the servers that does not
+// stop the table from deciding: an error wrapping store.ErrEvicting per
+// server whose maxmemory-policy may evict limiter state.
+func (t *Table[K]) Warnings() []error { return slices.Clone(t.warnings) }
 
 // Script returns the script the table runs.
 func (t *Table[K]) Script() *luascript.Script { return t.script }
