@@ -57,7 +57,15 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //   - StateIDs: limiters configured differently under one prefix never
 //     share state; WithStateID shares it on purpose, and WithStateID("")
 //     keeps the layout of releases before state IDs (prefix{key});
-//   - PolicyOneCall: a policy's decision is one script call, on one slot.
+//   - PolicyOneCall: a policy's decision is one script call, on one slot;
+//   - EvictionPolicy, EvictionCheckOnce: a server whose maxmemory-policy
+//     may evict (allkeys-*) makes Open warn, or fail with EvictionRefuse;
+//     other policies, a server refusing CONFIG and one that is down do
+//     not; a store reads the policy once for all its tables;
+//   - KeyTooLong: keys longer than MaxKeyBytes fail with ErrKeyTooLong.
+//
+// The store constructors must honour Target.TTLMargin, MaxKeyBytes and
+// Eviction.
 //
 // Real targets skip unless $RATELIMIT_REDIS_ADDR (and, for the cluster,
 // $RATELIMIT_REDIS_CLUSTER_ADDRS) are set.
@@ -78,6 +86,9 @@ func RunSuite(t *testing.T, newStore NewStore) {
 	t.Run("UnsupportedAlgorithm", func(t *testing.T) { testUnsupportedAlgorithm(t, newStore) })
 	t.Run("StateIDs", func(t *testing.T) { testStateIDs(t, newStore) })
 	t.Run("PolicyOneCall", func(t *testing.T) { testPolicyOneCall(t, newStore) })
+	t.Run("EvictionPolicy", func(t *testing.T) { testEvictionPolicy(t, newStore) })
+	t.Run("EvictionCheckOnce", func(t *testing.T) { testEvictionCheckOnce(t, newStore) })
+	t.Run("KeyTooLong", func(t *testing.T) { testKeyTooLong(t, newStore) })
 }
 
 // suiteTTL is the Target.TTLMargin of real targets under storetest, whose

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,8 +47,9 @@ const DefaultPrefix = "ratelimit:"
 
 // Store keeps limiter state in Redis through go-redis. Create it with [New].
 type Store[K comparable] struct {
-	client Client
-	cfg    redistable.Config[K]
+	client   Client
+	cfg      redistable.Config[K]
+	eviction EvictionCheck
 }
 
 var _ store.Store[string] = (*Store[string])(nil)
@@ -80,6 +82,55 @@ func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
 	return func(s *Store[K]) { s.cfg.TTLMargin = margin }
 }
 
+// WithMaxKeyBytes sets the longest key the store accepts, in bytes of its
+// encoding (the key encoder's output, before escaping, the prefix and the
+// state ID); default store.DefaultMaxKeyBytes. Take, Peek and Reset of a
+// longer key fail with store.ErrKeyTooLong before anything is sent, so
+// that a client cannot make every decision copy, send and store a key of
+// its choosing, however long. n must be at least 1.
+func WithMaxKeyBytes[K comparable](n int) Option[K] {
+	return func(s *Store[K]) {
+		s.cfg.MaxKeyBytes = n
+		if n < 1 {
+			s.cfg.MaxKeyBytes = -1 // refused by New (0 would mean the default)
+		}
+	}
+}
+
+// EvictionCheck says what Open does when a Redis server's
+// maxmemory-policy may evict limiter state: allkeys-lru, allkeys-lfu or
+// allkeys-random. Such a server evicts limiter keys under memory pressure
+// like any other key, and an evicted key starts afresh, so a client that
+// has spent its limit is admitted again. noeviction and the volatile-*
+// policies are accepted (see the package documentation for what each
+// costs).
+type EvictionCheck int
+
+const (
+	// EvictionWarn, the default, opens the table and reports each server
+	// that may evict as a warning: the table implements store.Warner, and
+	// its Warnings return an error wrapping store.ErrEvicting that names
+	// the server and its policy. A Limiter passes it to its error
+	// handler, or logs it.
+	EvictionWarn EvictionCheck = iota
+	// EvictionRefuse makes Open fail with an error wrapping
+	// store.ErrEvicting.
+	EvictionRefuse
+	// EvictionUnchecked does not read the policy.
+	EvictionUnchecked
+)
+
+// WithEvictionCheck sets what Open does when a server's maxmemory-policy
+// may evict limiter state (default EvictionWarn). The store reads it with
+// CONFIG GET maxmemory-policy (from every master of a cluster) at the
+// first Open, within a second, and keeps the answer for all its tables.
+// The check is best effort: a server that refuses CONFIG (managed
+// services, an ACL without it) is taken as it is, silently; one that
+// cannot be reached is asked again at an Open 10 s later or more.
+func WithEvictionCheck[K comparable](check EvictionCheck) Option[K] {
+	return func(s *Store[K]) { s.eviction = check }
+}
+
 // New returns a store on client. When the client's options are visible
 // (*redis.Client, *redis.ClusterClient, *redis.Ring), New requires
 // ContextTimeoutEnabled: without it go-redis ignores context deadlines and
@@ -96,6 +147,11 @@ func New[K comparable](client Client, opts ...Option[K]) (*Store[K], error) {
 	if err := s.cfg.Check(); err != nil {
 		return nil, err
 	}
+	check, err := redistable.NewEvictionCheck(redistable.EvictionMode(s.eviction), s.readPolicies)
+	if err != nil {
+		return nil, err
+	}
+	s.cfg.Evictions = check
 	if !honoursDeadlines(client) {
 		return nil, fmt.Errorf("%w: goredisstore: the client needs ContextTimeoutEnabled: true so that context deadlines bound each decision",
 			algorithm.ErrInvalidConfig)
@@ -118,7 +174,49 @@ func honoursDeadlines(c Client) bool {
 // Open returns a table for limits, decided together by one script. Every
 // clock works: with clock.Server() the scripts read Redis's TIME.
 func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], error) {
-	return redistable.Open(runner{s.client}, s.cfg, limits, clk)
+	t, err := redistable.Open(runner{s.client}, s.cfg, limits, clk)
+	if err != nil {
+		return nil, err // not a nil *Table in a non-nil Table
+	}
+	return t, nil
+}
+
+// readPolicies reads the maxmemory-policy of the server, of every master
+// of a cluster, or of every shard of a ring.
+func (s *Store[K]) readPolicies(ctx context.Context) ([]redistable.NodePolicy, error) {
+	var (
+		mu    sync.Mutex
+		nodes []redistable.NodePolicy
+	)
+	each := func(ctx context.Context, c *redis.Client) error {
+		n := readPolicy(ctx, c, c.Options().Addr)
+		mu.Lock()
+		defer mu.Unlock()
+		nodes = append(nodes, n)
+		return nil
+	}
+	var err error
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, each)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, each)
+	case *redis.Client:
+		err = each(ctx, c)
+	default:
+		nodes = append(nodes, readPolicy(ctx, c, ""))
+	}
+	return nodes, err
+}
+
+// readPolicy sends CONFIG GET maxmemory-policy to c, which names node.
+func readPolicy(ctx context.Context, c Client, node string) redistable.NodePolicy {
+	cmd := redis.NewMapStringStringCmd(ctx, "config", "get", "maxmemory-policy")
+	if err := c.Process(ctx, cmd); err != nil {
+		var reply redis.Error // the server answered: it will not say
+		return redistable.NodePolicy{Node: node, Err: err, Refused: errors.As(err, &reply)}
+	}
+	return redistable.NodePolicy{Node: node, Policy: cmd.Val()["maxmemory-policy"]}
 }
 
 type runner struct{ c Client }
