@@ -13,6 +13,7 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/store"
 )
 
 // testTimeout checks that a call whose context ends while the server is
@@ -268,16 +269,25 @@ func testRestart(t *testing.T, newStore NewStore) {
 	}
 }
 
-// testEviction fills a server that evicts under maxmemory: the limiter
-// keeps answering, and an evicted key is decided as a new one.
+// testEviction fills a server that evicts under maxmemory (allkeys-lru):
+// the limiter keeps answering, and an evicted key is decided as a new
+// one, so a spent victim is admitted again. This is the danger the
+// store's eviction check warns of: its tables report ErrEvicting.
 func testEviction(t *testing.T, newStore NewStore) {
 	srv := StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
 	ctx := t.Context()
 	admin := GoRedis(t, srv.Target())
 	prefix := Prefix(t)
 	alg := algorithms(t, 2, time.Hour)[3].alg
-	lim := newLimiter(t, alg, newStore(t, srv.Target(), prefix),
-		ratelimit.WithClock(clock.NewFake(epoch)))
+	st := newStore(t, srv.Target(), prefix)
+	table, err := st.Open(store.LimitsOf(alg), clock.Local())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := table.(store.Warner).Warnings(); len(w) != 1 || !errors.Is(w[0], store.ErrEvicting) {
+		t.Errorf("Warnings() of a table on an allkeys-lru server = %v, want ErrEvicting", w)
+	}
+	lim := newLimiter(t, alg, st, ratelimit.WithClock(clock.NewFake(epoch)))
 	for i, want := range []bool{true, true, false} {
 		if d, err := lim.Allow(ctx, "victim"); err != nil || d.Allowed() != want {
 			t.Fatalf("Allow(victim) #%d = %+v, %v; want allowed=%v", i, d, err, want)
@@ -303,6 +313,7 @@ func testEviction(t *testing.T, newStore NewStore) {
 	if !evicted {
 		t.Fatalf("%s was never evicted", victim)
 	}
+	// Spent, yet admitted again: its state is gone.
 	if d, err := lim.Allow(ctx, "victim"); err != nil || !d.Allowed() || d.Remaining() != 1 {
 		t.Errorf("Allow(victim) once evicted = %+v, %v; want allowed with Remaining 1, as a new key", d, err)
 	}
