@@ -16,6 +16,36 @@
 //
 // With clock.Server(), scripts read Redis's TIME, so servers with skewed
 // clocks share limits correctly. Requires Redis 7.0 or newer.
+//
+// # Redis memory
+//
+// Every key has a time to live, but a flood of new keys can still fill a
+// Redis to its maxmemory, and then its maxmemory-policy decides whether
+// limits hold. An evicted key starts afresh: a client that had spent its
+// limit is admitted again.
+//
+//   - noeviction keeps every key, so every limit holds: the only safe
+//     policy. A request that would create or charge a key fails with
+//     store.ErrFull (Redis's OOM reply, its text kept), charged nothing:
+//     on Redis 7.0 a script without flags runs under OOM and is refused
+//     at its first write, so denials of spent keys, Peek and Reset still
+//     answer. ErrFull is no outage: the circuit breaker does not count
+//     it; the Limiter's failure policy decides.
+//   - volatile-ttl evicts keys with a TTL (every limiter key has one),
+//     the soonest to expire first: for a token bucket or GCRA the key
+//     closest to full, the cheapest to lose; but a flood of keys each
+//     drained outlives a spent key, which is then evicted first.
+//   - volatile-lru, volatile-lfu and volatile-random evict limiter keys
+//     in use too.
+//   - allkeys-lru, allkeys-lfu and allkeys-random evict limiter keys like
+//     any other. The first Open reads the servers' policy (see
+//     WithEvictionCheck) and, on these, the table it returns reports a
+//     warning wrapping store.ErrEvicting (store.Warner), or Open fails
+//     with EvictionRefuse.
+//
+// A key whose encoding is longer than WithMaxKeyBytes (default
+// store.DefaultMaxKeyBytes) fails with store.ErrKeyTooLong before anything
+// is sent.
 package goredisstore
 
 import (
@@ -172,7 +202,9 @@ func honoursDeadlines(c Client) bool {
 }
 
 // Open returns a table for limits, decided together by one script. Every
-// clock works: with clock.Server() the scripts read Redis's TIME.
+// clock works: with clock.Server() the scripts read Redis's TIME. The
+// table implements store.Warner; the store's first Open reads the servers'
+// maxmemory-policy for it (see WithEvictionCheck).
 func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], error) {
 	t, err := redistable.Open(runner{s.client}, s.cfg, limits, clk)
 	if err != nil {
