@@ -1,6 +1,8 @@
 // Package redistable is the part of the Redis stores that does not depend
-// on the client library: key naming, script arguments, reply checking and
-// error wrapping. The go-redis and rueidis stores supply a Runner.
+// on the client library: key naming and the key size limit, script
+// arguments, reply checking, error wrapping, and what to make of the
+// servers' maxmemory-policy (EvictionCheck). The go-redis and rueidis
+// stores supply a Runner and a PolicyReader.
 package redistable
 
 import (
@@ -74,8 +76,9 @@ type Config[K comparable] struct {
 	Evictions *EvictionCheck
 }
 
-// Check validates c, and sets Encode to store.DefaultKeyEncoder when it is
-// nil. Errors wrap algorithm.ErrInvalidConfig or store.ErrKeyType.
+// Check validates c, sets Encode to store.DefaultKeyEncoder when it is
+// nil and MaxKeyBytes to store.DefaultMaxKeyBytes when it is 0. Errors
+// wrap algorithm.ErrInvalidConfig or store.ErrKeyType.
 func (c *Config[K]) Check() error {
 	if err := CheckPrefix(c.Prefix); err != nil {
 		return err
