@@ -39,7 +39,11 @@ func (t target) name(tb testing.TB) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return table.Key(t.key)
+	name, err := table.Key(t.key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return name
 }
 
 // decision is one call a worker made.

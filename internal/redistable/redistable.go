@@ -1,11 +1,14 @@
 // Package redistable is the part of the Redis stores that does not depend
-// on the client library: key naming, script arguments, reply checking and
-// error wrapping. The go-redis and rueidis stores supply a Runner.
+// on the client library: key naming and the key size limit, script
+// arguments, reply checking, error wrapping, and what to make of the
+// servers' maxmemory-policy (EvictionCheck). The go-redis and rueidis
+// stores supply a Runner and a PolicyReader.
 package redistable
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,16 +67,30 @@ type Config[K comparable] struct {
 	Encode store.KeyEncoder[K]
 	// TTLMargin is added to every key's time to live.
 	TTLMargin time.Duration
+	// MaxKeyBytes is the longest key encoding (Encode's bytes, before
+	// escaping, the prefix and the state ID) a table accepts; 0 means
+	// store.DefaultMaxKeyBytes.
+	MaxKeyBytes int
+	// Evictions, when not nil, checks the servers' maxmemory-policy when
+	// a table is opened. A store shares one among its tables.
+	Evictions *EvictionCheck
 }
 
-// Check validates c, and sets Encode to store.DefaultKeyEncoder when it is
-// nil. Errors wrap algorithm.ErrInvalidConfig or store.ErrKeyType.
+// Check validates c, sets Encode to store.DefaultKeyEncoder when it is
+// nil and MaxKeyBytes to store.DefaultMaxKeyBytes when it is 0. Errors
+// wrap algorithm.ErrInvalidConfig or store.ErrKeyType.
 func (c *Config[K]) Check() error {
 	if err := CheckPrefix(c.Prefix); err != nil {
 		return err
 	}
 	if c.TTLMargin < 0 || c.TTLMargin > time.Duration(algorithm.MaxDuration)*time.Microsecond {
 		return fmt.Errorf("%w: TTL margin %v out of range", algorithm.ErrInvalidConfig, c.TTLMargin)
+	}
+	switch {
+	case c.MaxKeyBytes == 0:
+		c.MaxKeyBytes = store.DefaultMaxKeyBytes
+	case c.MaxKeyBytes < 0:
+		return fmt.Errorf("%w: the longest key must be at least 1 byte", algorithm.ErrInvalidConfig)
 	}
 	if c.Encode == nil {
 		enc, err := store.DefaultKeyEncoder[K]()
@@ -101,11 +118,19 @@ type Table[K comparable] struct {
 	restAny  []any
 	server   bool
 	limits   []int64 // each limit's Limit
+	maxKey   int     // the longest encoding of a key accepted
+	warnings []error // found by cfg.Evictions
 }
 
-var _ store.Table[string] = (*Table[string])(nil)
+var (
+	_ store.Table[string] = (*Table[string])(nil)
+	_ store.Warner        = (*Table[string])(nil)
+)
 
-// Open returns a table for limits.
+// Open returns a table for limits. With cfg.Evictions, it first reads
+// the servers' maxmemory-policy (once per store; see EvictionCheck): a
+// server that may evict limiter state is reported by the table's Warnings,
+// or fails Open with EvictionRefuse.
 func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clock.Clock) (*Table[K], error) {
 	if err := store.CheckLimits(limits); err != nil {
 		return nil, err
@@ -121,6 +146,7 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 		suffixes: make([]string, len(limits)),
 		limits:   make([]int64, len(limits)),
 		server:   clock.IsServer(clk),
+		maxKey:   cfg.MaxKeyBytes,
 	}
 	for i, l := range limits {
 		if strings.ContainsAny(l.ID, "{}") {
@@ -136,6 +162,9 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	if err != nil {
 		return nil, err
 	}
+	if t.warnings, err = cfg.Evictions.Run(); err != nil {
+		return nil, err
+	}
 	t.script = script
 	t.rest = append([]string{strconv.FormatInt(cfg.TTLMargin.Milliseconds(), 10)}, params...)
 	t.restAny = make([]any, len(t.rest))
@@ -144,6 +173,11 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	}
 	return t, nil
 }
+
+// Warnings returns what Open found wrong with the servers that does not
+// stop the table from deciding: an error wrapping store.ErrEvicting per
+// server whose maxmemory-policy may evict limiter state.
+func (t *Table[K]) Warnings() []error { return slices.Clone(t.warnings) }
 
 // Script returns the script the table runs.
 func (t *Table[K]) Script() *luascript.Script { return t.script }
@@ -158,9 +192,18 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }
 // becomes `\\` and '}' becomes `\)`, so no user key can end the tag
 // early, and different keys never share a name. The keys are cut from one
 // string: one allocation however many limits there are.
-func (t *Table[K]) Keys(dst []string, key K) []string {
+//
+// A key whose encoding is longer than the table's MaxKeyBytes is refused
+// with an error wrapping store.ErrKeyTooLong.
+func (t *Table[K]) Keys(dst []string, key K) ([]string, error) {
 	bp := buffers.Get().(*[]byte)
 	raw := t.encode((*bp)[:0], key)
+	if len(raw) > t.maxKey {
+		// The pooled buffer goes back as it was: one that grew for this
+		// key would keep its size in the pool.
+		buffers.Put(bp)
+		return dst[:0], fmt.Errorf("%w: its encoding has %d bytes, more than the %d the store accepts", store.ErrKeyTooLong, len(raw), t.maxKey)
+	}
 	// The escaped key follows raw in the same buffer.
 	esc := escape(raw, raw[len(raw):])
 	size := 0
@@ -189,13 +232,17 @@ func (t *Table[K]) Keys(dst []string, key K) []string {
 		dst = append(dst, joined[:n])
 		joined = joined[n:]
 	}
-	return dst
+	return dst, nil
 }
 
 // Key returns the Redis key holding key's state under the first limit.
-func (t *Table[K]) Key(key K) string {
+func (t *Table[K]) Key(key K) (string, error) {
 	var one [1]string
-	return t.Keys(one[:0], key)[0]
+	keys, err := t.Keys(one[:0], key)
+	if err != nil {
+		return "", err
+	}
+	return keys[0], nil
 }
 
 // escape appends raw to dst with '\' written `\\` and '}' written `\)`.
@@ -234,7 +281,11 @@ func (t *Table[K]) Peek(ctx context.Context, key K, now int64, out []algorithm.R
 // Reset deletes key's state under every limit.
 func (t *Table[K]) Reset(ctx context.Context, key K) error {
 	var buf [4]string
-	if err := t.run.Del(ctx, t.Keys(buf[:0], key)); err != nil {
+	keys, err := t.Keys(buf[:0], key)
+	if err != nil {
+		return err
+	}
+	if err := t.run.Del(ctx, keys); err != nil {
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return nil
@@ -244,7 +295,11 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args, ou
 	// The keys reach the runner through an interface, so a slice on the
 	// stack would escape: they are kept in a pooled slice instead.
 	kp := keySlices.Get().(*[]string)
-	keys := t.Keys(*kp, key)
+	keys, err := t.Keys(*kp, key)
+	if err != nil {
+		keySlices.Put(kp)
+		return algorithm.Result{}, err
+	}
 	defer func() {
 		clear(keys) // hold no strings while pooled
 		*kp = keys[:0]
@@ -254,6 +309,11 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args, ou
 		reply, err := t.run.Eval(ctx, t.script, readOnly, keys, args)
 		if err == nil {
 			return t.result(reply, out)
+		}
+		if IsOOM(err) {
+			// The server is up and answered: it is out of room for a new
+			// key's state. Not an outage (see store.ErrFull).
+			return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrFull, t.script.Name, err)
 		}
 		if !IsTryAgain(err) || attempt == len(TryAgainBackoff) {
 			return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrUnavailable, t.script.Name, err)
@@ -281,6 +341,16 @@ var TryAgainBackoff = []time.Duration{
 // library returns it: the error's text is the server's.
 func IsTryAgain(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN")
+}
+
+// IsOOM reports whether err is Redis's OOM reply, as either client
+// library returns it ("OOM command not allowed when used memory >
+// 'maxmemory'."): a server at its maxmemory under noeviction refused a
+// write. On Redis 7.0 a script without flags (ours have none) runs under
+// OOM and is refused at its first write, before it has written anything:
+// a denial or a peek, which write nothing, still answer.
+func IsOOM(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "OOM")
 }
 
 // result checks a script's reply, {remaining, retry after, reset after}

@@ -102,7 +102,10 @@ func hashTag(key string) string {
 
 func checkKey(t fataler, table *redistable.Table[string], key string) string {
 	t.Helper()
-	got := table.Key(key)
+	got, err := table.Key(key)
+	if err != nil {
+		t.Fatalf("Key(%q): %v", key, err)
+	}
 	if back := decode(t, got); back != key {
 		t.Fatalf("Key(%q) = %q, which decodes to %q", key, got, back)
 	}
@@ -127,7 +130,7 @@ func TestKeyInjective(t *testing.T) {
 	}
 	// The examples that made the escaping necessary.
 	for _, pair := range [][2]string{{"a}b", "a"}, {`\)`, "}"}, {`\\`, `\`}} {
-		if table.Key(pair[0]) == table.Key(pair[1]) {
+		if checkKey(t, table, pair[0]) == checkKey(t, table, pair[1]) {
 			t.Errorf("Key(%q) = Key(%q)", pair[0], pair[1])
 		}
 	}
@@ -157,8 +160,8 @@ func TestKeyConcurrent(t *testing.T) {
 		go func() {
 			for i := range 1000 {
 				k := fmt.Sprintf("%d}%d\\%d", g, i, g*i)
-				if got, want := table.Key(k), prefix+"{"+strings.NewReplacer(`\`, `\\`, "}", `\)`).Replace(k)+"}"+suffix; got != want {
-					done <- fmt.Errorf("Key(%q) = %q, want %q", k, got, want)
+				if got, err := table.Key(k); err != nil || got != prefix+"{"+strings.NewReplacer(`\`, `\\`, "}", `\)`).Replace(k)+"}"+suffix {
+					done <- fmt.Errorf("Key(%q) = %q, %v; want %q", k, got, err, prefix+"{"+strings.NewReplacer(`\`, `\\`, "}", `\)`).Replace(k)+"}"+suffix)
 					return
 				}
 			}
@@ -174,15 +177,15 @@ func TestKeyConcurrent(t *testing.T) {
 
 func TestKeyEncoders(t *testing.T) {
 	ints := open[int](t, nil, nil, clock.Local())
-	if got, want := ints.Key(-42), prefix+"{-42}"+suffix; got != want {
-		t.Errorf("Key(-42) with the default encoder = %q, want %q", got, want)
+	if got, err := ints.Key(-42); err != nil || got != prefix+"{-42}"+suffix {
+		t.Errorf("Key(-42) with the default encoder = %q, %v; want %q", got, err, prefix+"{-42}"+suffix)
 	}
 	type pair struct{ a, b string }
 	pairs := open(t, nil, func(dst []byte, k pair) []byte {
 		return append(append(append(dst, k.a...), '}'), k.b...)
 	}, clock.Local())
-	if got, want := pairs.Key(pair{"x", "y"}), prefix+`{x\)y}`+suffix; got != want {
-		t.Errorf("Key with a custom encoder = %q, want %q (escaped after encoding)", got, want)
+	if got, err := pairs.Key(pair{"x", "y"}); err != nil || got != prefix+`{x\)y}`+suffix {
+		t.Errorf("Key with a custom encoder = %q, %v; want %q (escaped after encoding)", got, err, prefix+`{x\)y}`+suffix)
 	}
 	if _, err := redistable.Open(nil, redistable.Config[pair]{Prefix: prefix}, store.LimitsOf(window(t)), clock.Local()); !errors.Is(err, store.ErrKeyType) {
 		t.Errorf("Open[struct] without an encoder: %v, want ErrKeyType", err)
@@ -429,3 +432,104 @@ func TestTryAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestOOM checks that Redis's OOM reply, a server out of memory under
+// noeviction, is store.ErrFull and not an outage, with the server's text,
+// and is not retried.
+func TestOOM(t *testing.T) {
+	ctx := context.Background()
+	oom := errors.New("OOM command not allowed when used memory > 'maxmemory'. script: 5849fad0707709da5733f013e31b917a7e7d3e87, on @user_script:1.")
+	run := &fakeRunner{err: oom}
+	table := open[string](t, run, nil, clock.Local())
+	_, err := table.Take(ctx, "k", 1, 1, nil)
+	if !errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrUnavailable) || !errors.Is(err, oom) || len(run.calls) != 1 {
+		t.Errorf("Take answered OOM: %v after %d calls; want ErrFull (not ErrUnavailable) wrapping the reply, after 1 call", err, len(run.calls))
+	}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{{nil, false}, {oom, true}, {errors.New("OOM"), true}, {errors.New("ERR OOM"), false}, {errors.New("oom"), false}} {
+		if got := redistable.IsOOM(c.err); got != c.want {
+			t.Errorf("IsOOM(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// TestKeyTooLong checks that a key whose encoding is longer than
+// MaxKeyBytes fails Take, Peek and Reset with ErrKeyTooLong before any
+// call reaches the runner, that the limit counts the encoding's bytes,
+// not the escaped ones, and that a key of exactly the limit is fine.
+func TestKeyTooLong(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		max  int // MaxKeyBytes; 0 for the default
+		want int // the longest key accepted
+	}{{"default", 0, store.DefaultMaxKeyBytes}, {"10", 10, 10}, {"1", 1, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			run := &fakeRunner{reply: []int64{4, 0, 700}}
+			table, err := redistable.Open(run, redistable.Config[string]{Prefix: prefix, MaxKeyBytes: c.max}, store.LimitsOf(window(t)), clock.Local())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Every byte escaped: the Redis key's braces hold twice as many.
+			for _, k := range []string{strings.Repeat("x", c.want), strings.Repeat("}", c.want)} {
+				if _, err := table.Take(ctx, k, 1, 1, nil); err != nil {
+					t.Errorf("Take(%d bytes): %v, want no error", len(k), err)
+				}
+				if _, err := table.Peek(ctx, k, 1, nil); err != nil {
+					t.Errorf("Peek(%d bytes): %v, want no error", len(k), err)
+				}
+				if err := table.Reset(ctx, k); err != nil {
+					t.Errorf("Reset(%d bytes): %v, want no error", len(k), err)
+				}
+			}
+			calls, dels := len(run.calls), len(run.dels)
+			for _, k := range []string{strings.Repeat("x", c.want+1), strings.Repeat("}", 1<<20)} {
+				if r, err := table.Take(ctx, k, 1, 1, nil); !errors.Is(err, store.ErrKeyTooLong) || errors.Is(err, store.ErrUnavailable) || r != (algorithm.Result{}) {
+					t.Errorf("Take(%d bytes) = %+v, %v; want ErrKeyTooLong", len(k), r, err)
+				}
+				if r, err := table.Peek(ctx, k, 1, nil); !errors.Is(err, store.ErrKeyTooLong) || r != (algorithm.Result{}) {
+					t.Errorf("Peek(%d bytes) = %+v, %v; want ErrKeyTooLong", len(k), r, err)
+				}
+				if err := table.Reset(ctx, k); !errors.Is(err, store.ErrKeyTooLong) {
+					t.Errorf("Reset(%d bytes): %v, want ErrKeyTooLong", len(k), err)
+				}
+				if _, err := table.Key(k); !errors.Is(err, store.ErrKeyTooLong) {
+					t.Errorf("Key(%d bytes): %v, want ErrKeyTooLong", len(k), err)
+				}
+			}
+			if len(run.calls) != calls || len(run.dels) != dels {
+				t.Errorf("keys too long made %d script calls and %d deletions, want none", len(run.calls)-calls, len(run.dels)-dels)
+			}
+		})
+	}
+	c := redistable.Config[string]{Prefix: prefix, MaxKeyBytes: -1}
+	if err := c.Check(); !errors.Is(err, algorithm.ErrInvalidConfig) {
+		t.Errorf("MaxKeyBytes -1: Check() = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestTakeAllocs checks the allocations of a take on an existing key, the
+// hot path, through a runner that allocates nothing: the Redis keys, cut
+// from one string, are the only one; the length check adds none.
+func TestTakeAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector")
+	}
+	ctx := context.Background()
+	table := open[string](t, nopRunner{}, nil, clock.Local())
+	if n := testing.AllocsPerRun(1000, func() { table.Take(ctx, "user:1234", 1, 1, nil) }); n != 1 {
+		t.Errorf("Take: %v allocations, want 1 (the keys)", n)
+	}
+}
+
+// nopRunner answers every script with a fixed reply, allocating nothing.
+type nopRunner struct{}
+
+var nopReply = []int64{4, 0, 700}
+
+func (nopRunner) Eval(context.Context, *luascript.Script, bool, []string, redistable.Args) ([]int64, error) {
+	return nopReply, nil
+}
+func (nopRunner) Del(context.Context, []string) error { return nil }

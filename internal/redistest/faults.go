@@ -13,6 +13,7 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/store"
 )
 
 // testTimeout checks that a call whose context ends while the server is
@@ -269,16 +270,25 @@ func testRestart(t *testing.T, newStore NewStore) {
 	}
 }
 
-// testEviction fills a server that evicts under maxmemory: the limiter
-// keeps answering, and an evicted key is decided as a new one.
+// testEviction fills a server that evicts under maxmemory (allkeys-lru):
+// the limiter keeps answering, and an evicted key is decided as a new
+// one, so a spent victim is admitted again. This is the danger the
+// store's eviction check warns of: its tables report ErrEvicting.
 func testEviction(t *testing.T, newStore NewStore) {
 	srv := StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
 	ctx := t.Context()
 	admin := GoRedis(t, srv.Target())
 	prefix := Prefix(t)
 	alg := algorithms(t, 2, time.Hour)[3].alg
-	lim := newLimiter(t, alg, newStore(t, srv.Target(), prefix),
-		ratelimit.WithClock(clock.NewFake(epoch)))
+	st := newStore(t, srv.Target(), prefix)
+	table, err := st.Open(store.LimitsOf(alg), clock.Local())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := table.(store.Warner).Warnings(); len(w) != 1 || !errors.Is(w[0], store.ErrEvicting) {
+		t.Errorf("Warnings() of a table on an allkeys-lru server = %v, want ErrEvicting", w)
+	}
+	lim := newLimiter(t, alg, st, ratelimit.WithClock(clock.NewFake(epoch)))
 	for i, want := range []bool{true, true, false} {
 		if d, err := lim.Allow(ctx, "victim"); err != nil || d.Allowed() != want {
 			t.Fatalf("Allow(victim) #%d = %+v, %v; want allowed=%v", i, d, err, want)
@@ -304,13 +314,20 @@ func testEviction(t *testing.T, newStore NewStore) {
 	if !evicted {
 		t.Fatalf("%s was never evicted", victim)
 	}
+	// Spent, yet admitted again: its state is gone.
 	if d, err := lim.Allow(ctx, "victim"); err != nil || !d.Allowed() || d.Remaining() != 1 {
 		t.Errorf("Allow(victim) once evicted = %+v, %v; want allowed with Remaining 1, as a new key", d, err)
 	}
 }
 
-// testOutOfMemory fills a server that does not evict: takes fail with
-// ErrStoreUnavailable (OOM), peeks and resets still work.
+// testOutOfMemory fills a server that does not evict. On Redis 7.0 a
+// script without flags runs when the server is out of memory and is
+// refused at its first write, before it has written anything: so takes
+// that would write (a new key, an admission) fail with ErrStoreFull and
+// the server's OOM text, and not with ErrStoreUnavailable, while a denial
+// of a spent key, peeks (EVALSHA_RO), the EVAL fallback after SCRIPT
+// FLUSH and resets (UNLINK) still answer. The breaker does not count
+// ErrStoreFull.
 func testOutOfMemory(t *testing.T, newStore NewStore) {
 	srv := StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
 	ctx := t.Context()
@@ -318,9 +335,12 @@ func testOutOfMemory(t *testing.T, newStore NewStore) {
 	alg := algorithms(t, 5, time.Hour)[0].alg
 	st := newStore(t, srv.Target(), Prefix(t))
 	clk := clock.NewFake(epoch)
-	lim := newLimiter(t, alg, st, ratelimit.WithClock(clk))
-	open := newLimiter(t, alg, st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	lim := newLimiter(t, alg, st, ratelimit.WithClock(clk),
+		ratelimit.WithBreaker(ratelimit.Breaker{Failures: 1, ProbeInterval: time.Hour}))
 	if _, err := lim.AllowN(ctx, "before", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lim.AllowN(ctx, "spent", 5); err != nil {
 		t.Fatal(err)
 	}
 	filler := strings.Repeat("x", 8<<10)
@@ -343,18 +363,28 @@ func testOutOfMemory(t *testing.T, newStore NewStore) {
 	if err := admin.Set(ctx, "small", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "OOM") {
 		t.Fatalf("SET small on a full server: %v, want OOM", err)
 	}
-	for _, key := range []string{"new", "before"} {
-		if d, err := lim.Allow(ctx, key); !errors.Is(err, ratelimit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "OOM") {
-			t.Errorf("Allow(%s) on a full server = %+v, %v; want ErrStoreUnavailable with OOM", key, d, err)
+	for _, key := range []string{"new", "before", "new"} {
+		d, err := lim.Allow(ctx, key)
+		if !errors.Is(err, ratelimit.ErrStoreFull) || errors.Is(err, ratelimit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "OOM command not allowed") {
+			t.Errorf("Allow(%s) on a full server = %+v, %v; want ErrStoreFull (not ErrStoreUnavailable) with the server's OOM text", key, d, err)
 		}
 	}
-	if d, err := open.Allow(ctx, "new"); err != nil || d.Source() != ratelimit.FromFailOpen {
-		t.Errorf("FailOpen: Allow(new) on a full server = %+v, %v; want admitted by FailOpen", d, err)
+	check := func(when string) {
+		t.Helper()
+		// A denial writes nothing: the script runs to its end.
+		if d, err := lim.Allow(ctx, "spent"); err != nil || d.Allowed() || d.Source() != ratelimit.FromStore || d.BreakerOpen() {
+			t.Errorf("Allow(spent) on a full server%s = %+v, %v; want denied by the store (the breaker does not count ErrStoreFull)", when, d, err)
+		}
+		// Read-only scripts run on a full server.
+		if d, err := lim.Peek(ctx, "before"); err != nil || d.Remaining() != 3 {
+			t.Errorf("Peek(before) on a full server%s = %+v, %v; want Remaining 3", when, d, err)
+		}
 	}
-	// Read-only scripts and DEL run on a full server.
-	if d, err := lim.Peek(ctx, "before"); err != nil || d.Remaining() != 3 {
-		t.Errorf("Peek(before) on a full server = %+v, %v; want Remaining 3", d, err)
+	check("")
+	if err := admin.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
 	}
+	check(" after SCRIPT FLUSH") // EVAL and EVAL_RO load the script again
 	if err := lim.Reset(ctx, "before"); err != nil {
 		t.Errorf("Reset(before) on a full server: %v", err)
 	}

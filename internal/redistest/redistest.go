@@ -20,6 +20,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+
+	"github.com/go-ratelimit/ratelimit/internal/redistable"
 )
 
 // The environment variables naming real servers.
@@ -46,6 +48,12 @@ type Target struct {
 	// Redis: its TTLs count real time, which passes while a fake clock
 	// stands still, so keys would expire early in the suite's time.
 	TTLMargin time.Duration
+	// MaxKeyBytes, when not 0, is the longest key the tests' store
+	// constructors let the stores accept (WithMaxKeyBytes).
+	MaxKeyBytes int
+	// Eviction is the eviction check the tests' store constructors give
+	// the stores (WithEvictionCheck, whose values are redistable's).
+	Eviction redistable.EvictionMode
 }
 
 // Miniredis starts an embedded server for the test.

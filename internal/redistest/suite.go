@@ -59,7 +59,15 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //   - StateIDs: limiters configured differently under one prefix never
 //     share state; WithStateID shares it on purpose, and WithStateID("")
 //     keeps the layout of releases before state IDs (prefix{key});
-//   - PolicyOneCall: a policy's decision is one script call, on one slot.
+//   - PolicyOneCall: a policy's decision is one script call, on one slot;
+//   - EvictionPolicy, EvictionCheckOnce: a server whose maxmemory-policy
+//     may evict (allkeys-*) makes Open warn, or fail with EvictionRefuse;
+//     other policies, a server refusing CONFIG and one that is down do
+//     not; a store reads the policy once for all its tables;
+//   - KeyTooLong: keys longer than MaxKeyBytes fail with ErrKeyTooLong.
+//
+// The store constructors must honour Target.TTLMargin, MaxKeyBytes and
+// Eviction.
 //
 // Real targets skip unless $RATELIMIT_REDIS_ADDR (and, for the cluster,
 // $RATELIMIT_REDIS_CLUSTER_ADDRS) are set.
@@ -81,6 +89,9 @@ func RunSuite(t *testing.T, newStore NewStore) {
 	t.Run("UnsupportedAlgorithm", func(t *testing.T) { testUnsupportedAlgorithm(t, newStore) })
 	t.Run("StateIDs", func(t *testing.T) { testStateIDs(t, newStore) })
 	t.Run("PolicyOneCall", func(t *testing.T) { testPolicyOneCall(t, newStore) })
+	t.Run("EvictionPolicy", func(t *testing.T) { testEvictionPolicy(t, newStore) })
+	t.Run("EvictionCheckOnce", func(t *testing.T) { testEvictionCheckOnce(t, newStore) })
+	t.Run("KeyTooLong", func(t *testing.T) { testKeyTooLong(t, newStore) })
 }
 
 // suiteTTL is the Target.TTLMargin of real targets under storetest, whose
@@ -89,12 +100,18 @@ func RunSuite(t *testing.T, newStore NewStore) {
 // the scripts set are checked by the TTL test.
 const suiteTTL = 10 * time.Minute
 
+// conformanceMaxKeyBytes is the Target.MaxKeyBytes of storetest's
+// suite, whose hostile keys include one of 4096 bytes, longer than
+// store.DefaultMaxKeyBytes: the limit itself is tested by KeyTooLong.
+const conformanceMaxKeyBytes = 1 << 13
+
 func testConformance(t *testing.T, newStore NewStore) {
 	Each(t, func(t *testing.T, target Target) {
 		t.Parallel() // the targets share nothing
 		if target.Mini == nil {
 			target.TTLMargin = suiteTTL
 		}
+		target.MaxKeyBytes = conformanceMaxKeyBytes
 		storetest.Run(t, func(t *testing.T) store.Store[string] {
 			return newStore(t, target, Prefix(t))
 		})
@@ -156,7 +173,11 @@ func redisKey(t testing.TB, prefix, key string, alg algorithm.Algorithm) string 
 	if err != nil {
 		t.Fatalf("redistable.Open(prefix %q): %v", prefix, err)
 	}
-	return table.Key(key)
+	name, err := table.Key(key)
+	if err != nil {
+		t.Fatalf("Key(%q): %v", key, err)
+	}
+	return name
 }
 
 // forEachMaster calls f with a client of every master of target (the one

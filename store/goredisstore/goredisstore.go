@@ -16,6 +16,36 @@
 //
 // With clock.Server(), scripts read Redis's TIME, so servers with skewed
 // clocks share limits correctly. Requires Redis 7.0 or newer.
+//
+// # Redis memory
+//
+// Every key has a time to live, but a flood of new keys can still fill a
+// Redis to its maxmemory, and then its maxmemory-policy decides whether
+// limits hold. An evicted key starts afresh: a client that had spent its
+// limit is admitted again.
+//
+//   - noeviction keeps every key, so every limit holds: the only safe
+//     policy. A request that would create or charge a key fails with
+//     store.ErrFull (Redis's OOM reply, its text kept), charged nothing:
+//     on Redis 7.0 a script without flags runs under OOM and is refused
+//     at its first write, so denials of spent keys, Peek and Reset still
+//     answer. ErrFull is no outage: the circuit breaker does not count
+//     it; the Limiter's failure policy decides.
+//   - volatile-ttl evicts keys with a TTL (every limiter key has one),
+//     the soonest to expire first: for a token bucket or GCRA the key
+//     closest to full, the cheapest to lose; but a flood of keys each
+//     drained outlives a spent key, which is then evicted first.
+//   - volatile-lru, volatile-lfu and volatile-random evict limiter keys
+//     in use too.
+//   - allkeys-lru, allkeys-lfu and allkeys-random evict limiter keys like
+//     any other. The first Open reads the servers' policy (see
+//     WithEvictionCheck) and, on these, the table it returns reports a
+//     warning wrapping store.ErrEvicting (store.Warner), or Open fails
+//     with EvictionRefuse.
+//
+// A key whose encoding is longer than WithMaxKeyBytes (default
+// store.DefaultMaxKeyBytes) fails with store.ErrKeyTooLong before anything
+// is sent.
 package goredisstore
 
 import (
@@ -24,6 +54,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,8 +77,9 @@ const DefaultPrefix = "ratelimit:"
 
 // Store keeps limiter state in Redis through go-redis. Create it with [New].
 type Store[K comparable] struct {
-	client Client
-	cfg    redistable.Config[K]
+	client   Client
+	cfg      redistable.Config[K]
+	eviction EvictionCheck
 }
 
 var _ store.Store[string] = (*Store[string])(nil)
@@ -80,6 +112,55 @@ func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
 	return func(s *Store[K]) { s.cfg.TTLMargin = margin }
 }
 
+// WithMaxKeyBytes sets the longest key the store accepts, in bytes of its
+// encoding (the key encoder's output, before escaping, the prefix and the
+// state ID); default store.DefaultMaxKeyBytes. Take, Peek and Reset of a
+// longer key fail with store.ErrKeyTooLong before anything is sent, so
+// that a client cannot make every decision copy, send and store a key of
+// its choosing, however long. n must be at least 1.
+func WithMaxKeyBytes[K comparable](n int) Option[K] {
+	return func(s *Store[K]) {
+		s.cfg.MaxKeyBytes = n
+		if n < 1 {
+			s.cfg.MaxKeyBytes = -1 // refused by New (0 would mean the default)
+		}
+	}
+}
+
+// EvictionCheck says what Open does when a Redis server's
+// maxmemory-policy may evict limiter state: allkeys-lru, allkeys-lfu or
+// allkeys-random. Such a server evicts limiter keys under memory pressure
+// like any other key, and an evicted key starts afresh, so a client that
+// has spent its limit is admitted again. noeviction and the volatile-*
+// policies are accepted (see the package documentation for what each
+// costs).
+type EvictionCheck int
+
+const (
+	// EvictionWarn, the default, opens the table and reports each server
+	// that may evict as a warning: the table implements store.Warner, and
+	// its Warnings return an error wrapping store.ErrEvicting that names
+	// the server and its policy. A Limiter passes it to its error
+	// handler, or logs it.
+	EvictionWarn EvictionCheck = iota
+	// EvictionRefuse makes Open fail with an error wrapping
+	// store.ErrEvicting.
+	EvictionRefuse
+	// EvictionUnchecked does not read the policy.
+	EvictionUnchecked
+)
+
+// WithEvictionCheck sets what Open does when a server's maxmemory-policy
+// may evict limiter state (default EvictionWarn). The store reads it with
+// CONFIG GET maxmemory-policy (from every master of a cluster) at the
+// first Open, within a second, and keeps the answer for all its tables.
+// The check is best effort: a server that refuses CONFIG (managed
+// services, an ACL without it) is taken as it is, silently; one that
+// cannot be reached is asked again at an Open 10 s later or more.
+func WithEvictionCheck[K comparable](check EvictionCheck) Option[K] {
+	return func(s *Store[K]) { s.eviction = check }
+}
+
 // New returns a store on client. When the client's options are visible
 // (*redis.Client, *redis.ClusterClient, *redis.Ring), New requires
 // ContextTimeoutEnabled: without it go-redis ignores context deadlines and
@@ -96,6 +177,11 @@ func New[K comparable](client Client, opts ...Option[K]) (*Store[K], error) {
 	if err := s.cfg.Check(); err != nil {
 		return nil, err
 	}
+	check, err := redistable.NewEvictionCheck(redistable.EvictionMode(s.eviction), s.readPolicies)
+	if err != nil {
+		return nil, err
+	}
+	s.cfg.Evictions = check
 	if !honoursDeadlines(client) {
 		return nil, fmt.Errorf("%w: goredisstore: the client needs ContextTimeoutEnabled: true so that context deadlines bound each decision",
 			algorithm.ErrInvalidConfig)
@@ -116,9 +202,53 @@ func honoursDeadlines(c Client) bool {
 }
 
 // Open returns a table for limits, decided together by one script. Every
-// clock works: with clock.Server() the scripts read Redis's TIME.
+// clock works: with clock.Server() the scripts read Redis's TIME. The
+// table implements store.Warner; the store's first Open reads the servers'
+// maxmemory-policy for it (see WithEvictionCheck).
 func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], error) {
-	return redistable.Open(runner{s.client}, s.cfg, limits, clk)
+	t, err := redistable.Open(runner{s.client}, s.cfg, limits, clk)
+	if err != nil {
+		return nil, err // not a nil *Table in a non-nil Table
+	}
+	return t, nil
+}
+
+// readPolicies reads the maxmemory-policy of the server, of every master
+// of a cluster, or of every shard of a ring.
+func (s *Store[K]) readPolicies(ctx context.Context) ([]redistable.NodePolicy, error) {
+	var (
+		mu    sync.Mutex
+		nodes []redistable.NodePolicy
+	)
+	each := func(ctx context.Context, c *redis.Client) error {
+		n := readPolicy(ctx, c, c.Options().Addr)
+		mu.Lock()
+		defer mu.Unlock()
+		nodes = append(nodes, n)
+		return nil
+	}
+	var err error
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, each)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, each)
+	case *redis.Client:
+		err = each(ctx, c)
+	default:
+		nodes = append(nodes, readPolicy(ctx, c, ""))
+	}
+	return nodes, err
+}
+
+// readPolicy sends CONFIG GET maxmemory-policy to c, which names node.
+func readPolicy(ctx context.Context, c Client, node string) redistable.NodePolicy {
+	cmd := redis.NewMapStringStringCmd(ctx, "config", "get", "maxmemory-policy")
+	if err := c.Process(ctx, cmd); err != nil {
+		var reply redis.Error // the server answered: it will not say
+		return redistable.NodePolicy{Node: node, Err: err, Refused: errors.As(err, &reply)}
+	}
+	return redistable.NodePolicy{Node: node, Policy: cmd.Val()["maxmemory-policy"]}
 }
 
 type runner struct{ c Client }

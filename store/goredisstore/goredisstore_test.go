@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
@@ -15,7 +16,12 @@ import (
 
 func newStore(t *testing.T, target redistest.Target, prefix string) store.Store[string] {
 	t.Helper()
-	st, err := goredisstore.New(redistest.GoRedis(t, target), goredisstore.WithPrefix[string](prefix), goredisstore.WithTTLMargin[string](target.TTLMargin))
+	opts := []goredisstore.Option[string]{goredisstore.WithPrefix[string](prefix), goredisstore.WithTTLMargin[string](target.TTLMargin),
+		goredisstore.WithEvictionCheck[string](goredisstore.EvictionCheck(target.Eviction))}
+	if target.MaxKeyBytes != 0 {
+		opts = append(opts, goredisstore.WithMaxKeyBytes[string](target.MaxKeyBytes))
+	}
+	st, err := goredisstore.New(redistest.GoRedis(t, target), opts...)
 	if err != nil {
 		t.Fatalf("goredisstore.New on %s: %v", target.Name, err)
 	}
@@ -66,6 +72,33 @@ func TestNewValidates(t *testing.T) {
 	type pair struct{ a, b int }
 	if _, err := goredisstore.New[pair](client); !errors.Is(err, store.ErrKeyType) {
 		t.Errorf("New[struct]: %v, want ErrKeyType", err)
+	}
+	for _, n := range []int{0, -1} {
+		if _, err := goredisstore.New(client, goredisstore.WithMaxKeyBytes[string](n)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("New(WithMaxKeyBytes(%d)): %v, want ErrInvalidConfig", n, err)
+		}
+	}
+	for _, check := range []goredisstore.EvictionCheck{-1, goredisstore.EvictionUnchecked + 1} {
+		if _, err := goredisstore.New(client, goredisstore.WithEvictionCheck[string](check)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("New(WithEvictionCheck(%d)): %v, want ErrInvalidConfig", check, err)
+		}
+	}
+}
+
+// TestEvictionCheckValues checks that the store's eviction checks are
+// redistable's, value for value, as New converts them.
+func TestEvictionCheckValues(t *testing.T) {
+	for _, c := range []struct {
+		store goredisstore.EvictionCheck
+		table redistable.EvictionMode
+	}{
+		{goredisstore.EvictionWarn, redistable.EvictionWarn},
+		{goredisstore.EvictionRefuse, redistable.EvictionRefuse},
+		{goredisstore.EvictionUnchecked, redistable.EvictionUnchecked},
+	} {
+		if redistable.EvictionMode(c.store) != c.table {
+			t.Errorf("EvictionCheck %d is redistable.EvictionMode %d, want %d", c.store, redistable.EvictionMode(c.store), c.table)
+		}
 	}
 }
 

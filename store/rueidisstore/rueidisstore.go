@@ -16,6 +16,36 @@
 //
 // With clock.Server(), scripts read Redis's TIME. Requires Redis 7.0 or
 // newer.
+//
+// # Redis memory
+//
+// Every key has a time to live, but a flood of new keys can still fill a
+// Redis to its maxmemory, and then its maxmemory-policy decides whether
+// limits hold. An evicted key starts afresh: a client that had spent its
+// limit is admitted again.
+//
+//   - noeviction keeps every key, so every limit holds: the only safe
+//     policy. A request that would create or charge a key fails with
+//     store.ErrFull (Redis's OOM reply, its text kept), charged nothing:
+//     on Redis 7.0 a script without flags runs under OOM and is refused
+//     at its first write, so denials of spent keys, Peek and Reset still
+//     answer. ErrFull is no outage: the circuit breaker does not count
+//     it; the Limiter's failure policy decides.
+//   - volatile-ttl evicts keys with a TTL (every limiter key has one),
+//     the soonest to expire first: for a token bucket or GCRA the key
+//     closest to full, the cheapest to lose; but a flood of keys each
+//     drained outlives a spent key, which is then evicted first.
+//   - volatile-lru, volatile-lfu and volatile-random evict limiter keys
+//     in use too.
+//   - allkeys-lru, allkeys-lfu and allkeys-random evict limiter keys like
+//     any other. The first Open reads the servers' policy (see
+//     WithEvictionCheck) and, on these, the table it returns reports a
+//     warning wrapping store.ErrEvicting (store.Warner), or Open fails
+//     with EvictionRefuse.
+//
+// A key whose encoding is longer than WithMaxKeyBytes (default
+// store.DefaultMaxKeyBytes) fails with store.ErrKeyTooLong before anything
+// is sent.
 package rueidisstore
 
 import (
@@ -39,8 +69,9 @@ const DefaultPrefix = "ratelimit:"
 
 // Store keeps limiter state in Redis through rueidis. Create it with [New].
 type Store[K comparable] struct {
-	client rueidis.Client
-	cfg    redistable.Config[K]
+	client   rueidis.Client
+	cfg      redistable.Config[K]
+	eviction EvictionCheck
 }
 
 var _ store.Store[string] = (*Store[string])(nil)
@@ -73,6 +104,55 @@ func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
 	return func(s *Store[K]) { s.cfg.TTLMargin = margin }
 }
 
+// WithMaxKeyBytes sets the longest key the store accepts, in bytes of its
+// encoding (the key encoder's output, before escaping, the prefix and the
+// state ID); default store.DefaultMaxKeyBytes. Take, Peek and Reset of a
+// longer key fail with store.ErrKeyTooLong before anything is sent, so
+// that a client cannot make every decision copy, send and store a key of
+// its choosing, however long. n must be at least 1.
+func WithMaxKeyBytes[K comparable](n int) Option[K] {
+	return func(s *Store[K]) {
+		s.cfg.MaxKeyBytes = n
+		if n < 1 {
+			s.cfg.MaxKeyBytes = -1 // refused by New (0 would mean the default)
+		}
+	}
+}
+
+// EvictionCheck says what Open does when a Redis server's
+// maxmemory-policy may evict limiter state: allkeys-lru, allkeys-lfu or
+// allkeys-random. Such a server evicts limiter keys under memory pressure
+// like any other key, and an evicted key starts afresh, so a client that
+// has spent its limit is admitted again. noeviction and the volatile-*
+// policies are accepted (see the package documentation for what each
+// costs).
+type EvictionCheck int
+
+const (
+	// EvictionWarn, the default, opens the table and reports each server
+	// that may evict as a warning: the table implements store.Warner, and
+	// its Warnings return an error wrapping store.ErrEvicting that names
+	// the server and its policy. A Limiter passes it to its error
+	// handler, or logs it.
+	EvictionWarn EvictionCheck = iota
+	// EvictionRefuse makes Open fail with an error wrapping
+	// store.ErrEvicting.
+	EvictionRefuse
+	// EvictionUnchecked does not read the policy.
+	EvictionUnchecked
+)
+
+// WithEvictionCheck sets what Open does when a server's maxmemory-policy
+// may evict limiter state (default EvictionWarn). The store reads it with
+// CONFIG GET maxmemory-policy (from every master of a cluster) at the
+// first Open, within a second, and keeps the answer for all its tables.
+// The check is best effort: a server that refuses CONFIG (managed
+// services, an ACL without it) is taken as it is, silently; one that
+// cannot be reached is asked again at an Open 10 s later or more.
+func WithEvictionCheck[K comparable](check EvictionCheck) Option[K] {
+	return func(s *Store[K]) { s.eviction = check }
+}
+
 // New returns a store on client, a standalone, sentinel or cluster client.
 // Errors wrap algorithm.ErrInvalidConfig or store.ErrKeyType.
 func New[K comparable](client rueidis.Client, opts ...Option[K]) (*Store[K], error) {
@@ -86,11 +166,18 @@ func New[K comparable](client rueidis.Client, opts ...Option[K]) (*Store[K], err
 	if err := s.cfg.Check(); err != nil {
 		return nil, err
 	}
+	check, err := redistable.NewEvictionCheck(redistable.EvictionMode(s.eviction), s.readPolicies)
+	if err != nil {
+		return nil, err
+	}
+	s.cfg.Evictions = check
 	return s, nil
 }
 
 // Open returns a table for limits, decided together by one script. Every
-// clock works: with clock.Server() the scripts read Redis's TIME.
+// clock works: with clock.Server() the scripts read Redis's TIME. The
+// table implements store.Warner; the store's first Open reads the servers'
+// maxmemory-policy for it (see WithEvictionCheck).
 func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], error) {
 	r := &runner{client: s.client}
 	t, err := redistable.Open(r, s.cfg, limits, clk)
@@ -99,6 +186,36 @@ func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], 
 	}
 	r.take = rueidis.NewLuaScript(t.Script().Source)
 	return t, nil
+}
+
+// readPolicies reads the maxmemory-policy of every node the client knows
+// (the server, or the cluster's masters, and its replicas when the client
+// reads from them), all at once.
+func (s *Store[K]) readPolicies(ctx context.Context) ([]redistable.NodePolicy, error) {
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		nodes []redistable.NodePolicy
+	)
+	for addr, c := range s.client.Nodes() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := redistable.NodePolicy{Node: addr}
+			m, err := c.Do(ctx, c.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+			if err != nil {
+				_, n.Refused = rueidis.IsRedisErr(err) // the server answered: it will not say
+				n.Err = err
+			} else {
+				n.Policy = m["maxmemory-policy"]
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			nodes = append(nodes, n)
+		}()
+	}
+	wg.Wait()
+	return nodes, nil
 }
 
 type runner struct {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
@@ -12,7 +13,12 @@ import (
 
 func newStore(t *testing.T, target redistest.Target, prefix string) store.Store[string] {
 	t.Helper()
-	st, err := rueidisstore.New(redistest.Rueidis(t, target), rueidisstore.WithPrefix[string](prefix), rueidisstore.WithTTLMargin[string](target.TTLMargin))
+	opts := []rueidisstore.Option[string]{rueidisstore.WithPrefix[string](prefix), rueidisstore.WithTTLMargin[string](target.TTLMargin),
+		rueidisstore.WithEvictionCheck[string](rueidisstore.EvictionCheck(target.Eviction))}
+	if target.MaxKeyBytes != 0 {
+		opts = append(opts, rueidisstore.WithMaxKeyBytes[string](target.MaxKeyBytes))
+	}
+	st, err := rueidisstore.New(redistest.Rueidis(t, target), opts...)
 	if err != nil {
 		t.Fatalf("rueidisstore.New on %s: %v", target.Name, err)
 	}
@@ -42,5 +48,32 @@ func TestNewValidates(t *testing.T) {
 	type pair struct{ a, b int }
 	if _, err := rueidisstore.New[pair](client); !errors.Is(err, store.ErrKeyType) {
 		t.Errorf("New[struct]: %v, want ErrKeyType", err)
+	}
+	for _, n := range []int{0, -1} {
+		if _, err := rueidisstore.New(client, rueidisstore.WithMaxKeyBytes[string](n)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("New(WithMaxKeyBytes(%d)): %v, want ErrInvalidConfig", n, err)
+		}
+	}
+	for _, check := range []rueidisstore.EvictionCheck{-1, rueidisstore.EvictionUnchecked + 1} {
+		if _, err := rueidisstore.New(client, rueidisstore.WithEvictionCheck[string](check)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("New(WithEvictionCheck(%d)): %v, want ErrInvalidConfig", check, err)
+		}
+	}
+}
+
+// TestEvictionCheckValues checks that the store's eviction checks are
+// redistable's, value for value, as New converts them.
+func TestEvictionCheckValues(t *testing.T) {
+	for _, c := range []struct {
+		store rueidisstore.EvictionCheck
+		table redistable.EvictionMode
+	}{
+		{rueidisstore.EvictionWarn, redistable.EvictionWarn},
+		{rueidisstore.EvictionRefuse, redistable.EvictionRefuse},
+		{rueidisstore.EvictionUnchecked, redistable.EvictionUnchecked},
+	} {
+		if redistable.EvictionMode(c.store) != c.table {
+			t.Errorf("EvictionCheck %d is redistable.EvictionMode %d, want %d", c.store, redistable.EvictionMode(c.store), c.table)
+		}
 	}
 }

@@ -1,0 +1,7 @@
+//go:build race
+
+package redistable_test
+
+// raceEnabled reports a build with the race detector, under which
+// sync.Pool drops items at random: allocation counts mean nothing then.
+const raceEnabled = true
