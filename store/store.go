@@ -34,8 +34,8 @@ var (
 	ErrAlgorithmUnsupported = errors.New("ratelimit: algorithm not supported by this store")
 
 	// ErrUnavailable wraps every error of a remote store's backend
-	// (connection refused, timeout, a script error): the decision could not
-	// be made. When the cause is a timeout, the request may still have been
+	// (connection refused, timeout, a script error) but a store out of room
+	// (ErrFull): the decision could not be made. When the cause is a timeout, the request may still have been
 	// charged; the store never retries it on its own.
 	ErrUnavailable = errors.New("ratelimit: store unavailable")
 

@@ -60,14 +60,19 @@ type NodePolicy struct {
 type PolicyReader func(ctx context.Context) ([]NodePolicy, error)
 
 // Evicts reports whether policy may evict keys that hold limiter state
-// while they are still in use, whatever their TTL: the allkeys-* policies
-// (allkeys-lru, allkeys-lfu, allkeys-random). noeviction never evicts
-// (writes fail with OOM instead); the volatile-* policies evict only keys
-// with a TTL, which every limiter key has, so they do evict limiter keys
-// too, but volatile-ttl takes the soonest to expire first, whose loss
-// costs a limiter least. They are not reported: a server that sets them
-// chose to evict keys with a TTL.
+// while they are still in use, whatever how close they are to expiry: the
+// allkeys-* policies, and volatile-lru, volatile-lfu and volatile-random,
+// which evict keys with a TTL, and every limiter key has one (for a Redis
+// of limiter keys they are the allkeys-* policies). noeviction never
+// evicts (writes fail with OOM instead). volatile-ttl is not reported: it
+// evicts the key soonest to expire first, which for a limiter is the one
+// closest to fresh, the cheapest to lose (README says what an attacker
+// who drains each of its keys can still do under it).
 func Evicts(policy string) bool {
+	switch policy {
+	case "allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu", "volatile-random":
+		return true
+	}
 	return strings.HasPrefix(policy, "allkeys-")
 }
 
@@ -78,7 +83,7 @@ func EvictingError(node, policy string) error {
 	if node != "" {
 		server = "Redis at " + node
 	}
-	return fmt.Errorf("%w: %s has maxmemory-policy %s, which under memory pressure evicts limiter keys, and an evicted key starts afresh: a spent client is admitted again (noeviction or volatile-ttl keep them; see WithEvictionCheck)",
+	return fmt.Errorf("%w: %s has maxmemory-policy %s, which under memory pressure evicts limiter keys (every one has a TTL), and an evicted key starts afresh: a spent client is admitted again (noeviction keeps every key, volatile-ttl evicts the ones closest to fresh first; see WithEvictionCheck)",
 		store.ErrEvicting, server, policy)
 }
 

@@ -17,7 +17,8 @@ import (
 func TestEvicts(t *testing.T) {
 	for policy, want := range map[string]bool{
 		"allkeys-lru": true, "allkeys-lfu": true, "allkeys-random": true,
-		"noeviction": false, "volatile-lru": false, "volatile-lfu": false, "volatile-random": false, "volatile-ttl": false,
+		"volatile-lru": true, "volatile-lfu": true, "volatile-random": true,
+		"noeviction": false, "volatile-ttl": false,
 		"": false,
 	} {
 		if got := redistable.Evicts(policy); got != want {
@@ -55,7 +56,7 @@ func TestEvictionCheck(t *testing.T) {
 	}{
 		{"noeviction", []redistable.NodePolicy{{Node: "a:1", Policy: "noeviction"}}, nil, nil, true},
 		{"volatile-ttl", []redistable.NodePolicy{{Node: "a:1", Policy: "volatile-ttl"}}, nil, nil, true},
-		{"volatile-lru", []redistable.NodePolicy{{Node: "a:1", Policy: "volatile-lru"}}, nil, nil, true},
+		{"volatile-lru", []redistable.NodePolicy{{Node: "a:1", Policy: "volatile-lru"}}, nil, []string{"a:1 has maxmemory-policy volatile-lru"}, true},
 		{"allkeys-lru", []redistable.NodePolicy{{Node: "a:1", Policy: "allkeys-lru"}}, nil, []string{"a:1 has maxmemory-policy allkeys-lru"}, true},
 		{"unnamed", []redistable.NodePolicy{{Policy: "allkeys-random"}}, nil, []string{"the Redis server has maxmemory-policy allkeys-random"}, true},
 		{"cluster", []redistable.NodePolicy{{Node: "c:3", Policy: "allkeys-lfu"}, {Node: "b:2", Policy: "noeviction"}, {Node: "a:1", Policy: "allkeys-lru"}}, nil,

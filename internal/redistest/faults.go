@@ -369,6 +369,21 @@ func testOutOfMemory(t *testing.T, newStore NewStore) {
 			t.Errorf("Allow(%s) on a full server = %+v, %v; want ErrStoreFull (not ErrStoreUnavailable) with the server's OOM text", key, d, err)
 		}
 	}
+	// The failure policy decides a store out of room, as an outage.
+	var handled []error
+	for policy, source := range map[ratelimit.FailurePolicy]ratelimit.Source{
+		ratelimit.FailOpen: ratelimit.FromFailOpen, ratelimit.FailClosed: ratelimit.FromFailClosed, ratelimit.FailLocal: ratelimit.FromLocal,
+	} {
+		pl := newLimiter(t, alg, st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(policy),
+			ratelimit.WithErrorHandler(func(err error) { handled = append(handled, err) }))
+		d, err := pl.Allow(ctx, "new")
+		if err != nil || d.Source() != source || d.Allowed() != (policy != ratelimit.FailClosed) {
+			t.Errorf("Allow(new) on a full server under %v = %+v, %v; want the failure policy's decision", source, d, err)
+		}
+	}
+	if len(handled) != 3 || !errors.Is(handled[0], ratelimit.ErrStoreFull) {
+		t.Errorf("the error handler saw %v; want ErrStoreFull once per failure policy", handled)
+	}
 	check := func(when string) {
 		t.Helper()
 		// A denial writes nothing: the script runs to its end.

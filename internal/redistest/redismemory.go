@@ -48,7 +48,8 @@ func testEvictionPolicy(t *testing.T, newStore NewStore) {
 			evicts bool
 		}{
 			{"allkeys-lru", true}, {"allkeys-lfu", true}, {"allkeys-random", true},
-			{"noeviction", false}, {"volatile-ttl", false}, {"volatile-lru", false}, {"volatile-lfu", false}, {"volatile-random", false},
+			{"volatile-lru", true}, {"volatile-lfu", true}, {"volatile-random", true},
+			{"noeviction", false}, {"volatile-ttl", false},
 		} {
 			if err := admin.ConfigSet(t.Context(), "maxmemory-policy", c.policy).Err(); err != nil {
 				t.Fatal(err)
