@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -86,12 +87,53 @@ func (f *Fake) Timers() int {
 
 // BlockUntilTimers blocks until at least n timers are waiting, so a test
 // can advance the time only once the code under test sleeps on the clock.
+// It never returns if no timer comes, as when the code under test has
+// already finished; [Fake.BlockUntilTimersContext] can give up.
 func (f *Fake) BlockUntilTimers(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for len(f.timers) < n {
 		f.changed.Wait()
 	}
+}
+
+// BlockUntilTimersContext blocks until at least n timers are waiting, like
+// BlockUntilTimers, or until ctx ends first, and then returns ctx's error.
+// It returns nil whenever n timers are waiting, even if ctx has ended.
+//
+// To drive code that sleeps on the clock until it returns (a
+// Limiter's Wait, say), cancel a context when that code returns and
+// advance the time for as long as it sleeps:
+//
+//	ctx, cancel := context.WithCancel(context.Background())
+//	go func() {
+//		defer cancel()
+//		lim.Wait(context.Background(), key)
+//	}()
+//	for fake.BlockUntilTimersContext(ctx, 1) == nil {
+//		fake.Advance(step)
+//	}
+//
+// The loop ends once the waiter has returned, however many timers it slept
+// on, and never advances while the waiter is between two timers.
+func (f *Fake) BlockUntilTimersContext(ctx context.Context, n int) error {
+	// Wake the waiter below when ctx ends. Taking the lock orders the
+	// broadcast after the waiter's check of ctx, so no wake-up is lost.
+	stop := context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.changed.Broadcast()
+	})
+	defer stop()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(f.timers) < n {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f.changed.Wait()
+	}
+	return nil
 }
 
 type fakeTimer struct {

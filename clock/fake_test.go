@@ -1,6 +1,9 @@
 package clock_test
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -196,5 +199,92 @@ func TestFakeBlockUntilTimersWaitsForSeveral(t *testing.T) {
 	f.Advance(3 * time.Second)
 	if got := f.Timers(); got != 2 {
 		t.Errorf("after Advance(3s): Timers() = %d, want 2", got)
+	}
+}
+
+func TestFakeBlockUntilTimersContext(t *testing.T) {
+	f := clock.NewFake(t0)
+	ctx := context.Background()
+	if err := f.BlockUntilTimersContext(ctx, 0); err != nil {
+		t.Fatalf("BlockUntilTimersContext(0) = %v, want nil", err)
+	}
+	f.NewTimer(time.Second)
+	if err := f.BlockUntilTimersContext(ctx, 1); err != nil {
+		t.Fatalf("BlockUntilTimersContext(1) with 1 timer = %v, want nil", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := f.BlockUntilTimersContext(cancelled, 1); err != nil {
+		t.Errorf("BlockUntilTimersContext(1) with 1 timer and an ended context = %v, want nil", err)
+	}
+	if err := f.BlockUntilTimersContext(cancelled, 2); !errors.Is(err, context.Canceled) {
+		t.Errorf("BlockUntilTimersContext(2) with 1 timer and an ended context = %v, want context.Canceled", err)
+	}
+}
+
+// A wait that BlockUntilTimers would never end ends with the context, when
+// the context ends while it waits.
+func TestFakeBlockUntilTimersContextEnds(t *testing.T) {
+	f := clock.NewFake(t0)
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"cancelled", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(10*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 10*time.Millisecond)
+		}, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			got := make(chan error, 1)
+			go func() { got <- f.BlockUntilTimersContext(ctx, 1) }()
+			select {
+			case err := <-got:
+				if !errors.Is(err, tc.want) {
+					t.Errorf("BlockUntilTimersContext = %v, want %v", err, tc.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("BlockUntilTimersContext still blocked 10s after its context ended")
+			}
+		})
+	}
+}
+
+// The loop BlockUntilTimersContext documents advances a waiter through
+// several timers and ends once the waiter has returned.
+func TestFakeBlockUntilTimersContextDrivesWaiter(t *testing.T) {
+	f := clock.NewFake(t0)
+	ctx, cancel := context.WithCancel(context.Background())
+	woke := make(chan []time.Time, 1)
+	go func() {
+		defer cancel()
+		var at []time.Time
+		for _, d := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second} {
+			at = append(at, <-f.NewTimer(d).C())
+		}
+		woke <- at
+	}()
+	advances := 0
+	for f.BlockUntilTimersContext(ctx, 1) == nil {
+		f.Advance(500 * time.Millisecond)
+		advances++
+		if advances > 100 {
+			t.Fatal("still advancing after 100 steps")
+		}
+	}
+	want := []time.Time{t0.Add(time.Second), t0.Add(3 * time.Second), t0.Add(6 * time.Second)}
+	got := <-woke
+	if !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Errorf("timers fired at %v, want %v", got, want)
+	}
+	if advances != 12 {
+		t.Errorf("advanced %d times, want 12 (6s in steps of 0.5s)", advances)
 	}
 }
