@@ -125,7 +125,8 @@ func WithDryRun() Option {
 //     RemoteAddr that is not an address); a request that lacks what its key
 //     needs is the client's, and is answered with Reject.
 //
-// and logs the error (see WithLogger). h logs what it wants to itself.
+// The default also logs the error (see WithLogger); a handler set here logs
+// what it wants itself.
 func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	return func(c *config) {
 		if h != nil {
