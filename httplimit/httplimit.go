@@ -14,12 +14,22 @@
 //	RateLimit-Policy: "default";q=100;w=60
 //	RateLimit: "default";r=42;t=17
 //
-// where q is the policy's limit, w its window in seconds, r what remains
-// and t the seconds until the key is fresh again, one list item per limit.
-// WithLegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
-// X-RateLimit-Reset (seconds until reset) for older clients. A denied
-// request gets Retry-After in whole seconds, rounded up and never 0, and
-// an application/problem+json body.
+// where q and w are the limit's quota as its user configured it (q per w
+// seconds: ratelimit.QuotaOf its algorithm, or what WithAdvertised says), r
+// what remains now and t the seconds until the key is fresh again, one list
+// item per limit. WithLegacyHeaders adds X-RateLimit-Limit,
+// X-RateLimit-Remaining and X-RateLimit-Reset (seconds until reset) for
+// older clients. A denied request gets Retry-After in whole seconds,
+// rounded up and never 0, and an application/problem+json body (RFC 9457).
+//
+// A key function or Resolver refuses a request with [Reject] (a missing
+// API key: 401); any other error it returns, and a limiter's errors, go to
+// the error handler (see WithErrorHandler), whose default answers with a
+// problem body and logs the error (see WithLogger).
+//
+// [Middleware.Admit] is the whole decision for one request, for adapters
+// to other frameworks: the modules ginratelimit and echoratelimit use it,
+// so that their headers, statuses and bodies are net/http's.
 package httplimit
 
 import (
@@ -27,6 +37,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -35,13 +46,15 @@ import (
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
 )
 
 // Resolver picks the key of a request and the policy that applies to it,
 // for example a tier chosen by API key, or an anonymous limit by client IP.
 // A nil policy lets the request through unlimited. An error answers the
-// request with the middleware's error handler. Policies are made once (per
-// tier, say) and reused: the middleware keeps what their headers say.
+// request with the middleware's error handler; one made by [Reject]
+// answers it with a client error. Policies are made once (per tier, say)
+// and reused: the middleware keeps what their headers say.
 type Resolver[K comparable] func(r *http.Request) (key K, policy *ratelimit.Policy[K], err error)
 
 // Middleware limits the requests that pass through it. Create it with
@@ -53,10 +66,12 @@ type Middleware[K comparable] struct {
 }
 
 type config struct {
-	cost    func(*http.Request) int
-	legacy  bool
-	dryRun  bool
-	onError func(http.ResponseWriter, *http.Request, error)
+	cost       func(*http.Request) int
+	legacy     bool
+	dryRun     bool
+	onError    func(http.ResponseWriter, *http.Request, error) // nil: answerError
+	logger     *slog.Logger                                    // nil: slog.Default()
+	advertised map[string]Advertised                           // by the limit's own name
 }
 
 // Option configures a Middleware.
@@ -73,7 +88,10 @@ func WithCost(cost func(*http.Request) int) Option {
 }
 
 // WithLegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
-// X-RateLimit-Reset, describing the binding limit.
+// X-RateLimit-Reset, describing the binding limit. X-RateLimit-Limit is
+// the most that limit admits at once (its Decision's Limit, a token
+// bucket's burst), not its advertised quota, so that it is the upper bound
+// of X-RateLimit-Remaining.
 func WithLegacyHeaders() Option {
 	return func(c *config) { c.legacy = true }
 }
@@ -92,16 +110,112 @@ func WithDryRun() Option {
 }
 
 // WithErrorHandler sets how a request is answered when no decision could be
-// made: the resolver failed, or a limiter returned an error (a store
-// failure under ratelimit.FailWithError). The default answers 503 for
-// store failures and 500 otherwise, with a problem+json body that reveals
-// nothing of the error.
+// made: the key function or resolver failed (errors made by [Reject]
+// included: find them with errors.As and a *RejectError), or a limiter
+// returned an error (a store failure under ratelimit.FailWithError). The
+// default answers with an application/problem+json body that reveals
+// nothing of the error but a RejectError's reason:
+//
+//   - a RejectError: its status;
+//   - ratelimit.ErrStoreUnavailable, ratelimit.ErrStoreFull, or the
+//     request's context ended: 503 Service Unavailable;
+//   - ratelimit.ErrKeyTooLong: 400 Bad Request;
+//   - any other error: 500 Internal Server Error. A key function that
+//     cannot tell a key is the server's failure (a lookup that failed, a
+//     RemoteAddr that is not an address); a request that lacks what its key
+//     needs is the client's, and is answered with Reject.
+//
+// The default also logs the error (see WithLogger); a handler set here logs
+// what it wants itself.
 func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	return func(c *config) {
 		if h != nil {
 			c.onError = h
 		}
 	}
+}
+
+// WithLogger sets the logger of the default error handler (default
+// slog.Default(), as it is when the error happens). Every error that the
+// middleware answers itself, rather than through a handler set by
+// WithErrorHandler, is logged once: at slog.LevelWarn when the answer is
+// a 5xx, at slog.LevelDebug when it is a 4xx (a client's mistake, such as
+// a Reject or a request costing more than the limit, which a busy server
+// would log by the thousand) or when the request's own context ended (the
+// client went away). The record's message is "httplimit: request not
+// limited" and its attributes are status, error (the error's text), method
+// and path (the URL path, without the query); the key, headers and client
+// address are never logged, so the error text is all that a key function
+// controls there: keep secrets out of it. A logger over
+// slog.DiscardHandler logs nothing.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// Advertised is what the headers say of one limit.
+type Advertised struct {
+	// Name is the limit's name in RateLimit-Policy, RateLimit, 429 bodies
+	// and Decisions. Empty keeps the limit's own.
+	Name string
+	// Quota is the quota RateLimit-Policy announces: q=Limit, and
+	// w=Window in seconds (left out when Window is 0). A Limit of 0 or
+	// less keeps the quota its user configured (ratelimit.QuotaOf the
+	// limit's algorithm).
+	Quota algorithm.Quota
+}
+
+// WithAdvertised sets what the headers say of the limit named limit:
+// "default" for [New]'s limiter, a ratelimit.Limit's Name in a policy
+// ([NewPolicy], and every policy of a [NewResolver] that has a limit of
+// that name). What it leaves zero keeps its default; by default a limit is
+// advertised under its own name with the quota its user configured, so
+// that a token bucket of 100 a minute with a burst of 20 is announced as
+// q=100;w=60, not q=20. Set it when the configuration says something else
+// than the clients should read, such as a name of the API's own:
+//
+//	httplimit.New(lim, key, httplimit.WithAdvertised("default", httplimit.Advertised{Name: "api"}))
+//
+// A limit no middleware's policy has is ignored. Later options for the same
+// limit replace earlier ones.
+func WithAdvertised(limit string, a Advertised) Option {
+	return func(c *config) {
+		if c.advertised == nil {
+			c.advertised = make(map[string]Advertised)
+		}
+		c.advertised[limit] = a
+	}
+}
+
+// RejectError is the error [Reject] makes. A key function or Resolver
+// returns it (or an error wrapping it) to refuse a request as the
+// client's mistake.
+type RejectError struct {
+	// Status is the response's status, a client error (4xx).
+	Status int
+	// Reason is the problem body's detail, sent to the client.
+	Reason string
+}
+
+// Reject returns an error that a key function or Resolver returns to
+// answer the request with status and an application/problem+json body
+// whose detail is reason, such as Reject(401, "an X-API-Key header is
+// required"). Reject is for the client's mistakes: a status outside
+// 400–499 becomes 400 Bad Request. The request is not charged to any
+// limit, and has no RateLimit headers.
+func Reject(status int, reason string) error {
+	if status < 400 || status > 499 {
+		status = http.StatusBadRequest
+	}
+	return &RejectError{Status: status, Reason: reason}
+}
+
+// Error returns "httplimit: rejected (STATUS): REASON".
+func (e *RejectError) Error() string {
+	return fmt.Sprintf("httplimit: rejected (%d): %s", e.Status, e.Reason)
 }
 
 // limits is what the middleware charges a request: a Limiter or a Policy.
@@ -114,93 +228,117 @@ type limits[K comparable] struct {
 // description is what the headers say of a policy that does not change
 // from one request to the next.
 type description struct {
-	names  []string
-	header string // RateLimit-Policy
+	names  []string // advertised
+	header string   // RateLimit-Policy
 }
 
 // New returns a middleware charging lim, under the policy name "default",
 // for the key that key returns.
 func New[K comparable](lim *ratelimit.Limiter[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
-	ls := limits[K]{lim: lim, desc: &description{names: []string{"default"}, header: policyItem("default", lim.Limit(), lim.Window())}}
-	return newMiddleware(func(r *http.Request) (K, limits[K], error) {
+	m := newMiddleware[K](opts)
+	ls := limits[K]{lim: lim, desc: m.describe([]string{"default"}, []algorithm.Quota{lim.Quota()})}
+	m.resolve = func(r *http.Request) (K, limits[K], error) {
 		k, err := key(r)
 		return k, ls, err
-	}, opts)
+	}
+	return m
 }
 
 // NewPolicy returns a middleware charging every limit of p, under their
 // names, for the key that key returns: one decision, one round trip to a
 // Redis store, however many limits p has.
 func NewPolicy[K comparable](p *ratelimit.Policy[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
-	ls := limits[K]{policy: p, desc: describe(p)}
-	return newMiddleware(func(r *http.Request) (K, limits[K], error) {
+	m := newMiddleware[K](opts)
+	ls := limits[K]{policy: p, desc: describePolicy(&m.config, p)}
+	m.resolve = func(r *http.Request) (K, limits[K], error) {
 		k, err := key(r)
 		return k, ls, err
-	}, opts)
+	}
+	return m
 }
 
 // NewResolver returns a middleware charging the policy resolve picks. A
 // request is charged to every limit of the policy or to none, atomically
 // (see ratelimit.Policy).
 func NewResolver[K comparable](resolve Resolver[K], opts ...Option) *Middleware[K] {
-	return newMiddleware(func(r *http.Request) (K, limits[K], error) {
+	m := newMiddleware[K](opts)
+	m.resolve = func(r *http.Request) (K, limits[K], error) {
 		k, p, err := resolve(r)
 		return k, limits[K]{policy: p}, err
-	}, opts)
-}
-
-func newMiddleware[K comparable](resolve func(*http.Request) (K, limits[K], error), opts []Option) *Middleware[K] {
-	m := &Middleware[K]{resolve: resolve, config: config{
-		cost:    func(*http.Request) int { return 1 },
-		onError: defaultError,
-	}}
-	for _, o := range opts {
-		o(&m.config)
 	}
 	return m
 }
 
-// Handler returns next wrapped by the middleware.
+func newMiddleware[K comparable](opts []Option) *Middleware[K] {
+	m := &Middleware[K]{config: config{
+		cost: func(*http.Request) int { return 1 },
+	}}
+	for _, o := range opts {
+		o(&m.config)
+	}
+	if m.onError == nil {
+		m.onError = m.answerError
+	}
+	return m
+}
+
+// Handler returns next wrapped by the middleware: [Middleware.Admit], then
+// next for the requests it admits.
 func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, ls, err := m.resolve(r)
-		if err != nil {
-			m.onError(w, r, err)
-			return
-		}
-		if ls.lim == nil && ls.policy == nil {
+		if r, ok := m.Admit(w, r); ok {
 			next.ServeHTTP(w, r)
-			return
 		}
-		d, desc, err := m.decide(r.Context(), key, ls, m.cost(r))
-		if errors.Is(err, ratelimit.ErrCostExceedsLimit) || errors.Is(err, ratelimit.ErrInvalidCost) {
-			writeProblem(w, http.StatusRequestEntityTooLarge, "Request Too Costly",
-				"the request costs more than the rate limit can ever admit")
-			return
-		}
-		if err != nil {
-			m.onError(w, r, err)
-			return
-		}
-		m.writeHeaders(w.Header(), desc, d)
-		if m.dryRun && !d.Allowed() {
-			// Passed on: every denying decision is marked, as a dry-run
-			// Limiter's would be.
-			d.Decision = d.DryRun()
-			limits := d.Limits()
-			for i := range limits {
-				limits[i] = limits[i].DryRun()
-			}
-		}
-		if !d.Allowed() {
-			retry := max(1, seconds(d.RetryAfter()))
-			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
-			writeProblem(w, http.StatusTooManyRequests, "Too Many Requests",
-				fmt.Sprintf("rate limit %q exceeded; retry in %d s", desc.names[d.Binding], retry))
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionsKey{}, newDecided(desc, d))))
 	})
+}
+
+// Admit decides whether r may go on to the handler, and sets the
+// RateLimit headers on w. When it may, Admit returns r with the decisions
+// in its context (for [Decisions] and [PolicyDecision]) and true: serve
+// that request. Otherwise it has answered r on w (429 Too Many Requests,
+// 413 Content Too Large for a request costing more than a limit can ever
+// admit, a [Reject], or the error handler's answer) and returns nil and
+// false: write nothing more. Handler is Admit in front of a handler; Admit
+// is for adapters to frameworks that do not take func(http.Handler)
+// http.Handler, so that they answer as Handler does.
+func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	key, ls, err := m.resolve(r)
+	if err != nil {
+		m.onError(w, r, err)
+		return nil, false
+	}
+	if ls.lim == nil && ls.policy == nil {
+		return r, true
+	}
+	d, desc, err := m.decide(r.Context(), key, ls, m.cost(r))
+	if errors.Is(err, ratelimit.ErrCostExceedsLimit) || errors.Is(err, ratelimit.ErrInvalidCost) {
+		m.log(r, http.StatusRequestEntityTooLarge, err)
+		writeProblem(w, http.StatusRequestEntityTooLarge, "Request Too Costly",
+			"the request costs more than the rate limit can ever admit")
+		return nil, false
+	}
+	if err != nil {
+		m.onError(w, r, err)
+		return nil, false
+	}
+	m.writeHeaders(w.Header(), desc, d)
+	if m.dryRun && !d.Allowed() {
+		// Passed on: every denying decision is marked, as a dry-run
+		// Limiter's would be.
+		d.Decision = d.DryRun()
+		limits := d.Limits()
+		for i := range limits {
+			limits[i] = limits[i].DryRun()
+		}
+	}
+	if !d.Allowed() {
+		retry := max(1, seconds(d.RetryAfter()))
+		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+		writeProblem(w, http.StatusTooManyRequests, "Too Many Requests",
+			fmt.Sprintf("rate limit %q exceeded; retry in %d s", desc.names[d.Binding], retry))
+		return nil, false
+	}
+	return r.WithContext(context.WithValue(r.Context(), decisionsKey{}, newDecided(desc, d))), true
 }
 
 // decide charges cost for key to ls, and describes ls.
@@ -223,30 +361,51 @@ func (m *Middleware[K]) described(p *ratelimit.Policy[K]) *description {
 	if d, ok := m.descriptions.Load(p); ok {
 		return d.(*description)
 	}
-	d := describe(p)
+	d := describePolicy(&m.config, p)
 	m.descriptions.Store(p, d)
 	return d
 }
 
-// describe returns what the headers say of p's limits.
-func describe[K comparable](p *ratelimit.Policy[K]) *description {
-	d := &description{}
+// describePolicy returns what the headers say of p's limits.
+func describePolicy[K comparable](c *config, p *ratelimit.Policy[K]) *description {
+	ls := p.Limits()
+	names := make([]string, len(ls))
+	quotas := make([]algorithm.Quota, len(ls))
+	for i, l := range ls {
+		names[i], quotas[i] = l.Name, ratelimit.QuotaOf(l.Algorithm)
+	}
+	return c.describe(names, quotas)
+}
+
+// describe returns what the headers say of limits of these names and
+// configured quotas, after WithAdvertised.
+func (c *config) describe(names []string, quotas []algorithm.Quota) *description {
+	d := &description{names: make([]string, len(names))}
 	var header strings.Builder
-	for i, l := range p.Limits() {
+	for i, name := range names {
+		q := quotas[i]
+		if a, ok := c.advertised[name]; ok {
+			if a.Name != "" {
+				name = a.Name
+			}
+			if a.Quota.Limit > 0 {
+				q = a.Quota
+			}
+		}
 		if i > 0 {
 			header.WriteString(", ")
 		}
-		d.names = append(d.names, l.Name)
-		header.WriteString(policyItem(l.Name, l.Algorithm.Limit(), p.Window(i)))
+		d.names[i] = name
+		header.WriteString(policyItem(name, q))
 	}
 	d.header = header.String()
 	return d
 }
 
 // policyItem is one limit's item of the RateLimit-Policy field.
-func policyItem(name string, limit int64, window time.Duration) string {
-	item := fmt.Sprintf("%s;q=%d", quote(name), limit)
-	if w := seconds(window); w > 0 {
+func policyItem(name string, q algorithm.Quota) string {
+	item := fmt.Sprintf("%s;q=%d", quote(name), q.Limit)
+	if w := seconds(q.Window); w > 0 {
 		item += fmt.Sprintf(";w=%d", w)
 	}
 	return item
@@ -254,7 +413,7 @@ func policyItem(name string, limit int64, window time.Duration) string {
 
 // Named is the decision of one named limit on a request.
 type Named struct {
-	// Name is the limit's name.
+	// Name is the limit's name, as the headers give it (see WithAdvertised).
 	Name string
 	// Decision is what its limiter decided.
 	Decision ratelimit.Decision
@@ -356,15 +515,41 @@ func writeProblem(w http.ResponseWriter, status int, title, detail string) {
 	json.NewEncoder(w).Encode(problem{Type: "about:blank", Title: title, Status: status, Detail: detail})
 }
 
-func defaultError(w http.ResponseWriter, _ *http.Request, err error) {
+// answerError is the default error handler (see WithErrorHandler).
+func (m *Middleware[K]) answerError(w http.ResponseWriter, r *http.Request, err error) {
+	status, detail := http.StatusInternalServerError, "the rate limit could not be applied to this request"
+	var reject *RejectError
 	switch {
+	case errors.As(err, &reject):
+		status, detail = reject.Status, reject.Reason
+		if status < 400 || status > 499 { // made without Reject
+			status = http.StatusBadRequest
+		}
 	case errors.Is(err, ratelimit.ErrStoreUnavailable), errors.Is(err, ratelimit.ErrStoreFull),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		writeProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "the rate limiter is unavailable; try again later")
-		return
+		status, detail = http.StatusServiceUnavailable, "the rate limiter is unavailable; try again later"
 	case errors.Is(err, ratelimit.ErrKeyTooLong):
-		writeProblem(w, http.StatusBadRequest, "Bad Request", "the request's rate-limit key is too long")
+		status, detail = http.StatusBadRequest, "the request's rate-limit key is too long"
+	}
+	m.log(r, status, err)
+	writeProblem(w, status, http.StatusText(status), detail)
+}
+
+// log logs err, answered with status, as WithLogger says.
+func (c *config) log(r *http.Request, status int, err error) {
+	level := slog.LevelWarn
+	if status < 500 || r.Context().Err() != nil {
+		level = slog.LevelDebug
+	}
+	l := c.logger
+	if l == nil {
+		l = slog.Default()
+	}
+	ctx := r.Context()
+	if !l.Enabled(ctx, level) {
 		return
 	}
-	writeProblem(w, http.StatusInternalServerError, "Internal Server Error", "")
+	l.LogAttrs(ctx, level, "httplimit: request not limited",
+		slog.Int("status", status), slog.String("error", err.Error()),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path))
 }

@@ -1,10 +1,12 @@
 package httplimit_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -292,6 +294,9 @@ func TestTiers(t *testing.T) {
 	if w.Code != 500 || strings.Contains(w.Body.String(), "unknown API key") {
 		t.Errorf("resolver error: got %d %q, want 500 revealing nothing", w.Code, w.Body)
 	}
+	if p := problemOf(t, w); p.Status != 500 || p.Detail == "" {
+		t.Errorf("resolver error: problem got %+v, want a 500 that says what failed", p)
+	}
 }
 
 func TestClientIP(t *testing.T) {
@@ -498,5 +503,229 @@ func TestDryRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// quoted is an algorithm that says which quota its user configured
+// (algorithm.Quoter), as a token bucket of 100 a minute with a burst of 20
+// does.
+type quoted struct {
+	*tokenbucket.Bucket
+	q algorithm.Quota
+}
+
+func (a quoted) Quota() algorithm.Quota { return a.q }
+
+// burst20 is a token bucket of 100 a minute with a burst of 20.
+func burst20() quoted {
+	return quoted{must(tokenbucket.New(tokenbucket.Config{Capacity: 20, Rate: 100.0 / 60})), algorithm.Quota{Limit: 100, Window: time.Minute}}
+}
+
+// TestAdvertisedQuota: RateLimit-Policy announces the quota the user
+// configured (ratelimit.QuotaOf), not the burst.
+func TestAdvertisedQuota(t *testing.T) {
+	fake := clock.NewFake(t0)
+	h := httplimit.New(newLimiter[string](t, burst20(), fake), byHeader).Handler(ok)
+	w := serve(h, "alice")
+	if got, want := w.Header().Get("RateLimit-Policy"), `"default";q=100;w=60`; got != want {
+		t.Errorf("New: RateLimit-Policy got %q, want %q", got, want)
+	}
+	if got, want := w.Header().Get("RateLimit"), `"default";r=19;t=1`; got != want {
+		t.Errorf("New: RateLimit got %q, want %q", got, want)
+	}
+
+	p, err := ratelimit.NewPolicy(memorystore.New[string](), []ratelimit.Limit{
+		{Name: "minute", Algorithm: burst20()},
+		{Name: "day", Algorithm: must(fixedwindow.New(fixedwindow.Config{Limit: 5000, Window: 24 * time.Hour}))},
+	}, ratelimit.WithClock(fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"minute";q=100;w=60, "day";q=5000;w=86400`
+	if got := serve(httplimit.NewPolicy(p, byHeader).Handler(ok), "alice").Header().Get("RateLimit-Policy"); got != want {
+		t.Errorf("NewPolicy: RateLimit-Policy got %q, want %q", got, want)
+	}
+	resolved := httplimit.NewResolver(func(*http.Request) (string, *ratelimit.Policy[string], error) { return "bob", p, nil })
+	if got := serve(resolved.Handler(ok), "bob").Header().Get("RateLimit-Policy"); got != want {
+		t.Errorf("NewResolver: RateLimit-Policy got %q, want %q", got, want)
+	}
+}
+
+// TestWithAdvertised: names and quotas set per limit reach every header,
+// the 429 body and Decisions; what is left zero keeps its default.
+func TestWithAdvertised(t *testing.T) {
+	fake := clock.NewFake(t0)
+	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: time.Minute}))
+	var seen []httplimit.Named
+	h := httplimit.New(newLimiter[string](t, alg, fake), byHeader,
+		httplimit.WithAdvertised("default", httplimit.Advertised{Name: "api"}),
+		httplimit.WithAdvertised("nonesuch", httplimit.Advertised{Name: "ignored"}),
+	).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = httplimit.Decisions(r.Context()) }))
+	w := serve(h, "alice")
+	if got, want := w.Header().Get("RateLimit-Policy"), `"api";q=1;w=60`; got != want {
+		t.Errorf("RateLimit-Policy got %q, want %q", got, want)
+	}
+	if got, want := w.Header().Get("RateLimit"), `"api";r=0;t=60`; got != want {
+		t.Errorf("RateLimit got %q, want %q", got, want)
+	}
+	if len(seen) != 1 || seen[0].Name != "api" {
+		t.Errorf("Decisions got %+v, want one named api", seen)
+	}
+	if w := serve(h, "alice"); w.Code != 429 || !strings.Contains(w.Body.String(), `\"api\"`) {
+		t.Errorf("denied: got %d %s, want 429 naming api", w.Code, w.Body)
+	}
+
+	h = httplimit.NewPolicy(newPolicy(t, fake), byHeader,
+		httplimit.WithAdvertised("day", httplimit.Advertised{Quota: algorithm.Quota{Limit: 4}}),
+		httplimit.WithAdvertised("second", httplimit.Advertised{Name: "burst", Quota: algorithm.Quota{Limit: 2, Window: 500 * time.Millisecond}}),
+	).Handler(ok)
+	w = serve(h, "bob")
+	if got, want := w.Header().Get("RateLimit-Policy"), `"burst";q=2;w=1, "day";q=4`; got != want {
+		t.Errorf("policy: RateLimit-Policy got %q, want %q", got, want)
+	}
+	if got, want := w.Header().Get("RateLimit"), `"burst";r=2;t=1, "day";r=4;t=50400`; got != want {
+		t.Errorf("policy: RateLimit got %q, want %q", got, want)
+	}
+}
+
+// problemOf decodes w's problem body.
+func problemOf(t *testing.T, w *httptest.ResponseRecorder) (p struct {
+	Type   string
+	Title  string
+	Status int
+	Detail string
+}) {
+	t.Helper()
+	if got := w.Header().Get("Content-Type"); got != "application/problem+json" {
+		t.Errorf("Content-Type got %q, want application/problem+json", got)
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	return p
+}
+
+func TestReject(t *testing.T) {
+	fake := clock.NewFake(t0)
+	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: time.Minute}))
+	lim := newLimiter[string](t, alg, fake)
+	for _, tt := range []struct {
+		name   string
+		err    error
+		status int
+		title  string
+		detail string
+	}{
+		{"401", httplimit.Reject(401, "an X-API-Key header is required"), 401, "Unauthorized", "an X-API-Key header is required"},
+		{"403 wrapped", fmt.Errorf("tier lookup: %w", httplimit.Reject(403, "this key is suspended")), 403, "Forbidden", "this key is suspended"},
+		{"500 is not a client error", httplimit.Reject(500, "oops"), 400, "Bad Request", "oops"},
+		{"302 neither", httplimit.Reject(302, "elsewhere"), 400, "Bad Request", "elsewhere"},
+		{"made without Reject", &httplimit.RejectError{Status: 503, Reason: "down"}, 400, "Bad Request", "down"},
+		{"unclassified", errors.New("user database: connection refused"), 500, "Internal Server Error", "the rate limit could not be applied to this request"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := httplimit.New(lim, func(*http.Request) (string, error) { return "", tt.err }).Handler(ok)
+			w := serve(h, "alice")
+			if w.Code != tt.status {
+				t.Errorf("status got %d, want %d", w.Code, tt.status)
+			}
+			p := problemOf(t, w)
+			if p.Status != tt.status || p.Title != tt.title || p.Detail != tt.detail || p.Type != "about:blank" {
+				t.Errorf("problem got %+v, want %d %q %q", p, tt.status, tt.title, tt.detail)
+			}
+			if got := w.Header().Get("RateLimit"); got != "" {
+				t.Errorf("RateLimit got %q on a request not charged", got)
+			}
+		})
+	}
+	if d, _ := lim.Peek(context.Background(), ""); d.Remaining() != 1 {
+		t.Errorf("after the rejections the limit has %d left, want 1: nothing charged", d.Remaining())
+	}
+	if got, want := httplimit.Reject(401, "no key").Error(), "httplimit: rejected (401): no key"; got != want {
+		t.Errorf("Error() got %q, want %q", got, want)
+	}
+}
+
+// logRecords returns a logger at debug level and the records it logged.
+func logRecords() (*slog.Logger, func() []map[string]any) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return l, func() []map[string]any {
+		var out []map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			if line == "" {
+				continue
+			}
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				panic(err)
+			}
+			delete(rec, "time")
+			out = append(out, rec)
+		}
+		buf.Reset()
+		return out
+	}
+}
+
+func TestErrorLog(t *testing.T) {
+	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: time.Minute}))
+	down, err := ratelimit.New[string](alg, failing{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := clock.NewFake(t0)
+	up := newLimiter[string](t, alg, fake)
+	logger, records := logRecords()
+	record := func(level string, status int, msg string) map[string]any {
+		return map[string]any{"level": level, "msg": "httplimit: request not limited", "status": float64(status),
+			"error": msg, "method": "GET", "path": "/"}
+	}
+	for _, tt := range []struct {
+		name string
+		h    http.Handler
+		want []map[string]any
+	}{
+		{"unclassified key error", httplimit.New(up, func(*http.Request) (string, error) {
+			return "", errors.New("user database: connection refused")
+		}, httplimit.WithLogger(logger)).Handler(ok),
+			[]map[string]any{record("WARN", 500, "user database: connection refused")}},
+		{"reject", httplimit.New(up, func(*http.Request) (string, error) {
+			return "", httplimit.Reject(401, "an X-API-Key header is required")
+		}, httplimit.WithLogger(logger)).Handler(ok),
+			[]map[string]any{record("DEBUG", 401, "httplimit: rejected (401): an X-API-Key header is required")}},
+		{"store down", httplimit.New(down, byHeader, httplimit.WithLogger(logger)).Handler(ok),
+			[]map[string]any{record("WARN", 503, "ratelimit: store unavailable\ndial tcp 10.1.2.3:6379: secret internals")}},
+		{"too costly", httplimit.New(up, byHeader, httplimit.WithLogger(logger), httplimit.WithCost(func(*http.Request) int { return 2 })).Handler(ok),
+			[]map[string]any{record("DEBUG", 413, "ratelimit: cost exceeds the limit: cost 2, limit 1")}},
+		{"custom error handler logs itself", httplimit.New(down, byHeader, httplimit.WithLogger(logger),
+			httplimit.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(503) })).Handler(ok),
+			nil},
+		{"admitted", httplimit.New(up, byHeader, httplimit.WithLogger(logger)).Handler(ok), nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			records()
+			serve(tt.h, "secret-user-key")
+			got := records()
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("logged %v\nwant %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestErrorLogDefault: without WithLogger, slog.Default() at the time of
+// the error gets the record.
+func TestErrorLogDefault(t *testing.T) {
+	logger, records := logRecords()
+	defer slog.SetDefault(slog.Default())
+	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: time.Minute}))
+	h := httplimit.New(newLimiter[string](t, alg, clock.NewFake(t0)), func(*http.Request) (string, error) {
+		return "", errors.New("no tier")
+	}).Handler(ok)
+	slog.SetDefault(logger)
+	serve(h, "alice")
+	if got := records(); len(got) != 1 || got[0]["error"] != "no tier" || got[0]["level"] != "WARN" {
+		t.Errorf("slog.Default() got %v, want one WARN record of the error", got)
 	}
 }
