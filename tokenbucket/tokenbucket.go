@@ -14,7 +14,8 @@
 // PerMinute(100, Burst(20)) is the continuous bucket of 100 per minute in
 // bursts of up to 20, IntervalPer(100, time.Minute, Burst(20)) the
 // interval bucket that adds a token every 600ms. Buckets built so report
-// that quota (Quota); the Configs remain for rates that no quota says.
+// that quota ([Bucket.Quota]); the Configs say a bucket by its capacity
+// and refill instead.
 //
 // Pick a token bucket to allow bursts up to Capacity while holding a long-run
 // rate; pick the interval flavour when clients should see whole tokens
