@@ -15,8 +15,8 @@ import (
 // A route allows bursts of 2 refilled at 1 per second, and 3 per hour:
 // the burst binds first, then the hour.
 func ExampleNewPolicy() {
-	burst, _ := tokenbucket.New(tokenbucket.Config{Capacity: 2, Rate: 1})
-	hourly, _ := fixedwindow.New(fixedwindow.Config{Limit: 3, Window: time.Hour})
+	burst, _ := tokenbucket.PerSecond(1, tokenbucket.Burst(2))
+	hourly, _ := fixedwindow.PerHour(3)
 	fake := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	p, _ := ratelimit.NewPolicy(memorystore.New[string](), []ratelimit.Limit{
 		{Name: "burst", Algorithm: burst},

@@ -13,7 +13,7 @@ import (
 // A limiter in dry-run mode, with an observer printing every decision: the
 // third request is denied by the limit, and admitted anyway.
 func ExampleWithDryRun() {
-	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 2, Rate: 1})
+	alg, err := tokenbucket.PerSecond(1, tokenbucket.Burst(2))
 	if err != nil {
 		log.Fatal(err)
 	}

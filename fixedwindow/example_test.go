@@ -12,9 +12,9 @@ import (
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 )
 
-func ExampleNew() {
+func ExamplePerMinute() {
 	// At most 2 requests per minute, counting again on the minute.
-	alg, err := fixedwindow.New(fixedwindow.Config{Limit: 2, Window: time.Minute})
+	alg, err := fixedwindow.PerMinute(2)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,6 +5,9 @@
 // admitted per window; a denied request does not count. The count starts
 // again at 0 in each window.
 //
+// [Per] and its shorthands say the limit as people do: PerMinute(1000) is
+// New(Config{Limit: 1000, Window: time.Minute}).
+//
 // Pick a fixed window when the cheapest state and script matter most and
 // clients may burst up to 2×Limit across a window edge; or when limits are
 // naturally calendar-like ("1000 per minute, resetting on the minute").
@@ -26,13 +29,16 @@ type Config struct {
 	Window time.Duration
 }
 
-// Window is a fixed-window counter. Create it with [New].
+// Window is a fixed-window counter. Create it with [New] or [Per].
 type Window struct {
 	limit  int64
 	window int64 // µs
 }
 
-var _ algorithm.Algorithm = (*Window)(nil)
+var (
+	_ algorithm.Algorithm = (*Window)(nil)
+	_ algorithm.Quoter    = (*Window)(nil)
+)
 
 // New returns a fixed window admitting cfg.Limit per cfg.Window, or an
 // error wrapping algorithm.ErrInvalidConfig.
@@ -52,6 +58,12 @@ func (w *Window) Limit() int64 { return w.limit }
 
 // Window returns the window length.
 func (w *Window) Window() time.Duration { return time.Duration(w.window) * time.Microsecond }
+
+// Quota returns Limit per Window, the quota as Config and [Per] say it
+// alike. It changes no decision, nor Spec.
+func (w *Window) Quota() algorithm.Quota {
+	return algorithm.Quota{Limit: w.limit, Window: time.Duration(w.window) * time.Microsecond}
+}
 
 // Spec returns {"fixedwindow", [limit, window µs]}.
 func (w *Window) Spec() algorithm.Spec {

@@ -12,10 +12,11 @@ import (
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 )
 
-func ExampleNew() {
-	// Bursts of up to 3, and one request every 500ms in the long run:
-	// what tokenbucket.New{Capacity: 3, Rate: 2} admits, in one number.
-	alg, err := gcra.New(gcra.Config{Burst: 3, Every: 500 * time.Millisecond})
+func ExamplePerSecond() {
+	// 2 requests per second in bursts of up to 3 (one back every 500ms):
+	// what tokenbucket.PerSecond(2, tokenbucket.Burst(3)) admits, in one
+	// number.
+	alg, err := gcra.PerSecond(2, gcra.Burst(3))
 	if err != nil {
 		log.Fatal(err)
 	}

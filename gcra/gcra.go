@@ -21,6 +21,10 @@
 //   - a clock that steps back finds the key less free (TAT is an absolute
 //     instant, so the time to it grows), where the bucket holds still.
 //
+// [Per] and its shorthands build a meter from a quota and a burst, as
+// people say limits: PerMinute(100, Burst(20)) admits 100 per minute in
+// bursts of up to 20, one unit back every 600ms.
+//
 // Pick GCRA for the smallest state per key (in Redis, one integer) and
 // the cheapest script, with the token bucket's behaviour: bursts up to
 // Burst, one unit per Every in the long run.
@@ -48,14 +52,18 @@ type Config struct {
 	Every time.Duration
 }
 
-// Meter is a GCRA. Create it with [New].
+// Meter is a GCRA. Create it with [New] or [Per].
 type Meter struct {
 	burst int64
-	every int64 // µs
-	tau   int64 // µs: burst × every, the most TAT may be ahead of now
+	every int64           // µs
+	tau   int64           // µs: burst × every, the most TAT may be ahead of now
+	quota algorithm.Quota // what Quota reports; no decision reads it
 }
 
-var _ algorithm.Narrow = (*Meter)(nil)
+var (
+	_ algorithm.Narrow = (*Meter)(nil)
+	_ algorithm.Quoter = (*Meter)(nil)
+)
 
 // New returns a GCRA admitting bursts of cfg.Burst and one unit per
 // cfg.Every, or an error wrapping algorithm.ErrInvalidConfig.
@@ -71,7 +79,9 @@ func New(cfg Config) (*Meter, error) {
 		return nil, fmt.Errorf("%w: gcra: a burst of %d every %v takes longer than %dµs to replenish",
 			algorithm.ErrInvalidConfig, cfg.Burst, cfg.Every, algorithm.MaxDuration)
 	}
-	return &Meter{burst: cfg.Burst, every: every, tau: cfg.Burst * every}, nil
+	m := &Meter{burst: cfg.Burst, every: every, tau: cfg.Burst * every}
+	m.quota = algorithm.Quota{Limit: cfg.Burst, Window: m.Window()}
+	return m, nil
 }
 
 // Limit returns the burst.
@@ -80,6 +90,16 @@ func (m *Meter) Limit() int64 { return m.burst }
 // Window returns how long a key takes to come to rest after using its
 // whole burst: Burst×Every.
 func (m *Meter) Window() time.Duration { return time.Duration(m.tau) * time.Microsecond }
+
+// Quota returns the quota the meter was built with: n per period for
+// [Per] and its shorthands. A meter built by [New] reports Burst per
+// [Meter.Window], Burst×Every: the quota at its long-run rate whose Limit
+// is the largest burst, as tokenbucket's Config-built buckets report and
+// as ratelimit.QuotaOf reports for an algorithm that does not say, so
+// that adapters advertise what they did before meters had a Quota.
+// Config{Burst: 20, Every: 3 * time.Second} reports 20 per minute. The
+// quota changes no decision, nor Spec.
+func (m *Meter) Quota() algorithm.Quota { return m.quota }
 
 // Spec returns {"gcra", [burst, every µs]}.
 func (m *Meter) Spec() algorithm.Spec {

@@ -34,7 +34,7 @@ func Example_prometheus() {
 		log.Fatal(err)
 	}
 
-	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 2, Rate: 1})
+	alg, err := tokenbucket.PerSecond(1, tokenbucket.Burst(2))
 	if err != nil {
 		log.Fatal(err)
 	}

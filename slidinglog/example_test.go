@@ -12,9 +12,9 @@ import (
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 )
 
-func ExampleNew() {
+func ExamplePerSecond() {
 	// At most 2 requests in any rolling second.
-	alg, err := slidinglog.New(slidinglog.Config{Limit: 2, Window: time.Second})
+	alg, err := slidinglog.PerSecond(2)
 	if err != nil {
 		log.Fatal(err)
 	}

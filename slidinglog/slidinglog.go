@@ -18,6 +18,9 @@
 // is taken as that newest instant: the log is only ever appended to, and a
 // key seen by a clock that stepped back is no freer than it was.
 //
+// [Per] and its shorthands say the limit as people do: PerMinute(1000) is
+// New(Config{Limit: 1000, Window: time.Minute}).
+//
 // Pick a sliding log when the bound must hold for every window, with no
 // burst at window edges (which a fixed window allows: up to 2×Limit across
 // one edge), and Limit is small: at most [MaxLimit]. For larger limits, the
@@ -55,13 +58,16 @@ type Config struct {
 	Window time.Duration
 }
 
-// Log is a sliding-log algorithm. Create it with [New].
+// Log is a sliding-log algorithm. Create it with [New] or [Per].
 type Log struct {
 	limit  int64
 	window int64 // µs
 }
 
-var _ algorithm.Algorithm = (*Log)(nil)
+var (
+	_ algorithm.Algorithm = (*Log)(nil)
+	_ algorithm.Quoter    = (*Log)(nil)
+)
 
 // New returns a sliding log admitting cfg.Limit per cfg.Window, or an error
 // wrapping algorithm.ErrInvalidConfig.
@@ -81,6 +87,12 @@ func (l *Log) Limit() int64 { return l.limit }
 
 // Window returns the length of the rolling window.
 func (l *Log) Window() time.Duration { return time.Duration(l.window) * time.Microsecond }
+
+// Quota returns Limit per Window, the quota as Config and [Per] say it
+// alike. It changes no decision, nor Spec.
+func (l *Log) Quota() algorithm.Quota {
+	return algorithm.Quota{Limit: l.limit, Window: time.Duration(l.window) * time.Microsecond}
+}
 
 // Spec returns {"slidinglog", [limit, window µs]}.
 func (l *Log) Spec() algorithm.Spec {

@@ -12,9 +12,9 @@ import (
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 )
 
-func ExampleNew() {
+func ExamplePerSecond() {
 	// About 10 requests per rolling second.
-	alg, err := slidingwindow.New(slidingwindow.Config{Limit: 10, Window: time.Second})
+	alg, err := slidingwindow.PerSecond(10)
 	if err != nil {
 		log.Fatal(err)
 	}

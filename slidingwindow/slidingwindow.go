@@ -29,6 +29,9 @@
 // against the exact sliding log). A clock that steps back into an earlier
 // window is counted in the current one, at its start.
 //
+// [Per] and its shorthands say the limit as people do: PerMinute(1000) is
+// New(Config{Limit: 1000, Window: time.Minute}).
+//
 // Pick it for limits too large to log (its state is three numbers,
 // whatever the limit) with no 2×Limit burst at every window edge, as a
 // fixed window allows.
@@ -51,13 +54,16 @@ type Config struct {
 	Window time.Duration
 }
 
-// Window is a sliding-window counter. Create it with [New].
+// Window is a sliding-window counter. Create it with [New] or [Per].
 type Window struct {
 	limit  int64
 	window int64 // µs
 }
 
-var _ algorithm.Algorithm = (*Window)(nil)
+var (
+	_ algorithm.Algorithm = (*Window)(nil)
+	_ algorithm.Quoter    = (*Window)(nil)
+)
 
 // New returns a sliding-window counter admitting about cfg.Limit per
 // rolling cfg.Window, or an error wrapping algorithm.ErrInvalidConfig.
@@ -77,6 +83,12 @@ func (w *Window) Limit() int64 { return w.limit }
 
 // Window returns the window length.
 func (w *Window) Window() time.Duration { return time.Duration(w.window) * time.Microsecond }
+
+// Quota returns Limit per Window, the quota as Config and [Per] say it
+// alike. It changes no decision, nor Spec.
+func (w *Window) Quota() algorithm.Quota {
+	return algorithm.Quota{Limit: w.limit, Window: time.Duration(w.window) * time.Microsecond}
+}
 
 // Spec returns {"slidingwindow", [limit, window µs]}.
 func (w *Window) Spec() algorithm.Spec {

@@ -10,6 +10,13 @@
 //     (capacity 10, one token per second, as in the redis.io guide). Time
 //     toward the next refill is kept between requests.
 //
+// Both are most easily said as a quota and a burst, as people say limits:
+// PerMinute(100, Burst(20)) is the continuous bucket of 100 per minute in
+// bursts of up to 20, IntervalPer(100, time.Minute, Burst(20)) the
+// interval bucket that adds a token every 600ms. Buckets built so report
+// that quota ([Bucket.Quota]); the Configs say a bucket by its capacity
+// and refill instead.
+//
 // Pick a token bucket to allow bursts up to Capacity while holding a long-run
 // rate; pick the interval flavour when clients should see whole tokens
 // arrive on a schedule.
@@ -30,19 +37,30 @@ type Config struct {
 	Capacity int64
 	// Rate is how many tokens are added per second, a finite number above
 	// 0. Refilling an empty bucket must take at most algorithm.MaxDuration.
+	//
+	// Beware of integer constants: 100 per minute is Rate: 100.0 / 60, but
+	// Rate: 100 / 60 is 1 per second, since Go divides the two integer
+	// constants before making a float of the result, and New cannot tell
+	// it from a rate of 1 meant as such. [Per] and its shorthands
+	// (PerMinute(100, Burst(20))) take the quota as it is said instead.
 	Rate float64
 }
 
-// Bucket is a continuously refilled token bucket. Create it with [New].
+// Bucket is a continuously refilled token bucket. Create it with [New] or
+// [Per].
 type Bucket struct {
 	capacity float64
 	rate     float64 // tokens per second
 	perMicro float64 // tokens per microsecond: rate/1e6, rounded once
 	perToken float64 // microseconds per token, for first guesses only
 	limit    int64
+	quota    algorithm.Quota // what Quota reports; no decision reads it
 }
 
-var _ algorithm.Narrow = (*Bucket)(nil)
+var (
+	_ algorithm.Narrow = (*Bucket)(nil)
+	_ algorithm.Quoter = (*Bucket)(nil)
+)
 
 // New returns a bucket of cfg.Capacity tokens refilled at cfg.Rate tokens
 // per second, or an error wrapping algorithm.ErrInvalidConfig.
@@ -57,8 +75,10 @@ func New(cfg Config) (*Bucket, error) {
 		return nil, fmt.Errorf("%w: tokenbucket: refilling %d tokens at %v/s takes longer than %dµs",
 			algorithm.ErrInvalidConfig, cfg.Capacity, cfg.Rate, algorithm.MaxDuration)
 	}
-	return &Bucket{capacity: float64(cfg.Capacity), rate: cfg.Rate, perMicro: cfg.Rate / 1e6,
-		perToken: 1e6 / cfg.Rate, limit: cfg.Capacity}, nil
+	b := &Bucket{capacity: float64(cfg.Capacity), rate: cfg.Rate, perMicro: cfg.Rate / 1e6,
+		perToken: 1e6 / cfg.Rate, limit: cfg.Capacity}
+	b.quota = algorithm.Quota{Limit: cfg.Capacity, Window: b.Window()}
+	return b, nil
 }
 
 // Limit returns the capacity.
@@ -69,6 +89,17 @@ func (b *Bucket) Limit() int64 { return b.limit }
 func (b *Bucket) Window() time.Duration {
 	return time.Duration(math.Ceil(b.capacity*1e6/b.rate)) * time.Microsecond
 }
+
+// Quota returns the quota the bucket was built with: n per period for
+// [Per] and its shorthands. A bucket built by [New] has no quota but its
+// Config, and reports Capacity per [Bucket.Window], the time an empty
+// bucket takes to refill: the quota at its long-run rate (to within the
+// microsecond Window is rounded up to) whose Limit is the largest burst,
+// and what ratelimit.QuotaOf reports for an algorithm that does not say,
+// so that what adapters advertise for such a bucket is what they did
+// before buckets had a Quota. Config{Capacity: 20, Rate: 2} reports 20 per
+// 10s. The quota changes no decision, nor Spec.
+func (b *Bucket) Quota() algorithm.Quota { return b.quota }
 
 // Spec returns {"tokenbucket", [capacity, rate per second]}.
 func (b *Bucket) Spec() algorithm.Spec {
@@ -201,7 +232,7 @@ type IntervalConfig struct {
 }
 
 // IntervalBucket adds whole tokens at the end of every interval. Create it
-// with [NewInterval].
+// with [NewInterval] or [IntervalPer].
 //
 // The instant of the last refill advances by whole intervals, so time spent
 // toward the next refill is kept across requests. A bucket that is full
@@ -210,10 +241,14 @@ type IntervalConfig struct {
 type IntervalBucket struct {
 	capacity int64
 	tokens   int64
-	interval int64 // µs
+	interval int64           // µs
+	quota    algorithm.Quota // what Quota reports; no decision reads it
 }
 
-var _ algorithm.Narrow = (*IntervalBucket)(nil)
+var (
+	_ algorithm.Narrow = (*IntervalBucket)(nil)
+	_ algorithm.Quoter = (*IntervalBucket)(nil)
+)
 
 // NewInterval returns a bucket of cfg.Capacity tokens that gains cfg.Tokens
 // every cfg.Interval, or an error wrapping algorithm.ErrInvalidConfig.
@@ -233,7 +268,9 @@ func NewInterval(cfg IntervalConfig) (*IntervalBucket, error) {
 		return nil, fmt.Errorf("%w: tokenbucket: refilling %d tokens by %d every %v takes longer than %dµs",
 			algorithm.ErrInvalidConfig, cfg.Capacity, cfg.Tokens, cfg.Interval, algorithm.MaxDuration)
 	}
-	return &IntervalBucket{capacity: cfg.Capacity, tokens: cfg.Tokens, interval: interval}, nil
+	b := &IntervalBucket{capacity: cfg.Capacity, tokens: cfg.Tokens, interval: interval}
+	b.quota = algorithm.Quota{Limit: cfg.Capacity, Window: b.Window()}
+	return b, nil
 }
 
 // Limit returns the capacity.
@@ -244,6 +281,16 @@ func (b *IntervalBucket) Limit() int64 { return b.capacity }
 func (b *IntervalBucket) Window() time.Duration {
 	return time.Duration(ceilDiv(b.capacity, b.tokens)*b.interval) * time.Microsecond
 }
+
+// Quota returns the quota the bucket was built with: n per period for
+// [IntervalPer]. A bucket built by [NewInterval] reports Capacity per
+// [IntervalBucket.Window], the time an empty bucket takes to refill, as a
+// Config-built [Bucket] does and for the same reasons. When Tokens does
+// not divide Capacity, that quota's rate is below the long-run rate (the
+// last interval of a refill adds more than fits); it is what an empty
+// bucket gets back, and what adapters advertised before. The quota
+// changes no decision, nor Spec.
+func (b *IntervalBucket) Quota() algorithm.Quota { return b.quota }
 
 // Spec returns {"tokenbucket-interval", [capacity, tokens, interval µs]}.
 func (b *IntervalBucket) Spec() algorithm.Spec {

@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 5, Rate: 2})
+	alg, err := tokenbucket.PerSecond(2, tokenbucket.Burst(5)) // 2 per second, bursts of 5
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,7 +5,10 @@
 package steptest
 
 import (
+	"math/rand/v2"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 )
@@ -70,5 +73,56 @@ func Run[S Steps](t *testing.T, alg algorithm.Algorithm, start int64, steps []S)
 		if got != want {
 			t.Errorf("step %d: %s(start%+dµs, cost %d): got %+v, want %+v", i, op, st.At-start, st.Cost, got, want)
 		}
+	}
+}
+
+// Same reports, as test errors, how b departs from a: their Spec and Limit,
+// and the results of the same sequence of Takes and Peeks, from states
+// created at start. The sequence is fixed (a seeded generator), with costs
+// from 1 to the limit and gaps from 0 to about the time a unit takes to
+// come back; it must see both admissions and denials, or Same reports
+// that it tested too little. Tests use it to show that two ways of
+// building an algorithm build the same one.
+func Same(t *testing.T, a, b algorithm.Algorithm, start int64) {
+	t.Helper()
+	if sa, sb := a.Spec(), b.Spec(); !reflect.DeepEqual(sa, sb) {
+		t.Errorf("Spec: got %+v, want %+v", sb, sa)
+	}
+	if la, lb := a.Limit(), b.Limit(); la != lb {
+		t.Errorf("Limit: got %d, want %d", lb, la)
+		return
+	}
+	// A unit comes back about every window/limit; gaps average half that,
+	// so that the sequence uses more than comes back, and is denied.
+	unit := int64(1)
+	if w, ok := a.(interface{ Window() time.Duration }); ok {
+		unit = max(w.Window().Microseconds()/a.Limit(), 1)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	sa, sb := a.Init(algorithm.State{}, start), b.Init(algorithm.State{}, start)
+	now, admitted, denied := start, 0, 0
+	for i := range 500 {
+		now += rng.Int64N(unit + 1)
+		cost := 1 + rng.Int64N(min(a.Limit(), 3))
+		if rng.IntN(20) == 0 {
+			cost = a.Limit()
+		}
+		if pa, pb := a.Peek(sa, now, cost), b.Peek(sb, now, cost); pa != pb {
+			t.Fatalf("call %d: Peek(start%+dµs, cost %d): got %+v, want %+v", i, now-start, cost, pb, pa)
+		}
+		var ra, rb algorithm.Result
+		sa, ra = a.Take(sa, now, cost)
+		sb, rb = b.Take(sb, now, cost)
+		if ra != rb {
+			t.Fatalf("call %d: Take(start%+dµs, cost %d): got %+v, want %+v", i, now-start, cost, rb, ra)
+		}
+		if ra.Allowed() {
+			admitted++
+		} else {
+			denied++
+		}
+	}
+	if admitted == 0 || denied == 0 {
+		t.Errorf("the sequence admitted %d and denied %d: it tests too little", admitted, denied)
 	}
 }
