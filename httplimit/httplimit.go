@@ -30,7 +30,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -49,7 +48,7 @@ type Resolver[K comparable] func(r *http.Request) (key K, policy *ratelimit.Poli
 type Middleware[K comparable] struct {
 	resolve func(r *http.Request) (K, limits[K], error)
 	config
-	descriptions sync.Map // *ratelimit.Policy[K] → *description, for a Resolver's policies
+	fields sync.Map // *ratelimit.Policy[K] → *Fields, for a Resolver's policies
 }
 
 type config struct {
@@ -108,20 +107,13 @@ func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error))
 type limits[K comparable] struct {
 	lim    *ratelimit.Limiter[K]
 	policy *ratelimit.Policy[K]
-	desc   *description // made once by New and NewPolicy; nil from a Resolver
-}
-
-// description is what the headers say of a policy that does not change
-// from one request to the next.
-type description struct {
-	names  []string
-	header string // RateLimit-Policy
+	fields *Fields // made once by New and NewPolicy; nil from a Resolver
 }
 
 // New returns a middleware charging lim, under the policy name "default",
 // for the key that key returns.
 func New[K comparable](lim *ratelimit.Limiter[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
-	ls := limits[K]{lim: lim, desc: &description{names: []string{"default"}, header: policyItem("default", lim.Limit(), lim.Window())}}
+	ls := limits[K]{lim: lim, fields: LimiterFields(lim)}
 	return newMiddleware(func(r *http.Request) (K, limits[K], error) {
 		k, err := key(r)
 		return k, ls, err
@@ -132,7 +124,7 @@ func New[K comparable](lim *ratelimit.Limiter[K], key func(*http.Request) (K, er
 // names, for the key that key returns: one decision, one round trip to a
 // Redis store, however many limits p has.
 func NewPolicy[K comparable](p *ratelimit.Policy[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
-	ls := limits[K]{policy: p, desc: describe(p)}
+	ls := limits[K]{policy: p, fields: PolicyFields(p)}
 	return newMiddleware(func(r *http.Request) (K, limits[K], error) {
 		k, err := key(r)
 		return k, ls, err
@@ -172,7 +164,7 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		d, desc, err := m.decide(r.Context(), key, ls, m.cost(r))
+		d, f, err := m.decide(r.Context(), key, ls, m.cost(r))
 		if errors.Is(err, ratelimit.ErrCostExceedsLimit) || errors.Is(err, ratelimit.ErrInvalidCost) {
 			writeProblem(w, http.StatusRequestEntityTooLarge, "Request Too Costly",
 				"the request costs more than the rate limit can ever admit")
@@ -182,7 +174,7 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 			m.onError(w, r, err)
 			return
 		}
-		m.writeHeaders(w.Header(), desc, d)
+		m.writeHeaders(w.Header(), f, &d)
 		if m.dryRun && !d.Allowed() {
 			// Passed on: every denying decision is marked, as a dry-run
 			// Limiter's would be.
@@ -196,60 +188,35 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 			retry := max(1, seconds(d.RetryAfter()))
 			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 			writeProblem(w, http.StatusTooManyRequests, "Too Many Requests",
-				fmt.Sprintf("rate limit %q exceeded; retry in %d s", desc.names[d.Binding], retry))
+				fmt.Sprintf("rate limit %q exceeded; retry in %d s", f.Name(d.Binding), retry))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionsKey{}, newDecided(desc, d))))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionsKey{}, newDecided(f, d))))
 	})
 }
 
-// decide charges cost for key to ls, and describes ls.
-func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *description, error) {
+// decide charges cost for key to ls, and returns the fields of ls.
+func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, error) {
 	if ls.lim != nil {
 		d, err := ls.lim.AllowN(ctx, key, cost)
-		return ratelimit.DecisionOfOne(d), ls.desc, err
+		return ratelimit.DecisionOfOne(d), ls.fields, err
 	}
 	d, err := ls.policy.AllowN(ctx, key, cost)
-	desc := ls.desc
-	if desc == nil {
-		desc = m.described(ls.policy)
+	f := ls.fields
+	if f == nil {
+		f = m.fieldsOf(ls.policy)
 	}
-	return d, desc, err
+	return d, f, err
 }
 
-// described returns p's description, made once per policy a resolver
-// returns.
-func (m *Middleware[K]) described(p *ratelimit.Policy[K]) *description {
-	if d, ok := m.descriptions.Load(p); ok {
-		return d.(*description)
+// fieldsOf returns p's fields, made once per policy a resolver returns.
+func (m *Middleware[K]) fieldsOf(p *ratelimit.Policy[K]) *Fields {
+	if f, ok := m.fields.Load(p); ok {
+		return f.(*Fields)
 	}
-	d := describe(p)
-	m.descriptions.Store(p, d)
-	return d
-}
-
-// describe returns what the headers say of p's limits.
-func describe[K comparable](p *ratelimit.Policy[K]) *description {
-	d := &description{}
-	var header strings.Builder
-	for i, l := range p.Limits() {
-		if i > 0 {
-			header.WriteString(", ")
-		}
-		d.names = append(d.names, l.Name)
-		header.WriteString(policyItem(l.Name, l.Algorithm.Limit(), p.Window(i)))
-	}
-	d.header = header.String()
-	return d
-}
-
-// policyItem is one limit's item of the RateLimit-Policy field.
-func policyItem(name string, limit int64, window time.Duration) string {
-	item := fmt.Sprintf("%s;q=%d", quote(name), limit)
-	if w := seconds(window); w > 0 {
-		item += fmt.Sprintf(";w=%d", w)
-	}
-	return item
+	f := PolicyFields(p)
+	m.fields.Store(p, f)
+	return f
 }
 
 // Named is the decision of one named limit on a request.
@@ -268,10 +235,10 @@ type decided struct {
 	d     ratelimit.PolicyDecision
 }
 
-func newDecided(desc *description, d ratelimit.PolicyDecision) *decided {
+func newDecided(f *Fields, d ratelimit.PolicyDecision) *decided {
 	out := &decided{named: make([]Named, len(d.Limits())), d: d}
 	for i, di := range d.Limits() {
-		out.named[i] = Named{Name: desc.names[i], Decision: di}
+		out.named[i] = Named{Name: f.Name(i), Decision: di}
 	}
 	return out
 }
@@ -302,43 +269,15 @@ func seconds(d time.Duration) int64 {
 	return int64(math.Ceil(d.Seconds()))
 }
 
-func (m *Middleware[K]) writeHeaders(h http.Header, desc *description, d ratelimit.PolicyDecision) {
-	var state strings.Builder
-	for i, di := range d.Limits() {
-		if i > 0 {
-			state.WriteString(", ")
-		}
-		fmt.Fprintf(&state, "%s;r=%d;t=%d", quote(desc.names[i]), di.Remaining(), seconds(di.ResetAfter()))
-	}
-	h.Set("RateLimit-Policy", desc.header)
-	h.Set("RateLimit", state.String())
+func (m *Middleware[K]) writeHeaders(h http.Header, f *Fields, d *ratelimit.PolicyDecision) {
+	h.Set("RateLimit-Policy", f.Policy())
+	h.Set("RateLimit", f.RateLimit(d))
 	if m.legacy {
 		b := d.Limits()[d.Binding]
 		h.Set("X-RateLimit-Limit", strconv.FormatInt(b.Limit(), 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(b.Remaining(), 10))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(b.ResetAfter()), 10))
 	}
-}
-
-// quote renders s as a structured-field string (RFC 8941): printable
-// ASCII, with '"' and '\' escaped; anything else becomes '?'.
-func quote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }
 
 // problem is an RFC 9457 problem details body.
