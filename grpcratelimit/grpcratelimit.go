@@ -118,6 +118,11 @@ func Method(_ context.Context, fullMethod string) (string, error) {
 // through the interceptor's error handler. Policies are made once (per
 // method or tier, say) and reused: the interceptor keeps the metadata
 // fields that describe each one it sees.
+//
+// On a Redis store, limits configured alike share a key's state, whatever
+// policy they are in (see ratelimit.Limit.StateID): for limits per method
+// that must not share, give each method's limits state IDs of their own,
+// or put the method in the key.
 type Resolver[K comparable] func(ctx context.Context, fullMethod string) (key K, policy *ratelimit.Policy[K], err error)
 
 // Interceptor limits gRPC calls with a Limiter or Policies. Create it with
