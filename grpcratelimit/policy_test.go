@@ -438,40 +438,6 @@ func TestPolicyDryRun(t *testing.T) {
 	}
 }
 
-// TestPolicyFailurePolicies checks that a policy's failure policy decides
-// when its store fails, as a Limiter's does.
-func TestPolicyFailurePolicies(t *testing.T) {
-	for _, tt := range []struct {
-		policy ratelimit.FailurePolicy
-		codes  []codes.Code
-	}{
-		{ratelimit.FailWithError, []codes.Code{codes.Unavailable, codes.Unavailable}},
-		{ratelimit.FailOpen, []codes.Code{codes.OK, codes.OK, codes.OK}},
-		{ratelimit.FailClosed, []codes.Code{codes.ResourceExhausted}},
-		{ratelimit.FailLocal, []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted}},
-	} {
-		t.Run(fmt.Sprint(tt.policy), func(t *testing.T) {
-			p, _ := newPolicy(t, failing{}, twoLimits(t), ratelimit.WithFailurePolicy(tt.policy))
-			in, err := grpcratelimit.NewPolicy(p, grpcratelimit.Method)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := serveBufconn(t, in)
-			for i, want := range tt.codes {
-				err := check(context.Background(), c)
-				wantCode(t, err, want)
-				if strings.Contains(fmt.Sprint(err), "secret") {
-					t.Errorf("call %d: the error reveals the store's: %v", i, err)
-				}
-				if want == codes.ResourceExhausted {
-					wantExhausted(t, err, map[ratelimit.FailurePolicy]time.Duration{
-						ratelimit.FailClosed: ratelimit.FailClosedRetryAfter, ratelimit.FailLocal: time.Second}[tt.policy])
-				}
-			}
-		})
-	}
-}
-
 // TestPolicyClientWaits checks the client interceptor on a policy: a call
 // whose deadline is too near fails at once with the longest wait.
 func TestPolicyClientWaits(t *testing.T) {
