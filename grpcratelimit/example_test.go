@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/grpcratelimit"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
@@ -54,4 +55,57 @@ func ExampleNew() {
 	// OK
 	// OK
 	// ResourceExhausted, retry in 1m0s
+}
+
+// ExampleNewResolver limits two methods, each with a policy of its own,
+// per tenant named in the metadata, and leaves every other method
+// unlimited.
+func ExampleNewResolver() {
+	st := memorystore.New[string]()
+	clk := clock.NewFake(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)) // for the output's sake
+	policy := func(name string, capacity int64) *ratelimit.Policy[string] {
+		alg, _ := tokenbucket.New(tokenbucket.Config{Capacity: capacity, Rate: 1})
+		p, _ := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: name, Algorithm: alg}}, ratelimit.WithClock(clk))
+		return p
+	}
+	policies := map[string]*ratelimit.Policy[string]{
+		"/shop.v1.Orders/Create": policy("create", 1),
+		"/shop.v1.Orders/List":   policy("list", 100),
+	}
+	tenant := grpcratelimit.Metadata("x-tenant")
+	in, _ := grpcratelimit.NewResolver(func(ctx context.Context, method string) (string, *ratelimit.Policy[string], error) {
+		p := policies[method]
+		if p == nil {
+			return "", nil, nil // unlimited
+		}
+		key, err := tenant(ctx, method)
+		return key, p, err
+	})
+
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-tenant", "acme"))
+	// The handler, behind the interceptor, says what it was told.
+	handler := func(ctx context.Context, _ any) (any, error) {
+		if d, ok := grpcratelimit.DecisionFrom(ctx); ok {
+			return fmt.Sprintf("admitted, %d left", d.Remaining()), nil
+		}
+		return "unlimited", nil
+	}
+	call := func(method string) {
+		reply, err := in.Unary()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: method}, handler)
+		if err != nil {
+			st := status.Convert(err)
+			fmt.Printf("%s: %v: %s\n", method, st.Code(), st.Message())
+			return
+		}
+		fmt.Printf("%s: %s\n", method, reply)
+	}
+	call("/shop.v1.Orders/Create")
+	call("/shop.v1.Orders/Create")
+	call("/shop.v1.Orders/List")
+	call("/grpc.health.v1.Health/Check")
+	// Output:
+	// /shop.v1.Orders/Create: admitted, 0 left
+	// /shop.v1.Orders/Create: ResourceExhausted: rate limit "create" exceeded; retry in 1s
+	// /shop.v1.Orders/List: admitted, 99 left
+	// /grpc.health.v1.Health/Check: unlimited
 }

@@ -1,19 +1,29 @@
-// Package grpcratelimit limits gRPC calls with ratelimit Limiters. It is a
-// module of its own, so that the library's users who do not use gRPC never
-// have it in their module graph.
+// Package grpcratelimit limits gRPC calls with ratelimit Limiters and
+// Policies. It is a module of its own, so that the library's users who do
+// not use gRPC never have it in their module graph.
 //
-// An [Interceptor] charges each call to a Limiter, under a key taken from
-// the call (the client's address, a metadata entry, the method), at a cost
-// chosen per method:
+// An [Interceptor] charges each call to a Limiter or a Policy, under a key
+// taken from the call (the client's address, a metadata entry, the
+// method), at a cost chosen per method:
 //
 //	in, err := grpcratelimit.New(lim, grpcratelimit.Metadata("x-api-key"),
 //		grpcratelimit.WithCost(func(method string) int { ... }))
 //	srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()), grpc.StreamInterceptor(in.Stream()))
 //
+// [NewPolicy] charges every limit of a Policy, or none, in one decision
+// (one round trip to Redis); [NewResolver] picks the key and the policy
+// per call (per method, per tenant), or none, so that one interceptor
+// holds every limit of a server.
+//
 // A denied call fails with codes.ResourceExhausted and a
 // google.rpc.RetryInfo detail whose retry_delay is the decision's
-// RetryAfter, exactly. A stream is charged once, when it opens. For several
-// limits on one call, chain interceptors (grpc.ChainUnaryInterceptor).
+// RetryAfter, exactly: for a policy, the longest any denying limit asks
+// for. A stream is charged once, when it opens. Every decided call's
+// response header metadata carries the IETF rate-limit fields, as
+// httplimit writes them for HTTP, one list item per limit:
+//
+//	ratelimit-policy: "burst";q=10;w=10, "daily";q=1000;w=86400
+//	ratelimit: "burst";r=7;t=3, "daily";r=912;t=30125
 //
 // A store failure follows the limiter's failure policy
 // (ratelimit.WithFailurePolicy), as in httplimit; under FailWithError the
@@ -34,6 +44,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -44,6 +55,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/httplimit"
 )
 
 // ErrNoKey reports a call that carries no key for the KeyFunc: no peer
@@ -100,12 +112,32 @@ func Method(_ context.Context, fullMethod string) (string, error) {
 	return fullMethod, nil
 }
 
-// Interceptor limits gRPC calls with one Limiter. Create it with [New]; it
-// is safe for concurrent use.
+// Resolver picks the key of a call to fullMethod and the policy that
+// applies to it: per method, per tenant named in the metadata, or both. A
+// nil policy lets the call through unlimited. An error fails the call
+// through the interceptor's error handler. Policies are made once (per
+// method or tier, say) and reused: the interceptor keeps the metadata
+// fields that describe each one it sees.
+//
+// On a Redis store, limits configured alike share a key's state, whatever
+// policy they are in (see ratelimit.Limit.StateID): for limits per method
+// that must not share, give each method's limits state IDs of their own,
+// or put the method in the key.
+type Resolver[K comparable] func(ctx context.Context, fullMethod string) (key K, policy *ratelimit.Policy[K], err error)
+
+// Interceptor limits gRPC calls with a Limiter or Policies. Create it with
+// [New], [NewPolicy] or [NewResolver]; it is safe for concurrent use.
 type Interceptor[K comparable] struct {
-	lim *ratelimit.Limiter[K]
-	key KeyFunc[K]
+	resolve func(ctx context.Context, fullMethod string) (K, limits[K], error)
 	config
+	fields sync.Map // *ratelimit.Policy[K] → *httplimit.Fields, for a Resolver's policies
+}
+
+// limits is what the interceptor charges a call: a Limiter or a Policy.
+type limits[K comparable] struct {
+	lim    *ratelimit.Limiter[K]
+	policy *ratelimit.Policy[K]
+	fields *httplimit.Fields // made once by New and NewPolicy; nil from a Resolver
 }
 
 type config struct {
@@ -141,9 +173,9 @@ func WithDryRun() Option {
 }
 
 // WithErrorHandler sets how a call fails when no decision could be made:
-// the KeyFunc failed, or the limiter returned an error (a store failure
-// under ratelimit.FailWithError, a negative cost, the call's context
-// ending). h returns the error to fail the call with, normally one made by
+// the KeyFunc or Resolver failed, or the limiter returned an error (a
+// store failure under ratelimit.FailWithError, a negative cost, the call's
+// context ending). h returns the error to fail the call with, normally one made by
 // status.Error. The default answers with the status of an error that
 // carries one, codes.Canceled or codes.DeadlineExceeded when the call's
 // context ended, codes.InvalidArgument for ErrNoKey and ErrKeyTooLong,
@@ -158,61 +190,150 @@ func WithErrorHandler(h func(ctx context.Context, fullMethod string, err error) 
 	}
 }
 
-// New returns an interceptor charging lim for the key that key returns. A
-// nil lim or key is an error wrapping ratelimit.ErrInvalidConfig.
+// New returns an interceptor charging lim for the key that key returns,
+// under the limit name "default" in the metadata fields. A nil lim or key
+// is an error wrapping ratelimit.ErrInvalidConfig.
 func New[K comparable](lim *ratelimit.Limiter[K], key KeyFunc[K], opts ...Option) (*Interceptor[K], error) {
 	if lim == nil {
 		return nil, fmt.Errorf("%w: grpcratelimit: nil Limiter", ratelimit.ErrInvalidConfig)
 	}
+	return newKeyed(limits[K]{lim: lim, fields: httplimit.LimiterFields(lim)}, key, opts)
+}
+
+// NewPolicy returns an interceptor charging every limit of p, or none, for
+// the key that key returns: one decision, one round trip to a Redis store,
+// however many limits p has. A nil p or key is an error wrapping
+// ratelimit.ErrInvalidConfig.
+func NewPolicy[K comparable](p *ratelimit.Policy[K], key KeyFunc[K], opts ...Option) (*Interceptor[K], error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: grpcratelimit: nil Policy", ratelimit.ErrInvalidConfig)
+	}
+	return newKeyed(limits[K]{policy: p, fields: httplimit.PolicyFields(p)}, key, opts)
+}
+
+// NewResolver returns an interceptor charging, for each call, the policy
+// that resolve picks, under the key it picks: every limit of the policy or
+// none, atomically, as NewPolicy does. A nil resolve is an error wrapping
+// ratelimit.ErrInvalidConfig.
+func NewResolver[K comparable](resolve Resolver[K], opts ...Option) (*Interceptor[K], error) {
+	if resolve == nil {
+		return nil, fmt.Errorf("%w: grpcratelimit: nil Resolver", ratelimit.ErrInvalidConfig)
+	}
+	return newInterceptor(func(ctx context.Context, fullMethod string) (K, limits[K], error) {
+		k, p, err := resolve(ctx, fullMethod)
+		return k, limits[K]{policy: p}, err
+	}, opts), nil
+}
+
+// newKeyed returns an interceptor charging ls for the key that key returns.
+func newKeyed[K comparable](ls limits[K], key KeyFunc[K], opts []Option) (*Interceptor[K], error) {
 	if key == nil {
 		return nil, fmt.Errorf("%w: grpcratelimit: nil KeyFunc", ratelimit.ErrInvalidConfig)
 	}
-	in := &Interceptor[K]{lim: lim, key: key, config: config{
+	return newInterceptor(func(ctx context.Context, fullMethod string) (K, limits[K], error) {
+		k, err := key(ctx, fullMethod)
+		return k, ls, err
+	}, opts), nil
+}
+
+func newInterceptor[K comparable](resolve func(context.Context, string) (K, limits[K], error), opts []Option) *Interceptor[K] {
+	in := &Interceptor[K]{resolve: resolve, config: config{
 		cost:    func(string) int { return 1 },
 		onError: defaultError,
 	}}
 	for _, o := range opts {
 		o(&in.config)
 	}
-	return in, nil
+	return in
 }
 
 type decisionKey struct{}
 
 // DecisionFrom returns the decision the server interceptor made for the
 // call whose context ctx is, so that the handler can use it (to log it, or
-// to tell a dry-run denial). ok is false outside the interceptor, and for
-// calls of cost 0.
+// to tell a dry-run denial); for a policy, the policy's combined decision.
+// ok is false outside the interceptor, for calls of cost 0 and for calls
+// a Resolver left unlimited.
 func DecisionFrom(ctx context.Context) (d ratelimit.Decision, ok bool) {
-	d, ok = ctx.Value(decisionKey{}).(ratelimit.Decision)
-	return d, ok
+	pd, ok := ctx.Value(decisionKey{}).(*ratelimit.PolicyDecision)
+	if !ok {
+		return ratelimit.Decision{}, false
+	}
+	return pd.Decision, true
+}
+
+// PolicyDecisionFrom returns the whole decision the server interceptor
+// made for the call whose context ctx is: the combined decision, the
+// binding limit and each limit's own (a Limiter's is a policy of one
+// limit). ok is false where DecisionFrom's is.
+func PolicyDecisionFrom(ctx context.Context) (d ratelimit.PolicyDecision, ok bool) {
+	pd, ok := ctx.Value(decisionKey{}).(*ratelimit.PolicyDecision)
+	if !ok {
+		return ratelimit.PolicyDecision{}, false
+	}
+	return *pd, true
 }
 
 // admit decides a call to fullMethod. It returns the context to serve the
-// call with, or the error to fail it with.
+// call with, or the error to fail it with. A decided call's header
+// metadata gets the rate-limit fields.
 func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context.Context, error) {
 	cost := in.cost(fullMethod)
 	if cost == 0 {
 		return ctx, nil
 	}
-	key, err := in.key(ctx, fullMethod)
+	key, ls, err := in.resolve(ctx, fullMethod)
 	if err != nil {
 		return nil, in.onError(ctx, fullMethod, err)
 	}
-	d, err := in.lim.AllowN(ctx, key, cost)
+	if ls.lim == nil && ls.policy == nil {
+		return ctx, nil // unlimited
+	}
+	d := new(ratelimit.PolicyDecision) // DecisionFrom's, when admitted
+	if ls.lim != nil {
+		var ld ratelimit.Decision
+		ld, err = ls.lim.AllowN(ctx, key, cost)
+		*d = ratelimit.DecisionOfOne(ld)
+	} else {
+		err = ls.policy.AllowNInto(ctx, key, cost, d)
+	}
 	if errors.Is(err, ratelimit.ErrCostExceedsLimit) {
 		return nil, status.Error(codes.ResourceExhausted, "the call costs more than the rate limit can ever admit")
 	}
 	if err != nil {
 		return nil, in.onError(ctx, fullMethod, err)
 	}
+	f := in.fieldsOf(ls)
+	// Outside a server (no stream in ctx), or once the handler has sent
+	// its header, there is nowhere to put them.
+	_ = grpc.SetHeader(ctx, metadata.MD{"ratelimit-policy": {f.Policy()}, "ratelimit": {f.RateLimit(d)}})
 	if !d.Allowed() {
 		if !in.dryRun {
-			return nil, exhausted(d)
+			return nil, exhausted(d.Decision, f.Name(d.Binding))
 		}
-		d = d.DryRun()
+		// Passed on: every denying decision is marked, as a dry-run
+		// Limiter's would be.
+		d.Decision = d.DryRun()
+		limits := d.Limits()
+		for i := range limits {
+			limits[i] = limits[i].DryRun()
+		}
 	}
 	return context.WithValue(ctx, decisionKey{}, d), nil
+}
+
+// fieldsOf returns the metadata fields of ls: made once by New and
+// NewPolicy, and once per policy a Resolver returns.
+func (in *Interceptor[K]) fieldsOf(ls limits[K]) *httplimit.Fields {
+	if ls.fields != nil {
+		return ls.fields
+	}
+	if f, ok := in.fields.Load(ls.policy); ok {
+		return f.(*httplimit.Fields)
+	}
+	f := httplimit.PolicyFields(ls.policy)
+	in.fields.Store(ls.policy, f)
+	return f
 }
 
 // Limit decides the call whose server context ctx is, for the method
@@ -257,33 +378,44 @@ type contextStream struct {
 
 func (s contextStream) Context() context.Context { return s.ctx }
 
-// wait waits until the limiter admits a call of the client.
+// wait waits until the limiter or policy admits a call of the client.
 func (in *Interceptor[K]) wait(ctx context.Context, fullMethod string) error {
 	cost := in.cost(fullMethod)
 	if cost == 0 {
 		return nil
 	}
-	key, err := in.key(ctx, fullMethod)
+	key, ls, err := in.resolve(ctx, fullMethod)
 	if err != nil {
 		return in.onError(ctx, fullMethod, err)
 	}
-	d, err := in.lim.WaitN(ctx, key, cost)
+	var d ratelimit.PolicyDecision
+	switch {
+	case ls.lim != nil:
+		var ld ratelimit.Decision
+		ld, err = ls.lim.WaitN(ctx, key, cost)
+		d = ratelimit.DecisionOfOne(ld)
+	case ls.policy != nil:
+		d, err = ls.policy.WaitN(ctx, key, cost)
+	default:
+		return nil // unlimited
+	}
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
 		return status.Error(codes.ResourceExhausted, "the call costs more than the rate limit can ever admit")
 	case errors.Is(err, ratelimit.ErrWouldExceedDeadline):
-		return exhausted(d)
+		return exhausted(d.Decision, in.fieldsOf(ls).Name(d.Binding))
 	}
 	return in.onError(ctx, fullMethod, err)
 }
 
 // UnaryClient returns a client interceptor that waits, on the limiter's
-// clock, until the limiter admits a call before sending it. A call whose
-// deadline would pass first fails at once with codes.ResourceExhausted and
-// RetryInfo, without being sent. A KeyFunc for the client side reads
-// outgoing metadata, or keys by method.
+// clock, until the limiter or policy admits a call before sending it. A
+// call whose deadline would pass first fails at once with
+// codes.ResourceExhausted and RetryInfo, without being sent. A KeyFunc or
+// Resolver for the client side reads outgoing metadata, or keys by
+// method.
 func (in *Interceptor[K]) UnaryClient() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if err := in.wait(ctx, method); err != nil {
@@ -304,13 +436,14 @@ func (in *Interceptor[K]) StreamClient() grpc.StreamClientInterceptor {
 	}
 }
 
-// exhausted is the error of a denied call: RESOURCE_EXHAUSTED with a
-// RetryInfo detail carrying RetryAfter.
-func exhausted(d ratelimit.Decision) error {
-	st, err := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded; retry in %v", d.RetryAfter())).
+// exhausted is the error of a call denied by the limit named name:
+// RESOURCE_EXHAUSTED with a RetryInfo detail carrying RetryAfter.
+func exhausted(d ratelimit.Decision, name string) error {
+	msg := fmt.Sprintf("rate limit %q exceeded; retry in %v", name, d.RetryAfter())
+	st, err := status.New(codes.ResourceExhausted, msg).
 		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter())})
 	if err != nil { // a RetryInfo always marshals
-		return status.Errorf(codes.ResourceExhausted, "rate limit exceeded; retry in %v", d.RetryAfter())
+		return status.Error(codes.ResourceExhausted, msg)
 	}
 	return st.Err()
 }

@@ -243,7 +243,27 @@ func (failing) Peek(context.Context, string, int64, []algorithm.Result) (algorit
 }
 func (failing) Reset(context.Context, string) error { return store.ErrUnavailable }
 
+// TestFailurePolicies checks that the failure policy decides when the
+// store fails, for a Limiter and for a Policy of the same one limit.
 func TestFailurePolicies(t *testing.T) {
+	kinds := map[string]func(t *testing.T, fp ratelimit.FailurePolicy) *grpcratelimit.Interceptor[string]{
+		"Limiter": func(t *testing.T, fp ratelimit.FailurePolicy) *grpcratelimit.Interceptor[string] {
+			lim, _ := newLimiter[string](t, 1, failing{}, ratelimit.WithFailurePolicy(fp))
+			return newInterceptor(t, lim, grpcratelimit.Method)
+		},
+		"Policy": func(t *testing.T, fp ratelimit.FailurePolicy) *grpcratelimit.Interceptor[string] {
+			alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := newPolicy(t, failing{}, []ratelimit.Limit{{Algorithm: alg}}, ratelimit.WithFailurePolicy(fp))
+			in, err := grpcratelimit.NewPolicy(p, grpcratelimit.Method)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return in
+		},
+	}
 	for _, tt := range []struct {
 		policy ratelimit.FailurePolicy
 		codes  []codes.Code
@@ -253,21 +273,22 @@ func TestFailurePolicies(t *testing.T) {
 		{ratelimit.FailClosed, []codes.Code{codes.ResourceExhausted, codes.ResourceExhausted}},
 		{ratelimit.FailLocal, []codes.Code{codes.OK, codes.ResourceExhausted}},
 	} {
-		t.Run(fmt.Sprint(tt.policy), func(t *testing.T) {
-			lim, _ := newLimiter[string](t, 1, failing{}, ratelimit.WithFailurePolicy(tt.policy))
-			c := serveBufconn(t, newInterceptor(t, lim, grpcratelimit.Method))
-			for i, want := range tt.codes {
-				err := check(context.Background(), c)
-				wantCode(t, err, want)
-				if strings.Contains(fmt.Sprint(err), "secret") {
-					t.Errorf("call %d: the error reveals the store's: %v", i, err)
+		for kind, build := range kinds {
+			t.Run(fmt.Sprint(kind, "/", tt.policy), func(t *testing.T) {
+				c := serveBufconn(t, build(t, tt.policy))
+				for i, want := range tt.codes {
+					err := check(context.Background(), c)
+					wantCode(t, err, want)
+					if strings.Contains(fmt.Sprint(err), "secret") {
+						t.Errorf("call %d: the error reveals the store's: %v", i, err)
+					}
+					if want == codes.ResourceExhausted {
+						wantExhausted(t, err, map[ratelimit.FailurePolicy]time.Duration{
+							ratelimit.FailClosed: ratelimit.FailClosedRetryAfter, ratelimit.FailLocal: time.Second}[tt.policy])
+					}
 				}
-				if want == codes.ResourceExhausted {
-					wantExhausted(t, err, map[ratelimit.FailurePolicy]time.Duration{
-						ratelimit.FailClosed: ratelimit.FailClosedRetryAfter, ratelimit.FailLocal: time.Second}[tt.policy])
-				}
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -41,7 +41,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -62,7 +61,7 @@ type Resolver[K comparable] func(r *http.Request) (key K, policy *ratelimit.Poli
 type Middleware[K comparable] struct {
 	resolve func(r *http.Request) (K, limits[K], error)
 	config
-	descriptions sync.Map // *ratelimit.Policy[K] → *description, for a Resolver's policies
+	fields sync.Map // *ratelimit.Policy[K] → *Fields, for a Resolver's policies
 }
 
 type config struct {
@@ -222,21 +221,14 @@ func (e *RejectError) Error() string {
 type limits[K comparable] struct {
 	lim    *ratelimit.Limiter[K]
 	policy *ratelimit.Policy[K]
-	desc   *description // made once by New and NewPolicy; nil from a Resolver
-}
-
-// description is what the headers say of a policy that does not change
-// from one request to the next.
-type description struct {
-	names  []string // advertised
-	header string   // RateLimit-Policy
+	fields *Fields // made once by New and NewPolicy; nil from a Resolver
 }
 
 // New returns a middleware charging lim, under the policy name "default",
 // for the key that key returns.
 func New[K comparable](lim *ratelimit.Limiter[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
 	m := newMiddleware[K](opts)
-	ls := limits[K]{lim: lim, desc: m.describe([]string{"default"}, []algorithm.Quota{lim.Quota()})}
+	ls := limits[K]{lim: lim, fields: m.describe([]string{"default"}, []algorithm.Quota{lim.Quota()})}
 	m.resolve = func(r *http.Request) (K, limits[K], error) {
 		k, err := key(r)
 		return k, ls, err
@@ -249,7 +241,7 @@ func New[K comparable](lim *ratelimit.Limiter[K], key func(*http.Request) (K, er
 // Redis store, however many limits p has.
 func NewPolicy[K comparable](p *ratelimit.Policy[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
 	m := newMiddleware[K](opts)
-	ls := limits[K]{policy: p, desc: describePolicy(&m.config, p)}
+	ls := limits[K]{policy: p, fields: m.describe(policyQuotas(p))}
 	m.resolve = func(r *http.Request) (K, limits[K], error) {
 		k, err := key(r)
 		return k, ls, err
@@ -310,7 +302,7 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 	if ls.lim == nil && ls.policy == nil {
 		return r, true
 	}
-	d, desc, err := m.decide(r.Context(), key, ls, m.cost(r))
+	d, f, err := m.decide(r.Context(), key, ls, m.cost(r))
 	if errors.Is(err, ratelimit.ErrCostExceedsLimit) || errors.Is(err, ratelimit.ErrInvalidCost) {
 		m.log(r, http.StatusRequestEntityTooLarge, err)
 		writeProblem(w, http.StatusRequestEntityTooLarge, "Request Too Costly",
@@ -321,7 +313,7 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 		m.onError(w, r, err)
 		return nil, false
 	}
-	m.writeHeaders(w.Header(), desc, d)
+	m.writeHeaders(w.Header(), f, &d)
 	if m.dryRun && !d.Allowed() {
 		// Passed on: every denying decision is marked, as a dry-run
 		// Limiter's would be.
@@ -335,80 +327,52 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 		retry := max(1, seconds(d.RetryAfter()))
 		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 		writeProblem(w, http.StatusTooManyRequests, "Too Many Requests",
-			fmt.Sprintf("rate limit %q exceeded; retry in %d s", desc.names[d.Binding], retry))
+			fmt.Sprintf("rate limit %q exceeded; retry in %d s", f.Name(d.Binding), retry))
 		return nil, false
 	}
-	return r.WithContext(context.WithValue(r.Context(), decisionsKey{}, newDecided(desc, d))), true
+	return r.WithContext(context.WithValue(r.Context(), decisionsKey{}, newDecided(f, d))), true
 }
 
-// decide charges cost for key to ls, and describes ls.
-func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *description, error) {
+// decide charges cost for key to ls, and returns the fields of ls.
+func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, error) {
 	if ls.lim != nil {
 		d, err := ls.lim.AllowN(ctx, key, cost)
-		return ratelimit.DecisionOfOne(d), ls.desc, err
+		return ratelimit.DecisionOfOne(d), ls.fields, err
 	}
 	d, err := ls.policy.AllowN(ctx, key, cost)
-	desc := ls.desc
-	if desc == nil {
-		desc = m.described(ls.policy)
+	f := ls.fields
+	if f == nil {
+		f = m.fieldsOf(ls.policy)
 	}
-	return d, desc, err
+	return d, f, err
 }
 
-// described returns p's description, made once per policy a resolver
-// returns.
-func (m *Middleware[K]) described(p *ratelimit.Policy[K]) *description {
-	if d, ok := m.descriptions.Load(p); ok {
-		return d.(*description)
+// fieldsOf returns p's fields, made once per policy a resolver returns.
+func (m *Middleware[K]) fieldsOf(p *ratelimit.Policy[K]) *Fields {
+	if f, ok := m.fields.Load(p); ok {
+		return f.(*Fields)
 	}
-	d := describePolicy(&m.config, p)
-	m.descriptions.Store(p, d)
-	return d
+	f := m.describe(policyQuotas(p))
+	m.fields.Store(p, f)
+	return f
 }
 
-// describePolicy returns what the headers say of p's limits.
-func describePolicy[K comparable](c *config, p *ratelimit.Policy[K]) *description {
-	ls := p.Limits()
-	names := make([]string, len(ls))
-	quotas := make([]algorithm.Quota, len(ls))
-	for i, l := range ls {
-		names[i], quotas[i] = l.Name, ratelimit.QuotaOf(l.Algorithm)
-	}
-	return c.describe(names, quotas)
-}
-
-// describe returns what the headers say of limits of these names and
-// configured quotas, after WithAdvertised.
-func (c *config) describe(names []string, quotas []algorithm.Quota) *description {
-	d := &description{names: make([]string, len(names))}
-	var header strings.Builder
+// describe returns the fields of limits of these names and configured
+// quotas, after WithAdvertised.
+func (c *config) describe(names []string, quotas []algorithm.Quota) *Fields {
+	names = append([]string(nil), names...)
+	quotas = append([]algorithm.Quota(nil), quotas...)
 	for i, name := range names {
-		q := quotas[i]
 		if a, ok := c.advertised[name]; ok {
 			if a.Name != "" {
-				name = a.Name
+				names[i] = a.Name
 			}
 			if a.Quota.Limit > 0 {
-				q = a.Quota
+				quotas[i] = a.Quota
 			}
 		}
-		if i > 0 {
-			header.WriteString(", ")
-		}
-		d.names[i] = name
-		header.WriteString(policyItem(name, q))
 	}
-	d.header = header.String()
-	return d
-}
-
-// policyItem is one limit's item of the RateLimit-Policy field.
-func policyItem(name string, q algorithm.Quota) string {
-	item := fmt.Sprintf("%s;q=%d", quote(name), q.Limit)
-	if w := seconds(q.Window); w > 0 {
-		item += fmt.Sprintf(";w=%d", w)
-	}
-	return item
+	return newFields(names, quotas)
 }
 
 // Named is the decision of one named limit on a request.
@@ -427,10 +391,10 @@ type decided struct {
 	d     ratelimit.PolicyDecision
 }
 
-func newDecided(desc *description, d ratelimit.PolicyDecision) *decided {
+func newDecided(f *Fields, d ratelimit.PolicyDecision) *decided {
 	out := &decided{named: make([]Named, len(d.Limits())), d: d}
 	for i, di := range d.Limits() {
-		out.named[i] = Named{Name: desc.names[i], Decision: di}
+		out.named[i] = Named{Name: f.Name(i), Decision: di}
 	}
 	return out
 }
@@ -461,43 +425,15 @@ func seconds(d time.Duration) int64 {
 	return int64(math.Ceil(d.Seconds()))
 }
 
-func (m *Middleware[K]) writeHeaders(h http.Header, desc *description, d ratelimit.PolicyDecision) {
-	var state strings.Builder
-	for i, di := range d.Limits() {
-		if i > 0 {
-			state.WriteString(", ")
-		}
-		fmt.Fprintf(&state, "%s;r=%d;t=%d", quote(desc.names[i]), di.Remaining(), seconds(di.ResetAfter()))
-	}
-	h.Set("RateLimit-Policy", desc.header)
-	h.Set("RateLimit", state.String())
+func (m *Middleware[K]) writeHeaders(h http.Header, f *Fields, d *ratelimit.PolicyDecision) {
+	h.Set("RateLimit-Policy", f.Policy())
+	h.Set("RateLimit", f.RateLimit(d))
 	if m.legacy {
 		b := d.Limits()[d.Binding]
 		h.Set("X-RateLimit-Limit", strconv.FormatInt(b.Limit(), 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(b.Remaining(), 10))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(b.ResetAfter()), 10))
 	}
-}
-
-// quote renders s as a structured-field string (RFC 8941): printable
-// ASCII, with '"' and '\' escaped; anything else becomes '?'.
-func quote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }
 
 // problem is an RFC 9457 problem details body.

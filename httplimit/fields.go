@@ -1,0 +1,116 @@
+package httplimit
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+)
+
+// Fields formats the IETF rate-limit fields of a policy's limits
+// (draft-ietf-httpapi-ratelimit-headers): RateLimit-Policy, which says
+// what the limits are, and RateLimit, which says where a decision left
+// each of them. The middleware writes them as HTTP headers; other
+// transports carry the same values (grpcratelimit sends them as response
+// metadata). Make one per policy, once: the RateLimit-Policy field is
+// formatted when it is made.
+type Fields struct {
+	names  []string // the limits' names
+	quoted []string // the names as structured-field strings
+	policy string   // RateLimit-Policy
+}
+
+// PolicyFields returns the fields of p's limits, one list item per limit
+// under its name, in p's order, each with the quota its user configured
+// (ratelimit.QuotaOf its algorithm).
+func PolicyFields[K comparable](p *ratelimit.Policy[K]) *Fields {
+	names, quotas := policyQuotas(p)
+	return newFields(names, quotas)
+}
+
+// LimiterFields returns the fields of lim, as those of a policy of one
+// limit named "default" with lim's quota.
+func LimiterFields[K comparable](lim *ratelimit.Limiter[K]) *Fields {
+	return newFields([]string{"default"}, []algorithm.Quota{lim.Quota()})
+}
+
+// policyQuotas returns the names of p's limits and their quotas.
+func policyQuotas[K comparable](p *ratelimit.Policy[K]) ([]string, []algorithm.Quota) {
+	ls := p.Limits()
+	names := make([]string, len(ls))
+	quotas := make([]algorithm.Quota, len(ls))
+	for i, l := range ls {
+		names[i], quotas[i] = l.Name, ratelimit.QuotaOf(l.Algorithm)
+	}
+	return names, quotas
+}
+
+// newFields returns the fields of limits of these names and quotas.
+func newFields(names []string, quotas []algorithm.Quota) *Fields {
+	f := &Fields{names: names, quoted: make([]string, len(names))}
+	var policy strings.Builder
+	for i, name := range names {
+		if i > 0 {
+			policy.WriteString(", ")
+		}
+		f.quoted[i] = quote(name)
+		policy.WriteString(f.quoted[i])
+		policy.WriteString(";q=")
+		policy.WriteString(strconv.FormatInt(quotas[i].Limit, 10))
+		if w := seconds(quotas[i].Window); w > 0 {
+			policy.WriteString(";w=")
+			policy.WriteString(strconv.FormatInt(w, 10))
+		}
+	}
+	f.policy = policy.String()
+	return f
+}
+
+// Name returns the name of limit i.
+func (f *Fields) Name(i int) string { return f.names[i] }
+
+// Policy returns the RateLimit-Policy field, such as
+// `"second";q=3;w=1, "day";q=5;w=86400`: each limit's quota q and, when
+// its algorithm has one, its window w in seconds (rounded up).
+func (f *Fields) Policy() string { return f.policy }
+
+// RateLimit returns the RateLimit field of d, a decision of the policy f
+// describes, such as `"second";r=0;t=1, "day";r=2;t=50400`: what each
+// limit has remaining r, and the seconds t (rounded up) until it is fresh
+// again.
+func (f *Fields) RateLimit(d *ratelimit.PolicyDecision) string {
+	b := make([]byte, 0, 32*len(f.quoted))
+	for i, di := range d.Limits() {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, f.quoted[i]...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, di.Remaining(), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, seconds(di.ResetAfter()), 10)
+	}
+	return string(b)
+}
+
+// quote renders s as a structured-field string (RFC 8941): printable
+// ASCII, with '"' and '\' escaped; anything else becomes '?'.
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('?')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
