@@ -2,6 +2,7 @@ package memorystore
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/internal/keyhash"
+	"github.com/go-ratelimit/ratelimit/store"
 )
 
 // table keeps its limits' state per key: the first limit's in the key's
@@ -40,8 +42,11 @@ type table[K comparable] struct {
 	shardCap int   // the most keys a shard holds
 	grace    int64 // µs
 	arena    arena[K]
+	full     FullPolicy
+	errFull  error // wraps store.ErrFull
 	evicted  atomic.Uint64
 	dropped  atomic.Uint64
+	refused  atomic.Uint64
 }
 
 // entry is one key's state. It is live while its index word is in its
@@ -204,9 +209,10 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 	for n := shards; n > 1; n >>= 1 {
 		t.shift--
 	}
-	if maxKeys <= 0 || maxKeys > MaxKeys {
-		maxKeys = MaxKeys
+	if maxKeys <= 0 {
+		maxKeys = DefaultMaxKeys
 	}
+	maxKeys = min(maxKeys, MaxKeys)
 	// A shard numbers at most shardCap entries, live or free to reuse
 	// (it reuses before it allocates), so the arena never numbers more
 	// than MaxKeys.
@@ -217,6 +223,8 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 		sh.soon = math.MaxInt64
 		sh.every = sweepMin
 	}
+	t.errFull = fmt.Errorf("%w: the memory table holds its cap of %d keys (WithMaxKeys) and refuses new ones (RefuseNewKeys)",
+		store.ErrFull, t.shardCap*shards)
 	return t
 }
 
@@ -224,12 +232,14 @@ func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorit
 	h := t.hash.Sum(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	if t.others != nil {
-		return t.takeAll(sh, key, hash, now, cost, out), nil
+		return t.takeAll(sh, key, hash, now, cost, out)
 	}
 	e, n, r, answered := t.find(sh, key, hash, now, cost == 1)
 	if !answered {
 		if e == nil {
-			e, n = t.insert(sh, key, hash, now)
+			if e, n = t.insert(sh, key, hash, now); e == nil {
+				return r, t.errFull
+			}
 		}
 		var s algorithm.State
 		s, r = t.alg.Take(t.state(e, n), now, cost)
@@ -259,10 +269,12 @@ func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorit
 // refused, a narrow limit that admitted it on its copy reports Peek
 // instead, its state as it stands, since nothing was charged. So the
 // common route, token buckets and fixed windows, decides in one pass.
-func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, out []algorithm.Result) algorithm.Result {
+func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
 	e, n, _, _ := t.find(sh, key, hash, now, false)
 	if e == nil {
-		e, n = t.insert(sh, key, hash, now)
+		if e, n = t.insert(sh, key, hash, now); e == nil {
+			return algorithm.Result{}, t.errFull
+		}
 	}
 	more := t.arena.more(n)
 	var buf [4]algorithm.Result
@@ -312,7 +324,7 @@ func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, ou
 		}
 	}
 	e.mu.Unlock()
-	return algorithm.Combine(rs)
+	return algorithm.Combine(rs), nil
 }
 
 // results returns out, or when it is nil room for one result per limit:
@@ -466,7 +478,11 @@ func (t *table[K]) locate(sh *shard[K], key K, hash uint32) (uint32, bool) {
 }
 
 // insert returns key's entry, locked, and its number: the one another
-// goroutine added meanwhile, or a new one holding fresh states at now.
+// goroutine added meanwhile, or a new one holding fresh states at now. It
+// returns nil when the shard is full and refuses new keys.
+//
+// A refused key counts as added for the pacing of sweeps, so that a
+// table that refuses a flood still finds the keys that expire.
 func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K], uint32) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -476,8 +492,9 @@ func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K
 	if sh.added++; sh.added >= sh.every {
 		t.sweep(sh, now)
 	}
-	if sh.keys >= t.shardCap {
-		t.makeRoom(sh, now)
+	if sh.keys >= t.shardCap && !t.makeRoom(sh, now) {
+		t.refused.Add(1)
+		return nil, 0
 	}
 	var n uint32
 	if k := len(sh.free); k > 0 {
@@ -601,36 +618,88 @@ func (t *table[K]) dropExpired(sh *shard[K], cut int64) {
 	t.dropped.Add(uint64(kept - sh.keys))
 }
 
-// evictSample is how many keys a full shard samples to pick one to evict.
-const evictSample = 8
+// sampleSize is how many live keys a full shard looks at to make room
+// for a new key.
+const sampleSize = 16
 
-// makeRoom ensures sh can take one more key under the cap: it drops every
-// expired key, and if none had expired, evicts the key closest to expiry
-// among a few sampled at random (as Redis's volatile-ttl policy does).
-func (t *table[K]) makeRoom(sh *shard[K], now int64) {
-	t.dropExpired(sh, now)
-	for sh.keys >= t.shardCap {
-		ix := sh.index.Load()
-		var victim uint32
-		soonest, seen := int64(math.MaxInt64), 0
-		start := rand.Uint32() & ix.mask
-		for i := uint32(0); i <= ix.mask && seen < evictSample; i++ {
-			pos := (start + i) & ix.mask
-			w := ix.words[pos].Load()
-			if w == 0 {
-				continue
-			}
-			n := wordEntry(w)
-			e := t.arena.at(n)
-			e.mu.Lock()
-			expires := t.expiry(e, n, now)
-			e.mu.Unlock()
-			if expires < soonest || seen == 0 {
-				victim, soonest = pos, expires
-			}
-			seen++
+// makeRoom makes room in sh, at its cap, for one more key, in O(1): it
+// looks at the keys of sampleSize consecutive live words of the index from
+// a random position (positions are a hash of the key, secret to the
+// process, so the sample is random), drops those whose state has expired,
+// and if none had, evicts the sampled key whose loss admits least, or,
+// under RefuseNewKeys, returns false. The caller holds sh.mu.
+func (t *table[K]) makeRoom(sh *shard[K], now int64) bool {
+	// First the entries' numbers, each entry read once without its lock:
+	// the reads of entries scattered over memory then overlap, where the
+	// locks, each a fence, would wait for them one at a time.
+	var sample [sampleSize]uint32
+	ix := sh.index.Load()
+	found := 0
+	for i, pos := uint32(0), rand.Uint32()&ix.mask; i <= ix.mask && found < sampleSize; i, pos = i+1, (pos+1)&ix.mask {
+		if w := ix.words[pos].Load(); w != 0 {
+			sample[found] = wordEntry(w)
+			t.arena.at(sample[found]).meta.Load()
+			found++
 		}
-		t.drop(sh, victim)
-		t.evicted.Add(1)
 	}
+	var (
+		expired int
+		victim  uint32  // the entry to evict
+		most    float64 // its room
+		soonest int64   // when it is fresh again, from now
+	)
+	for i, n := range sample[:found] {
+		e := t.arena.at(n)
+		e.mu.Lock()
+		room, reset := t.room(e, n, now)
+		e.mu.Unlock()
+		if reset <= 0 { // fresh: dropping it loses nothing
+			t.dropEntry(sh, n)
+			expired++
+			continue
+		}
+		if i == expired || room > most || room == most && reset < soonest {
+			victim, most, soonest = n, room, reset
+		}
+	}
+	if expired > 0 {
+		t.dropped.Add(uint64(expired))
+		return true
+	}
+	if t.full == RefuseNewKeys {
+		return false
+	}
+	t.dropEntry(sh, victim)
+	t.evicted.Add(1)
+	return true
+}
+
+// dropEntry forgets the key of entry n, live in sh. The caller holds
+// sh.mu.
+func (t *table[K]) dropEntry(sh *shard[K], n uint32) {
+	ix := sh.index.Load()
+	pos := t.arena.hashOf(n) & ix.mask
+	for wordEntry(ix.words[pos].Load()) != n {
+		pos = (pos + 1) & ix.mask
+	}
+	t.drop(sh, pos)
+}
+
+// room returns how much room entry n, e, has left at now under its
+// limits, and how long from now until it is fresh under all of them (0
+// when it is). Room is the least fraction of a limit left under any of
+// them, so that a key spent under one limit has none, and a limit of 10
+// weighs as much as a limit of a million. The caller holds e's lock.
+func (t *table[K]) room(e *entry[K], n uint32, now int64) (room float64, reset int64) {
+	r := t.alg.Peek(t.state(e, n), now, 1)
+	room, reset = float64(r.Remaining)/float64(t.limit), r.ResetAfter
+	if t.others != nil {
+		more := t.arena.more(n)
+		for i, alg := range t.others {
+			r := alg.Peek(more[i], now, 1)
+			room = min(room, float64(r.Remaining)/float64(alg.Limit()))
+			reset = max(reset, r.ResetAfter)
+		}
+	}
+	return room, reset
 }
