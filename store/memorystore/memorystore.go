@@ -31,7 +31,9 @@
 // by evicting the key whose loss admits least (the default,
 // [EvictLeastHarm]: never a spent key while another has room), or by
 // refusing the new key with an error wrapping store.ErrFull
-// ([RefuseNewKeys]). Keys already held are decided as ever.
+// ([RefuseNewKeys]). Keys already held are decided as ever. String keys
+// longer than 512 bytes ([store.DefaultMaxKeyBytes]; [WithMaxKeyBytes])
+// are refused with an error wrapping store.ErrKeyTooLong.
 package memorystore
 
 import (
@@ -48,10 +50,11 @@ import (
 // Store keeps limiter state in memory. Create it with [New]. Each Open
 // returns a table of its own, so one Store may serve several Limiters.
 type Store[K comparable] struct {
-	shards  int
-	maxKeys int
-	grace   int64 // µs
-	full    FullPolicy
+	shards      int
+	maxKeys     int
+	grace       int64 // µs
+	full        FullPolicy
+	maxKeyBytes int
 
 	mu     sync.Mutex
 	tables []*table[K]
@@ -63,10 +66,11 @@ var _ store.Store[string] = (*Store[string])(nil)
 type Option interface{ apply(*config) }
 
 type config struct {
-	shards  int
-	maxKeys int
-	grace   time.Duration
-	full    FullPolicy
+	shards      int
+	maxKeys     int
+	grace       time.Duration
+	full        FullPolicy
+	maxKeyBytes int
 }
 
 type optionFunc func(*config)
@@ -155,6 +159,20 @@ func WithFullPolicy(p FullPolicy) Option {
 	})
 }
 
+// WithMaxKeyBytes sets the longest key a table keeps, in bytes, for keys
+// whose type is a string (or has a string as its underlying type):
+// Take, Peek and Reset of a longer key fail with an error wrapping
+// store.ErrKeyTooLong, charge nothing and store nothing. The default is
+// store.DefaultMaxKeyBytes (512); values below 1 are ignored. Keys of
+// other types have a fixed size and are not checked.
+func WithMaxKeyBytes(n int) Option {
+	return optionFunc(func(c *config) {
+		if n >= 1 {
+			c.maxKeyBytes = n
+		}
+	})
+}
+
 // WithGrace sets how long a key's state is kept once it has expired
 // (become the same as a new key's) before the key may be dropped: one
 // second by default. A key asked for again within the grace period finds
@@ -189,9 +207,10 @@ const DefaultGrace = time.Second
 // New returns an empty in-memory store.
 func New[K comparable](opts ...Option) *Store[K] {
 	c := config{
-		shards:  max(64, 16*runtime.GOMAXPROCS(0)),
-		maxKeys: DefaultMaxKeys,
-		grace:   DefaultGrace,
+		shards:      max(64, 16*runtime.GOMAXPROCS(0)),
+		maxKeys:     DefaultMaxKeys,
+		grace:       DefaultGrace,
+		maxKeyBytes: store.DefaultMaxKeyBytes,
 	}
 	for _, o := range opts {
 		o.apply(&c)
@@ -205,10 +224,11 @@ func New[K comparable](opts ...Option) *Store[K] {
 		shards >>= 1 // every shard must hold at least one key
 	}
 	return &Store[K]{
-		shards:  shards,
-		maxKeys: c.maxKeys,
-		grace:   c.grace.Microseconds(),
-		full:    c.full,
+		shards:      shards,
+		maxKeys:     c.maxKeys,
+		grace:       c.grace.Microseconds(),
+		full:        c.full,
+		maxKeyBytes: c.maxKeyBytes,
 	}
 }
 
@@ -229,6 +249,7 @@ func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], 
 	}
 	t := newTable[K](algs, s.shards, s.maxKeys, s.grace)
 	t.full = s.full
+	t.limitKeyBytes(s.maxKeyBytes)
 	s.mu.Lock()
 	s.tables = append(s.tables, t)
 	s.mu.Unlock()

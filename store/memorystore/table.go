@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -44,9 +45,14 @@ type table[K comparable] struct {
 	arena    arena[K]
 	full     FullPolicy
 	errFull  error // wraps store.ErrFull
-	evicted  atomic.Uint64
-	dropped  atomic.Uint64
-	refused  atomic.Uint64
+	// stringKeys is set when K is a string kind, whose keys are at most
+	// maxKeyBytes long (else errLong, which wraps store.ErrKeyTooLong).
+	stringKeys  bool
+	maxKeyBytes int
+	errLong     error
+	evicted     atomic.Uint64
+	dropped     atomic.Uint64
+	refused     atomic.Uint64
 }
 
 // entry is one key's state. It is live while its index word is in its
@@ -225,10 +231,28 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 	}
 	t.errFull = fmt.Errorf("%w: the memory table holds its cap of %d keys (WithMaxKeys) and refuses new ones (RefuseNewKeys)",
 		store.ErrFull, t.shardCap*shards)
+	t.limitKeyBytes(store.DefaultMaxKeyBytes)
 	return t
 }
 
+// limitKeyBytes makes max the longest string key t keeps, when K is a
+// string kind.
+func (t *table[K]) limitKeyBytes(max int) {
+	t.stringKeys = reflect.TypeFor[K]().Kind() == reflect.String
+	t.maxKeyBytes = max
+	t.errLong = fmt.Errorf("%w: the memory store keeps keys of at most %d bytes (WithMaxKeyBytes)", store.ErrKeyTooLong, max)
+}
+
+// tooLong reports whether key is a string longer than t keeps. The
+// string is read in place: a K whose kind is string has a string's layout.
+func (t *table[K]) tooLong(key *K) bool {
+	return t.stringKeys && len(*(*string)(unsafe.Pointer(key))) > t.maxKeyBytes
+}
+
 func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorithm.Result) (r algorithm.Result, _ error) {
+	if t.tooLong(&key) {
+		return r, t.errLong
+	}
 	h := t.hash.Sum(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	if t.others != nil {
@@ -354,6 +378,9 @@ func (t *table[K]) reportDenial(e *entry[K], n uint32, now int64) algorithm.Resu
 }
 
 func (t *table[K]) Peek(_ context.Context, key K, now int64, out []algorithm.Result) (r algorithm.Result, _ error) {
+	if t.tooLong(&key) {
+		return r, t.errLong
+	}
 	h := t.hash.Sum(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	if t.others != nil {
@@ -405,6 +432,9 @@ func (t *table[K]) peekAll(sh *shard[K], key K, hash uint32, now int64, out []al
 }
 
 func (t *table[K]) Reset(_ context.Context, key K) error {
+	if t.tooLong(&key) {
+		return t.errLong
+	}
 	h := t.hash.Sum(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	sh.mu.Lock()
