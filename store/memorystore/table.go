@@ -626,8 +626,18 @@ func (t *table[K]) dropExpired(sh *shard[K], cut int64) {
 	kept := sh.keys
 	sh.soon = math.MaxInt64
 	// Removing a word shifts later words of its run back into its place,
-	// so the position is examined again rather than passed.
+	// so the position is examined again rather than passed. The entries
+	// of the next words are read ahead, without their locks, so that the
+	// reads of entries scattered over memory overlap (see makeRoom).
+	ahead := 0
 	for pos := 0; pos < len(ix.words); {
+		if pos >= ahead {
+			for ahead = pos; ahead < min(pos+sampleSize, len(ix.words)); ahead++ {
+				if w := ix.words[ahead].Load(); w != 0 {
+					t.arena.at(wordEntry(w)).meta.Load()
+				}
+			}
+		}
 		w := ix.words[pos].Load()
 		if w == 0 {
 			pos++
