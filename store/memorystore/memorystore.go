@@ -21,8 +21,19 @@
 // reused for new ones, so memory does not shrink below its peak, as a Go
 // map's does not. Entries of new keys are laid out in the order keys were
 // first seen, so that keys used in that order are read from consecutive
-// memory. [WithMaxKeys] caps the number of keys; see it for what
-// happens at the cap.
+// memory.
+//
+// A table holds at most [DefaultMaxKeys] keys (about a million) unless
+// told otherwise ([WithMaxKeys]), so that a flood of new keys cannot take
+// the process's memory. At the cap, a new key costs O(1) work whatever the
+// cap: its shard looks at a few keys picked at random, drops those whose
+// state has expired, and if none had, makes room as [WithFullPolicy] says:
+// by evicting the key whose loss admits least (the default,
+// [EvictLeastHarm]: never a spent key while another has room), or by
+// refusing the new key with an error wrapping store.ErrFull
+// ([RefuseNewKeys]). Keys already held are decided as ever. String keys
+// longer than 512 bytes ([store.DefaultMaxKeyBytes]; [WithMaxKeyBytes])
+// are refused with an error wrapping store.ErrKeyTooLong.
 package memorystore
 
 import (
@@ -39,9 +50,11 @@ import (
 // Store keeps limiter state in memory. Create it with [New]. Each Open
 // returns a table of its own, so one Store may serve several Limiters.
 type Store[K comparable] struct {
-	shards  int
-	maxKeys int
-	grace   int64 // µs
+	shards      int
+	maxKeys     int
+	grace       int64 // µs
+	full        FullPolicy
+	maxKeyBytes int
 
 	mu     sync.Mutex
 	tables []*table[K]
@@ -53,9 +66,11 @@ var _ store.Store[string] = (*Store[string])(nil)
 type Option interface{ apply(*config) }
 
 type config struct {
-	shards  int
-	maxKeys int
-	grace   time.Duration
+	shards      int
+	maxKeys     int
+	grace       time.Duration
+	full        FullPolicy
+	maxKeyBytes int
 }
 
 type optionFunc func(*config)
@@ -73,20 +88,87 @@ func WithShards(n int) Option {
 	})
 }
 
-// WithMaxKeys caps how many keys each table holds at n: never more. The
-// cap is split evenly over the shards, each holding at most ⌊n/shards⌋
-// (the store uses fewer shards when n is small), so a table may start to
-// evict a little before n keys when keys hash unevenly. At the cap, a new key first
-// makes its shard drop every expired key; if none expired, the shard evicts
-// the key closest to expiry among a few sampled at random (as Redis's
-// volatile-ttl policy does). An evicted key starts again from a fresh
-// state, so the cap should sit well above the number of keys active within
-// one window; Stats counts evictions. 0, the default, and values above
-// MaxKeys mean MaxKeys.
+// WithMaxKeys caps how many keys each table holds at n: never more.
+// A store made without it holds DefaultMaxKeys per table; n above MaxKeys
+// means MaxKeys, the largest cap there is, and n below 1 is ignored.
+//
+// The cap is split evenly over the shards, each holding at most
+// ⌊n/shards⌋ (the store uses fewer shards when n is small), so a table
+// may reach its cap a little before n keys when keys hash unevenly. At
+// the cap, a new key makes its shard look at 16 keys picked at random,
+// O(1) work whatever the cap. The keys of the sample whose state has
+// expired are dropped (grace period or not); if none had, the shard
+// evicts one of the sample or refuses the new key, as WithFullPolicy says.
+// An evicted key starts again from a fresh state, so the cap should sit
+// well above the number of keys active within one window; Stats counts
+// evictions and refusals.
 func WithMaxKeys(n int) Option {
 	return optionFunc(func(c *config) {
-		if n >= 0 {
+		if n >= 1 {
 			c.maxKeys = n
+		}
+	})
+}
+
+// FullPolicy is what a table at its cap (WithMaxKeys) does with a new key
+// when none of the keys it sampled has expired.
+type FullPolicy uint8
+
+const (
+	// EvictLeastHarm evicts, of the keys sampled, the one whose loss
+	// admits least: the one with the most room (the largest part of its
+	// limit left, under the limit where the least part is left, for a
+	// table of several), and among those with the same room the one
+	// fresh again soonest. So a key that spent its limit is never evicted
+	// while a sampled key has room, and a flood of new keys that each ask
+	// once, under a limit above 1, evicts only its own kind. It is the
+	// default.
+	//
+	// Its worst case is a flood of keys that each spend their whole
+	// limit (one request each, for a limit of 1) after the victim spent
+	// its own: they have no more room than the victim and are fresh
+	// later, so the victim is evicted whenever it is in the sample. A
+	// new key samples a given key with a chance of 16 in n, for a cap
+	// of n (index positions are a hash of the key, secret to the
+	// process), so such a flood evicts a spent key once per about n/16
+	// new keys, each of which the attacker must spend. A victim spent
+	// again after that is among the last spent, and is evicted again
+	// only once most keys spent before it have gone: once per about 3n/4
+	// new keys (README, "Floods of new keys").
+	EvictLeastHarm FullPolicy = iota
+	// RefuseNewKeys refuses the new key: its Take fails with an error
+	// wrapping store.ErrFull, and it gets no state. Its Peek still
+	// reports a fresh key and its Reset does nothing, without error.
+	// Keys the table holds are decided as ever, and keys whose state has
+	// expired make room when a new key's sample finds them or a sweep
+	// drops them. A flood of new keys then
+	// evicts nobody, at the price of every new key, legitimate or not,
+	// until keys expire: a Limiter decides such requests by its failure
+	// policy.
+	RefuseNewKeys
+)
+
+// WithFullPolicy sets what a table at its cap does with a new key when
+// none of the keys it sampled has expired: EvictLeastHarm, the default,
+// or RefuseNewKeys. Other values are ignored.
+func WithFullPolicy(p FullPolicy) Option {
+	return optionFunc(func(c *config) {
+		if p <= RefuseNewKeys {
+			c.full = p
+		}
+	})
+}
+
+// WithMaxKeyBytes sets the longest key a table keeps, in bytes, for keys
+// whose type is a string (or has a string as its underlying type):
+// Take, Peek and Reset of a longer key fail with an error wrapping
+// store.ErrKeyTooLong, charge nothing and store nothing. The default is
+// store.DefaultMaxKeyBytes (512); values below 1 are ignored. Keys of
+// other types have a fixed size and are not checked.
+func WithMaxKeyBytes(n int) Option {
+	return optionFunc(func(c *config) {
+		if n >= 1 {
+			c.maxKeyBytes = n
 		}
 	})
 }
@@ -106,31 +188,48 @@ func WithGrace(d time.Duration) Option {
 	})
 }
 
-// MaxKeys is the most keys a table ever holds (2^27 - 1, about 134
+// MaxKeys is the most keys a table can hold (2^27 - 1, about 134
 // million): its index numbers entries in 27 bits, so that an index word
-// takes 4 bytes. A table made without WithMaxKeys is capped at MaxKeys,
-// as if given it.
+// takes 4 bytes. WithMaxKeys(MaxKeys) asks for it.
 const MaxKeys = maxEntries
+
+// DefaultMaxKeys is the cap of a table made without WithMaxKeys: 2^20
+// keys, about a million. At 56.5 bytes per key (README, "Bytes per key")
+// a full table of token buckets, GCRA or fixed windows takes about 60 MB,
+// plus the keys' own bytes (a string's, outside the table) and 48 bytes
+// per key that stands denied; a sliding-window counter about 78 MB, a
+// sliding log of one entry about 128 MB.
+const DefaultMaxKeys = 1 << 20
 
 // DefaultGrace is the grace period of a store made without WithGrace.
 const DefaultGrace = time.Second
 
 // New returns an empty in-memory store.
 func New[K comparable](opts ...Option) *Store[K] {
-	c := config{shards: max(64, 16*runtime.GOMAXPROCS(0)), grace: DefaultGrace}
+	c := config{
+		shards:      max(64, 16*runtime.GOMAXPROCS(0)),
+		maxKeys:     DefaultMaxKeys,
+		grace:       DefaultGrace,
+		maxKeyBytes: store.DefaultMaxKeyBytes,
+	}
 	for _, o := range opts {
 		o.apply(&c)
 	}
+	c.maxKeys = min(c.maxKeys, MaxKeys)
 	shards := 1
 	for shards < c.shards {
 		shards <<= 1
 	}
-	if c.maxKeys > 0 {
-		for shards > c.maxKeys {
-			shards >>= 1 // every shard must hold at least one key
-		}
+	for shards > c.maxKeys {
+		shards >>= 1 // every shard must hold at least one key
 	}
-	return &Store[K]{shards: shards, maxKeys: c.maxKeys, grace: c.grace.Microseconds()}
+	return &Store[K]{
+		shards:      shards,
+		maxKeys:     c.maxKeys,
+		grace:       c.grace.Microseconds(),
+		full:        c.full,
+		maxKeyBytes: c.maxKeyBytes,
+	}
 }
 
 // Open returns a table for limits. The memory store has no clock of its
@@ -149,6 +248,8 @@ func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], 
 		algs[i] = l.Algorithm
 	}
 	t := newTable[K](algs, s.shards, s.maxKeys, s.grace)
+	t.full = s.full
+	t.limitKeyBytes(s.maxKeyBytes)
 	s.mu.Lock()
 	s.tables = append(s.tables, t)
 	s.mu.Unlock()
@@ -160,12 +261,15 @@ type Stats struct {
 	// Keys is how many keys hold state now, expired ones not yet swept
 	// included.
 	Keys int
-	// Evicted counts keys dropped at the cap (WithMaxKeys, or MaxKeys)
-	// before expiring.
+	// Evicted counts keys dropped at the cap (WithMaxKeys) before their
+	// state had expired.
 	Evicted uint64
 	// Dropped counts keys dropped after their state had expired, by sweeps
 	// or at the cap.
 	Dropped uint64
+	// Refused counts new keys whose Take failed with store.ErrFull, at
+	// the cap under RefuseNewKeys.
+	Refused uint64
 }
 
 // Stats returns the store's statistics, summed over its tables. It locks
@@ -184,6 +288,7 @@ func (s *Store[K]) Stats() Stats {
 		}
 		st.Evicted += t.evicted.Load()
 		st.Dropped += t.dropped.Load()
+		st.Refused += t.refused.Load()
 	}
 	return st
 }

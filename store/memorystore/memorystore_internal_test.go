@@ -1,11 +1,14 @@
 package memorystore
 
 import (
+	"context"
+	"fmt"
 	"runtime"
 	"testing"
 	"unsafe"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
@@ -63,5 +66,152 @@ func TestCapFitsIndexWords(t *testing.T) {
 					shards, maxKeys, tb.shardCap, total, maxEntries)
 			}
 		}
+	}
+}
+
+// TestDefaultMaxKeys checks the cap of a table made without WithMaxKeys,
+// and that WithMaxKeys(MaxKeys) still asks for the largest.
+func TestDefaultMaxKeys(t *testing.T) {
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		opts []Option
+		want int
+	}{
+		{nil, DefaultMaxKeys},
+		{[]Option{WithMaxKeys(0)}, DefaultMaxKeys},
+		{[]Option{WithMaxKeys(MaxKeys)}, MaxKeys},
+		{[]Option{WithMaxKeys(MaxKeys + 1)}, MaxKeys},
+		{[]Option{WithMaxKeys(1000)}, 1000},
+	} {
+		s := New[string](append(tc.opts, WithShards(8))...)
+		tab, err := s.Open([]store.Limit{{Algorithm: alg}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := tab.(*table[string])
+		// ⌊want/8⌋ per shard, 8 shards.
+		if got := tb.shardCap * len(tb.shards); got != tc.want/8*8 {
+			t.Errorf("%d options: a table holds %d keys, want %d", len(tc.opts), got, tc.want/8*8)
+		}
+	}
+}
+
+// TestFloodOfSpentKeys plays the attacker that EvictLeastHarm cannot tell
+// from its victim: every new key spends its whole limit (1 per hour, one
+// request), after the victim did, so every key has as little room as the
+// victim and expires later. The victim, spent before them all, is then
+// evicted whenever it is sampled: once per about n/sampleSize new keys on
+// average, for a shard of n keys. The test measures that over many
+// victims. A victim that asks again as soon as it can is spent again
+// after each eviction, later than most keys held: it is then evicted
+// once it is among the first spent, and the test measures how often
+// that happens in a long flood.
+func TestFloodOfSpentKeys(t *testing.T) {
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1.0 / 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		n       = 1024
+		victims = 300
+		t0      = int64(1_767_225_600_000_000)
+	)
+	s := New[int](WithShards(1), WithMaxKeys(n))
+	tab, err := s.Open(store.LimitsOf(alg), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now, next := t0, 0
+	attack := func() {
+		now++
+		if r, err := tab.Take(ctx, next, now, 1, nil); err != nil || !r.Allowed() {
+			t.Fatalf("Take(%d) = %+v, %v; want admitted", next, r, err)
+		}
+		next++
+	}
+	for range n {
+		attack()
+	}
+	var total int
+	for v := range victims {
+		victim := -1 - v
+		// Spent before every key of the attacker: an instant earlier than
+		// theirs, which the store takes as given.
+		if r, err := tab.Take(ctx, victim, t0-1, 1, nil); err != nil || !r.Allowed() {
+			t.Fatalf("victim %d: %+v, %v", v, r, err)
+		}
+		for k := 1; ; k++ {
+			attack()
+			if r, _ := tab.Peek(ctx, victim, now, nil); r.Remaining == 1 {
+				total += k
+				break
+			}
+			if k > 100*n {
+				t.Fatalf("victim %d still held after %d new keys", v, k)
+			}
+		}
+	}
+	mean, want := float64(total)/victims, float64(n)/sampleSize
+	t.Logf("a victim spent before a flood of spent keys was evicted after %.1f new keys on average (n/sampleSize = %.0f)", mean, want)
+	if mean < 0.75*want || mean > 1.5*want {
+		t.Errorf("a victim was evicted after %.1f new keys on average, want about n/sampleSize = %.0f", mean, want)
+	}
+
+	const flood = 30 * n
+	admitted := 0
+	for range flood {
+		attack()
+		if r, _ := tab.Take(ctx, -1, now, 1, nil); r.Allowed() {
+			admitted++
+		}
+	}
+	every := float64(flood) / float64(max(admitted, 1))
+	t.Logf("a victim asking after every new key was admitted %d times in %d new keys: once per %.0f (n = %d)", admitted, flood, every, n)
+	if every < n/4 {
+		t.Errorf("a victim asking after every new key was admitted once per %.0f new keys, want once per n/4 = %d or fewer", every, n/4)
+	}
+}
+
+// BenchmarkSweepFullShard times one sweep of a shard of a full table in
+// which no key has expired: the pause a shard's new keys wait through
+// once per cap/shards of them (BenchmarkNewKeyAtCap includes it,
+// amortised). The table has 64 shards, each holding cap/64 keys, swept
+// in turn so that a sweep finds its shard no more in cache than the sweep
+// of a flood does.
+func BenchmarkSweepFullShard(b *testing.B) {
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 10, Rate: 10.0 / 86400})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const t0 = int64(1_767_225_600_000_000)
+	for _, maxKeys := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("cap=%d", maxKeys), func(b *testing.B) {
+			s := New[int](WithMaxKeys(maxKeys), WithShards(64), WithGrace(0))
+			tab, err := s.Open(store.LimitsOf(alg), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for k := range maxKeys {
+				tab.Take(context.Background(), k, t0+int64(k), 1, nil)
+			}
+			tb := tab.(*table[int])
+			now := t0 + int64(maxKeys)
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				sh := &tb.shards[i%len(tb.shards)]
+				sh.mu.Lock()
+				sh.soon = 0 // as after a new key: the sweep visits every key
+				tb.sweep(sh, now)
+				sh.mu.Unlock()
+				i++
+			}
+			perShard := float64(maxKeys / len(tb.shards))
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/perShard, "ns/key")
+		})
 	}
 }

@@ -672,3 +672,53 @@ func TestMaxKeysIsAHardCap(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyTooLong checks that string keys longer than the store keeps are
+// refused by Take, Peek and Reset with ErrKeyTooLong and leave no state,
+// that a key of exactly the longest length is kept, and that the limit
+// applies to named string types and not to other keys.
+func TestKeyTooLong(t *testing.T) {
+	type name string
+	for _, max := range []int{0, 1, 100} { // 0: the default
+		opts := []memorystore.Option{memorystore.WithMaxKeyBytes(max)}
+		want := max
+		if max == 0 {
+			opts, want = nil, store.DefaultMaxKeyBytes
+		}
+		t.Run(fmt.Sprint("max=", want), func(t *testing.T) {
+			s := memorystore.New[string](opts...)
+			tab := open(t, s, mustBucket(t, 5, 1))
+			fits, long := strings.Repeat("k", want), strings.Repeat("k", want+1)
+			if r := take(t, tab, fits, t0, 5); !r.Allowed() {
+				t.Errorf("Take of a %d-byte key = %+v, want admitted", want, r)
+			}
+			if r, err := tab.Take(ctx, long, t0, 1, nil); !errors.Is(err, store.ErrKeyTooLong) {
+				t.Errorf("Take of a %d-byte key = %+v, %v; want ErrKeyTooLong", want+1, r, err)
+			}
+			if r, err := tab.Peek(ctx, long, t0, nil); !errors.Is(err, store.ErrKeyTooLong) {
+				t.Errorf("Peek of a %d-byte key = %+v, %v; want ErrKeyTooLong", want+1, r, err)
+			}
+			if err := tab.Reset(ctx, long); !errors.Is(err, store.ErrKeyTooLong) {
+				t.Errorf("Reset of a %d-byte key = %v, want ErrKeyTooLong", want+1, err)
+			}
+			if got := s.Stats().Keys; got != 1 {
+				t.Errorf("Stats().Keys = %d, want 1: the long key is not stored", got)
+			}
+			if r := peek(t, tab, fits, t0); r.Remaining != 0 {
+				t.Errorf("Peek of the %d-byte key = %+v, want it spent", want, r)
+			}
+		})
+	}
+	t.Run("named", func(t *testing.T) {
+		tab := open(t, memorystore.New[name](memorystore.WithMaxKeyBytes(4)), mustBucket(t, 5, 1))
+		if _, err := tab.Take(ctx, "12345", t0, 1, nil); !errors.Is(err, store.ErrKeyTooLong) {
+			t.Errorf("Take of a 5-byte named string = %v, want ErrKeyTooLong", err)
+		}
+	})
+	t.Run("int", func(t *testing.T) {
+		tab := open(t, memorystore.New[int64](memorystore.WithMaxKeyBytes(1)), mustBucket(t, 5, 1))
+		if r := take(t, tab, 1<<62, t0, 1); !r.Allowed() {
+			t.Errorf("Take of an int64 key with a 1-byte limit = %+v, want admitted: fixed-size keys are not checked", r)
+		}
+	})
+}

@@ -2,14 +2,17 @@ package memorystore
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/internal/keyhash"
+	"github.com/go-ratelimit/ratelimit/store"
 )
 
 // table keeps its limits' state per key: the first limit's in the key's
@@ -40,8 +43,16 @@ type table[K comparable] struct {
 	shardCap int   // the most keys a shard holds
 	grace    int64 // µs
 	arena    arena[K]
-	evicted  atomic.Uint64
-	dropped  atomic.Uint64
+	full     FullPolicy
+	errFull  error // wraps store.ErrFull
+	// stringKeys is set when K is a string kind, whose keys are at most
+	// maxKeyBytes long (else errLong, which wraps store.ErrKeyTooLong).
+	stringKeys  bool
+	maxKeyBytes int
+	errLong     error
+	evicted     atomic.Uint64
+	dropped     atomic.Uint64
+	refused     atomic.Uint64
 }
 
 // entry is one key's state. It is live while its index word is in its
@@ -204,9 +215,10 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 	for n := shards; n > 1; n >>= 1 {
 		t.shift--
 	}
-	if maxKeys <= 0 || maxKeys > MaxKeys {
-		maxKeys = MaxKeys
+	if maxKeys <= 0 {
+		maxKeys = DefaultMaxKeys
 	}
+	maxKeys = min(maxKeys, MaxKeys)
 	// A shard numbers at most shardCap entries, live or free to reuse
 	// (it reuses before it allocates), so the arena never numbers more
 	// than MaxKeys.
@@ -217,19 +229,41 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 		sh.soon = math.MaxInt64
 		sh.every = sweepMin
 	}
+	t.errFull = fmt.Errorf("%w: the memory table holds its cap of %d keys (WithMaxKeys) and refuses new ones (RefuseNewKeys)",
+		store.ErrFull, t.shardCap*shards)
+	t.limitKeyBytes(store.DefaultMaxKeyBytes)
 	return t
 }
 
+// limitKeyBytes makes max the longest string key t keeps, when K is a
+// string kind.
+func (t *table[K]) limitKeyBytes(max int) {
+	t.stringKeys = reflect.TypeFor[K]().Kind() == reflect.String
+	t.maxKeyBytes = max
+	t.errLong = fmt.Errorf("%w: the memory store keeps keys of at most %d bytes (WithMaxKeyBytes)", store.ErrKeyTooLong, max)
+}
+
+// tooLong reports whether key is a string longer than t keeps. The
+// string is read in place: a K whose kind is string has a string's layout.
+func (t *table[K]) tooLong(key *K) bool {
+	return t.stringKeys && len(*(*string)(unsafe.Pointer(key))) > t.maxKeyBytes
+}
+
 func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorithm.Result) (r algorithm.Result, _ error) {
+	if t.tooLong(&key) {
+		return r, t.errLong
+	}
 	h := t.hash.Sum(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	if t.others != nil {
-		return t.takeAll(sh, key, hash, now, cost, out), nil
+		return t.takeAll(sh, key, hash, now, cost, out)
 	}
 	e, n, r, answered := t.find(sh, key, hash, now, cost == 1)
 	if !answered {
 		if e == nil {
-			e, n = t.insert(sh, key, hash, now)
+			if e, n = t.insert(sh, key, hash, now); e == nil {
+				return r, t.errFull
+			}
 		}
 		var s algorithm.State
 		s, r = t.alg.Take(t.state(e, n), now, cost)
@@ -259,10 +293,12 @@ func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorit
 // refused, a narrow limit that admitted it on its copy reports Peek
 // instead, its state as it stands, since nothing was charged. So the
 // common route, token buckets and fixed windows, decides in one pass.
-func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, out []algorithm.Result) algorithm.Result {
+func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
 	e, n, _, _ := t.find(sh, key, hash, now, false)
 	if e == nil {
-		e, n = t.insert(sh, key, hash, now)
+		if e, n = t.insert(sh, key, hash, now); e == nil {
+			return algorithm.Result{}, t.errFull
+		}
 	}
 	more := t.arena.more(n)
 	var buf [4]algorithm.Result
@@ -312,7 +348,7 @@ func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, ou
 		}
 	}
 	e.mu.Unlock()
-	return algorithm.Combine(rs)
+	return algorithm.Combine(rs), nil
 }
 
 // results returns out, or when it is nil room for one result per limit:
@@ -342,6 +378,9 @@ func (t *table[K]) reportDenial(e *entry[K], n uint32, now int64) algorithm.Resu
 }
 
 func (t *table[K]) Peek(_ context.Context, key K, now int64, out []algorithm.Result) (r algorithm.Result, _ error) {
+	if t.tooLong(&key) {
+		return r, t.errLong
+	}
 	h := t.hash.Sum(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	if t.others != nil {
@@ -393,6 +432,9 @@ func (t *table[K]) peekAll(sh *shard[K], key K, hash uint32, now int64, out []al
 }
 
 func (t *table[K]) Reset(_ context.Context, key K) error {
+	if t.tooLong(&key) {
+		return t.errLong
+	}
 	h := t.hash.Sum(key)
 	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
 	sh.mu.Lock()
@@ -466,7 +508,11 @@ func (t *table[K]) locate(sh *shard[K], key K, hash uint32) (uint32, bool) {
 }
 
 // insert returns key's entry, locked, and its number: the one another
-// goroutine added meanwhile, or a new one holding fresh states at now.
+// goroutine added meanwhile, or a new one holding fresh states at now. It
+// returns nil when the shard is full and refuses new keys.
+//
+// A refused key counts as added for the pacing of sweeps, so that a
+// table that refuses a flood still finds the keys that expire.
 func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K], uint32) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -476,8 +522,9 @@ func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K
 	if sh.added++; sh.added >= sh.every {
 		t.sweep(sh, now)
 	}
-	if sh.keys >= t.shardCap {
-		t.makeRoom(sh, now)
+	if sh.keys >= t.shardCap && !t.makeRoom(sh, now) {
+		t.refused.Add(1)
+		return nil, 0
 	}
 	var n uint32
 	if k := len(sh.free); k > 0 {
@@ -579,8 +626,18 @@ func (t *table[K]) dropExpired(sh *shard[K], cut int64) {
 	kept := sh.keys
 	sh.soon = math.MaxInt64
 	// Removing a word shifts later words of its run back into its place,
-	// so the position is examined again rather than passed.
+	// so the position is examined again rather than passed. The entries
+	// of the next words are read ahead, without their locks, so that the
+	// reads of entries scattered over memory overlap (see makeRoom).
+	ahead := 0
 	for pos := 0; pos < len(ix.words); {
+		if pos >= ahead {
+			for ahead = pos; ahead < min(pos+sampleSize, len(ix.words)); ahead++ {
+				if w := ix.words[ahead].Load(); w != 0 {
+					t.arena.at(wordEntry(w)).meta.Load()
+				}
+			}
+		}
 		w := ix.words[pos].Load()
 		if w == 0 {
 			pos++
@@ -601,36 +658,88 @@ func (t *table[K]) dropExpired(sh *shard[K], cut int64) {
 	t.dropped.Add(uint64(kept - sh.keys))
 }
 
-// evictSample is how many keys a full shard samples to pick one to evict.
-const evictSample = 8
+// sampleSize is how many live keys a full shard looks at to make room
+// for a new key.
+const sampleSize = 16
 
-// makeRoom ensures sh can take one more key under the cap: it drops every
-// expired key, and if none had expired, evicts the key closest to expiry
-// among a few sampled at random (as Redis's volatile-ttl policy does).
-func (t *table[K]) makeRoom(sh *shard[K], now int64) {
-	t.dropExpired(sh, now)
-	for sh.keys >= t.shardCap {
-		ix := sh.index.Load()
-		var victim uint32
-		soonest, seen := int64(math.MaxInt64), 0
-		start := rand.Uint32() & ix.mask
-		for i := uint32(0); i <= ix.mask && seen < evictSample; i++ {
-			pos := (start + i) & ix.mask
-			w := ix.words[pos].Load()
-			if w == 0 {
-				continue
-			}
-			n := wordEntry(w)
-			e := t.arena.at(n)
-			e.mu.Lock()
-			expires := t.expiry(e, n, now)
-			e.mu.Unlock()
-			if expires < soonest || seen == 0 {
-				victim, soonest = pos, expires
-			}
-			seen++
+// makeRoom makes room in sh, at its cap, for one more key, in O(1): it
+// looks at the keys of sampleSize consecutive live words of the index from
+// a random position (positions are a hash of the key, secret to the
+// process, so the sample is random), drops those whose state has expired,
+// and if none had, evicts the sampled key whose loss admits least, or,
+// under RefuseNewKeys, returns false. The caller holds sh.mu.
+func (t *table[K]) makeRoom(sh *shard[K], now int64) bool {
+	// First the entries' numbers, each entry read once without its lock:
+	// the reads of entries scattered over memory then overlap, where the
+	// locks, each a fence, would wait for them one at a time.
+	var sample [sampleSize]uint32
+	ix := sh.index.Load()
+	found := 0
+	for i, pos := uint32(0), rand.Uint32()&ix.mask; i <= ix.mask && found < sampleSize; i, pos = i+1, (pos+1)&ix.mask {
+		if w := ix.words[pos].Load(); w != 0 {
+			sample[found] = wordEntry(w)
+			t.arena.at(sample[found]).meta.Load()
+			found++
 		}
-		t.drop(sh, victim)
-		t.evicted.Add(1)
 	}
+	var (
+		expired int
+		victim  uint32  // the entry to evict
+		most    float64 // its room
+		soonest int64   // when it is fresh again, from now
+	)
+	for i, n := range sample[:found] {
+		e := t.arena.at(n)
+		e.mu.Lock()
+		room, reset := t.room(e, n, now)
+		e.mu.Unlock()
+		if reset <= 0 { // fresh: dropping it loses nothing
+			t.dropEntry(sh, n)
+			expired++
+			continue
+		}
+		if i == expired || room > most || room == most && reset < soonest {
+			victim, most, soonest = n, room, reset
+		}
+	}
+	if expired > 0 {
+		t.dropped.Add(uint64(expired))
+		return true
+	}
+	if t.full == RefuseNewKeys {
+		return false
+	}
+	t.dropEntry(sh, victim)
+	t.evicted.Add(1)
+	return true
+}
+
+// dropEntry forgets the key of entry n, live in sh. The caller holds
+// sh.mu.
+func (t *table[K]) dropEntry(sh *shard[K], n uint32) {
+	ix := sh.index.Load()
+	pos := t.arena.hashOf(n) & ix.mask
+	for wordEntry(ix.words[pos].Load()) != n {
+		pos = (pos + 1) & ix.mask
+	}
+	t.drop(sh, pos)
+}
+
+// room returns how much room entry n, e, has left at now under its
+// limits, and how long from now until it is fresh under all of them (0
+// when it is). Room is the least fraction of a limit left under any of
+// them, so that a key spent under one limit has none, and a limit of 10
+// weighs as much as a limit of a million. The caller holds e's lock.
+func (t *table[K]) room(e *entry[K], n uint32, now int64) (room float64, reset int64) {
+	r := t.alg.Peek(t.state(e, n), now, 1)
+	room, reset = float64(r.Remaining)/float64(t.limit), r.ResetAfter
+	if t.others != nil {
+		more := t.arena.more(n)
+		for i, alg := range t.others {
+			r := alg.Peek(more[i], now, 1)
+			room = min(room, float64(r.Remaining)/float64(alg.Limit()))
+			reset = max(reset, r.ResetAfter)
+		}
+	}
+	return room, reset
 }

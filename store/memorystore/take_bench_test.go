@@ -45,3 +45,33 @@ func BenchmarkTableTake(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNewKeyAtCap times the Take of a key never seen before by a
+// table at its cap, every key held asking for no less than a day: each new
+// key makes its shard sample keys and evict one. The clock moves 1µs per
+// new key and the grace period is 0, so every sweep visits its whole shard
+// (each shard sweeps once per cap/shards of its new keys): the time per
+// new key includes that, amortised.
+func BenchmarkNewKeyAtCap(b *testing.B) {
+	for _, maxKeys := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("cap=%d", maxKeys), func(b *testing.B) {
+			s := memorystore.New[int](memorystore.WithMaxKeys(maxKeys), memorystore.WithGrace(0))
+			tab := open(b, s, mustBucket(b, 10, 10.0/86400))
+			now := t0
+			for k := range maxKeys {
+				now++
+				take(b, tab, k, now, 1)
+			}
+			k := maxKeys
+			b.ReportAllocs()
+			for b.Loop() {
+				now++
+				tab.Take(ctx, k, now, 1, nil)
+				k++
+			}
+			if st := s.Stats(); st.Evicted == 0 || st.Keys > maxKeys {
+				b.Fatalf("Stats() = %+v: the table was meant to stay full and evict", st)
+			}
+		})
+	}
+}
