@@ -100,18 +100,12 @@ func RunSuite(t *testing.T, newStore NewStore) {
 // the scripts set are checked by the TTL test.
 const suiteTTL = 10 * time.Minute
 
-// conformanceMaxKeyBytes is the Target.MaxKeyBytes of storetest's
-// suite, whose hostile keys include one of 4096 bytes, longer than
-// store.DefaultMaxKeyBytes: the limit itself is tested by KeyTooLong.
-const conformanceMaxKeyBytes = 1 << 13
-
 func testConformance(t *testing.T, newStore NewStore) {
 	Each(t, func(t *testing.T, target Target) {
 		t.Parallel() // the targets share nothing
 		if target.Mini == nil {
 			target.TTLMargin = suiteTTL
 		}
-		target.MaxKeyBytes = conformanceMaxKeyBytes
 		storetest.Run(t, func(t *testing.T) store.Store[string] {
 			return newStore(t, target, Prefix(t))
 		})

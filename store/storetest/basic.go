@@ -111,6 +111,7 @@ var basicCases = []struct {
 	{"Reset", testReset},
 	{"KeysIndependent", testKeysIndependent},
 	{"HostileKeys", testHostileKeys},
+	{"KeyTooLong", testKeyTooLong},
 	{"InvalidCost", testInvalidCost},
 }
 
@@ -229,14 +230,14 @@ func testKeysIndependent(f *fixture) {
 // hash tags, globs or C strings could confuse with one another. Glob-like
 // keys come first, so that a Reset deleting by pattern is caught.
 var hostileKeys = func() []string {
-	long := strings.Repeat("k", 4096)
+	long := strings.Repeat("k", store.DefaultMaxKeyBytes) // the longest a store must keep
 	return []string{
 		"*", "?", "[a]", "a*",
 		"", "a", "b", "}b", "a}b", "a}", "{a}", "{a}b", "a{b}", "{x}", "x", "{}", "{", "}",
 		":", "a:b", "a:", ":b", "a:b:", "a b", " a", "a\n", "\r\n\t",
 		"\x00", "\x00\x00", "a\x00", "a\x00b", "\x00a",
 		"\xff", "\xff\xfe", "\xc3\x28", "\xed\xa0\x80", "日本", "%s%d", "\\", "'\"",
-		long, long[:4095] + "l", "l" + long[1:],
+		long, long[:len(long)-1] + "l", "l" + long[1:],
 	}
 }()
 
@@ -256,6 +257,35 @@ func testHostileKeys(f *fixture) {
 		}
 		f.reset(key)
 		f.expect("Peek("+short(key)+") after its Reset", f.peek(key), fresh(f.limit))
+	}
+}
+
+// testKeyTooLong: a key longer than store.DefaultMaxKeyBytes is either
+// kept like any other or refused with ErrKeyTooLong by Allow, Peek and
+// Reset alike; a refused key leaves no state, and the keys that share its
+// first DefaultMaxKeyBytes bytes are not touched.
+func testKeyTooLong(f *fixture) {
+	long := strings.Repeat("k", store.DefaultMaxKeyBytes)
+	longer := long + "k"
+	f.allow(long, f.limit)
+	_, err := f.lim.AllowN(f.t.Context(), longer, 1)
+	if err != nil {
+		if !errors.Is(err, ratelimit.ErrKeyTooLong) || errors.Is(err, ratelimit.ErrStoreUnavailable) {
+			f.t.Fatalf("AllowN of a key of %d bytes: %v; want it kept, or ErrKeyTooLong (not ErrStoreUnavailable)", len(longer), err)
+		}
+		if _, err := f.lim.Peek(f.t.Context(), longer); !errors.Is(err, ratelimit.ErrKeyTooLong) {
+			f.t.Fatalf("Peek of a key of %d bytes that AllowN refused: %v; want ErrKeyTooLong", len(longer), err)
+		}
+		if err := f.lim.Reset(f.t.Context(), longer); !errors.Is(err, ratelimit.ErrKeyTooLong) {
+			f.t.Fatalf("Reset of a key of %d bytes that AllowN refused: %v; want ErrKeyTooLong", len(longer), err)
+		}
+	} else {
+		if d := f.peek(longer); d.Remaining() != f.limit-1 {
+			f.t.Fatalf("Peek of a kept key of %d bytes after one request: got %s, want remaining=%d", len(longer), show(d), f.limit-1)
+		}
+	}
+	if d := f.peek(long); d.Remaining() != 0 {
+		f.t.Fatalf("Peek(%q) after a longer key's request: got %s, want remaining=0 (untouched)", short(long), show(d))
 	}
 }
 
