@@ -36,12 +36,12 @@
 //     closest to full, the cheapest to lose; but a flood of keys each
 //     drained outlives a spent key, which is then evicted first.
 //   - volatile-lru, volatile-lfu and volatile-random evict limiter keys
-//     in use too.
+//     in use, as the allkeys-* policies do on a Redis of limiter keys.
 //   - allkeys-lru, allkeys-lfu and allkeys-random evict limiter keys like
 //     any other. The first Open reads the servers' policy (see
-//     WithEvictionCheck) and, on these, the table it returns reports a
-//     warning wrapping store.ErrEvicting (store.Warner), or Open fails
-//     with EvictionRefuse.
+//     WithEvictionCheck) and, on these and the three above, the table it
+//     returns reports a warning wrapping store.ErrEvicting
+//     (store.Warner), or Open fails with EvictionRefuse.
 //
 // A key whose encoding is longer than WithMaxKeyBytes (default
 // store.DefaultMaxKeyBytes) fails with store.ErrKeyTooLong before anything
@@ -120,12 +120,12 @@ func WithMaxKeyBytes[K comparable](n int) Option[K] {
 }
 
 // EvictionCheck says what Open does when a Redis server's
-// maxmemory-policy may evict limiter state: allkeys-lru, allkeys-lfu or
-// allkeys-random. Such a server evicts limiter keys under memory pressure
-// like any other key, and an evicted key starts afresh, so a client that
-// has spent its limit is admitted again. noeviction and the volatile-*
-// policies are accepted (see the package documentation for what each
-// costs).
+// maxmemory-policy may evict limiter state: allkeys-lru, allkeys-lfu,
+// allkeys-random, volatile-lru, volatile-lfu or volatile-random (every
+// limiter key has a TTL). Such a server evicts limiter keys under memory
+// pressure, and an evicted key starts afresh, so a client that has spent
+// its limit is admitted again. noeviction and volatile-ttl are accepted
+// (see the package documentation for what each costs).
 type EvictionCheck int
 
 const (
