@@ -140,6 +140,39 @@ func TestBreakerIgnoresCancelledCallsAndForeignErrors(t *testing.T) {
 
 }
 
+// TestStateMismatchIsReturned checks that a key holding another
+// algorithm's state fails the call with ErrStateMismatch under FailOpen:
+// no failure policy decides it, and the breaker does not count it however
+// often it comes.
+func TestStateMismatchIsReturned(t *testing.T) {
+	var handled int
+	lim, st, _ := breakerLimiter(t, ratelimit.FailOpen, ratelimit.WithErrorHandler(func(error) { handled++ }))
+	st.mismatch.Store(true)
+	for i := range 20 {
+		before := st.calls.Load()
+		d, err := lim.Allow(context.Background(), "k")
+		if !errors.Is(err, ratelimit.ErrStateMismatch) || errors.Is(err, ratelimit.ErrStoreUnavailable) || errors.Is(err, ratelimit.ErrStoreFull) {
+			t.Fatalf("call %d: Allow = %+v, %v; want an error wrapping ErrStateMismatch alone", i, d, err)
+		}
+		if d.Allowed() || d.Source() == ratelimit.FromFailOpen || d.BreakerOpen() {
+			t.Fatalf("call %d: Allow decided %+v on a mismatch; want no decision", i, d)
+		}
+		if n := st.calls.Load() - before; n != 1 {
+			t.Fatalf("call %d: %d store calls, want 1 (the breaker stays closed)", i, n)
+		}
+		if _, err := lim.Peek(context.Background(), "k"); !errors.Is(err, ratelimit.ErrStateMismatch) {
+			t.Fatalf("call %d: Peek: %v, want ErrStateMismatch", i, err)
+		}
+	}
+	st.mismatch.Store(false)
+	if d, n := allowCounting(t, lim, st, "k"); d.Source() != ratelimit.FromStore || !d.Allowed() || n != 1 {
+		t.Fatalf("Allow after 40 mismatches = %+v after %d store calls; want the store's admission", d, n)
+	}
+	if handled != 0 {
+		t.Errorf("the error handler saw %d errors; want none (the errors were returned)", handled)
+	}
+}
+
 // pastDeadline is a context whose deadline has passed while its Err is
 // still nil: a context.WithDeadline whose timer has yet to run, as a
 // client library that checks deadlines itself sees it.

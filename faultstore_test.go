@@ -25,6 +25,9 @@ type faultStore struct {
 	// foreign makes every call fail with an error that is not the
 	// store's (it does not wrap store.ErrUnavailable).
 	foreign atomic.Bool
+	// mismatch makes every call fail with an error wrapping
+	// store.ErrStateMismatch, as a key of another algorithm's does.
+	mismatch atomic.Bool
 	// lag, when not 0, advances clk by that much during every call: a
 	// store that takes that long to answer, on a fake clock.
 	lag atomic.Int64
@@ -59,6 +62,8 @@ func (t *faultTable) fail(ctx context.Context) error {
 		return fmt.Errorf("%w: connection refused", store.ErrUnavailable)
 	case t.s.foreign.Load():
 		return errForeign
+	case t.s.mismatch.Load():
+		return fmt.Errorf("%w: RLMISMATCH rl:{k} holds 16 bytes, not a token bucket", store.ErrStateMismatch)
 	}
 	return nil
 }

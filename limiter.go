@@ -42,6 +42,12 @@ var (
 	// does not count it.
 	ErrStoreFull = store.ErrFull
 
+	// ErrStateMismatch reports a key whose stored state was written by
+	// another algorithm or in a format this version does not read (see
+	// WithStateID): a configuration error, not an outage. No failure
+	// policy decides it and the circuit breaker does not count it.
+	ErrStateMismatch = store.ErrStateMismatch
+
 	// ErrKeyTooLong reports a key longer than the store keeps. Nothing is
 	// charged and no failure policy decides.
 	ErrKeyTooLong = store.ErrKeyTooLong

@@ -179,9 +179,10 @@ func WithDryRun() Option {
 // status.Error. The default answers with the status of an error that
 // carries one, codes.Canceled or codes.DeadlineExceeded when the call's
 // context ended, codes.InvalidArgument for ErrNoKey and ErrKeyTooLong,
-// codes.Unavailable for store failures (ErrStoreUnavailable, ErrStoreFull)
-// and codes.Internal otherwise, in messages that reveal
-// nothing of the error.
+// codes.Unavailable for store failures (ErrStoreUnavailable, ErrStoreFull),
+// codes.Internal for ErrStateMismatch (a misconfigured limiter: the
+// server's fault, which a retry does not outlast) and codes.Internal
+// otherwise, in messages that reveal nothing of the error.
 func WithErrorHandler(h func(ctx context.Context, fullMethod string, err error) error) Option {
 	return func(c *config) {
 		if h != nil {
@@ -465,6 +466,8 @@ func defaultError(ctx context.Context, _ string, err error) error {
 		return status.FromContextError(err).Err()
 	case errors.Is(err, ratelimit.ErrKeyTooLong):
 		return status.Error(codes.InvalidArgument, "the call's rate-limit key is too long")
+	case errors.Is(err, ratelimit.ErrStateMismatch):
+		return status.Error(codes.Internal, "the rate limiter is misconfigured: a key's stored state is not its own")
 	}
 	return status.Error(codes.Internal, "the rate limiter failed")
 }

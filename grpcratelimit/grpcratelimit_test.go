@@ -292,6 +292,29 @@ func TestFailurePolicies(t *testing.T) {
 	}
 }
 
+// mismatched is a store whose key holds another algorithm's state.
+type mismatched struct{ failing }
+
+func (mismatched) Open([]store.Limit, clock.Clock) (store.Table[string], error) {
+	return mismatched{}, nil
+}
+func (mismatched) Take(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
+	return algorithm.Result{}, fmt.Errorf("%w: RLMISMATCH rl:{secret} holds 16 bytes", store.ErrStateMismatch)
+}
+
+// TestStateMismatch checks that a key's state of another algorithm fails
+// the call with codes.Internal under a failure policy that would admit an
+// outage, revealing nothing of the error.
+func TestStateMismatch(t *testing.T) {
+	lim, _ := newLimiter[string](t, 1, mismatched{}, ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	c := serveBufconn(t, newInterceptor(t, lim, grpcratelimit.Method))
+	err := check(context.Background(), c)
+	wantCode(t, err, codes.Internal)
+	if strings.Contains(fmt.Sprint(err), "secret") {
+		t.Errorf("the error reveals the store's: %v", err)
+	}
+}
+
 func TestErrorHandler(t *testing.T) {
 	lim, _ := newLimiter[string](t, 1, failing{})
 	var got error

@@ -119,6 +119,10 @@ func WithDryRun() Option {
 //   - ratelimit.ErrStoreUnavailable, ratelimit.ErrStoreFull, or the
 //     request's context ended: 503 Service Unavailable;
 //   - ratelimit.ErrKeyTooLong: 400 Bad Request;
+//   - ratelimit.ErrStateMismatch: 500 Internal Server Error, with a detail
+//     that says the limiter is misconfigured (two limits configured
+//     differently share a state ID), logged at warning level: the server's
+//     fault, not the client's, and not an outage that a retry outlasts;
 //   - any other error: 500 Internal Server Error. A key function that
 //     cannot tell a key is the server's failure (a lookup that failed, a
 //     RemoteAddr that is not an address); a request that lacks what its key
@@ -466,6 +470,8 @@ func (m *Middleware[K]) answerError(w http.ResponseWriter, r *http.Request, err 
 		status, detail = http.StatusServiceUnavailable, "the rate limiter is unavailable; try again later"
 	case errors.Is(err, ratelimit.ErrKeyTooLong):
 		status, detail = http.StatusBadRequest, "the request's rate-limit key is too long"
+	case errors.Is(err, ratelimit.ErrStateMismatch):
+		status, detail = http.StatusInternalServerError, "the rate limiter is misconfigured: a key's stored state is not its own"
 	}
 	m.log(r, status, err)
 	writeProblem(w, status, http.StatusText(status), detail)

@@ -414,17 +414,20 @@ func (s refusing) Peek(context.Context, string, int64, []algorithm.Result) (algo
 func (s refusing) Reset(context.Context, string) error { return s.err }
 
 // TestErrorStatuses: a store out of room is unavailable (503), a key too
-// long is the client's error (400).
+// long is the client's error (400), a key's state of another algorithm
+// the server's misconfiguration (500), even under FailOpen.
 func TestErrorStatuses(t *testing.T) {
 	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: time.Minute}))
 	for _, tt := range []struct {
-		err  error
-		want int
+		err    error
+		policy ratelimit.FailurePolicy
+		want   int
 	}{
-		{fmt.Errorf("%w: OOM command not allowed", store.ErrFull), 503},
-		{fmt.Errorf("%w: 4096 bytes", store.ErrKeyTooLong), 400},
+		{fmt.Errorf("%w: OOM command not allowed", store.ErrFull), ratelimit.FailWithError, 503},
+		{fmt.Errorf("%w: 4096 bytes", store.ErrKeyTooLong), ratelimit.FailWithError, 400},
+		{fmt.Errorf("%w: RLMISMATCH rl:{eve}", store.ErrStateMismatch), ratelimit.FailOpen, 500},
 	} {
-		lim, err := ratelimit.New[string](alg, refusing{tt.err})
+		lim, err := ratelimit.New[string](alg, refusing{tt.err}, ratelimit.WithFailurePolicy(tt.policy))
 		if err != nil {
 			t.Fatal(err)
 		}

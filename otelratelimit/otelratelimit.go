@@ -26,8 +26,9 @@
 //	                     (store: none did; the caller got the error)
 //	ratelimit.dry_run    true for a limiter in dry-run mode, whose denials were
 //	                     admitted anyway
-//	error.type           with outcome error: store_unavailable, store_full, key_too_long, invalid_cost,
-//	                     cost_exceeds_limit, canceled, deadline_exceeded or _OTHER
+//	error.type           with outcome error: store_unavailable, store_full, state_mismatch,
+//	                     key_too_long, invalid_cost, cost_exceeds_limit, canceled,
+//	                     deadline_exceeded or _OTHER
 //
 // Names follow the OpenTelemetry semantic conventions' rules (a namespace,
 // dotted lower-case names, UCUM units, durations in seconds as histograms,
@@ -254,6 +255,8 @@ func errorType(err error) string {
 		return "store_unavailable"
 	case errors.Is(err, ratelimit.ErrStoreFull):
 		return "store_full"
+	case errors.Is(err, ratelimit.ErrStateMismatch):
+		return "state_mismatch"
 	case errors.Is(err, ratelimit.ErrKeyTooLong):
 		return "key_too_long"
 	case errors.Is(err, ratelimit.ErrInvalidCost):

@@ -249,13 +249,14 @@ func TestObserver(t *testing.T) {
 func TestObserverErrorTypes(t *testing.T) {
 	obs, reader := newObserver(t)
 	ctx := context.Background()
-	for _, err := range []error{context.Canceled, context.DeadlineExceeded, errors.New("something else")} {
+	for _, err := range []error{context.Canceled, context.DeadlineExceeded, errors.New("something else"), fmt.Errorf("%w: RLMISMATCH", ratelimit.ErrStateMismatch)} {
 		obs.Observe(ctx, ratelimit.Event{Outcome: ratelimit.OutcomeError, Err: err, Cost: 1})
 	}
 	got := collect(t, reader)
 	const rest = ",ratelimit.dry_run=false,ratelimit.operation=allow,ratelimit.outcome=error,ratelimit.source=store"
 	diff(t, "ratelimit.decisions", got.sums["ratelimit.decisions"], map[string]int64{
 		"error.type=canceled" + rest: 1, "error.type=deadline_exceeded" + rest: 1, "error.type=_OTHER" + rest: 1,
+		"error.type=state_mismatch" + rest: 1,
 	})
 	if n := len(got.sums["ratelimit.store.errors"]); n != 0 {
 		t.Errorf("errors other than the store's counted as store errors: %v", got.sums["ratelimit.store.errors"])

@@ -53,6 +53,16 @@ var (
 	// no failure policy decides, and the breaker does not count it.
 	ErrKeyTooLong = errors.New("ratelimit: key too long")
 
+	// ErrStateMismatch reports a key whose stored state was written by
+	// another algorithm, or in a format this version does not read (a
+	// Redis key of another type, a value out of range, user data under
+	// the store's prefix): two limits configured differently share a
+	// state ID, or something else writes there. The state is left as it
+	// was and nothing is charged. It is no outage: no failure policy
+	// decides it and the circuit breaker does not count it; the error is
+	// returned as it is. It does not match ErrUnavailable.
+	ErrStateMismatch = errors.New("ratelimit: the key's state was written by another algorithm or format")
+
 	// ErrEvicting reports a Redis whose maxmemory-policy may evict keys that
 	// hold limiter state (allkeys-lru, allkeys-lfu, allkeys-random): an
 	// evicted key starts afresh, so a spent client is admitted again. The

@@ -310,6 +310,12 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args, ou
 		if err == nil {
 			return t.result(reply, out)
 		}
+		if IsMismatch(err) {
+			// The script refused the key's state before writing anything,
+			// or the key is of another type: a configuration error, not an
+			// outage (see store.ErrStateMismatch). Never retried.
+			return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrStateMismatch, t.script.Name, err)
+		}
 		if IsOOM(err) {
 			// The server is up and answered: it is out of room for a new
 			// key's state. Not an outage (see store.ErrFull).
@@ -341,6 +347,19 @@ var TryAgainBackoff = []time.Duration{
 // library returns it: the error's text is the server's.
 func IsTryAgain(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN")
+}
+
+// IsMismatch reports whether err is a script's refusal of a key's state
+// (an error reply starting "RLMISMATCH ", which names the key and what it
+// holds) or Redis's WRONGTYPE reply (a key of another type, should a
+// command escape the script's checks), as either client library returns
+// them: the error's text is the server's.
+func IsMismatch(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "RLMISMATCH ") || strings.HasPrefix(msg, "WRONGTYPE")
 }
 
 // IsOOM reports whether err is Redis's OOM reply, as either client

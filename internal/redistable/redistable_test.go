@@ -455,6 +455,41 @@ func TestOOM(t *testing.T) {
 	}
 }
 
+// TestMismatch checks that a script's RLMISMATCH refusal and Redis's
+// WRONGTYPE reply are store.ErrStateMismatch, not an outage, with the
+// server's text, for takes and peeks, and are not retried.
+func TestMismatch(t *testing.T) {
+	ctx := context.Background()
+	for _, reply := range []error{
+		errors.New("RLMISMATCH rl:{k} holds 16 bytes that are not a fixed window"),
+		errors.New("WRONGTYPE Operation against a key holding the wrong kind of value script: 5849fad0707709da5733f013e31b917a7e7d3e87, on @user_script:1."),
+	} {
+		run := &fakeRunner{err: reply}
+		table := open[string](t, run, nil, clock.Local())
+		_, err := table.Take(ctx, "k", 1, 1, nil)
+		_, perr := table.Peek(ctx, "k", 1, nil)
+		for _, err := range []error{err, perr} {
+			if !errors.Is(err, store.ErrStateMismatch) || errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrFull) || !errors.Is(err, reply) {
+				t.Errorf("script answered %q: %v; want ErrStateMismatch (not ErrUnavailable) wrapping the reply", reply, err)
+			}
+		}
+		if len(run.calls) != 2 {
+			t.Errorf("script answered %q: %d calls, want 2 (one per Take and Peek)", reply, len(run.calls))
+		}
+	}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false}, {errors.New("RLMISMATCH k"), true}, {errors.New("WRONGTYPE"), true},
+		{errors.New("RLMISMATCHk"), false}, {errors.New("ERR RLMISMATCH k"), false}, {errors.New("ratelimit: k does not hold a GCRA state"), false},
+	} {
+		if got := redistable.IsMismatch(c.err); got != c.want {
+			t.Errorf("IsMismatch(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
 // TestKeyTooLong checks that a key whose encoding is longer than
 // MaxKeyBytes fails Take, Peek and Reset with ErrKeyTooLong before any
 // call reaches the runner, that the limit counts the encoding's bytes,
