@@ -1,7 +1,9 @@
 -- Fixed window (Go: fixedwindow.Window).
 -- Parameters: $1 limit, $2 window in µs.
 -- State: a string "<window index> <count>". A clock that stepped back into
--- an earlier window stays in the counted one.
+-- an earlier window stays in the counted one. A value that is not such a
+-- state, or a count above 2^40 (no limit is larger), is refused with an
+-- RLMISMATCH error.
 local limit = tonumber(ARGV[$1])
 local window = tonumber(ARGV[$2])
 
@@ -13,11 +15,16 @@ elseif (index + 1) * window <= now then
   index = index + 1
 end
 local count = 0
-local state = redis.call('GET', key)
+local state = redis.pcall('GET', key)
 if state then
-  local sp = string.find(state, ' ', 1, true)
-  local stored = tonumber(string.sub(state, 1, sp - 1))
-  local counted = tonumber(string.sub(state, sp + 1))
+  if type(state) == 'table' then
+    return redis.error_reply('RLMISMATCH ' .. key .. ' is not a string, not a fixed window')
+  end
+  local stored, counted = string.match(state, '^(%-?%d+) (%d+)$')
+  stored, counted = tonumber(stored), tonumber(counted)
+  if not (stored and counted and stored >= -9007199254740992 and stored <= 9007199254740992 and counted <= 1099511627776) then
+    return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes that are not a fixed window')
+  end
   if counted > 0 and stored >= index then
     index, count = stored, counted
   end

@@ -1,7 +1,8 @@
 -- GCRA (Go: gcra.Meter).
 -- Parameters: $1 burst, $2 emission interval in µs.
 -- State: the theoretical arrival time (TAT) in Unix µs, written as a
--- decimal integer, which Redis keeps as an integer (no string allocated).
+-- decimal integer, which Redis keeps as an integer (no string allocated),
+-- within ±2^53; anything else is refused with an RLMISMATCH error.
 -- The key is at rest once TAT has passed. Every number is a whole number
 -- below 2^53, so the arithmetic is exact, as in Go.
 local every = tonumber(ARGV[$2])
@@ -9,11 +10,14 @@ local tau = tonumber(ARGV[$1]) * every
 
 -- debt: µs from now until TAT; 0 once it has passed.
 local debt = 0
-local state = redis.call('GET', key)
+local state = redis.pcall('GET', key)
 if state then
-  local tat = tonumber(state)
-  if not tat or not string.match(state, '^%-?%d+$') then
-    return redis.error_reply('ratelimit: ' .. key .. ' does not hold a GCRA state')
+  if type(state) == 'table' then
+    return redis.error_reply('RLMISMATCH ' .. key .. ' is not a string, not a GCRA state')
+  end
+  local tat = string.match(state, '^%-?%d+$') and tonumber(state)
+  if not (tat and tat >= -9007199254740992 and tat <= 9007199254740992) then
+    return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes that are not a GCRA state')
   end
   debt = tat - now
   if debt < 0 then

@@ -14,20 +14,26 @@
 -- trim of expired members, which an admission bounds to 1000 and which
 -- always keeps the newest expired member, as the base of the count.
 -- A key written by the format before this one (one member "<instant>:<n>"
--- per unit of cost) is refused with an error, never misread.
+-- per unit of cost), a key of another type, or members or scores out of
+-- range are refused with an RLMISMATCH error, never misread.
 local limit = tonumber(ARGV[$1])
 local window = tonumber(ARGV[$2])
 local modulus = 4503599627370496 -- 2^52
 local trim = 1000
 
-local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+local newest = redis.pcall('ZRANGE', key, -1, -1, 'WITHSCORES')
+if newest.err then
+  return redis.error_reply('RLMISMATCH ' .. key .. ' is not a sorted set, not a sliding log')
+end
 local t, last, total = now, nil, 0
 if newest[1] then
-  total = tonumber(newest[1])
-  if not total or not string.match(newest[1], '^%d+$') then
-    return redis.error_reply('ratelimit: ' .. key .. ' does not hold a sliding log of this version (old keys: delete them or let them expire)')
+  -- Fresh locals: miniredis's Lua mistakes "x = a and b" for an x
+  -- already set when a is a call that returns nothing.
+  local n = string.match(newest[1], '^%d+$') and tonumber(newest[1])
+  total, last = n, tonumber(newest[2])
+  if not (n and n < modulus and last and last >= -9007199254740992 and last <= 9007199254740992 and last == math.floor(last)) then
+    return redis.error_reply('RLMISMATCH ' .. key .. ' does not hold a sliding log of this version (old keys: delete them or let them expire)')
   end
-  last = tonumber(newest[2])
   if last > t then
     t = last
   end
@@ -39,10 +45,11 @@ if last then
   if last > cut then
     local dead = redis.call('ZREVRANGEBYSCORE', key, cutarg, '-inf', 'LIMIT', 0, 1)
     if dead[1] then
-      base, expired = tonumber(dead[1]), true
-      if not base then
-        return redis.error_reply('ratelimit: ' .. key .. ' holds a foreign member')
+      local b = string.match(dead[1], '^%d+$') and tonumber(dead[1])
+      if not (b and b < modulus) then
+        return redis.error_reply('RLMISMATCH ' .. key .. ' holds a member that is not of a sliding log')
       end
+      base, expired = b, true
     end
     used = total - base
     if used < 0 then
@@ -70,8 +77,9 @@ do
       local mid = math.floor((lo + hi) / 2)
       local m = redis.call('ZRANGE', key, mid, mid)
       local out = excess
-      if m[1] then
-        out = tonumber(m[1]) - base
+      local v = m[1] and tonumber(m[1])
+      if v then
+        out = v - base
         if out < 0 then
           out = out + modulus
         end

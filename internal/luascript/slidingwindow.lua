@@ -6,7 +6,8 @@
 --   count + ⌈previous × (window − elapsed) / window⌉,
 -- elapsed being the time since the current window started (0 when a clock
 -- that stepped back is still in an earlier window, which counts in the
--- current one).
+-- current one). Counts are at most 2^40 (no limit is larger); a value
+-- that is not such a state is refused with an RLMISMATCH error.
 local limit = tonumber(ARGV[$1])
 local window = tonumber(ARGV[$2])
 
@@ -18,13 +19,16 @@ elseif (index + 1) * window <= now then
   index = index + 1
 end
 local count, prev = 0, 0
-local state = redis.call('GET', key)
+local state = redis.pcall('GET', key)
 if state then
-  local i, c, p = string.match(state, '^(%-?%d+) (%d+) (%d+)$')
-  if not i then
-    return redis.error_reply('ratelimit: ' .. key .. ' does not hold a sliding-window counter')
+  if type(state) == 'table' then
+    return redis.error_reply('RLMISMATCH ' .. key .. ' is not a string, not a sliding-window counter')
   end
+  local i, c, p = string.match(state, '^(%-?%d+) (%d+) (%d+)$')
   i, c, p = tonumber(i), tonumber(c), tonumber(p)
+  if not (i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 1099511627776 and p <= 1099511627776) then
+    return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes that are not a sliding-window counter')
+  end
   if c > 0 or p > 0 then
     if i >= index then
       index, count, prev = i, c, p

@@ -1,6 +1,8 @@
 -- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
 -- Parameters: $1 capacity, $2 tokens per interval, $3 interval in µs.
--- State: a string "<tokens> <instant of the last refill µs>".
+-- State: a string "<tokens> <instant of the last refill µs>", tokens in
+-- [0, 2^53], the instant within ±2^53; anything else is refused with an
+-- RLMISMATCH error.
 local capacity = tonumber(ARGV[$1])
 local per = tonumber(ARGV[$2])
 local interval = tonumber(ARGV[$3])
@@ -17,11 +19,17 @@ local function floordiv(a, b)
 end
 
 local tokens, last = capacity, now
-local state = redis.call('GET', key)
+local state = redis.pcall('GET', key)
 if state then
-  local sp = string.find(state, ' ', 1, true)
-  tokens = tonumber(string.sub(state, 1, sp - 1))
-  last = tonumber(string.sub(state, sp + 1))
+  if type(state) == 'table' then
+    return redis.error_reply('RLMISMATCH ' .. key .. ' is not a string, not a token bucket')
+  end
+  local k, l = string.match(state, '^(%d+) (%-?%d+)$')
+  k, l = tonumber(k), tonumber(l)
+  if not (k and l and k <= 9007199254740992 and l >= -9007199254740992 and l <= 9007199254740992) then
+    return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes that are not a token bucket')
+  end
+  tokens, last = k, l
 end
 
 -- Refill up to now by whole intervals; a refill that fills the bucket

@@ -3,6 +3,7 @@
 -- State: 16 bytes, tokens and the last update in µs as two little-endian
 -- IEEE 754 doubles: exact, and small enough that Redis stores the key in
 -- its smallest string encoding (text with 17 digits would not fit).
+-- Anything else is refused with an RLMISMATCH error.
 local capacity = tonumber(ARGV[$1])
 local per_micro = tonumber(ARGV[$2]) / 1e6
 
@@ -52,15 +53,24 @@ if not struct then
 end
 
 local tokens, last = capacity, now
-local state = redis.call('GET', key)
+local state = redis.pcall('GET', key)
 if state then
+  if type(state) == 'table' then
+    return redis.error_reply('RLMISMATCH ' .. key .. ' is not a string, not a token bucket')
+  end
   if #state ~= 16 then
-    return redis.error_reply('ratelimit: ' .. key .. ' does not hold a token bucket')
+    return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes, not a token bucket')
   end
   if struct then
     tokens, last = struct.unpack('<dd', state)
   else
     tokens, last = dec(state, 1), dec(state, 9)
+  end
+  -- Tokens in [0, 2^53], a whole instant within ±2^53: NaN fails every
+  -- comparison, and text that happens to be 16 bytes long (a GCRA state)
+  -- decodes to a fraction of an instant.
+  if not (tokens >= 0 and tokens <= 9007199254740992 and last >= -9007199254740992 and last <= 9007199254740992 and last == math.floor(last)) then
+    return redis.error_reply('RLMISMATCH ' .. key .. ' holds 16 bytes that are not a token bucket')
   end
 end
 
