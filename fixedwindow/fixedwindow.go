@@ -89,11 +89,15 @@ func (w *Window) Init(_ algorithm.State, _ int64) algorithm.State {
 
 // at returns the window index of now and the cost counted in it, given
 // the state's. A clock that stepped back into an earlier window stays in
-// the counted one.
+// the counted one, unless that window starts more than
+// algorithm.MaxDuration after now's: no clock steps back that far, and in
+// Redis such an index is another window length's (a minute's index read
+// as an hour's lies centuries ahead), so the state counts as fresh rather
+// than make every wait that long. The script does the same.
 func (w *Window) at(s algorithm.State, now int64) (index, count int64) {
 	index = algorithm.FloorDiv(now, w.window)
 	switch {
-	case s.N1 == 0:
+	case s.N1 == 0, s.N0 > index+algorithm.MaxDuration/w.window:
 		return index, 0
 	case s.N0 >= index:
 		return s.N0, s.N1
@@ -127,7 +131,7 @@ func (w *Window) Peek(s algorithm.State, now, cost int64) algorithm.Result {
 
 func (w *Window) report(index, count, cost, now int64) algorithm.Result {
 	r := algorithm.Result{
-		Remaining:  w.limit - count,
+		Remaining:  max(w.limit-count, 0), // a count may exceed a limit lowered since
 		ResetAfter: w.resetAfter(index, count, now),
 	}
 	if count+cost > w.limit {

@@ -118,6 +118,46 @@ func TestWindowClockStepsBack(t *testing.T) {
 	})
 }
 
+// TestWindowLoweredLimit checks a count above the limit (a state kept
+// across a lower limit): nothing remains, never a negative count.
+func TestWindowLoweredLimit(t *testing.T) {
+	hundred := mustNew(t, fixedwindow.Config{Limit: 100, Window: time.Second})
+	s, _ := hundred.Take(hundred.Init(algorithm.State{}, t0), t0, 95)
+	ten := mustNew(t, fixedwindow.Config{Limit: 10, Window: time.Second})
+	want := algorithm.Result{Remaining: 0, RetryAfter: 4*d - 1, ResetAfter: 4*d - 1}
+	if got := ten.Peek(s, t0+1, 1); got != want {
+		t.Errorf("Peek of 95 counted under a limit of 10: got %+v, want %+v", got, want)
+	}
+	if next, got := ten.Take(s, t0+1, 1); got != want || next != s {
+		t.Errorf("Take of 95 counted under a limit of 10: got %+v and %+v, want %+v and the state unchanged", got, next, want)
+	}
+}
+
+// TestWindowFarAhead checks a counted window that starts more than
+// algorithm.MaxDuration after now's (a minute's index read as an hour's):
+// the state counts as fresh, not as a wait of centuries; one that starts
+// just within it still holds.
+func TestWindowFarAhead(t *testing.T) {
+	minute := mustNew(t, fixedwindow.Config{Limit: 10, Window: time.Minute})
+	s, _ := minute.Take(minute.Init(algorithm.State{}, t0), t0, 10)
+	hour := mustNew(t, fixedwindow.Config{Limit: 10, Window: time.Hour})
+	if got := hour.Peek(s, t0, 1); got != algorithm.Fresh(10) {
+		t.Errorf("a minute's index read as an hour's: got %+v, want fresh", got)
+	}
+	w := mustNew(t, fixedwindow.Config{Limit: 3, Window: time.Second})
+	ahead := algorithm.MaxDuration / sec // windows
+	for _, c := range []struct {
+		index int64
+		fresh bool
+	}{{t0/sec + ahead, false}, {t0/sec + ahead + 1, true}} {
+		s := algorithm.State{N0: c.index, N1: 3}
+		got := w.Peek(s, t0, 1)
+		if fresh := got == algorithm.Fresh(3); fresh != c.fresh || got.RetryAfter < 0 || got.ResetAfter < 0 {
+			t.Errorf("a window %d ahead: got %+v, want fresh %v", c.index-t0/sec, got, c.fresh)
+		}
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	const maxWindow = time.Duration(algorithm.MaxDuration) * time.Microsecond
 	for _, cfg := range []fixedwindow.Config{

@@ -223,7 +223,7 @@ func (l *Log) Peek(s algorithm.State, now, cost int64) algorithm.Result {
 	entries := live(&s)
 	i, base := split(&s, entries, t-l.window)
 	used := s.N2 - base
-	r := algorithm.Result{Remaining: l.limit - used}
+	r := algorithm.Result{Remaining: max(l.limit-used, 0)} // used may exceed a limit lowered since
 	if used > 0 {
 		r.ResetAfter = s.N1 + l.window - now
 	}

@@ -91,6 +91,23 @@ func TestLogPeek(t *testing.T) {
 	})
 }
 
+// TestLogLoweredLimit checks a log holding more than the limit (kept
+// across a lower limit): nothing remains, never a negative count.
+func TestLogLoweredLimit(t *testing.T) {
+	hundred := mustNew(t, slidinglog.Config{Limit: 100, Window: time.Second})
+	s := hundred.Init(algorithm.State{}, t0)
+	for i := range int64(19) {
+		s, _ = hundred.Take(s, t0+i, 5)
+	}
+	ten := mustNew(t, slidinglog.Config{Limit: 10, Window: time.Second})
+	got := ten.Peek(s, t1, 1)
+	// 95 used, 86 must leave: the 18th entry, at t0+17, takes 90 out.
+	want := algorithm.Result{Remaining: 0, RetryAfter: t0 + 17 + sec - t1, ResetAfter: t0 + 18 + sec - t1}
+	if got != want {
+		t.Errorf("Peek of 95 logged under a limit of 10: got %+v, want %+v", got, want)
+	}
+}
+
 func TestLogClockStepsBack(t *testing.T) {
 	l := mustNew(t, slidinglog.Config{Limit: 4, Window: time.Second})
 	run(t, l, []step{

@@ -117,11 +117,14 @@ type window struct {
 
 // at returns s seen at now: the window of now with its count and the
 // previous one's. A clock that stepped back into an earlier window stays
-// in the counted one, at its start.
+// in the counted one, at its start, unless that window starts more than
+// algorithm.MaxDuration after now's: no clock steps back that far, and in
+// Redis such an index is another window length's, so the state counts as
+// fresh rather than make every wait that long. The script does the same.
 func (w *Window) at(s algorithm.State, now int64) window {
 	v := window{index: algorithm.FloorDiv(now, w.window)}
 	switch {
-	case s.N1 == 0 && s.N2 == 0:
+	case s.N1 == 0 && s.N2 == 0, s.N0 > v.index+algorithm.MaxDuration/w.window:
 	case s.N0 >= v.index:
 		v.index, v.count, v.prev = s.N0, s.N1, s.N2
 	case s.N0 == v.index-1:

@@ -154,6 +154,14 @@ func (r *reference) index(now int64) int64 {
 	return max(algorithm.FloorDiv(now, r.window), r.last)
 }
 
+// forgets reports whether the latest window counted in starts more than
+// algorithm.MaxDuration after now's, so far that the counter takes it for
+// another window length's and starts afresh.
+func (r *reference) forgets(now int64) bool {
+	i := algorithm.FloorDiv(now, r.window)
+	return r.last != math.MinInt64 && r.last-i > algorithm.MaxDuration/r.window
+}
+
 // used is count + ⌈prev·(window − elapsed)/window⌉ at now.
 func (r *reference) used(now int64) int64 {
 	i := r.index(now)
@@ -180,6 +188,9 @@ func (r *reference) first(now int64, ok func(t int64) bool) int64 {
 }
 
 func (r *reference) decide(now, cost int64) algorithm.Result {
+	if r.forgets(now) {
+		return algorithm.Fresh(r.limit)
+	}
 	used := r.used(now)
 	return algorithm.Result{
 		Remaining:  max(r.limit-used, 0),
@@ -189,6 +200,9 @@ func (r *reference) decide(now, cost int64) algorithm.Result {
 }
 
 func (r *reference) admit(now, cost int64) {
+	if r.forgets(now) {
+		r.counts, r.last = map[int64]int64{}, math.MinInt64
+	}
 	i := r.index(now)
 	r.counts[i] += cost
 	r.last = i

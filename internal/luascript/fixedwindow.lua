@@ -1,7 +1,11 @@
 -- Fixed window (Go: fixedwindow.Window).
 -- Parameters: $1 limit, $2 window in µs.
 -- State: a string "<window index> <count>". A clock that stepped back into
--- an earlier window stays in the counted one. A value that is not such a
+-- an earlier window stays in the counted one, unless that window starts
+-- more than 2^48 µs (algorithm.MaxDuration) after now's: no clock steps
+-- back that far, and such an index is another window length's (a minute's
+-- index read as an hour's lies centuries ahead), so the state counts as
+-- fresh rather than make every wait that long. A value that is not such a
 -- state, or a count above 2^40 (no limit is larger), is refused with an
 -- RLMISMATCH error.
 local limit = tonumber(ARGV[$1])
@@ -25,7 +29,14 @@ if state then
   if not (stored and counted and stored >= -9007199254740992 and stored <= 9007199254740992 and counted <= 1099511627776) then
     return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes that are not a fixed window')
   end
-  if counted > 0 and stored >= index then
+  -- ahead: ⌊2^48/window⌋, the most windows a counted one may lie ahead.
+  local ahead = math.floor(281474976710656 / window)
+  if ahead * window > 281474976710656 then
+    ahead = ahead - 1
+  elseif (ahead + 1) * window <= 281474976710656 then
+    ahead = ahead + 1
+  end
+  if counted > 0 and stored >= index and stored <= index + ahead then
     index, count = stored, counted
   end
 end
@@ -35,6 +46,9 @@ local fits = count + cost <= limit
 
 --@report
 local rem, retry, reset = limit - count, ends, 0
+if rem < 0 then
+  rem = 0 -- counted under a larger limit
+end
 if fits then
   retry = 0
 end

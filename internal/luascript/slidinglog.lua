@@ -64,6 +64,9 @@ local fits = used + cost <= limit
 
 --@report
 local rem, retry, reset = limit - used, 0, 0
+if rem < 0 then
+  rem = 0 -- counted under a larger limit
+end
 do
   local excess = used + cost - limit
   if excess > 0 then

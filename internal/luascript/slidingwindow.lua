@@ -6,8 +6,12 @@
 --   count + ⌈previous × (window − elapsed) / window⌉,
 -- elapsed being the time since the current window started (0 when a clock
 -- that stepped back is still in an earlier window, which counts in the
--- current one). Counts are at most 2^40 (no limit is larger); a value
--- that is not such a state is refused with an RLMISMATCH error.
+-- current one), unless that window starts more than 2^48 µs
+-- (algorithm.MaxDuration) after now's: no clock steps back that far, and
+-- such an index is another window length's, so the state counts as fresh
+-- rather than make every wait that long. Counts are at most 2^40 (no limit
+-- is larger); a value that is not such a state is refused with an
+-- RLMISMATCH error.
 local limit = tonumber(ARGV[$1])
 local window = tonumber(ARGV[$2])
 
@@ -29,7 +33,14 @@ if state then
   if not (i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 1099511627776 and p <= 1099511627776) then
     return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes that are not a sliding-window counter')
   end
-  if c > 0 or p > 0 then
+  -- ahead: ⌊2^48/window⌋, the most windows a counted one may lie ahead.
+  local ahead = math.floor(281474976710656 / window)
+  if ahead * window > 281474976710656 then
+    ahead = ahead - 1
+  elseif (ahead + 1) * window <= 281474976710656 then
+    ahead = ahead + 1
+  end
+  if (c > 0 or p > 0) and i <= index + ahead then
     if i >= index then
       index, count, prev = i, c, p
     elseif i == index - 1 then

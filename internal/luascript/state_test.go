@@ -442,3 +442,109 @@ func TestJunkState(t *testing.T) {
 		}
 	})
 }
+
+// TestLoweredLimit is the case: a window that counted 95 under a
+// limit of 100, read under a limit of 10 with the same state ID, denies
+// with nothing remaining, where the reply was negative (an outage, which
+// FailOpen admitted), and agrees with the Go transition.
+func TestLoweredLimit(t *testing.T) {
+	t0 := time.UnixMicro(1_763_700_000_000_000)
+	type pair struct{ old, new algorithm.Algorithm }
+	must := func(a algorithm.Algorithm, err error) algorithm.Algorithm {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	pairs := map[string]pair{
+		"fixedwindow":   {must(fixedwindow.Per(100, time.Minute)), must(fixedwindow.Per(10, time.Minute))},
+		"slidingwindow": {must(slidingwindow.Per(100, time.Minute)), must(slidingwindow.Per(10, time.Minute))},
+		"slidinglog":    {must(slidinglog.Per(100, time.Minute)), must(slidinglog.Per(10, time.Minute))},
+	}
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		for name, p := range pairs {
+			t.Run(name, func(t *testing.T) {
+				ctx := t.Context()
+				fake := clock.NewFake(t0)
+				st := sharedStores()["goredis"](t, target, redistest.Prefix(t))
+				old := sharedReader(t, p.old, st, fake)
+				now := t0.UnixMicro()
+				s := p.old.Init(algorithm.State{}, now)
+				for range 19 {
+					if d, err := old.AllowN(ctx, "k", 5); err != nil || !d.Allowed() {
+						t.Fatalf("limit 100: %v, %v", d, err)
+					}
+					s, _ = p.old.Take(s, now, 5)
+					fake.Advance(time.Millisecond)
+					now += 1000
+				}
+				lim := sharedReader(t, p.new, st, fake)
+				for _, op := range []string{"peek", "allow"} {
+					var d ratelimit.Decision
+					var err error
+					var want algorithm.Result
+					if op == "peek" {
+						d, err = lim.Peek(ctx, "k")
+						want = p.new.Peek(s, now, 1)
+					} else {
+						d, err = lim.Allow(ctx, "k")
+						_, want = p.new.Take(s, now, 1)
+					}
+					if err != nil || d.Allowed() || d.Remaining() != 0 || d.Source() != ratelimit.FromStore {
+						t.Errorf("%s under limit 10 after 95: %v, %v; want denied by the store, 0 remaining", op, d, err)
+					}
+					got := algorithm.Result{Remaining: d.Remaining(), RetryAfter: d.RetryAfter().Microseconds(), ResetAfter: d.ResetAfter().Microseconds()}
+					if want.Remaining != 0 || want.Allowed() || got != want {
+						t.Errorf("%s under limit 10 after 95: the script gives %+v, Go %+v; want both denied with 0 remaining", op, got, want)
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestLongerWindow is the other case: a fixed window (and a
+// sliding-window counter) of a minute, read as one of an hour under the
+// same state ID. The minute's index lies centuries ahead in hours: the
+// state counts as fresh, where it made every wait about that long.
+func TestLongerWindow(t *testing.T) {
+	t0 := time.UnixMicro(1_763_700_000_000_000)
+	must := func(a algorithm.Algorithm, err error) algorithm.Algorithm {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	for _, c := range []struct {
+		name     string
+		old, new algorithm.Algorithm
+		bound    time.Duration // the longest wait: one window, two for a counter
+	}{
+		{"fixedwindow", must(fixedwindow.Per(10, time.Minute)), must(fixedwindow.Per(10, time.Hour)), time.Hour},
+		{"slidingwindow", must(slidingwindow.Per(10, time.Minute)), must(slidingwindow.Per(10, time.Hour)), 2 * time.Hour},
+		{"fixedwindow, shorter", must(fixedwindow.Per(10, time.Hour)), must(fixedwindow.Per(10, time.Minute)), time.Minute},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			redistest.Each(t, func(t *testing.T, target redistest.Target) {
+				ctx := t.Context()
+				fake := clock.NewFake(t0)
+				st := sharedStores()["goredis"](t, target, redistest.Prefix(t))
+				if d, err := sharedReader(t, c.old, st, fake).AllowN(ctx, "k", 10); err != nil || !d.Allowed() {
+					t.Fatalf("the first window: %v, %v", d, err)
+				}
+				now := t0.UnixMicro()
+				s, _ := c.old.Take(c.old.Init(algorithm.State{}, now), now, 10)
+				lim := sharedReader(t, c.new, st, fake)
+				d, err := lim.Peek(ctx, "k")
+				want := c.new.Peek(s, now, 1)
+				got := algorithm.Result{Remaining: d.Remaining(), RetryAfter: d.RetryAfter().Microseconds(), ResetAfter: d.ResetAfter().Microseconds()}
+				if err != nil || got != want || d.RetryAfter() < 0 || d.RetryAfter() > c.bound || d.ResetAfter() < 0 || d.ResetAfter() > c.bound {
+					t.Errorf("Peek: the script gives %v, %v; Go %+v; want them equal, waits within [0, %v]", d, err, want, c.bound)
+				}
+				if d, err := lim.Allow(ctx, "k"); err != nil || d.RetryAfter() < 0 || d.RetryAfter() > c.bound || d.ResetAfter() < 0 || d.ResetAfter() > c.bound {
+					t.Errorf("Allow: %v, %v; want waits within [0, %v]", d, err, c.bound)
+				}
+			})
+		})
+	}
+}
