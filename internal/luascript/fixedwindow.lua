@@ -29,12 +29,16 @@ if state then
   if not (stored and counted and stored >= -9007199254740992 and stored <= 9007199254740992 and counted <= 1099511627776) then
     return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes that are not a fixed window')
   end
-  -- ahead: ⌊2^48/window⌋, the most windows a counted one may lie ahead.
-  local ahead = math.floor(281474976710656 / window)
-  if ahead * window > 281474976710656 then
-    ahead = ahead - 1
-  elseif (ahead + 1) * window <= 281474976710656 then
-    ahead = ahead + 1
+  local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1
+  if stored > index + 1 then
+    -- ⌊2^48/window⌋, the most windows a counted one may lie ahead,
+    -- computed only past the next window.
+    ahead = math.floor(281474976710656 / window)
+    if ahead * window > 281474976710656 then
+      ahead = ahead - 1
+    elseif (ahead + 1) * window <= 281474976710656 then
+      ahead = ahead + 1
+    end
   end
   if counted > 0 and stored >= index and stored <= index + ahead then
     index, count = stored, counted

@@ -33,12 +33,16 @@ if state then
   if not (i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 1099511627776 and p <= 1099511627776) then
     return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes that are not a sliding-window counter')
   end
-  -- ahead: ⌊2^48/window⌋, the most windows a counted one may lie ahead.
-  local ahead = math.floor(281474976710656 / window)
-  if ahead * window > 281474976710656 then
-    ahead = ahead - 1
-  elseif (ahead + 1) * window <= 281474976710656 then
-    ahead = ahead + 1
+  local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1
+  if i > index + 1 then
+    -- ⌊2^48/window⌋, the most windows a counted one may lie ahead,
+    -- computed only past the next window.
+    ahead = math.floor(281474976710656 / window)
+    if ahead * window > 281474976710656 then
+      ahead = ahead - 1
+    elseif (ahead + 1) * window <= 281474976710656 then
+      ahead = ahead + 1
+    end
   end
   if (c > 0 or p > 0) and i <= index + ahead then
     if i >= index then

@@ -548,3 +548,35 @@ func TestLongerWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestFarAheadMirror checks the rule for a counted window far ahead of
+// now's at its edge, script against Go: ⌊2^48/window⌋ windows ahead still
+// counts, one more is fresh, for windows from 7µs to the longest.
+func TestFarAheadMirror(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		client := redistest.GoRedis(t, target)
+		now := int64(1_763_700_000_123_456)
+		for _, window := range []int64{7, 1_000_000, 3_600_000_000, algorithm.MaxDuration - 1, algorithm.MaxDuration} {
+			fixed, err := fixedwindow.New(fixedwindow.Config{Limit: 3, Window: time.Duration(window) * time.Microsecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			counter, err := slidingwindow.New(slidingwindow.Config{Limit: 3, Window: time.Duration(window) * time.Microsecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			index := algorithm.FloorDiv(now, window)
+			for _, ahead := range []int64{1, 2, algorithm.MaxDuration / window, algorithm.MaxDuration/window + 1} {
+				calls := []call{{now, 0}, {now, 1}, {now + 1, 0}}
+				key := redistest.Prefix(t) + "{fw}"
+				s := algorithm.State{N0: index + ahead, N1: 2}
+				client.Set(t.Context(), key, fmt.Sprintf("%d 2", s.N0), 0)
+				mirrorFrom(t, client, fixed, key, s, calls, nil)
+				key = redistest.Prefix(t) + "{sw}"
+				s = algorithm.State{N0: index + ahead, N1: 2, N2: 1}
+				client.Set(t.Context(), key, fmt.Sprintf("%d 2 1", s.N0), 0)
+				mirrorFrom(t, client, counter, key, s, calls, nil)
+			}
+		}
+	})
+}
