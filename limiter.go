@@ -219,7 +219,13 @@ func (s Source) String() string {
 }
 
 // FailurePolicy says what a Limiter decides when its store fails (an error
-// wrapping ErrStoreUnavailable) while the caller's context is still live.
+// wrapping ErrStoreUnavailable, or ErrStoreFull for a store out of room)
+// while the caller's context is still live. A request whose context has
+// ended (cancelled, or past its deadline) gets an error matching the
+// context's error instead, whatever the policy and whatever error the
+// client library reported: the caller has gone, and no policy may admit
+// it uncharged or charge it elsewhere. Other errors (ErrKeyTooLong,
+// ErrStateMismatch, a bad cost) are returned as they are.
 type FailurePolicy uint8
 
 const (
