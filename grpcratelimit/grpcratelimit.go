@@ -290,7 +290,8 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 	if ls.lim == nil && ls.policy == nil {
 		return ctx, nil // unlimited
 	}
-	d := new(ratelimit.PolicyDecision) // DecisionFrom's, when admitted
+	c := &decided{Context: ctx} // the handler's, when admitted
+	d := &c.d
 	if ls.lim != nil {
 		var ld ratelimit.Decision
 		ld, err = ls.lim.AllowN(ctx, key, cost)
@@ -305,9 +306,12 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 		return nil, in.onError(ctx, fullMethod, err)
 	}
 	f := in.fieldsOf(ls)
-	// Outside a server (no stream in ctx), or once the handler has sent
-	// its header, there is nowhere to put them.
-	_ = grpc.SetHeader(ctx, metadata.MD{"ratelimit-policy": {f.Policy()}, "ratelimit": {f.RateLimit(d)}})
+	// Outside a server (no stream in ctx) there is nowhere to put them,
+	// nor once the handler has sent its header (SetHeader fails).
+	if st := grpc.ServerTransportStreamFromContext(ctx); st != nil {
+		c.fields = [2]string{f.Policy(), f.RateLimit(d)}
+		_ = st.SetHeader(metadata.MD{"ratelimit-policy": c.fields[0:1:1], "ratelimit": c.fields[1:2:2]})
+	}
 	if !d.Allowed() {
 		if !in.dryRun {
 			return nil, exhausted(d.Decision, f.Name(d.Binding))
@@ -320,7 +324,32 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 			limits[i] = limits[i].DryRun()
 		}
 	}
-	return context.WithValue(ctx, decisionKey{}, d), nil
+	return c, nil
+}
+
+// decided is the context of a decided call: its parent with the decision,
+// for DecisionFrom, as context.WithValue would make it. The values of the
+// call's metadata fields share its allocation.
+type decided struct {
+	context.Context
+	d      ratelimit.PolicyDecision
+	fields [2]string // ratelimit-policy, ratelimit
+}
+
+func (c *decided) Value(key any) any {
+	if _, ok := key.(decisionKey); ok {
+		return &c.d
+	}
+	return c.Context.Value(key)
+}
+
+// String describes c as context.WithValue's contexts describe themselves.
+func (c *decided) String() string {
+	parent := fmt.Sprintf("%T", c.Context)
+	if s, ok := c.Context.(fmt.Stringer); ok {
+		parent = s.String()
+	}
+	return parent + ".WithValue(grpcratelimit.decisionKey, " + c.d.String() + ")"
 }
 
 // fieldsOf returns the metadata fields of ls: made once by New and
