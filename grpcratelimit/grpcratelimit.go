@@ -256,11 +256,13 @@ type decisionKey struct{}
 // ok is false outside the interceptor, for calls of cost 0 and for calls
 // a Resolver left unlimited.
 func DecisionFrom(ctx context.Context) (d ratelimit.Decision, ok bool) {
-	pd, ok := ctx.Value(decisionKey{}).(*ratelimit.PolicyDecision)
-	if !ok {
-		return ratelimit.Decision{}, false
+	switch d := ctx.Value(decisionKey{}).(type) {
+	case *ratelimit.Decision: // a Limiter's
+		return *d, true
+	case *ratelimit.PolicyDecision:
+		return d.Decision, true
 	}
-	return pd.Decision, true
+	return ratelimit.Decision{}, false
 }
 
 // PolicyDecisionFrom returns the whole decision the server interceptor
@@ -268,11 +270,13 @@ func DecisionFrom(ctx context.Context) (d ratelimit.Decision, ok bool) {
 // binding limit and each limit's own (a Limiter's is a policy of one
 // limit). ok is false where DecisionFrom's is.
 func PolicyDecisionFrom(ctx context.Context) (d ratelimit.PolicyDecision, ok bool) {
-	pd, ok := ctx.Value(decisionKey{}).(*ratelimit.PolicyDecision)
-	if !ok {
-		return ratelimit.PolicyDecision{}, false
+	switch d := ctx.Value(decisionKey{}).(type) {
+	case *ratelimit.Decision: // a Limiter's
+		return ratelimit.DecisionOfOne(*d), true
+	case *ratelimit.PolicyDecision:
+		return *d, true
 	}
-	return *pd, true
+	return ratelimit.PolicyDecision{}, false
 }
 
 // admit decides a call to fullMethod. It returns the context to serve the
@@ -290,27 +294,47 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 	if ls.lim == nil && ls.policy == nil {
 		return ctx, nil // unlimited
 	}
-	d := new(ratelimit.PolicyDecision) // DecisionFrom's, when admitted
 	if ls.lim != nil {
-		var ld ratelimit.Decision
-		ld, err = ls.lim.AllowN(ctx, key, cost)
-		*d = ratelimit.DecisionOfOne(ld)
-	} else {
-		err = ls.policy.AllowNInto(ctx, key, cost, d)
+		// A Limiter's context keeps its one decision, a sixth the size of a
+		// policy's.
+		c := &decided[ratelimit.Decision]{Context: ctx}
+		c.d, err = ls.lim.AllowN(ctx, key, cost)
+		d := ratelimit.DecisionOfOne(c.d)
+		if err := in.settle(ctx, fullMethod, ls, &d, &c.fields, err); err != nil {
+			return nil, err
+		}
+		c.d = d.Decision // marked, in dry-run mode
+		return c, nil
 	}
+	c := &decided[ratelimit.PolicyDecision]{Context: ctx}
+	err = ls.policy.AllowNInto(ctx, key, cost, &c.d)
+	if err := in.settle(ctx, fullMethod, ls, &c.d, &c.fields, err); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// settle handles d, the decision of a call to fullMethod by ls, or err,
+// the error that left it undecided. It returns the error to fail the call
+// with, if any. It sets the call's header metadata fields, whose values it
+// keeps in fields, and in dry-run mode it marks a denial as such.
+func (in *Interceptor[K]) settle(ctx context.Context, fullMethod string, ls limits[K], d *ratelimit.PolicyDecision, fields *[2]string, err error) error {
 	if errors.Is(err, ratelimit.ErrCostExceedsLimit) {
-		return nil, status.Error(codes.ResourceExhausted, "the call costs more than the rate limit can ever admit")
+		return status.Error(codes.ResourceExhausted, "the call costs more than the rate limit can ever admit")
 	}
 	if err != nil {
-		return nil, in.onError(ctx, fullMethod, err)
+		return in.onError(ctx, fullMethod, err)
 	}
 	f := in.fieldsOf(ls)
-	// Outside a server (no stream in ctx), or once the handler has sent
-	// its header, there is nowhere to put them.
-	_ = grpc.SetHeader(ctx, metadata.MD{"ratelimit-policy": {f.Policy()}, "ratelimit": {f.RateLimit(d)}})
+	// Outside a server (no stream in ctx) there is nowhere to put them,
+	// nor once the handler has sent its header (SetHeader fails).
+	if st := grpc.ServerTransportStreamFromContext(ctx); st != nil {
+		*fields = [2]string{f.Policy(), f.RateLimit(d)}
+		_ = st.SetHeader(metadata.MD{"ratelimit-policy": fields[0:1:1], "ratelimit": fields[1:2:2]})
+	}
 	if !d.Allowed() {
 		if !in.dryRun {
-			return nil, exhausted(d.Decision, f.Name(d.Binding))
+			return exhausted(d.Decision, f.Name(d.Binding))
 		}
 		// Passed on: every denying decision is marked, as a dry-run
 		// Limiter's would be.
@@ -320,7 +344,33 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 			limits[i] = limits[i].DryRun()
 		}
 	}
-	return context.WithValue(ctx, decisionKey{}, d), nil
+	return nil
+}
+
+// decided is the context of a decided call: its parent with the decision
+// D (a Limiter's Decision or a PolicyDecision), for DecisionFrom, as
+// context.WithValue would make it. The values of the call's metadata
+// fields share its allocation.
+type decided[D ratelimit.Decision | ratelimit.PolicyDecision] struct {
+	context.Context
+	d      D
+	fields [2]string // ratelimit-policy, ratelimit
+}
+
+func (c *decided[D]) Value(key any) any {
+	if _, ok := key.(decisionKey); ok {
+		return &c.d
+	}
+	return c.Context.Value(key)
+}
+
+// String describes c as context.WithValue's contexts describe themselves.
+func (c *decided[D]) String() string {
+	parent := fmt.Sprintf("%T", c.Context)
+	if s, ok := c.Context.(fmt.Stringer); ok {
+		parent = s.String()
+	}
+	return parent + ".WithValue(grpcratelimit.decisionKey, " + fmt.Sprint(&c.d) + ")"
 }
 
 // fieldsOf returns the metadata fields of ls: made once by New and

@@ -485,3 +485,61 @@ func TestClientWaits(t *testing.T) {
 		t.Errorf("server saw %d calls, want the 2 admitted only", n)
 	}
 }
+
+// recordingStream is a transportStream that keeps the header metadata set
+// on it.
+type recordingStream struct {
+	transportStream
+	header metadata.MD
+}
+
+func (s *recordingStream) SetHeader(md metadata.MD) error {
+	s.header = metadata.Join(s.header, md)
+	return nil
+}
+
+// TestHandlerContext checks the context the handler is served with: the
+// decision, the parent's values and cancellation, through contexts derived
+// from it too; and the fields set on the call's stream.
+func TestHandlerContext(t *testing.T) {
+	lim, _ := newLimiter[string](t, 2, memorystore.New[string]())
+	in := newInterceptor(t, lim, grpcratelimit.Method)
+	st := &recordingStream{transportStream: transportStream{"/a.B/C"}}
+	type parentKey struct{}
+	parent, cancel := context.WithCancel(context.WithValue(grpc.NewContextWithServerTransportStream(context.Background(), st), parentKey{}, "v"))
+	handler := func(ctx context.Context, _ any) (any, error) {
+		child, stop := context.WithCancel(ctx)
+		defer stop()
+		if d, ok := grpcratelimit.DecisionFrom(child); !ok || !d.Allowed() || d.Remaining() != 1 {
+			t.Errorf("DecisionFrom a derived context: %+v, %v, want an admission with 1 left", d, ok)
+		}
+		if pd, ok := grpcratelimit.PolicyDecisionFrom(ctx); !ok || len(pd.Limits()) != 1 {
+			t.Errorf("PolicyDecisionFrom: %+v, %v, want the decision of one limit", pd, ok)
+		}
+		if m, _ := grpc.Method(child); m != "/a.B/C" || child.Value(parentKey{}) != "v" {
+			t.Errorf("method %q, parent's value %v: the parent's values are lost", m, child.Value(parentKey{}))
+		}
+		if s := fmt.Sprint(ctx); !strings.Contains(s, ".WithValue(grpcratelimit.decisionKey, ") {
+			t.Errorf("the context describes itself as %q", s)
+		}
+		cancel()
+		select {
+		case <-child.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("cancelling the parent does not cancel a context derived from the handler's")
+		}
+		if ctx.Err() != context.Canceled {
+			t.Errorf("the handler's context's Err is %v after the parent's cancellation", ctx.Err())
+		}
+		return "ok", nil
+	}
+	if _, err := in.Unary()(parent, nil, &grpc.UnaryServerInfo{FullMethod: "/a.B/C"}, handler); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.header.Get("ratelimit"); len(got) != 1 || got[0] != `"default";r=1;t=1` {
+		t.Errorf("ratelimit %q, want [%q]", got, `"default";r=1;t=1`)
+	}
+	if got := st.header.Get("ratelimit-policy"); len(got) != 1 || got[0] != `"default";q=2;w=2` {
+		t.Errorf("ratelimit-policy %q, want [%q]", got, `"default";q=2;w=2`)
+	}
+}

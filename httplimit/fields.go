@@ -80,7 +80,14 @@ func (f *Fields) Policy() string { return f.policy }
 // limit has remaining r, and the seconds t (rounded up) until it is fresh
 // again.
 func (f *Fields) RateLimit(d *ratelimit.PolicyDecision) string {
-	b := make([]byte, 0, 32*len(f.quoted))
+	// Formatted on the stack when it fits, so that the string is the only
+	// allocation.
+	var buf [256]byte
+	return string(f.appendRateLimit(buf[:0], d))
+}
+
+// appendRateLimit appends the RateLimit field of d to b.
+func (f *Fields) appendRateLimit(b []byte, d *ratelimit.PolicyDecision) []byte {
 	for i, di := range d.Limits() {
 		if i > 0 {
 			b = append(b, ", "...)
@@ -91,7 +98,7 @@ func (f *Fields) RateLimit(d *ratelimit.PolicyDecision) string {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, seconds(di.ResetAfter()), 10)
 	}
-	return string(b)
+	return b
 }
 
 // quote renders s as a structured-field string (RFC 8941): printable
