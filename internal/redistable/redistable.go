@@ -25,9 +25,10 @@ type Runner interface {
 	// Eval runs s with KEYS = keys (one per limit, all with the same hash
 	// tag) and ARGV = args.All(): EVALSHA (EVALSHA_RO when readOnly), then
 	// EVAL (EVAL_RO) if the server answers NOSCRIPT. It returns the reply
-	// as integers. It must not resend a call that may have reached the
-	// server, since a resent Take would charge twice.
-	Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args Args) ([]int64, error)
+	// as integers, appended to reply[:0] when it can, so that a call does
+	// not allocate them. It must not resend a call that may have reached
+	// the server, since a resent Take would charge twice.
+	Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args Args, reply []int64) ([]int64, error)
 	// Del deletes keys (all with the same hash tag) with UNLINK, which
 	// frees a large value (a full sliding log) off Redis's main thread.
 	Del(ctx context.Context, keys []string) error
@@ -182,7 +183,17 @@ func (t *Table[K]) Warnings() []error { return slices.Clone(t.warnings) }
 // Script returns the script the table runs.
 func (t *Table[K]) Script() *luascript.Script { return t.script }
 
-var keySlices = sync.Pool{New: func() any { s := make([]string, 0, 4); return &s }}
+// scratch is a call's Redis keys and the script's reply, pooled: they
+// reach the runner through an interface, so slices on the stack would
+// escape.
+type scratch struct {
+	keys  []string
+	reply []int64
+}
+
+var scratches = sync.Pool{New: func() any {
+	return &scratch{keys: make([]string, 0, 4), reply: make([]int64, 0, 12)}
+}}
 
 var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
 
@@ -292,22 +303,23 @@ func (t *Table[K]) Reset(ctx context.Context, key K) error {
 }
 
 func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args, out []algorithm.Result) (algorithm.Result, error) {
-	// The keys reach the runner through an interface, so a slice on the
-	// stack would escape: they are kept in a pooled slice instead.
-	kp := keySlices.Get().(*[]string)
-	keys, err := t.Keys(*kp, key)
+	sc := scratches.Get().(*scratch)
+	keys, err := t.Keys(sc.keys, key)
 	if err != nil {
-		keySlices.Put(kp)
+		scratches.Put(sc)
 		return algorithm.Result{}, err
 	}
 	defer func() {
 		clear(keys) // hold no strings while pooled
-		*kp = keys[:0]
-		keySlices.Put(kp)
+		sc.keys = keys[:0]
+		scratches.Put(sc)
 	}()
 	for attempt := 0; ; attempt++ {
-		reply, err := t.run.Eval(ctx, t.script, readOnly, keys, args)
+		reply, err := t.run.Eval(ctx, t.script, readOnly, keys, args, sc.reply)
 		if err == nil {
+			if cap(reply) <= 1024 {
+				sc.reply = reply[:0] // a far larger one is not kept
+			}
 			return t.result(reply, out)
 		}
 		if IsMismatch(err) {

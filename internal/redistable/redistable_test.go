@@ -241,7 +241,7 @@ type fakeRunner struct {
 	err   error
 }
 
-func (r *fakeRunner) Eval(_ context.Context, s *luascript.Script, readOnly bool, keys []string, args redistable.Args) ([]int64, error) {
+func (r *fakeRunner) Eval(_ context.Context, s *luascript.Script, readOnly bool, keys []string, args redistable.Args, _ []int64) ([]int64, error) {
 	if len(args.RestAny) != len(args.Rest) {
 		return nil, fmt.Errorf("RestAny has %d values, Rest %d", len(args.RestAny), len(args.Rest))
 	}
@@ -372,8 +372,8 @@ type tryAgainRunner struct {
 
 var errTryAgain = errors.New("TRYAGAIN Multiple keys request during rehashing of slot")
 
-func (r *tryAgainRunner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args redistable.Args) ([]int64, error) {
-	reply, err := r.fakeRunner.Eval(ctx, s, readOnly, keys, args)
+func (r *tryAgainRunner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args redistable.Args, _ []int64) ([]int64, error) {
+	reply, err := r.fakeRunner.Eval(ctx, s, readOnly, keys, args, nil)
 	if len(r.calls) <= r.n {
 		return nil, errTryAgain
 	}
@@ -564,7 +564,7 @@ type nopRunner struct{}
 
 var nopReply = []int64{4, 0, 700}
 
-func (nopRunner) Eval(context.Context, *luascript.Script, bool, []string, redistable.Args) ([]int64, error) {
+func (nopRunner) Eval(context.Context, *luascript.Script, bool, []string, redistable.Args, []int64) ([]int64, error) {
 	return nopReply, nil
 }
 func (nopRunner) Del(context.Context, []string) error { return nil }

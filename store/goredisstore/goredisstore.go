@@ -259,7 +259,7 @@ type onceCmd struct{ *redis.Cmd }
 
 func (onceCmd) NoRetry() bool { return true }
 
-func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args redistable.Args) ([]int64, error) {
+func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args redistable.Args, _ []int64) ([]int64, error) {
 	sha, src := "evalsha", "eval"
 	if readOnly {
 		sha, src = "evalsha_ro", "eval_ro"

@@ -223,27 +223,20 @@ type runner struct {
 	take   *rueidis.Lua // the table's script
 }
 
-// call holds one call's KEYS and ARGV. rueidis copies them into its own
-// command, so they are reused from a pool rather than allocated per call.
-type call struct {
-	keys []string
-	argv []string
-}
+// argvs hold calls' ARGV. rueidis copies them into its own command, so
+// they are reused from a pool rather than allocated per call.
+var argvs = sync.Pool{New: func() any { return new([]string) }}
 
-var calls = sync.Pool{New: func() any { return new(call) }}
-
-func (r *runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, a redistable.Args) ([]int64, error) {
-	c := calls.Get().(*call)
+func (r *runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, a redistable.Args, reply []int64) ([]int64, error) {
+	ap := argvs.Get().(*[]string)
+	args := append(append((*ap)[:0], a.Now, a.Cost), a.Rest...)
 	defer func() {
-		clear(c.keys) // hold no strings while pooled
-		clear(c.argv)
-		calls.Put(c)
+		clear(args) // hold no strings while pooled
+		*ap = args[:0]
+		argvs.Put(ap)
 	}()
-	c.keys = append(c.keys[:0], keys...)
-	c.argv = append(append(c.argv[:0], a.Now, a.Cost), a.Rest...)
-	keys, args := c.keys, c.argv
 	if !readOnly {
-		return r.take.Exec(ctx, r.client, keys, args).AsIntSlice()
+		return intSlice(r.take.Exec(ctx, r.client, keys, args), reply)
 	}
 	// Peeks are built as arbitrary commands rather than with
 	// rueidis.NewLuaScriptReadOnly: rueidis retries commands marked
@@ -255,7 +248,26 @@ func (r *runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, k
 	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
 		resp = r.client.Do(ctx, r.client.B().Arbitrary("EVAL_RO", s.Source, n).Keys(keys...).Args(args...).Build())
 	}
-	return resp.AsIntSlice()
+	return intSlice(resp, reply)
+}
+
+// intSlice is resp.AsIntSlice appended to dst[:0], so that a reply of
+// integers, the scripts' only reply, allocates nothing. Any other reply
+// is left to AsIntSlice, whose values and errors are the same.
+func intSlice(resp rueidis.RedisResult, dst []int64) ([]int64, error) {
+	values, err := resp.ToArray()
+	if err != nil {
+		return resp.AsIntSlice()
+	}
+	dst = dst[:0]
+	for i := range values {
+		if !values[i].IsInt64() {
+			return resp.AsIntSlice()
+		}
+		v, _ := values[i].AsInt64()
+		dst = append(dst, v)
+	}
+	return dst, nil
 }
 
 func (r *runner) Del(ctx context.Context, keys []string) error {
