@@ -70,7 +70,7 @@ type PolicyReader func(ctx context.Context) ([]NodePolicy, error)
 // who drains each of its keys can still do under it).
 func Evicts(policy string) bool {
 	switch policy {
-	case "allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu", "volatile-random":
+	case "volatile-lru", "volatile-lfu", "volatile-random":
 		return true
 	}
 	return strings.HasPrefix(policy, "allkeys-")
