@@ -1,17 +1,3 @@
 module github.com/go-ratelimit/ratelimit
 
 go 1.24.0
-
-require (
-	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/redis/go-redis/v9 v9.22.0
-	github.com/redis/rueidis v1.0.69
-	pgregory.net/rapid v1.3.0
-)
-
-require (
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/yuin/gopher-lua v1.1.1 // indirect
-	go.uber.org/atomic v1.11.0 // indirect
-	golang.org/x/sys v0.34.0 // indirect
-)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/internal/benchkit"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkObserver(b *testing.B) {
 		{"dry-run", []ratelimit.Option{ratelimit.WithDryRun()}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			alg, err := benchAlgorithms[0].allowed()
+			alg, err := benchkit.Algorithms[0].Allowed()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -37,10 +38,10 @@ func BenchmarkObserver(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
-			if _, err := lim.AllowN(ctx, "bench:0", benchAlgorithms[0].prime); err != nil {
+			if _, err := lim.AllowN(ctx, "bench:0", benchkit.Algorithms[0].Prime); err != nil {
 				b.Fatal(err)
 			}
-			benchSerial(b, lim, []string{"bench:0"}, true)
+			benchkit.Serial(b, lim, []string{"bench:0"}, true)
 		})
 	}
 }

@@ -4,6 +4,14 @@ go 1.25.0
 
 replace github.com/go-ratelimit/ratelimit => ../
 
+replace github.com/go-ratelimit/ratelimit/store/goredisstore => ../store/goredisstore
+
+replace github.com/go-ratelimit/ratelimit/store/rueidisstore => ../store/rueidisstore
+
+replace github.com/go-ratelimit/ratelimit/store/storetest => ../store/storetest
+
+replace github.com/go-ratelimit/ratelimit/internal/redistest => ../internal/redistest
+
 require (
 	github.com/go-ratelimit/ratelimit v0.0.0-00010101000000-000000000000
 	github.com/labstack/echo/v4 v4.16.0

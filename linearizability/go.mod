@@ -4,8 +4,13 @@ go 1.24.0
 
 require (
 	github.com/go-ratelimit/ratelimit v0.0.0
+	github.com/go-ratelimit/ratelimit/internal/redistest v0.0.0-00010101000000-000000000000
+	github.com/go-ratelimit/ratelimit/store/goredisstore v0.0.0-00010101000000-000000000000
+	github.com/go-ratelimit/ratelimit/store/rueidisstore v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.22.0
 )
+
+require github.com/go-ratelimit/ratelimit/store/storetest v0.0.0-00010101000000-000000000000 // indirect
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
@@ -19,3 +24,11 @@ require (
 )
 
 replace github.com/go-ratelimit/ratelimit => ../
+
+replace github.com/go-ratelimit/ratelimit/store/goredisstore => ../store/goredisstore
+
+replace github.com/go-ratelimit/ratelimit/store/rueidisstore => ../store/rueidisstore
+
+replace github.com/go-ratelimit/ratelimit/store/storetest => ../store/storetest
+
+replace github.com/go-ratelimit/ratelimit/internal/redistest => ../internal/redistest

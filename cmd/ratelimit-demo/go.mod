@@ -4,11 +4,20 @@ go 1.24.0
 
 replace github.com/go-ratelimit/ratelimit => ../..
 
+replace github.com/go-ratelimit/ratelimit/store/goredisstore => ../../store/goredisstore
+
+replace github.com/go-ratelimit/ratelimit/store/rueidisstore => ../../store/rueidisstore
+
+replace github.com/go-ratelimit/ratelimit/store/storetest => ../../store/storetest
+
+replace github.com/go-ratelimit/ratelimit/internal/redistest => ../../internal/redistest
+
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
 	github.com/chromedp/chromedp v0.14.2
 	github.com/go-ratelimit/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/go-ratelimit/ratelimit/store/goredisstore v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.22.0
 )
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/store"
 )
@@ -41,7 +42,11 @@ func (s *servers) read(context.Context) ([]redistable.NodePolicy, error) {
 
 func openChecked(t *testing.T, check *redistable.EvictionCheck) (*redistable.Table[string], error) {
 	t.Helper()
-	return redistable.Open(nil, redistable.Config[string]{Prefix: prefix, Evictions: check}, store.LimitsOf(window(t)), clock.Local())
+	alg, err := fixedwindow.New(fixedwindow.Config{Limit: 5, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return redistable.Open(nil, redistable.Config[string]{Prefix: "rl:", Evictions: check}, store.LimitsOf(alg), clock.Local())
 }
 
 func TestEvictionCheck(t *testing.T) {

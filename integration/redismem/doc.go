@@ -7,7 +7,7 @@
 // touches a shared one, and runs only when asked:
 //
 //	RATELIMIT_MEASURE_MEMORY=1 RATELIMIT_REDIS_ADDR=127.0.0.1:6379 \
-//	  go test -v -count=1 -run TestMemoryPerKey -timeout 30m ./internal/redismem
+//	  go test -v -count=1 -run TestMemoryPerKey -timeout 30m ./redismem   (in integration/)
 //
 // RATELIMIT_REDIS_ADDR only enables real-Redis tests; the server it names
 // is not used. RATELIMIT_MEASURE_KEYS sets the number of keys (default

@@ -30,7 +30,7 @@ const envMeasureScripts = "RATELIMIT_MEASURE_SCRIPTS"
 // request; and MEMORY USAGE of one key before them. It prints a markdown table:
 //
 //	RATELIMIT_MEASURE_SCRIPTS=1 RATELIMIT_REDIS_ADDR=127.0.0.1:6379 \
-//	  go test -run TestScriptCost -v ./internal/luascript
+//	  go test -run TestScriptCost -v ./luascript   (in integration/)
 //
 // The server should have no other clients: their EVALSHA calls would
 // count too.

@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,7 +117,7 @@ func checkDenialCacheModel(t *testing.T, stores storePair) {
 	rapid.Check(t, func(rt *rapid.T) {
 		alg := drawAlgorithm(rt)
 		stA, stB := stores(rt, alg)
-		fs := &faultStore{next: stA}
+		fs := &countingStore{next: stA}
 		start := time.UnixMicro(rapid.Int64Range(1_700_000_000_000_000, 1_800_000_000_000_000).Draw(rt, "start µs"))
 		fake := clock.NewFake(start)
 		newLim := func(st store.Store[string], opts ...ratelimit.Option) *ratelimit.Limiter[string] {
@@ -252,4 +253,48 @@ func sharedOn(rt *rapid.T, alg algorithm.Algorithm) *sharedStore {
 		rt.Fatal(err)
 	}
 	return &sharedStore{table}
+}
+
+// sharedStore returns one table on every Open, so that two Limiters share
+// a memory store's state as two processes share Redis.
+type sharedStore struct {
+	table store.Table[string]
+}
+
+func (s *sharedStore) Open([]store.Limit, clock.Clock) (store.Table[string], error) {
+	return s.table, nil
+}
+
+// countingStore counts the calls its tables pass on to the store it wraps.
+type countingStore struct {
+	next  store.Store[string]
+	calls atomic.Int64
+}
+
+func (s *countingStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[string], error) {
+	t, err := s.next.Open(limits, clk)
+	if err != nil {
+		return nil, err
+	}
+	return &countingTable{Table: t, calls: &s.calls}, nil
+}
+
+type countingTable struct {
+	store.Table[string]
+	calls *atomic.Int64
+}
+
+func (t *countingTable) Take(ctx context.Context, key string, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
+	t.calls.Add(1)
+	return t.Table.Take(ctx, key, now, cost, out)
+}
+
+func (t *countingTable) Peek(ctx context.Context, key string, now int64, out []algorithm.Result) (algorithm.Result, error) {
+	t.calls.Add(1)
+	return t.Table.Peek(ctx, key, now, out)
+}
+
+func (t *countingTable) Reset(ctx context.Context, key string) error {
+	t.calls.Add(1)
+	return t.Table.Reset(ctx, key)
 }

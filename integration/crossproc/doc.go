@@ -6,5 +6,5 @@
 // RATELIMIT_REDIS_ADDR (and, for the cluster, RATELIMIT_REDIS_CLUSTER_ADDRS)
 // is set, as .ci/run does, and skips otherwise:
 //
-//	RATELIMIT_REDIS_ADDR=127.0.0.1:6379 go test -race ./internal/crossproc
+//	RATELIMIT_REDIS_ADDR=127.0.0.1:6379 go test -race ./crossproc   (in integration/)
 package crossproc

@@ -20,5 +20,5 @@
 // where any client socket of a test running beside these may take a port
 // first. .ci/run sets it:
 //
-//	RATELIMIT_REDIS_SPARE_PORTS=21001-21009 go test -race -v ./internal/failover
+//	RATELIMIT_REDIS_SPARE_PORTS=21001-21009 go test -race -v ./failover   (in integration/)
 package failover

@@ -12,7 +12,7 @@
 // so that their TTLs outlast the victim's), and the victim tries 10
 // requests. It prints a markdown table:
 //
-//	go run ./internal/evictattack -port 16390
+//	go run ./evictattack -port 16390   (in integration/)
 //
 // The numbers vary a little between runs (Redis samples keys to evict),
 // not what they show.

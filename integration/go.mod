@@ -1,0 +1,32 @@
+module github.com/go-ratelimit/ratelimit/integration
+
+go 1.24.0
+
+replace github.com/go-ratelimit/ratelimit => ..
+
+replace github.com/go-ratelimit/ratelimit/store/storetest => ../store/storetest
+
+replace github.com/go-ratelimit/ratelimit/store/goredisstore => ../store/goredisstore
+
+replace github.com/go-ratelimit/ratelimit/store/rueidisstore => ../store/rueidisstore
+
+replace github.com/go-ratelimit/ratelimit/internal/redistest => ../internal/redistest
+
+require (
+	github.com/go-ratelimit/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/go-ratelimit/ratelimit/internal/redistest v0.0.0-00010101000000-000000000000
+	github.com/go-ratelimit/ratelimit/store/goredisstore v0.0.0-00010101000000-000000000000
+	github.com/go-ratelimit/ratelimit/store/rueidisstore v0.0.0-00010101000000-000000000000
+	github.com/go-ratelimit/ratelimit/store/storetest v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redis/rueidis v1.0.69
+	pgregory.net/rapid v1.3.0
+)
+
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
+	golang.org/x/sys v0.31.0 // indirect
+)

@@ -1,0 +1,50 @@
+package ratelimit_test
+
+import (
+	"testing"
+
+	"github.com/go-ratelimit/ratelimit/internal/benchkit"
+	"github.com/go-ratelimit/ratelimit/internal/redistest"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/goredisstore"
+	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
+)
+
+// redisStores are both clients' stores on a real Redis at
+// $RATELIMIT_REDIS_ADDR (the benchmarks skip when it is unset).
+func redisStores(b *testing.B) []benchkit.Store {
+	target := redistest.Standalone(b)
+	return []benchkit.Store{
+		{Name: "goredis", Remote: true, New: func(b *testing.B) store.Store[string] {
+			st, err := goredisstore.New[string](redistest.GoRedis(b, target), goredisstore.WithPrefix[string](redistest.Prefix(b)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return st
+		}},
+		{Name: "rueidis", Remote: true, New: func(b *testing.B) store.Store[string] {
+			st, err := rueidisstore.New[string](redistest.Rueidis(b, target), rueidisstore.WithPrefix[string](redistest.Prefix(b)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return st
+		}},
+	}
+}
+
+// BenchmarkRedis runs the core module's BenchmarkMemory matrix on a real
+// Redis, through both clients. The parallel runs use
+// benchkit.RedisCallers concurrent callers and report p50 and p99 latency
+// besides decisions/s:
+//
+//	RATELIMIT_REDIS_ADDR=127.0.0.1:16379 go test -run='^$' -bench=Redis -benchmem ./ratelimit
+func BenchmarkRedis(b *testing.B) {
+	benchkit.Stores(b, redisStores(b))
+}
+
+// BenchmarkPolicy is the core module's BenchmarkPolicy on Redis:
+//
+//	RATELIMIT_REDIS_ADDR=127.0.0.1:16379 go test -run='^$' -bench=Policy -benchmem ./ratelimit
+func BenchmarkPolicy(b *testing.B) {
+	benchkit.Policy(b, redisStores(b))
+}

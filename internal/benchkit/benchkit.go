@@ -1,0 +1,388 @@
+// Package benchkit is the benchmark harness shared by the core module's
+// memory benchmarks and the integration module's Redis ones: the same
+// algorithms, paths and key counts on every store, each decision checked.
+package benchkit
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// Stores (BenchmarkMemory in the core module, BenchmarkRedis in
+// integration/ratelimit) times Limiter.AllowN on keys that already have
+// state, with the local clock, for every store × algorithm × number of
+// keys × path × serial or parallel. Names read store/algorithm/keys=N/path/mode. The allowed path uses a
+// configuration that never denies during a run and whose keys never expire
+// (so every decision finds the key's state as it left it); the generous
+// path a limit never approached, whose state is fresh again microseconds
+// after each request (so every decision finds it expired); the denied path
+// keys drained before the timer starts that stay drained for years.
+
+// Store is a store the benchmarks run on.
+type Store struct {
+	Name string
+	// New returns a fresh, empty store; it may skip b when its backend is
+	// not available.
+	New func(b *testing.B) store.Store[string]
+	// Remote stores are measured with RedisCallers concurrent callers and
+	// latency percentiles.
+	Remote bool
+}
+
+// Algorithm is one algorithm in the configurations the paths use.
+type Algorithm struct {
+	Name string
+	// Allowed never denies a cost of 1 during a benchmark; Prime is the
+	// cost taken once per key before the timer starts, so that the key's
+	// state stays far from fresh for years.
+	Allowed func() (algorithm.Algorithm, error)
+	Prime   int
+	// Generous is a limit never approached whose state is fresh again
+	// microseconds after each request, as most keys' are: every request
+	// meets state that has expired since the last.
+	Generous func() (algorithm.Algorithm, error)
+	// Denied has a limit of 1 and refills after years.
+	Denied func() (algorithm.Algorithm, error)
+}
+
+// maxWindow is the longest window an algorithm accepts, a little under 9
+// years; windows aligned to the epoch end next in 2032.
+const maxWindow = time.Duration(algorithm.MaxDuration) * time.Microsecond
+
+var Algorithms = []Algorithm{
+	{
+		Name: "tokenbucket",
+		// 2^40 tokens refilled at 4000/s (8.7 years to fill); priming
+		// takes half of them, so the key is full again in 4.4 years.
+		Allowed: func() (algorithm.Algorithm, error) {
+			return tokenbucket.New(tokenbucket.Config{Capacity: algorithm.MaxLimit, Rate: 4000})
+		},
+		Prime: int(algorithm.MaxLimit / 2),
+		// A burst of 1e9 and 1e9 per hour: one token back in 3.6µs.
+		Generous: func() (algorithm.Algorithm, error) {
+			return tokenbucket.New(tokenbucket.Config{Capacity: 1_000_000_000, Rate: 1e9 / 3600})
+		},
+		Denied: func() (algorithm.Algorithm, error) {
+			return tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1e-8})
+		},
+	},
+	{
+		Name: "tokenbucket-interval",
+		// 2^40 tokens, one per 256µs: the slowest refill allowed.
+		Allowed: func() (algorithm.Algorithm, error) {
+			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{
+				Capacity: algorithm.MaxLimit, Tokens: 1, Interval: 256 * time.Microsecond})
+		},
+		Prime: int(algorithm.MaxLimit / 2),
+		Generous: func() (algorithm.Algorithm, error) {
+			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 1_000_000, Tokens: 1, Interval: time.Microsecond})
+		},
+		Denied: func() (algorithm.Algorithm, error) {
+			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 1, Tokens: 1, Interval: maxWindow})
+		},
+	},
+	{
+		Name: "slidinglog",
+		// 2^15 per millisecond is never reached. The log keeps one entry
+		// per microsecond in which a key was admitted, so a short window
+		// keeps a hot key's log at a realistic size (≤ 1000 entries).
+		// Keys seen less often than once a millisecond expire between
+		// requests and are created again after a sweep.
+		Allowed: func() (algorithm.Algorithm, error) {
+			return slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: time.Millisecond})
+		},
+		Prime: 1,
+		Generous: func() (algorithm.Algorithm, error) {
+			return slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: 10 * time.Microsecond})
+		},
+		Denied: func() (algorithm.Algorithm, error) {
+			return slidinglog.New(slidinglog.Config{Limit: 1, Window: maxWindow})
+		},
+	},
+	{
+		Name: "fixedwindow",
+		Allowed: func() (algorithm.Algorithm, error) {
+			return fixedwindow.New(fixedwindow.Config{Limit: algorithm.MaxLimit, Window: maxWindow})
+		},
+		Prime: 1,
+		Generous: func() (algorithm.Algorithm, error) {
+			return fixedwindow.New(fixedwindow.Config{Limit: 1_000_000, Window: 10 * time.Microsecond})
+		},
+		Denied: func() (algorithm.Algorithm, error) {
+			return fixedwindow.New(fixedwindow.Config{Limit: 1, Window: maxWindow})
+		},
+	},
+	{
+		Name: "gcra",
+		// A burst of 2^40, one unit per 256µs: the slowest refill
+		// allowed; priming takes half, so the key rests in 4.4 years.
+		Allowed: func() (algorithm.Algorithm, error) {
+			return gcra.New(gcra.Config{Burst: algorithm.MaxLimit, Every: 256 * time.Microsecond})
+		},
+		Prime: int(algorithm.MaxLimit / 2),
+		// A burst of 1e9, one unit back every 4µs (about 1e9 per hour).
+		Generous: func() (algorithm.Algorithm, error) {
+			return gcra.New(gcra.Config{Burst: 1_000_000_000, Every: 4 * time.Microsecond})
+		},
+		Denied: func() (algorithm.Algorithm, error) {
+			return gcra.New(gcra.Config{Burst: 1, Every: maxWindow})
+		},
+	},
+	{
+		Name: "slidingwindow",
+		Allowed: func() (algorithm.Algorithm, error) {
+			return slidingwindow.New(slidingwindow.Config{Limit: algorithm.MaxLimit, Window: maxWindow})
+		},
+		Prime: 1,
+		Generous: func() (algorithm.Algorithm, error) {
+			return slidingwindow.New(slidingwindow.Config{Limit: 1_000_000, Window: 10 * time.Microsecond})
+		},
+		Denied: func() (algorithm.Algorithm, error) {
+			return slidingwindow.New(slidingwindow.Config{Limit: 1, Window: maxWindow})
+		},
+	},
+}
+
+// KeyCounts are the numbers of keys requests are spread over, round
+// robin: one hot key, or many.
+var KeyCounts = []int{1, 10_000}
+
+// RedisCallers is how many goroutines call a Redis store at once in the
+// parallel benchmarks.
+const RedisCallers = 64
+
+// Stores runs every combination on each store.
+func Stores(b *testing.B, stores []Store) {
+	for _, st := range stores {
+		b.Run(st.Name, func(b *testing.B) {
+			for _, alg := range Algorithms {
+				b.Run(alg.Name, func(b *testing.B) {
+					for _, n := range KeyCounts {
+						b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+							for _, path := range []string{"allowed", "generous", "denied"} {
+								allowed := path != "denied"
+								b.Run(path, func(b *testing.B) {
+									b.Run("serial", func(b *testing.B) {
+										lim, keys := setup(b, st, alg, n, path)
+										Serial(b, lim, keys, allowed)
+									})
+									b.Run("parallel", func(b *testing.B) {
+										lim, keys := setup(b, st, alg, n, path)
+										parallel(b, limiterAllow(lim), keys, allowed, st.Remote)
+									})
+								})
+							}
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+// setup builds a limiter on a fresh store and n keys that already
+// have state: primed for the allowed path, asked once for the generous
+// one, drained for the denied one.
+func setup(b *testing.B, st Store, ba Algorithm, n int, path string) (*ratelimit.Limiter[string], []string) {
+	b.Helper()
+	newAlg, cost := ba.Denied, 1
+	switch path {
+	case "allowed":
+		newAlg, cost = ba.Allowed, ba.Prime
+	case "generous":
+		newAlg = ba.Generous
+	}
+	alg, err := newAlg()
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim, err := ratelimit.New(alg, st.New(b)) // the local clock
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("bench:%d", i)
+		if d, err := lim.AllowN(ctx, keys[i], cost); err != nil || !d.Allowed() {
+			b.Fatalf("priming %s with %d: %+v, %v", keys[i], cost, d, err)
+		}
+	}
+	return lim, keys
+}
+
+func Serial(b *testing.B, lim *ratelimit.Limiter[string], keys []string, allowed bool) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	wrong, i := 0, 0
+	for b.Loop() {
+		d, err := lim.AllowN(ctx, keys[i], 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d.Allowed() != allowed {
+			wrong++
+		}
+		if i++; i == len(keys) {
+			i = 0
+		}
+	}
+	reportDecisions(b, wrong, allowed)
+}
+
+// allowFunc is one decision on a key, by a Limiter or a Policy.
+type allowFunc func(ctx context.Context, key string) (bool, error)
+
+func limiterAllow(lim *ratelimit.Limiter[string]) allowFunc {
+	return func(ctx context.Context, key string) (bool, error) {
+		d, err := lim.AllowN(ctx, key, 1)
+		return d.Allowed(), err
+	}
+}
+
+func policyAllow(p *ratelimit.Policy[string]) allowFunc {
+	return func(ctx context.Context, key string) (bool, error) {
+		d, err := p.AllowN(ctx, key, 1)
+		return d.Allowed(), err
+	}
+}
+
+// policyAllowInto is policyAllow through AllowNInto, the decision kept on
+// the caller's stack.
+func policyAllowInto(p *ratelimit.Policy[string]) allowFunc {
+	return func(ctx context.Context, key string) (bool, error) {
+		var d ratelimit.PolicyDecision
+		err := p.AllowNInto(ctx, key, 1, &d)
+		return d.Allowed(), err
+	}
+}
+
+func parallel(b *testing.B, allow allowFunc, keys []string, allowed, remote bool) {
+	ctx := context.Background()
+	var wrong, failed atomic.Int64
+	var worker atomic.Int64
+	var mu sync.Mutex
+	var latencies []time.Duration
+	if remote {
+		b.SetParallelism((RedisCallers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		// Workers start spread over the keys and go round robin.
+		i := int(worker.Add(1)*7919) % len(keys)
+		var mine []time.Duration
+		if remote {
+			mine = make([]time.Duration, 0, 1024)
+			defer func() {
+				mu.Lock()
+				latencies = append(latencies, mine...)
+				mu.Unlock()
+			}()
+		}
+		for pb.Next() {
+			var start time.Time
+			if remote {
+				start = time.Now()
+			}
+			ok, err := allow(ctx, keys[i])
+			if remote {
+				mine = append(mine, time.Since(start))
+			}
+			if err != nil {
+				failed.Add(1)
+			} else if ok != allowed {
+				wrong.Add(1)
+			}
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+	})
+	b.StopTimer()
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d decisions failed", n)
+	}
+	reportDecisions(b, int(wrong.Load()), allowed)
+	if len(latencies) > 0 {
+		slices.Sort(latencies)
+		b.ReportMetric(float64(percentile(latencies, 50).Microseconds()), "p50-µs")
+		b.ReportMetric(float64(percentile(latencies, 99).Microseconds()), "p99-µs")
+	}
+}
+
+// percentile returns the p-th percentile of sorted latencies.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	return sorted[(len(sorted)-1)*p/100]
+}
+
+func reportDecisions(b *testing.B, wrong int, allowed bool) {
+	if wrong > 0 {
+		b.Errorf("%d of %d decisions had Allowed = %v, want %v: the configuration does not fit the path", wrong, b.N, !allowed, allowed)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
+
+// Policy (BenchmarkPolicy in the core module for memory, in
+// integration/ratelimit for Redis) compares a route's two limits, 10^5 per second (a token
+// bucket) and 10^9 per day (a fixed window), decided together by a
+// Policy (on the memory store also through AllowNInto, limits=2-into),
+// with the per-second limit alone on a Limiter, on 10,000 keys far
+// below their limits, on each store (the Redis stores with RedisCallers
+// concurrent callers).
+func Policy(b *testing.B, stores []Store) {
+	// 10^5 per second: the memory store's 20 M decisions/s spread over
+	// 10,000 keys never reach it.
+	second, err1 := tokenbucket.New(tokenbucket.Config{Capacity: 100_000, Rate: 100_000})
+	day, err2 := fixedwindow.New(fixedwindow.Config{Limit: 1_000_000_000, Window: 24 * time.Hour})
+	if err1 != nil || err2 != nil {
+		b.Fatal(err1, err2)
+	}
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("route:%d", i)
+	}
+	for _, st := range stores {
+		b.Run(st.Name, func(b *testing.B) {
+			b.Run("limits=1", func(b *testing.B) {
+				lim, err := ratelimit.New(second, st.New(b))
+				if err != nil {
+					b.Fatal(err)
+				}
+				parallel(b, limiterAllow(lim), keys, true, st.Remote)
+			})
+			both := func(b *testing.B) *ratelimit.Policy[string] {
+				p, err := ratelimit.NewPolicy(st.New(b), []ratelimit.Limit{
+					{Name: "second", Algorithm: second}, {Name: "day", Algorithm: day}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				return p
+			}
+			b.Run("limits=2", func(b *testing.B) {
+				parallel(b, policyAllow(both(b)), keys, true, st.Remote)
+			})
+			if st.Remote {
+				return // a decision's copies are lost in a round trip
+			}
+			b.Run("limits=2-into", func(b *testing.B) {
+				parallel(b, policyAllowInto(both(b)), keys, true, st.Remote)
+			})
+		})
+	}
+}
