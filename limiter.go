@@ -270,14 +270,16 @@ func (d *Decision) setBreakerOpen(open bool) {
 type Option interface{ apply(*options) }
 
 type options struct {
-	clock       clock.Clock
-	policy      FailurePolicy
-	onError     func(error)
-	stateID     *string  // WithStateID's, nil when not given
-	hooks       hooks    // observer.go
-	breaker     *Breaker // WithBreaker; nil without
-	denialCache bool     // WithDenialCache was given,
-	denials     int      // with this size
+	clock           clock.Clock
+	policy          FailurePolicy
+	onError         func(error)
+	stateID         *string         // WithStateID's, nil when not given
+	inherit         *algorithm.Rule // WithInheritance's, nil when not given
+	resetOnMismatch bool            // WithResetOnMismatch was given
+	hooks           hooks           // observer.go
+	breaker         *Breaker        // WithBreaker; nil without
+	denialCache     bool            // WithDenialCache was given,
+	denials         int             // with this size
 }
 
 type optionFunc func(*options)
@@ -324,6 +326,27 @@ func WithStateID(id string) Option {
 	return optionFunc(func(o *options) { o.stateID = &id })
 }
 
+// WithInheritance sets how a key's state written by the same algorithm
+// with other parameters is carried when this Limiter reads it: a limit
+// changed on live keys, a process rebuilt with a new configuration under
+// the same state ID (WithStateID), or two processes mid-deploy. The
+// default, algorithm.AsIs, keeps what was used (clamped to the new
+// limit); algorithm.Proportional keeps the fraction used. Under either,
+// tightening never grants a fresh quota. Proportional is an error
+// (ErrInvalidConfig) for the sliding log. For a Policy, set Limit.Inherit.
+func WithInheritance(rule algorithm.Rule) Option {
+	return optionFunc(func(o *options) { o.inherit = &rule })
+}
+
+// WithResetOnMismatch makes a key whose state was written by another
+// algorithm under the same state ID (or is unreadable) start afresh,
+// instead of failing with ErrStateMismatch: for a deliberate switch of
+// algorithm under a kept state ID. The old state is replaced when a
+// request is admitted. For a Policy, set Limit.ResetOnMismatch.
+func WithResetOnMismatch() Option {
+	return optionFunc(func(o *options) { o.resetOnMismatch = true })
+}
+
 // Limiter limits the rate of requests per key of type K. It combines an
 // algorithm, which decides, a store, which keeps each key's state, and a
 // clock, read once per decision. Create it with [New]. A Limiter is safe
@@ -354,7 +377,11 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 		id = *o.stateID
 	}
 	l := &Limiter[K]{alg: alg}
-	if err := l.engine.init(st, []store.Limit{{Algorithm: alg, ID: id}}, o); err != nil {
+	lim := store.Limit{Algorithm: alg, ID: id, ResetOnMismatch: o.resetOnMismatch}
+	if o.inherit != nil {
+		lim.Inherit = *o.inherit
+	}
+	if err := l.engine.init(st, []store.Limit{lim}, o); err != nil {
 		return nil, err
 	}
 	l.hooked = newHooked(l, o.hooks)

@@ -25,6 +25,13 @@ type Limit struct {
 	// limits configured alike share state, limits configured differently
 	// never do. IDs differ within a policy.
 	StateID string
+	// Inherit is how a key's state written by this algorithm under other
+	// parameters is carried (see WithInheritance): AsIs, the zero value,
+	// or Proportional.
+	Inherit algorithm.Rule
+	// ResetOnMismatch starts a key afresh when its state was written by
+	// another algorithm (see WithResetOnMismatch).
+	ResetOnMismatch bool
 }
 
 // PolicyDecision is the outcome of one call on a Policy.
@@ -99,6 +106,9 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 	if o.stateID != nil {
 		return nil, fmt.Errorf("%w: WithStateID applies to a Limiter; a policy's limits name their state in Limit.StateID", ErrInvalidConfig)
 	}
+	if o.inherit != nil || o.resetOnMismatch {
+		return nil, fmt.Errorf("%w: WithInheritance and WithResetOnMismatch apply to a Limiter; a policy's limits say so in Limit.Inherit and Limit.ResetOnMismatch", ErrInvalidConfig)
+	}
 	if o.denialCache {
 		// The limits that admit a denied request keep changing while
 		// another denies it: a policy's denial is not frozen.
@@ -122,7 +132,7 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 			}
 		}
 		p.spec[i] = l
-		stored[i] = store.Limit{Algorithm: l.Algorithm, ID: l.StateID}
+		stored[i] = store.Limit{Algorithm: l.Algorithm, ID: l.StateID, Inherit: l.Inherit, ResetOnMismatch: l.ResetOnMismatch}
 	}
 	if err := p.engine.init(st, stored, o); err != nil {
 		return nil, err

@@ -65,6 +65,11 @@ func (w *Window) Quota() algorithm.Quota {
 	return algorithm.Quota{Limit: w.limit, Window: time.Duration(w.window) * time.Microsecond}
 }
 
+// Tag returns {KindFixedWindow, limit, window}.
+func (w *Window) Tag() algorithm.Tag {
+	return algorithm.Tag{Kind: algorithm.KindFixedWindow, P0: w.limit, P1: w.window}
+}
+
 // Spec returns {"fixedwindow", [limit, window µs]}.
 func (w *Window) Spec() algorithm.Spec {
 	return algorithm.Spec{Name: "fixedwindow", Params: []float64{float64(w.limit), float64(w.window)}}

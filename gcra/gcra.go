@@ -101,6 +101,11 @@ func (m *Meter) Window() time.Duration { return time.Duration(m.tau) * time.Micr
 // quota changes no decision, nor Spec.
 func (m *Meter) Quota() algorithm.Quota { return m.quota }
 
+// Tag returns {KindGCRA, burst, emission interval}.
+func (m *Meter) Tag() algorithm.Tag {
+	return algorithm.Tag{Kind: algorithm.KindGCRA, P0: m.burst, P1: m.every}
+}
+
 // Spec returns {"gcra", [burst, every µs]}.
 func (m *Meter) Spec() algorithm.Spec {
 	return algorithm.Spec{Name: "gcra", Params: []float64{float64(m.burst), float64(m.every)}}

@@ -94,6 +94,12 @@ func (l *Log) Quota() algorithm.Quota {
 	return algorithm.Quota{Limit: l.limit, Window: time.Duration(l.window) * time.Microsecond}
 }
 
+// Tag returns {KindSlidingLog, window}: entries are instants and costs,
+// which mean the same whatever the limit.
+func (l *Log) Tag() algorithm.Tag {
+	return algorithm.Tag{Kind: algorithm.KindSlidingLog, P0: l.window}
+}
+
 // Spec returns {"slidinglog", [limit, window µs]}.
 func (l *Log) Spec() algorithm.Spec {
 	return algorithm.Spec{Name: "slidinglog", Params: []float64{float64(l.limit), float64(l.window)}}

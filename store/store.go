@@ -99,6 +99,15 @@ type Limit struct {
 	// IDs never do. [DefaultID] is the default; "" names the layout of
 	// releases before IDs existed (a key with no suffix).
 	ID string
+	// Inherit is how a state written under this ID by the same algorithm
+	// with other parameters (see algorithm.Tag) is carried: AsIs, the
+	// zero value, or Proportional.
+	Inherit algorithm.Rule
+	// ResetOnMismatch starts a key afresh when its state under this ID
+	// was written by another algorithm or in a format this version does
+	// not read, instead of failing with ErrStateMismatch. The state is
+	// replaced only when a request is admitted.
+	ResetOnMismatch bool
 }
 
 // DefaultID returns the ID of a limit whose user did not name its state:
@@ -124,8 +133,9 @@ func DefaultID(spec algorithm.Spec) string {
 }
 
 // CheckLimits returns an error wrapping algorithm.ErrInvalidConfig when
-// limits is empty, holds a nil algorithm (a typed nil too), or names one state twice (two
-// limits of one table would write the same state).
+// limits is empty, holds a nil algorithm (a typed nil too), names one state twice (two
+// limits of one table would write the same state), or asks a rule the
+// algorithm has not (algorithm.CheckRule).
 func CheckLimits(limits []Limit) error {
 	if len(limits) == 0 {
 		return fmt.Errorf("%w: no limits", algorithm.ErrInvalidConfig)
@@ -133,6 +143,9 @@ func CheckLimits(limits []Limit) error {
 	for i, l := range limits {
 		if nilness.Is(l.Algorithm) {
 			return fmt.Errorf("%w: limit %d has a nil algorithm", algorithm.ErrInvalidConfig, i)
+		}
+		if err := algorithm.CheckRule(l.Algorithm, l.Inherit); err != nil {
+			return fmt.Errorf("limit %d: %w", i, err)
 		}
 		for j := range i {
 			if limits[j].ID == l.ID {

@@ -101,6 +101,12 @@ func (b *Bucket) Window() time.Duration {
 // 10s. The quota changes no decision, nor Spec.
 func (b *Bucket) Quota() algorithm.Quota { return b.quota }
 
+// Tag returns {KindTokenBucket, capacity}: tokens at an instant mean the
+// same whatever the rate.
+func (b *Bucket) Tag() algorithm.Tag {
+	return algorithm.Tag{Kind: algorithm.KindTokenBucket, P0: b.limit}
+}
+
 // Spec returns {"tokenbucket", [capacity, rate per second]}.
 func (b *Bucket) Spec() algorithm.Spec {
 	return algorithm.Spec{Name: "tokenbucket", Params: []float64{b.capacity, b.rate}}
@@ -291,6 +297,12 @@ func (b *IntervalBucket) Window() time.Duration {
 // bucket gets back, and what adapters advertised before. The quota
 // changes no decision, nor Spec.
 func (b *IntervalBucket) Quota() algorithm.Quota { return b.quota }
+
+// Tag returns {KindInterval, capacity}: tokens and the instant of the last
+// refill mean the same whatever the schedule.
+func (b *IntervalBucket) Tag() algorithm.Tag {
+	return algorithm.Tag{Kind: algorithm.KindInterval, P0: b.capacity}
+}
 
 // Spec returns {"tokenbucket-interval", [capacity, tokens, interval µs]}.
 func (b *IntervalBucket) Spec() algorithm.Spec {
