@@ -313,14 +313,16 @@ func WithErrorHandler(f func(error)) Option {
 }
 
 // WithStateID names the state a Limiter keeps in a store shared between
-// processes (the Redis stores put it in every key). By default it is
+// processes (the Redis stores keep it in the field of that name of the
+// key's hash). By default it is
 // store.DefaultID of the algorithm: a fingerprint of its name and
 // parameters, so that limiters configured differently never read each
 // other's state, and limiters configured alike, in any process, share it.
 // Give an ID of your own to keep a key's state across a change of
-// configuration. WithStateID("") keeps state where releases before state
-// IDs kept it (a key with no suffix): see README's migration notes. The
-// memory store ignores it. It is an error for a Policy, whose limits name
+// configuration (see WithInheritance). The empty ID is a field like any
+// other; it no longer names the keys of releases before headers, which
+// are never read (see README's migration notes). The memory store ignores
+// it. It is an error for a Policy, whose limits name
 // their state in Limit.StateID.
 func WithStateID(id string) Option {
 	return optionFunc(func(o *options) { o.stateID = &id })

@@ -96,8 +96,8 @@ type Limit struct {
 	// ID names the limit's state among those kept for one key, so that a
 	// store shared between processes (Redis) finds it again: limits with
 	// the same ID under the same prefix share state, limits with different
-	// IDs never do. [DefaultID] is the default; "" names the layout of
-	// releases before IDs existed (a key with no suffix).
+	// IDs never do. [DefaultID] is the default; "" is an ID like any
+	// other.
 	ID string
 	// Inherit is how a state written under this ID by the same algorithm
 	// with other parameters (see algorithm.Tag) is carried: AsIs, the

@@ -57,8 +57,8 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //     encoded key;
 //   - UnsupportedAlgorithm: an algorithm without a script is refused;
 //   - StateIDs: limiters configured differently under one prefix never
-//     share state; WithStateID shares it on purpose, and WithStateID("")
-//     keeps the layout of releases before state IDs (prefix{key});
+//     share state; WithStateID shares it on purpose, carrying it across
+//     a change of limit, and WithStateID("") is the hash's field "";
 //   - PolicyOneCall: a policy's decision is one script call, on one slot;
 //   - EvictionPolicy, EvictionCheckOnce: a server whose maxmemory-policy
 //     may evict (allkeys-*) makes Open warn, or fail with EvictionRefuse;
