@@ -24,14 +24,31 @@ if state then
   stored, counted = tonumber(stored), tonumber(counted)
   if stored and counted and stored >= -9007199254740992 and stored <= 9007199254740992 and counted <= 1099511627776 then
     if old0 and counted > 0 then
-      -- Written under limit old0 and window old1 (design §2.4): what was
-      -- counted stays counted (as-is, capped at the limit) or carries as
-      -- the fraction of the old limit (proportional, rounded up). Under
-      -- another window length, it counts in the window of now, if the
-      -- old window is still running, and not at all if it has ended.
-      if old1 ~= window and (stored + 1) * old1 <= now then
-        counted = 0
-      elseif ARGV[$mode] == '1' or ARGV[$mode] == '3' then
+      -- Written under limit old0 and window old1 (design §2.4, §2.8):
+      -- the count as the old window reads it at now (none once its window
+      -- has ended, or when it lies more than 2^48 µs ahead) stays counted
+      -- (as-is, capped at the limit) or carries as the fraction of the old
+      -- limit (proportional, rounded up, capped). Under another window
+      -- length it counts in the window of now.
+      if old1 ~= window then
+        local oi = math.floor(now / old1)
+        if oi * old1 > now then
+          oi = oi - 1
+        elseif (oi + 1) * old1 <= now then
+          oi = oi + 1
+        end
+        local oahead = math.floor(281474976710656 / old1)
+        if oahead * old1 > 281474976710656 then
+          oahead = oahead - 1
+        elseif (oahead + 1) * old1 <= 281474976710656 then
+          oahead = oahead + 1
+        end
+        if stored < oi or stored > oi + oahead then
+          counted = 0
+        end
+        stored = index
+      end
+      if counted > 0 and (ARGV[$mode] == '1' or ARGV[$mode] == '3') then
         -- ⌈counted·limit/old0⌉ for whole numbers up to 2^40: long
         -- division, 4 bits of limit at a time.
         local q, r = 0, 0
@@ -49,11 +66,9 @@ if state then
           q = q + 1
         end
         counted = q
-      elseif counted > limit then
-        counted = limit
       end
-      if old1 ~= window then
-        stored = index
+      if counted > limit then
+        counted = limit
       end
     end
     local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1

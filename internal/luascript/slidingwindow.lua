@@ -60,12 +60,12 @@ if state then
   i, c, p = tonumber(i), tonumber(c), tonumber(p)
   if i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 1099511627776 and p <= 1099511627776 then
     if old0 then
-      -- Written under limit old0 and window old1 (design §2.5). Under the
-      -- same window the counts stay; under another, the estimate of the
-      -- old window at now becomes one count in the window of now. Either
-      -- way what was used stays used (as-is, capped at the limit) or
-      -- carries as the fraction of the old limit (proportional, rounded
-      -- up).
+      -- Written under limit old0 and window old1 (design §2.5, §2.8).
+      -- Under the same window the counts stay as they are (as-is), or
+      -- carry as fractions of the old limit (proportional, rounded up,
+      -- capped); under another, the old window's estimate at now becomes
+      -- one count in the window of now, capped (as-is) or carried as a
+      -- fraction (proportional).
       local prop = ARGV[$mode] == '1' or ARGV[$mode] == '3'
       if old1 ~= window then
         local oi = math.floor(now / old1)
@@ -74,42 +74,48 @@ if state then
         elseif (oi + 1) * old1 <= now then
           oi = oi + 1
         end
-        local u, el = 0, 0
-        if i >= oi then
-          u = c + p
-          if i == oi then
-            u, el = c, now - oi * old1
-            if p > 0 then
-              local q, r = muldiv(p, old1 - el, old1)
-              if r > 0 then
-                q = q + 1
-              end
-              u = c + q
-            end
+        local oahead = math.floor(281474976710656 / old1)
+        if oahead * old1 > 281474976710656 then
+          oahead = oahead - 1
+        elseif (oahead + 1) * old1 <= 281474976710656 then
+          oahead = oahead + 1
+        end
+        local oc, op, ostart = 0, 0, oi * old1
+        if (c > 0 or p > 0) and i <= oi + oahead then
+          if i >= oi then
+            oc, op, ostart = c, p, i * old1
+          elseif i == oi - 1 then
+            op = c
           end
-        elseif i == oi - 1 and c > 0 then
-          el = now - oi * old1
-          local q, r = muldiv(c, old1 - el, old1)
+        end
+        local u = oc
+        if op > 0 then
+          local el = now - ostart
+          if el < 0 then
+            el = 0
+          end
+          local q, r = muldiv(op, old1 - el, old1)
           if r > 0 then
             q = q + 1
           end
-          u = q
+          u = oc + q
         end
         i, c, p = index, u, 0
+        if not prop then
+          c = math.min(c, limit)
+        end
       end
       if prop then
         local q, r = muldiv(c, limit, old0)
         if r > 0 then
           q = q + 1
         end
-        c = q
+        c = math.min(q, limit)
         q, r = muldiv(p, limit, old0)
         if r > 0 then
           q = q + 1
         end
-        p = q
-      else
-        c, p = math.min(c, limit), math.min(p, limit)
+        p = math.min(q, limit)
       end
     end
     local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1
