@@ -12,7 +12,7 @@ import (
 // limit of 100 per hour, in [10:00, 11:00); 95 used in the hour count,
 // with 100 per minute, in [10:30, 10:31) and are gone at 10:31.
 func TestInheritMinuteHour(t *testing.T) {
-	const h10 = 472222 * 3_600_000_000 // a 10:00 UTC
+	const h10 = 472222 * 3_600_000_000 // the start of an hour, standing for 10:00
 	const now = h10 + 30*60_000_000 + 20_000_000
 	minute, _ := fixedwindow.PerMinute(100)
 	hour, _ := fixedwindow.PerHour(100)

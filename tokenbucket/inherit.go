@@ -7,6 +7,10 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 )
 
+// maxTokens bounds the tokens Inherit reads, as the script's range check
+// does: 2^53.
+const maxTokens = 1 << 53
+
 var (
 	_ algorithm.Inheritor = (*Bucket)(nil)
 	_ algorithm.Inheritor = (*IntervalBucket)(nil)
@@ -17,15 +21,16 @@ var (
 // The tokens are refilled since the state's instant at this bucket's
 // rate, up to C, giving a; then
 //
-//	AsIs:         max(0, a + (Capacity − C))   what was used stays used
-//	Proportional: min(a·Capacity/C, Capacity)   float64, left to right
+//	AsIs:         max(0, a + (Capacity − C))        what was used stays used
+//	Proportional: min(max(a, 0)·Capacity/C, Capacity)   float64, left to right
 //
 // held at max(last, now). The Lua script computes the same doubles. Any
-// rule but Proportional is AsIs.
+// rule but Proportional is AsIs; negative tokens, which no bucket of this
+// module writes, are carried proportionally as 0.
 //
 // A state it cannot read (from of another Kind or with a capacity outside
-// [1, algorithm.MaxLimit], tokens that are not a finite number) is taken
-// as fully used: an empty bucket at now. Reading it as fresh would hand
+// [1, algorithm.MaxLimit], tokens that are not a number within ±2^53, as
+// the script checks) is taken as fully used: an empty bucket at now. Reading it as fresh would hand
 // out a quota nobody granted. A from equal to the bucket's own Tag gives
 // s as it is, as stores do without asking.
 func (b *Bucket) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule algorithm.Rule) algorithm.State {
@@ -34,14 +39,14 @@ func (b *Bucket) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 	}
 	tokens, last := load(s)
 	if from.Kind != algorithm.KindTokenBucket || from.P0 < 1 || from.P0 > algorithm.MaxLimit ||
-		math.IsNaN(tokens) || math.IsInf(tokens, 0) {
+		!(tokens >= -maxTokens && tokens <= maxTokens) {
 		return algorithm.State{N0: int64(math.Float64bits(0)), N1: now}
 	}
 	c := float64(from.P0)
 	a := min(tokens+float64(float64(max(now-last, 0))*b.perMicro), c)
 	var t float64
 	if rule == algorithm.Proportional {
-		t = min(float64(a*b.capacity)/c, b.capacity)
+		t = min(float64(max(a, 0)*b.capacity)/c, b.capacity)
 	} else {
 		t = max(0, a+float64(b.limit-from.P0))
 	}
