@@ -21,8 +21,8 @@ var (
 // The tokens are refilled since the state's instant at this bucket's
 // rate, up to C, giving a; then
 //
-//	AsIs:         max(0, a + (Capacity − C))        what was used stays used
-//	Proportional: min(max(a, 0)·Capacity/C, Capacity)   float64, left to right
+//	AsIs:         max(0, a + (Capacity − C))          what was used stays used
+//	Proportional: min(max(a, 0)·Capacity/C, Capacity)  float64, left to right
 //
 // held at max(last, now). The Lua script computes the same doubles. Any
 // rule but Proportional is AsIs; negative tokens, which no bucket of this
@@ -30,9 +30,9 @@ var (
 //
 // A state it cannot read (from of another Kind or with a capacity outside
 // [1, algorithm.MaxLimit], tokens that are not a number within ±2^53, as
-// the script checks) is taken as fully used: an empty bucket at now. Reading it as fresh would hand
-// out a quota nobody granted. A from equal to the bucket's own Tag gives
-// s as it is, as stores do without asking.
+// the script checks) is taken as fully used: an empty bucket at now.
+// Reading it as fresh would hand out a quota nobody granted. A from equal
+// to the bucket's own Tag gives s as it is, as stores do without asking.
 func (b *Bucket) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule algorithm.Rule) algorithm.State {
 	if from == b.Tag() {
 		return algorithm.State{N0: s.N0, N1: s.N1}
