@@ -80,7 +80,8 @@ func mirrorInherit(t *testing.T, client redis.UniversalClient, old, new algorith
 // TestInheritMirror changes the limit of keys with random histories, on
 // every algorithm and both rules (as-is only for the log): limits from 1
 // to 2^40 (2^15 for the log), windows and intervals from 1 µs to 2^48 µs;
-// the script's conversion in Lua decides as the Go Inherit methods do.
+// the script's conversion in Lua decides as the Go Inherit methods do,
+// call for call, on every target.
 func TestInheritMirror(t *testing.T) {
 	limits := []int64{1, 3, 10, 100, 1000, 1 << 20, algorithm.MaxLimit}
 	durations := []int64{1, 7, 1000, 1_000_000, 60_000_000, 3_600_000_000, algorithm.MaxDuration}

@@ -70,6 +70,9 @@ func decode(t fataler, key string) string {
 		t.Fatalf("key %q: want %q + \"{\" + encoded key + \"}\" + %q", key, prefix, suffix)
 	}
 	inner := key[len(prefix)+1 : len(key)-len(suffix)-1]
+	if inner == `\` {
+		return "" // the empty key's own tag
+	}
 	var b strings.Builder
 	for i := 0; i < len(inner); i++ {
 		switch c := inner[i]; {
@@ -114,9 +117,10 @@ func checkKey(t fataler, table *redistable.Table[string], key string) string {
 		t.Fatalf("Key(%q) = %q, which decodes to %q", key, got, back)
 	}
 	encoded := got[len(prefix)+1 : len(got)-len(suffix)-1]
-	// The tag is the whole encoded key; an empty one means Redis hashes
-	// the whole name, which is as good for one-key scripts.
-	if tag := hashTag(got); encoded != "" && tag != encoded {
+	// The tag is the whole encoded key, never empty: an empty one would
+	// make Redis hash each whole name, and a script's keys would not
+	// share a slot.
+	if tag := hashTag(got); tag == "" || tag != encoded {
 		t.Fatalf("Key(%q) = %q: the hash tag is %q, want the whole encoded key %q", key, got, tag, encoded)
 	}
 	return got

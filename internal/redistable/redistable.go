@@ -214,7 +214,8 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }
 
 // Keys returns the Redis keys of key's state in dst[:0]: its hash, then
 // one sorted set per limit (see Table): the prefix, then the encoded key
-// in braces, so that it is the Redis Cluster hash tag, then the suffix. Inside the braces '\'
+// in braces, so that it is the Redis Cluster hash tag, then the suffix.
+// The empty key is written "\\" in the braces, so that its tag is not empty. Inside the braces '\'
 // becomes `\\` and '}' becomes `\)`, so no user key can end the tag
 // early, and different keys never share a name. The keys are cut from one
 // string: one allocation however many limits there are.
@@ -232,6 +233,13 @@ func (t *Table[K]) Keys(dst []string, key K) ([]string, error) {
 	}
 	// The escaped key follows raw in the same buffer.
 	esc := escape(raw, raw[len(raw):])
+	if len(esc) == 0 {
+		// The empty key: a hash tag of its own, "\", which no other key's
+		// escaping writes (a '\' it writes is followed by '\' or ')'). An
+		// empty tag would make Redis Cluster hash each whole name, putting
+		// a key's hash and its sorted sets in different slots.
+		esc = append(esc, '\\')
+	}
 	size := 0
 	for _, sfx := range t.suffixes {
 		size += len(t.prefix) + len(esc) + 2 + len(sfx)
