@@ -239,3 +239,60 @@ func TestResetOwnFields(t *testing.T) {
 		}
 	})
 }
+
+// TestPolicyOneHSET checks a Policy's write: its string-state limits'
+// fields go in one HSET, the key's TTL is the longest they need, a log of
+// the same key keeps its sorted set; and with ResetOnMismatch on every
+// limit, a key of another type is replaced once, keeping both fields.
+func TestPolicyOneHSET(t *testing.T) {
+	must := func(a algorithm.Algorithm, err error) algorithm.Algorithm {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	t0 := time.UnixMicro(1_763_701_200_000_000 + 1_800_000_000) // half an hour before the hour's end
+	limits := []ratelimit.Limit{
+		{Name: "burst", Algorithm: must(gcra.Per(10, time.Minute)), StateID: "burst", ResetOnMismatch: true},
+		{Name: "hourly", Algorithm: must(fixedwindow.Per(100, time.Hour)), StateID: "hourly", ResetOnMismatch: true},
+		{Name: "log", Algorithm: must(slidinglog.Per(5, time.Minute)), StateID: "log", ResetOnMismatch: true},
+	}
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		for name, newStore := range sharedStores() {
+			t.Run(name, func(t *testing.T) {
+				ctx := t.Context()
+				client := redistest.GoRedis(t, target)
+				prefix := redistest.Prefix(t)
+				p, err := ratelimit.NewPolicy(newStore(t, target, prefix), limits, ratelimit.WithClock(clock.NewFake(t0)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				hash := luascript.HashKey(prefix + "{k}")
+				if err := client.Set(ctx, hash, "not a hash", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				for i := range 2 {
+					if d, err := p.AllowN(ctx, "k", 2); err != nil || !d.Allowed() {
+						t.Fatalf("AllowN %d: %v, %v", i, d, err)
+					}
+				}
+				got, err := client.HGetAll(ctx, hash).Result()
+				if err != nil || len(got) != 2 || got["burst"] == "" || got["hourly"] == "" {
+					t.Fatalf("hash after two admissions: %q, %v; want the fields burst and hourly", got, err)
+				}
+				if want := fmt.Sprintf("F100,3600000000:%d 4", t0.UnixMicro()/3_600_000_000); got["hourly"] != want {
+					t.Errorf("hourly = %q, want %q", got["hourly"], want)
+				}
+				// The TTL is the fixed window's, the longer: 30 minutes, and
+				// the 10-minute margin of sharedStores.
+				if d := client.PTTL(ctx, hash).Val(); d < 39*time.Minute || d > 40*time.Minute {
+					t.Errorf("PTTL = %v, want 40m", d)
+				}
+				if n := client.ZCard(ctx, luascript.LogKey(prefix+"{k}", "log")).Val(); n != 2 {
+					t.Errorf("the log's sorted set has %d members, want 2 (the header, and one instant)", n)
+				}
+			})
+		}
+	})
+}

@@ -163,10 +163,14 @@ func compose(names []string) *Script {
 		return withArgs(loadHash + b.decide)
 	}
 	// commit is a limit's third part: for a state kept in the hash, the
-	// body's own, then the common write (store.lua).
+	// body's own, then the common write (store.lua); with several limits,
+	// the field joins the script's one HSET (storeMany, hsetMany).
 	commit := func(b body) string {
 		if b.kind == algorithm.KindSlidingLog {
 			return withArgs(b.commit)
+		}
+		if len(names) > 1 {
+			return withArgs(b.commit + storeMany)
 		}
 		return withArgs(b.commit + storeHash)
 	}
@@ -185,7 +189,7 @@ func compose(names []string) *Script {
 		// Several: every limit's first part, each in a block of its own
 		// that leaves its report and commit parts behind as closures;
 		// then either every report or every commit.
-		src.WriteString("local all = true\n")
+		src.WriteString("local all = true\nlocal hset, httl = {}, 0\n")
 		for i, name := range names {
 			b := bodies[name]
 			n = i + 1
@@ -206,11 +210,37 @@ func compose(names []string) *Script {
 		for i := range names {
 			fmt.Fprintf(&src, "out[%d], out[%d] = commit%d()\nout[%d] = 0\n", 3*i+1, 3*i+3, i+1, 3*i+2)
 		}
+		src.WriteString(hsetMany)
 		src.WriteString("return out\n")
 	}
 	sum := sha1.Sum([]byte(src.String()))
 	return &Script{Name: strings.Join(names, "+"), Source: src.String(), SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
 }
+
+// storeMany is store.lua for a limit of several: what must go first goes,
+// and the field joins hset, written by hsetMany with the longest TTL.
+const storeMany = `if wipe == 1 and redis.call('TYPE', hkey)['ok'] ~= 'hash' then
+  redis.call('DEL', hkey)
+elseif wipe == 2 then
+  redis.call('DEL', zkey)
+end
+hset[#hset + 1] = ARGV[$id]
+hset[#hset + 1] = ARGV[$hdr] .. value
+if ttl > httl then
+  httl = ttl
+end
+`
+
+// hsetMany writes the fields of several limits with one HSET, and the
+// key's TTL once, as store.lua does for one.
+const hsetMany = `if #hset > 0 then
+  redis.call('HSET', hkey, unpack(hset))
+  httl = httl + margin
+  if redis.call('PEXPIRE', hkey, httl, 'GT') == 0 then
+    redis.call('PEXPIRE', hkey, httl, 'NX')
+  end
+end
+`
 
 // Scripts returns the script of one limit of every algorithm, for tests
 // and for preloading.
