@@ -23,8 +23,9 @@
 // first seen, so that keys used in that order are read from consecutive
 // memory.
 //
-// A table holds at most [DefaultMaxKeys] keys (about a million) unless
-// told otherwise ([WithMaxKeys]), so that a flood of new keys cannot take
+// A store holds at most [DefaultMaxKeys] states (about a million), one per
+// state ID and key (see [Store]), unless told otherwise ([WithMaxKeys]),
+// so that a flood of new keys cannot take
 // the process's memory. At the cap, a new key costs O(1) work whatever the
 // cap: its shard looks at a few keys picked at random, drops those whose
 // state has expired, and if none had, makes room as [WithFullPolicy] says:
@@ -106,8 +107,10 @@ func WithShards(n int) Option {
 	})
 }
 
-// WithMaxKeys caps how many keys each table holds at n: never more.
-// A store made without it holds DefaultMaxKeys per table; n above MaxKeys
+// WithMaxKeys caps how many states the store holds at n: never more. A
+// state is one limit's for one key (one per state ID and key: a key of a
+// Policy of two limits counts twice). A store made without it holds
+// DefaultMaxKeys; n above MaxKeys
 // means MaxKeys, the largest cap there is, and n below 1 is ignored.
 //
 // The cap is split evenly over the shards, each holding at most
