@@ -287,7 +287,6 @@ func (p *policy[K]) Take(_ context.Context, key K, now, cost int64, out []algori
 	if !p.lockAll(hd, key, now, true) {
 		return algorithm.Result{}, t.errFull
 	}
-	defer hd.unlock()
 	var buf [4]algorithm.Result
 	rs := results(out, buf[:], len(p.limits))
 	var sbuf, tbuf [4]algorithm.State
@@ -303,6 +302,7 @@ func (p *policy[K]) Take(_ context.Context, key K, now, cost int64, out []algori
 		} else {
 			var err error
 			if states[i], err = t.read(e, n, l, now); err != nil {
+				hd.unlock()
 				return algorithm.Result{}, err
 			}
 		}
@@ -324,6 +324,7 @@ func (p *policy[K]) Take(_ context.Context, key K, now, cost int64, out []algori
 		case !l.wide && rs[i].Allowed(): // refused: it admitted on a copy, so it reports its state
 			rs[i] = l.alg.Peek(states[i], now, cost)
 		}
+		e.mu.Unlock()
 	}
 	return algorithm.Combine(rs), nil
 }

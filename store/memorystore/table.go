@@ -538,6 +538,19 @@ const sampleSize = 16
 // and if none had, evicts the sampled key whose loss admits least, or,
 // under RefuseNewKeys, returns false. The caller holds sh.mu.
 func (t *table[K]) makeRoom(sh *shard[K], now int64) bool {
+	// A sample whose every entry is in use (locked) has no victim: look
+	// at another few times before refusing the key.
+	for range 4 {
+		if room, tried := t.makeRoomOnce(sh, now); tried {
+			return room
+		}
+	}
+	return false
+}
+
+// makeRoomOnce is one try of makeRoom: tried is false when every entry it
+// sampled was in use.
+func (t *table[K]) makeRoomOnce(sh *shard[K], now int64) (room, tried bool) {
 	// First the entries' numbers, each entry read once without its lock:
 	// the reads of entries scattered over memory then overlap, where the
 	// locks, each a fence, would wait for them one at a time.
@@ -585,11 +598,11 @@ func (t *table[K]) makeRoom(sh *shard[K], now int64) bool {
 			victim.mu.Unlock()
 		}
 		t.dropped.Add(uint64(expired))
-		return expired > 0
+		return expired > 0, expired > 0 || victim != nil
 	}
 	t.dropEntry(sh, vn)
 	t.evicted.Add(1)
-	return true
+	return true, true
 }
 
 // dropEntry forgets the key of entry n, live in sh. The caller holds
