@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
@@ -14,18 +16,31 @@ import (
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 )
 
-// engine is what a Limiter and a Policy share: a table of their limits,
-// the clock, and the failure policy.
+// engine is what a Limiter and a Policy share: their limits and the
+// tables deciding them, the clock, and the failure policy.
 type engine[K comparable] struct {
-	table   store.Table[K]
+	cur     *atomic.Pointer[limits[K]] // the limits in force; SetLimit replaces them
 	clock   clock.Clock
 	micros  clock.Micros // the clock, read as Unix µs
-	limit   int64        // the largest cost every limit can admit at once
-	limits  []int64      // each limit's Limit
 	policy  FailurePolicy
 	onError func(error)
-	local   store.Table[K] // FailLocal's table; nil otherwise
-	localAt clock.Clock    // the clock of local
+	store   store.Store[K] // where the limits' state is kept, to open them anew
+	wrap    *wrapping[K]   // the breaker and denial cache in front of each table
+	localSt store.Store[K] // FailLocal's private memory store; nil otherwise
+	localAt clock.Clock    // the clock of localSt
+	mu      *sync.Mutex    // serialises changes of limits
+}
+
+// limits is a configuration of limits in force, with the tables opened
+// for it: a decision reads it once, so that a change of limits in the
+// middle of a decision does not mix two configurations.
+type limits[K comparable] struct {
+	table  store.Table[K]
+	local  store.Table[K] // FailLocal's table; nil otherwise
+	limit  int64          // the largest cost every limit can admit at once
+	each   []int64        // each limit's Limit
+	stored []store.Limit  // as opened
+	spec   []Limit        // a Policy's limits with names and state IDs; a Limiter's one
 }
 
 func newOptions(opts []Option) (options, error) {
@@ -42,30 +57,17 @@ func newOptions(opts []Option) (options, error) {
 	return o, nil
 }
 
-// init opens st for limits, whose algorithms are not nil.
-func (e *engine[K]) init(st store.Store[K], limits []store.Limit, o options) error {
+// init opens st for spec, whose algorithms are not nil; stored are the
+// limits as the store sees them, in the same order.
+func (e *engine[K]) init(st store.Store[K], spec []Limit, stored []store.Limit, o options) error {
 	if nilness.Is(st) {
 		return fmt.Errorf("%w: nil store", ErrInvalidConfig)
 	}
-	if err := store.CheckLimits(limits); err != nil {
+	*e = engine[K]{cur: new(atomic.Pointer[limits[K]]), clock: o.clock, micros: clock.AsMicros(o.clock),
+		policy: o.policy, onError: o.onError, store: st, mu: new(sync.Mutex)}
+	var err error
+	if e.wrap, err = newWrapping[K](&o, e.micros); err != nil {
 		return err
-	}
-	table, err := st.Open(limits, o.clock)
-	if err != nil {
-		return err
-	}
-	if w, ok := table.(store.Warner); ok {
-		warn(w.Warnings(), o.onError)
-	}
-	*e = engine[K]{clock: o.clock, micros: clock.AsMicros(o.clock), policy: o.policy, onError: o.onError}
-	if e.table, err = wrapTable(table, &o, e.micros); err != nil {
-		return err
-	}
-	e.limits = make([]int64, len(limits))
-	e.limit = limits[0].Algorithm.Limit()
-	for i, l := range limits {
-		e.limits[i] = l.Algorithm.Limit()
-		e.limit = min(e.limit, e.limits[i])
 	}
 	if o.policy == FailLocal {
 		// The memory store has no server clock; the local one stands in.
@@ -73,9 +75,90 @@ func (e *engine[K]) init(st store.Store[K], limits []store.Limit, o options) err
 		if clock.IsServer(o.clock) {
 			e.localAt = clock.Local()
 		}
-		if e.local, err = memorystore.New[K]().Open(limits, e.localAt); err != nil {
-			return err
+		e.localSt = memorystore.New[K]()
+	}
+	ls, err := e.open(spec, stored)
+	if err != nil {
+		return err
+	}
+	e.cur.Store(ls)
+	return nil
+}
+
+// open opens the tables of a configuration of limits.
+func (e *engine[K]) open(spec []Limit, stored []store.Limit) (*limits[K], error) {
+	if err := store.CheckLimits(stored); err != nil {
+		return nil, err
+	}
+	table, err := e.store.Open(stored, e.clock)
+	if err != nil {
+		return nil, err
+	}
+	if w, ok := table.(store.Warner); ok {
+		warn(w.Warnings(), e.onError)
+	}
+	ls := &limits[K]{table: e.wrap.wrap(table), each: make([]int64, len(stored)), stored: stored, spec: spec}
+	ls.limit = stored[0].Algorithm.Limit()
+	for i, l := range stored {
+		ls.each[i] = l.Algorithm.Limit()
+		ls.limit = min(ls.limit, ls.each[i])
+	}
+	if e.localSt != nil {
+		if ls.local, err = e.localSt.Open(stored, e.localAt); err != nil {
+			return nil, err
 		}
+	}
+	return ls, nil
+}
+
+// replace puts alg in place of limit i's algorithm, keeping its state
+// ID, so that each key's state is carried by the limit's rule on its next
+// decision. It refuses an algorithm of another Kind than the one it
+// replaces unless the limit starts keys afresh on a mismatch.
+func (e *engine[K]) replace(i int, alg algorithm.Algorithm) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.cur.Load()
+	if i < 0 || i >= len(old.stored) {
+		return fmt.Errorf("%w: no limit %d among %d", ErrInvalidConfig, i, len(old.stored))
+	}
+	if err := checkAlgorithm(alg); err != nil {
+		return err
+	}
+	if err := sameKind(old.stored[i], alg); err != nil {
+		return fmt.Errorf("limit %d: %w", i, err)
+	}
+	stored := append([]store.Limit(nil), old.stored...)
+	spec := append([]Limit(nil), old.spec...)
+	stored[i].Algorithm, spec[i].Algorithm = alg, alg
+	ls, err := e.open(spec, stored)
+	if err != nil {
+		return err
+	}
+	e.cur.Store(ls)
+	return nil
+}
+
+// checkAlgorithm returns an error wrapping ErrInvalidConfig for a nil
+// algorithm (or an interface holding a nil pointer).
+func checkAlgorithm(alg algorithm.Algorithm) error {
+	if nilness.Is(alg) {
+		return fmt.Errorf("%w: nil algorithm", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// sameKind returns an error wrapping ErrInvalidConfig when alg cannot
+// read the states l's algorithm writes (another Kind, or for an algorithm
+// with no Tag another name), unless l starts such keys afresh.
+func sameKind(l store.Limit, alg algorithm.Algorithm) error {
+	if l.ResetOnMismatch || nilness.Is(alg) {
+		return nil
+	}
+	was, _ := algorithm.TagOf(l.Algorithm)
+	now, _ := algorithm.TagOf(alg)
+	if was.Kind != now.Kind || was.Kind == 0 && l.Algorithm.Spec().Name != alg.Spec().Name {
+		return fmt.Errorf("%w: %v cannot read the states %v writes under state ID %q (ResetOnMismatch starts them afresh)", ErrInvalidConfig, alg, l.Algorithm, l.ID)
 	}
 	return nil
 }
@@ -144,7 +227,7 @@ func warn(warnings []error, onError func(error)) {
 // it uncharged (FailOpen) or charging it to the local table (FailLocal)
 // would let a client that sets a deadline too short for any store to meet
 // switch the limiter off for itself. It gets an endedError.
-func (e *engine[K]) fail(ctx context.Context, err error, key K, cost int64, peek bool, out []algorithm.Result) (algorithm.Result, Source, error) {
+func (e *engine[K]) fail(ctx context.Context, ls *limits[K], err error, key K, cost int64, peek bool, out []algorithm.Result) (algorithm.Result, Source, error) {
 	if !storeFailed(err) {
 		return algorithm.Result{}, FromStore, err
 	}
@@ -160,9 +243,9 @@ func (e *engine[K]) fail(ctx context.Context, err error, key K, cost int64, peek
 	switch e.policy {
 	case FailOpen:
 		for i := range out {
-			out[i] = algorithm.Fresh(e.limits[i])
+			out[i] = algorithm.Fresh(ls.each[i])
 		}
-		return algorithm.Fresh(e.limit), FromFailOpen, nil
+		return algorithm.Fresh(ls.limit), FromFailOpen, nil
 	case FailClosed:
 		closed := algorithm.Result{RetryAfter: FailClosedRetryAfter.Microseconds()}
 		for i := range out {
@@ -173,9 +256,9 @@ func (e *engine[K]) fail(ctx context.Context, err error, key K, cost int64, peek
 	now := e.localAt.Now().UnixMicro()
 	var r algorithm.Result
 	if peek {
-		r, err = e.local.Peek(ctx, key, now, out)
+		r, err = ls.local.Peek(ctx, key, now, out)
 	} else {
-		r, err = e.local.Take(ctx, key, now, cost, out)
+		r, err = ls.local.Take(ctx, key, now, cost, out)
 	}
 	if err != nil {
 		return r, FromStore, err
@@ -186,13 +269,13 @@ func (e *engine[K]) fail(ctx context.Context, err error, key K, cost int64, peek
 // failed is the decision of a single limit whose store failed with err:
 // the failure policy's, marked BreakerOpen when the breaker refused the
 // call, or the error.
-func (e *engine[K]) failed(ctx context.Context, err error, key K, cost int64, peek bool) (Decision, error) {
+func (e *engine[K]) failed(ctx context.Context, ls *limits[K], err error, key K, cost int64, peek bool) (Decision, error) {
 	open := errors.Is(err, ErrBreakerOpen)
-	r, src, err := e.fail(ctx, err, key, cost, peek, nil)
+	r, src, err := e.fail(ctx, ls, err, key, cost, peek, nil)
 	if err != nil {
 		return Decision{}, err
 	}
-	d := decided(r, e.limit, src)
+	d := decided(r, ls.limit, src)
 	d.setBreakerOpen(open)
 	return d, nil
 }
@@ -223,10 +306,11 @@ func (e *engine[K]) wait(ctx context.Context, allow func() (Decision, error)) er
 
 // reset forgets key's state in the store, and in FailLocal's table.
 func (e *engine[K]) reset(ctx context.Context, key K) error {
-	if e.local != nil {
-		_ = e.local.Reset(ctx, key) // the memory store cannot fail
+	ls := e.cur.Load()
+	if ls.local != nil {
+		_ = ls.local.Reset(ctx, key) // the memory store cannot fail
 	}
-	return e.table.Reset(ctx, key)
+	return ls.table.Reset(ctx, key)
 }
 
 // windowOf returns alg's window, or 0 when it does not say.

@@ -360,8 +360,10 @@ func WithResetOnMismatch() Option {
 // and allocate nothing.
 type Limiter[K comparable] struct {
 	engine[K]
-	alg    algorithm.Algorithm
 	hooked *hooked[K] // the observer and dry run (observer.go); nil when unset
+	with   *withs[K]  // the Limiters of With (with.go)
+	hooks  hooks      // as given, for the Limiters of With
+	named  bool       // the state ID was given (WithStateID)
 }
 
 // New returns a Limiter deciding with alg on state kept in st. It returns
@@ -380,12 +382,13 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if o.stateID != nil {
 		id = *o.stateID
 	}
-	l := &Limiter[K]{alg: alg}
+	l := &Limiter[K]{named: o.stateID != nil, hooks: o.hooks, with: newWiths[K]()}
 	lim := store.Limit{Algorithm: alg, ID: id, ResetOnMismatch: o.resetOnMismatch}
 	if o.inherit != nil {
 		lim.Inherit = *o.inherit
 	}
-	if err := l.engine.init(st, []store.Limit{lim}, o); err != nil {
+	spec := []Limit{{Algorithm: alg, StateID: id, Inherit: lim.Inherit, ResetOnMismatch: lim.ResetOnMismatch}}
+	if err := l.engine.init(st, spec, []store.Limit{lim}, o); err != nil {
 		return nil, err
 	}
 	l.hooked = newHooked(l, o.hooks)
@@ -393,18 +396,45 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 }
 
 // Limit returns the largest cost one request may have.
-func (l *Limiter[K]) Limit() int64 { return l.limit }
+func (l *Limiter[K]) Limit() int64 { return l.cur.Load().limit }
+
+// Algorithm returns the algorithm deciding now: the one given to New, or
+// to SetAlgorithm since.
+func (l *Limiter[K]) Algorithm() algorithm.Algorithm { return l.cur.Load().stored[0].Algorithm }
+
+// StateID returns the ID naming the limiter's state in its store: the one
+// given with WithStateID, or store.DefaultID of the algorithm it was built
+// with. Limiters and Policy limits with the same state ID on one store
+// share each key's state, on every store; SetAlgorithm keeps it.
+func (l *Limiter[K]) StateID() string { return l.cur.Load().stored[0].ID }
+
+// SetAlgorithm makes alg decide from now on, in place of the algorithm
+// deciding now, keeping the limiter's state ID: every key's state is
+// carried into alg's terms by the limiter's rule (WithInheritance) on its
+// next decision, as when another process reads it with alg. Tightening
+// never grants a fresh quota. It is safe to call while other goroutines
+// decide: each decision uses the old algorithm or the new one, never a
+// mix.
+//
+// It returns an error wrapping ErrInvalidConfig for a nil alg, for an
+// algorithm of another kind (a token bucket in place of a sliding log:
+// their states cannot be read as each other's) unless the limiter was
+// built WithResetOnMismatch, or for a rule alg has not (a proportional
+// sliding log); or the store's error opening it. A process restarted with
+// another configuration gets another default state ID: name the state
+// (WithStateID) to carry it across restarts too.
+func (l *Limiter[K]) SetAlgorithm(alg algorithm.Algorithm) error { return l.replace(0, alg) }
 
 // Window returns the period over which the limiter admits Limit: the window
 // of a sliding log, sliding-window counter or fixed window, the time an
 // empty token bucket takes to refill or a GCRA key to come back to rest.
 // It is 0 for an algorithm that does not say (one with no Window method).
 // HTTP headers advertise it as the policy's window.
-func (l *Limiter[K]) Window() time.Duration { return windowOf(l.alg) }
+func (l *Limiter[K]) Window() time.Duration { return windowOf(l.Algorithm()) }
 
 // Quota returns the limit as its user configured it, Limit per Window:
 // QuotaOf the limiter's algorithm.
-func (l *Limiter[K]) Quota() algorithm.Quota { return QuotaOf(l.alg) }
+func (l *Limiter[K]) Quota() algorithm.Quota { return QuotaOf(l.Algorithm()) }
 
 // QuotaOf returns alg's quota as its user configured it when alg says
 // (algorithm.Quoter), and otherwise its Limit per its Window (0 for an
@@ -428,14 +458,15 @@ func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error)
 	if l.hooked != nil {
 		return l.hooked.allowN(ctx, key, n)
 	}
-	if n < 1 || int64(n) > l.limit {
-		return Decision{}, algorithm.CheckCost(int64(n), l.limit)
+	ls := l.cur.Load()
+	if n < 1 || int64(n) > ls.limit {
+		return Decision{}, algorithm.CheckCost(int64(n), ls.limit)
 	}
-	r, err := l.table.Take(ctx, key, l.micros.UnixMicro(), int64(n), nil)
+	r, err := ls.table.Take(ctx, key, l.micros.UnixMicro(), int64(n), nil)
 	if err != nil {
-		return l.failed(ctx, err, key, int64(n), false)
+		return l.failed(ctx, ls, err, key, int64(n), false)
 	}
-	return decided(r, l.limit, FromStore), nil
+	return decided(r, ls.limit, FromStore), nil
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
@@ -464,11 +495,12 @@ func (l *Limiter[K]) Peek(ctx context.Context, key K) (Decision, error) {
 	if l.hooked != nil {
 		return l.hooked.peek(ctx, key)
 	}
-	r, err := l.table.Peek(ctx, key, l.micros.UnixMicro(), nil)
+	ls := l.cur.Load()
+	r, err := ls.table.Peek(ctx, key, l.micros.UnixMicro(), nil)
 	if err != nil {
-		return l.failed(ctx, err, key, 1, true)
+		return l.failed(ctx, ls, err, key, 1, true)
 	}
-	return decided(r, l.limit, FromStore), nil
+	return decided(r, ls.limit, FromStore), nil
 }
 
 // Reset forgets key's state: its next request is decided as a new key's.

@@ -87,8 +87,7 @@ func DecisionOfOne(d Decision) PolicyDecision {
 // with [NewPolicy]. A Policy is safe for concurrent use.
 type Policy[K comparable] struct {
 	engine[K]
-	spec  []Limit // names and IDs filled in
-	hooks hooks   // the observer and dry run (observer.go)
+	hooks hooks // the observer and dry run (observer.go)
 }
 
 // NewPolicy returns a Policy of limits, whose state is kept in st. Errors
@@ -114,7 +113,8 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 		// another denies it: a policy's denial is not frozen.
 		return nil, fmt.Errorf("%w: WithDenialCache applies to a Limiter, not to a Policy", ErrInvalidConfig)
 	}
-	p := &Policy[K]{spec: make([]Limit, len(limits))}
+	p := &Policy[K]{}
+	spec := make([]Limit, len(limits))
 	stored := make([]store.Limit, len(limits))
 	for i, l := range limits {
 		if nilness.Is(l.Algorithm) {
@@ -126,15 +126,15 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 		if l.StateID == "" {
 			l.StateID = store.DefaultID(l.Algorithm.Spec())
 		}
-		for _, prev := range p.spec[:i] {
+		for _, prev := range spec[:i] {
 			if prev.Name == l.Name {
 				return nil, fmt.Errorf("%w: two limits named %q", ErrInvalidConfig, l.Name)
 			}
 		}
-		p.spec[i] = l
+		spec[i] = l
 		stored[i] = store.Limit{Algorithm: l.Algorithm, ID: l.StateID, Inherit: l.Inherit, ResetOnMismatch: l.ResetOnMismatch}
 	}
-	if err := p.engine.init(st, stored, o); err != nil {
+	if err := p.engine.init(st, spec, stored, o); err != nil {
 		return nil, err
 	}
 	p.hooks = o.hooks
@@ -143,14 +143,28 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 
 // Limits returns the policy's limits, with their names and state IDs as
 // the policy uses them.
-func (p *Policy[K]) Limits() []Limit { return append([]Limit(nil), p.spec...) }
+func (p *Policy[K]) Limits() []Limit { return append([]Limit(nil), p.cur.Load().spec...) }
+
+// SetLimit makes alg decide for limit i from now on, keeping the limit's
+// name and state ID, so that every key's state is carried into alg's
+// terms by the limit's rule (Limit.Inherit) on its next decision. The
+// other limits keep their state. It is safe to call while other
+// goroutines decide: each decision uses the old limits or the new ones.
+// Errors are those of Limiter.SetAlgorithm, and ErrInvalidConfig for an
+// i out of range.
+func (p *Policy[K]) SetLimit(i int, alg algorithm.Algorithm) error { return p.replace(i, alg) }
 
 // Limit returns the largest cost one request may have: the smallest of
 // the limits' own.
-func (p *Policy[K]) Limit() int64 { return p.limit }
+func (p *Policy[K]) Limit() int64 { return p.cur.Load().limit }
 
 // Window returns limit i's window, as Limiter.Window does.
-func (p *Policy[K]) Window(i int) time.Duration { return windowOf(p.spec[i].Algorithm) }
+func (p *Policy[K]) Window(i int) time.Duration { return windowOf(p.cur.Load().spec[i].Algorithm) }
+
+// Quota returns limit i's quota as its user configured it: QuotaOf its
+// algorithm (the one given to SetLimit, after a change). It allocates
+// nothing.
+func (p *Policy[K]) Quota(i int) algorithm.Quota { return QuotaOf(p.cur.Load().spec[i].Algorithm) }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (p *Policy[K]) Allow(ctx context.Context, key K) (PolicyDecision, error) {
@@ -197,17 +211,18 @@ func (p *Policy[K]) allowNHooked(ctx context.Context, key K, n int, d *PolicyDec
 
 // take is AllowNInto without the hooks.
 func (p *Policy[K]) take(ctx context.Context, key K, n int, d *PolicyDecision) error {
-	if n < 1 || int64(n) > p.limit {
+	ls := p.cur.Load()
+	if n < 1 || int64(n) > ls.limit {
 		*d = PolicyDecision{}
-		return algorithm.CheckCost(int64(n), p.limit)
+		return algorithm.CheckCost(int64(n), ls.limit)
 	}
-	rs, buf := p.results()
-	defer p.release(buf)
-	r, err := p.table.Take(ctx, key, p.micros.UnixMicro(), int64(n), rs)
+	rs, buf := results(len(ls.each))
+	defer release(buf)
+	r, err := ls.table.Take(ctx, key, p.micros.UnixMicro(), int64(n), rs)
 	if err != nil {
-		return p.failed(ctx, err, key, int64(n), false, rs, d)
+		return p.failed(ctx, ls, err, key, int64(n), false, rs, d)
 	}
-	d.set(r, rs, FromStore, p.limits)
+	d.set(r, rs, FromStore, ls.each)
 	return nil
 }
 
@@ -216,14 +231,14 @@ func (p *Policy[K]) take(ctx context.Context, key K, n int, d *PolicyDecision) e
 // BreakerOpen when the breaker refused the call; or it zeroes d and
 // returns the error. rs receives the limits' results. It is engine.failed
 // for a policy.
-func (p *Policy[K]) failed(ctx context.Context, err error, key K, cost int64, peek bool, rs []algorithm.Result, d *PolicyDecision) error {
+func (p *Policy[K]) failed(ctx context.Context, ls *limits[K], err error, key K, cost int64, peek bool, rs []algorithm.Result, d *PolicyDecision) error {
 	open := errors.Is(err, ErrBreakerOpen)
-	r, src, err := p.fail(ctx, err, key, cost, peek, rs)
+	r, src, err := p.fail(ctx, ls, err, key, cost, peek, rs)
 	if err != nil {
 		*d = PolicyDecision{}
 		return err
 	}
-	d.set(r, rs, src, p.limits)
+	d.set(r, rs, src, ls.each)
 	d.setBreakerOpen(open)
 	return nil
 }
@@ -271,13 +286,14 @@ func (p *Policy[K]) end(ctx context.Context, op Op, key K, cost int64, start tim
 
 // peek is Peek without the hooks, filling in d as take does.
 func (p *Policy[K]) peek(ctx context.Context, key K, d *PolicyDecision) error {
-	rs, buf := p.results()
-	defer p.release(buf)
-	r, err := p.table.Peek(ctx, key, p.micros.UnixMicro(), rs)
+	ls := p.cur.Load()
+	rs, buf := results(len(ls.each))
+	defer release(buf)
+	r, err := ls.table.Peek(ctx, key, p.micros.UnixMicro(), rs)
 	if err != nil {
-		return p.failed(ctx, err, key, 1, true, rs, d)
+		return p.failed(ctx, ls, err, key, 1, true, rs, d)
 	}
-	d.set(r, rs, FromStore, p.limits)
+	d.set(r, rs, FromStore, ls.each)
 	return nil
 }
 
@@ -294,16 +310,16 @@ var resultBufs = sync.Pool{New: func() any { return new([inlineLimits]algorithm.
 // results returns room for one result per limit, and the pooled buffer it
 // lies in (nil when the policy has more limits than a buffer holds), for
 // release.
-func (p *Policy[K]) results() ([]algorithm.Result, *[inlineLimits]algorithm.Result) {
-	if n := len(p.spec); n > inlineLimits {
+func results(n int) ([]algorithm.Result, *[inlineLimits]algorithm.Result) {
+	if n > inlineLimits {
 		return make([]algorithm.Result, n), nil
 	}
 	buf := resultBufs.Get().(*[inlineLimits]algorithm.Result)
-	return buf[:len(p.spec):len(p.spec)], buf
+	return buf[:n:n], buf
 }
 
 // release returns buf, from results, to the pool.
-func (p *Policy[K]) release(buf *[inlineLimits]algorithm.Result) {
+func release(buf *[inlineLimits]algorithm.Result) {
 	if buf != nil {
 		resultBufs.Put(buf)
 	}

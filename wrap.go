@@ -5,23 +5,46 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// wrapTable puts the tables the options ask for in front of the store's:
-// the denial cache first, since its answers need no store, then the
-// circuit breaker, which guards the store's. micros is the Limiter's clock.
-func wrapTable[K comparable](t store.Table[K], o *options, micros clock.Micros) (store.Table[K], error) {
+// wrapping is what the options put in front of every table a Limiter or
+// Policy opens: one circuit breaker for the store, shared by every table
+// opened on it (the limits may change; the store's health does not), and
+// a denial cache per table, since a denial holds only for the limits that
+// made it.
+type wrapping[K comparable] struct {
+	breaker *breaker // nil without WithBreaker
+	micros  clock.Micros
+	denials int // the denial cache's size; 0 without WithDenialCache
+}
+
+// newWrapping checks the options' breaker and denial cache.
+func newWrapping[K comparable](o *options, micros clock.Micros) (*wrapping[K], error) {
+	w := &wrapping[K]{micros: micros}
 	if o.breaker != nil {
 		b, err := o.breaker.check()
 		if err != nil {
 			return nil, err
 		}
-		t = &breakerTable[K]{next: t, b: newBreaker(b), micros: micros}
+		w.breaker = newBreaker(b)
 	}
 	if o.denialCache {
-		c, err := newDenialCache[K](o.denials)
-		if err != nil {
+		if _, err := newDenialCache[K](o.denials); err != nil {
 			return nil, err
 		}
+		w.denials = o.denials
+	}
+	return w, nil
+}
+
+// wrap puts the breaker and a new denial cache in front of t: the denial
+// cache first, since its answers need no store, then the circuit breaker,
+// which guards the store's.
+func (w *wrapping[K]) wrap(t store.Table[K]) store.Table[K] {
+	if w.breaker != nil {
+		t = &breakerTable[K]{next: t, b: w.breaker, micros: w.micros}
+	}
+	if w.denials != 0 {
+		c, _ := newDenialCache[K](w.denials) // checked by newWrapping
 		t = &denialTable[K]{next: t, cache: c}
 	}
-	return t, nil
+	return t
 }

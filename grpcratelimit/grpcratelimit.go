@@ -44,7 +44,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -130,14 +129,13 @@ type Resolver[K comparable] func(ctx context.Context, fullMethod string) (key K,
 type Interceptor[K comparable] struct {
 	resolve func(ctx context.Context, fullMethod string) (K, limits[K], error)
 	config
-	fields sync.Map // *ratelimit.Policy[K] → *httplimit.Fields, for a Resolver's policies
+	fields httplimit.FieldsCache[K] // the fields of the limiters and policies met
 }
 
 // limits is what the interceptor charges a call: a Limiter or a Policy.
 type limits[K comparable] struct {
 	lim    *ratelimit.Limiter[K]
 	policy *ratelimit.Policy[K]
-	fields *httplimit.Fields // made once by New and NewPolicy; nil from a Resolver
 }
 
 type config struct {
@@ -198,7 +196,7 @@ func New[K comparable](lim *ratelimit.Limiter[K], key KeyFunc[K], opts ...Option
 	if lim == nil {
 		return nil, fmt.Errorf("%w: grpcratelimit: nil Limiter", ratelimit.ErrInvalidConfig)
 	}
-	return newKeyed(limits[K]{lim: lim, fields: httplimit.LimiterFields(lim)}, key, opts)
+	return newKeyed(limits[K]{lim: lim}, key, opts)
 }
 
 // NewPolicy returns an interceptor charging every limit of p, or none, for
@@ -209,7 +207,7 @@ func NewPolicy[K comparable](p *ratelimit.Policy[K], key KeyFunc[K], opts ...Opt
 	if p == nil {
 		return nil, fmt.Errorf("%w: grpcratelimit: nil Policy", ratelimit.ErrInvalidConfig)
 	}
-	return newKeyed(limits[K]{policy: p, fields: httplimit.PolicyFields(p)}, key, opts)
+	return newKeyed(limits[K]{policy: p}, key, opts)
 }
 
 // NewResolver returns an interceptor charging, for each call, the policy
@@ -223,6 +221,21 @@ func NewResolver[K comparable](resolve Resolver[K], opts ...Option) (*Intercepto
 	return newInterceptor(func(ctx context.Context, fullMethod string) (K, limits[K], error) {
 		k, p, err := resolve(ctx, fullMethod)
 		return k, limits[K]{policy: p}, err
+	}, opts), nil
+}
+
+// NewLimiterResolver returns an interceptor charging, for each call, the
+// limiter that resolve picks, under the key it picks: a limit per tenant,
+// say, with ratelimit.Limiter.With of the tenant's plan. A nil limiter
+// lets the call through unlimited. A nil resolve is an error wrapping
+// ratelimit.ErrInvalidConfig.
+func NewLimiterResolver[K comparable](resolve func(ctx context.Context, fullMethod string) (K, *ratelimit.Limiter[K], error), opts ...Option) (*Interceptor[K], error) {
+	if resolve == nil {
+		return nil, fmt.Errorf("%w: grpcratelimit: nil resolver", ratelimit.ErrInvalidConfig)
+	}
+	return newInterceptor(func(ctx context.Context, fullMethod string) (K, limits[K], error) {
+		k, lim, err := resolve(ctx, fullMethod)
+		return k, limits[K]{lim: lim}, err
 	}, opts), nil
 }
 
@@ -373,18 +386,13 @@ func (c *decided[D]) String() string {
 	return parent + ".WithValue(grpcratelimit.decisionKey, " + fmt.Sprint(&c.d) + ")"
 }
 
-// fieldsOf returns the metadata fields of ls: made once by New and
-// NewPolicy, and once per policy a Resolver returns.
+// fieldsOf returns the metadata fields of ls, made once per limiter or
+// policy and configuration of its limits.
 func (in *Interceptor[K]) fieldsOf(ls limits[K]) *httplimit.Fields {
-	if ls.fields != nil {
-		return ls.fields
+	if ls.lim != nil {
+		return in.fields.Limiter(ls.lim)
 	}
-	if f, ok := in.fields.Load(ls.policy); ok {
-		return f.(*httplimit.Fields)
-	}
-	f := httplimit.PolicyFields(ls.policy)
-	in.fields.Store(ls.policy, f)
-	return f
+	return in.fields.Policy(ls.policy)
 }
 
 // Limit decides the call whose server context ctx is, for the method

@@ -41,7 +41,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
@@ -61,7 +60,7 @@ type Resolver[K comparable] func(r *http.Request) (key K, policy *ratelimit.Poli
 type Middleware[K comparable] struct {
 	resolve func(r *http.Request) (K, limits[K], error)
 	config
-	fields sync.Map // *ratelimit.Policy[K] → *Fields, for a Resolver's policies
+	fields FieldsCache[K] // the fields of the limiters and policies met
 }
 
 type config struct {
@@ -225,14 +224,13 @@ func (e *RejectError) Error() string {
 type limits[K comparable] struct {
 	lim    *ratelimit.Limiter[K]
 	policy *ratelimit.Policy[K]
-	fields *Fields // made once by New and NewPolicy; nil from a Resolver
 }
 
 // New returns a middleware charging lim, under the policy name "default",
 // for the key that key returns.
 func New[K comparable](lim *ratelimit.Limiter[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
 	m := newMiddleware[K](opts)
-	ls := limits[K]{lim: lim, fields: m.describe([]string{"default"}, []algorithm.Quota{lim.Quota()})}
+	ls := limits[K]{lim: lim}
 	m.resolve = func(r *http.Request) (K, limits[K], error) {
 		k, err := key(r)
 		return k, ls, err
@@ -245,7 +243,7 @@ func New[K comparable](lim *ratelimit.Limiter[K], key func(*http.Request) (K, er
 // Redis store, however many limits p has.
 func NewPolicy[K comparable](p *ratelimit.Policy[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
 	m := newMiddleware[K](opts)
-	ls := limits[K]{policy: p, fields: m.describe(policyQuotas(p))}
+	ls := limits[K]{policy: p}
 	m.resolve = func(r *http.Request) (K, limits[K], error) {
 		k, err := key(r)
 		return k, ls, err
@@ -265,6 +263,18 @@ func NewResolver[K comparable](resolve Resolver[K], opts ...Option) *Middleware[
 	return m
 }
 
+// NewLimiterResolver returns a middleware charging the limiter resolve
+// picks: a limit per customer, say, with ratelimit.Limiter.With of the
+// customer's plan. A nil limiter lets the request through unlimited.
+func NewLimiterResolver[K comparable](resolve func(r *http.Request) (K, *ratelimit.Limiter[K], error), opts ...Option) *Middleware[K] {
+	m := newMiddleware[K](opts)
+	m.resolve = func(r *http.Request) (K, limits[K], error) {
+		k, lim, err := resolve(r)
+		return k, limits[K]{lim: lim}, err
+	}
+	return m
+}
+
 func newMiddleware[K comparable](opts []Option) *Middleware[K] {
 	m := &Middleware[K]{config: config{
 		cost: func(*http.Request) int { return 1 },
@@ -272,6 +282,7 @@ func newMiddleware[K comparable](opts []Option) *Middleware[K] {
 	for _, o := range opts {
 		o(&m.config)
 	}
+	m.fields.describe = m.describe
 	if m.onError == nil {
 		m.onError = m.answerError
 	}
@@ -341,24 +352,10 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, error) {
 	if ls.lim != nil {
 		d, err := ls.lim.AllowN(ctx, key, cost)
-		return ratelimit.DecisionOfOne(d), ls.fields, err
+		return ratelimit.DecisionOfOne(d), m.fields.Limiter(ls.lim), err
 	}
 	d, err := ls.policy.AllowN(ctx, key, cost)
-	f := ls.fields
-	if f == nil {
-		f = m.fieldsOf(ls.policy)
-	}
-	return d, f, err
-}
-
-// fieldsOf returns p's fields, made once per policy a resolver returns.
-func (m *Middleware[K]) fieldsOf(p *ratelimit.Policy[K]) *Fields {
-	if f, ok := m.fields.Load(p); ok {
-		return f.(*Fields)
-	}
-	f := m.describe(policyQuotas(p))
-	m.fields.Store(p, f)
-	return f
+	return d, m.fields.Policy(ls.policy), err
 }
 
 // describe returns the fields of limits of these names and configured
