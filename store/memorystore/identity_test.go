@@ -352,6 +352,21 @@ func (b inheriting) Inherit(from algorithm.Tag, s algorithm.State, now int64, ru
 
 var _ algorithm.Inheritor = inheriting{}
 
+// tagOnly is a token bucket that has a Tag but converts nothing.
+type tagOnly struct{ b *tokenbucket.Bucket }
+
+func (a tagOnly) Limit() int64                                        { return a.b.Limit() }
+func (a tagOnly) Init(old algorithm.State, now int64) algorithm.State { return a.b.Init(old, now) }
+func (a tagOnly) Take(s algorithm.State, now, cost int64) (algorithm.State, algorithm.Result) {
+	return a.b.Take(s, now, cost)
+}
+func (a tagOnly) Peek(s algorithm.State, now, cost int64) algorithm.Result {
+	return a.b.Peek(s, now, cost)
+}
+func (a tagOnly) Spec() algorithm.Spec { return a.b.Spec() }
+func (a tagOnly) Tag() algorithm.Tag   { return a.b.Tag() }
+func (a tagOnly) NarrowState()         {}
+
 // TestSameKindIsInherited checks that a state of the same Kind under
 // another Tag is converted by an algorithm.Inheritor on every read until
 // an admission writes it back under the reader's config: a denial and a
@@ -360,11 +375,11 @@ func TestSameKindIsInherited(t *testing.T) {
 	s := memorystore.New[string]()
 	w := openID(t, s, mustBucket(t, 10, 1.0/3600), "api", false)
 	take(t, w, "k", t0, 9) // 1 left
-	if _, err := openID(t, s, mustBucket(t, 20, 1.0/3600), "api", false).Take(ctx, "k", t0, 1, nil); !errors.Is(err, store.ErrStateMismatch) {
+	if _, err := openID(t, s, tagOnly{mustBucket(t, 20, 1.0/3600)}, "api", false).Take(ctx, "k", t0, 1, nil); !errors.Is(err, store.ErrStateMismatch) {
 		t.Errorf("a bucket of another capacity, no Inheritor: %v, want ErrStateMismatch", err)
 	}
 	calls := 0
-	r := openID(t, s, inheriting{mustBucket(t, 20, 1.0/3600), &calls}, "api", false)
+	r := openID(t, s, inheriting{mustBucket(t, 30, 1.0/3600), &calls}, "api", false)
 	if got := peek(t, r, "k", t0); got.Remaining != 1 || calls != 1 {
 		t.Errorf("Peek = %+v after %d conversions, want 1 left after 1", got, calls)
 	}
@@ -379,5 +394,45 @@ func TestSameKindIsInherited(t *testing.T) {
 	}
 	if got := take(t, r, "k", t0, 1); got.Allowed() || calls != 3 {
 		t.Errorf("Take(1) again = %+v after %d conversions, want denied on the state it wrote, no conversion", got, calls)
+	}
+}
+
+// TestLimitChangedUnderOneID is issue 24's case on the memory store, for
+// each algorithm: a limit of 100 an hour, 95 used, reopened as 10 an hour
+// under the same state ID (a new process, a changed configuration), admits
+// at most 5 more in the old window (none under the proportional rule
+// would be granted fresh either), and a Limiter of the old limit still
+// reads what it wrote until the new one admits.
+func TestLimitChangedUnderOneID(t *testing.T) {
+	old, tightened := hourly(t, 100), hourly(t, 10)
+	for name := range old {
+		t.Run(name, func(t *testing.T) {
+			s := memorystore.New[string]()
+			w := openID(t, s, old[name], "api", false)
+			for i := range 95 {
+				take(t, w, "k", t0+int64(i), 1)
+			}
+			r := openID(t, s, tightened[name], "api", false)
+			if got := peek(t, r, "k", t0+100); got.Remaining > 5 {
+				t.Errorf("Peek under the tightened limit = %+v, want at most 5 left", got)
+			}
+			if got := peek(t, w, "k", t0+100); got.Remaining != 5 {
+				t.Errorf("the old limit after a Peek by the new one: %+v, want its 5 left", got)
+			}
+			admitted := 0
+			for range 20 {
+				if take(t, r, "k", t0+100, 1).Allowed() {
+					admitted++
+				}
+			}
+			if admitted > 5 {
+				t.Errorf("the tightened limit admitted %d more in the old window, want at most 5", admitted)
+			}
+			if admitted > 0 {
+				if _, err := w.Take(ctx, "k", t0+100, 1, nil); err != nil {
+					t.Errorf("the old limit on the state the new one wrote: %v, want it read by inheritance", err)
+				}
+			}
+		})
 	}
 }
