@@ -214,12 +214,13 @@ func WithGrace(d time.Duration) Option {
 // takes 4 bytes. WithMaxKeys(MaxKeys) asks for it.
 const MaxKeys = maxEntries
 
-// DefaultMaxKeys is the cap of a table made without WithMaxKeys: 2^20
-// keys, about a million. At 56.5 bytes per key (README, "Bytes per key")
-// a full table of token buckets, GCRA or fixed windows takes about 60 MB,
-// plus the keys' own bytes (a string's, outside the table) and 48 bytes
-// per key that stands denied; a sliding-window counter about 78 MB, a
-// sliding log of one entry about 128 MB.
+// DefaultMaxKeys is the cap of a store made without WithMaxKeys: 2^20
+// states (one per state ID and key), about a million. At 64.5 bytes per
+// string key (README, "Bytes per key") a full store of token buckets,
+// GCRA or fixed windows takes about 68 MB, plus the keys' own bytes (a
+// string's, outside the table) and 48 bytes per key that stands denied;
+// of sliding-window counters about 87 MB, of sliding logs of one entry
+// about 137 MB.
 const DefaultMaxKeys = 1 << 20
 
 // DefaultGrace is the grace period of a store made without WithGrace.

@@ -131,10 +131,10 @@ const (
 // instants change under seq, odd while they are rewritten.
 type denial[K comparable] struct {
 	key          K
-	id           uint32 // the entry's identity, which never changes either
 	seq          atomic.Uint64
-	cfg          atomic.Uint32 // the config of the handle that computed it
 	until, reset atomic.Int64  // Unix µs; until is math.MinInt64 when retired
+	cfg          atomic.Uint32 // the config of the handle that computed it
+	id           uint32        // the entry's identity, which never changes either
 }
 
 // standing returns the answer d holds for a cost of 1 at now, for a handle
