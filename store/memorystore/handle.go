@@ -81,10 +81,7 @@ func (t *table[K]) takeOther(e *entry[K], n uint32, l *limitRef, now, cost int64
 		return r, err
 	}
 	if r = l.alg.Peek(s, now, cost); !r.Allowed() {
-		if cost == 1 {
-			e.deny(now, r, l.cfg)
-		}
-		return r, nil
+		return r, nil // no standing denial: a converted state reads otherwise at another instant
 	}
 	s, r = l.alg.Take(s, now, cost)
 	t.write(e, n, l, s)
@@ -134,17 +131,21 @@ func (t *table[K]) write(e *entry[K], n uint32, l *limitRef, s algorithm.State) 
 }
 
 // peekOne returns Peek of entry n, e, locked, for a cost of 1 at now under
-// l, and unlocks e. A denial is recorded on e, for l's config, so that the
-// next requests are answered without the lock until it is over.
+// l, and unlocks e. A denial of a state l's config wrote is recorded on e,
+// so that the next requests are answered without the lock until it is
+// over. One of a state another config wrote is not: its instants hold
+// only for the state as l reads it at now, which may be converted
+// otherwise at another instant.
 func (t *table[K]) peekOne(e *entry[K], n uint32, l *limitRef, now int64) (r algorithm.Result, err error) {
 	defer e.mu.Unlock()
-	var s algorithm.State
-	if e.cfg == l.cfg {
-		s = t.state(e, n, l.wide)
-	} else if s, err = t.read(e, n, l, now); err != nil {
-		return r, err
+	if e.cfg != l.cfg {
+		s, err := t.read(e, n, l, now)
+		if err != nil {
+			return r, err
+		}
+		return l.alg.Peek(s, now, 1), nil
 	}
-	if r = l.alg.Peek(s, now, 1); !r.Allowed() {
+	if r = l.alg.Peek(t.state(e, n, l.wide), now, 1); !r.Allowed() {
 		e.deny(now, r, l.cfg)
 	}
 	return r, nil

@@ -140,7 +140,8 @@ type denial[K comparable] struct {
 // standing returns the answer d holds for a cost of 1 at now, for a handle
 // whose config is cfg, if it holds one: ok is false when d is retired,
 // past, being rewritten, or computed under another config (which may read
-// the state otherwise).
+// the state otherwise). A denial is recorded only by the config that
+// wrote the state, whose reading of it does not depend on the instant.
 func (d *denial[K]) standing(now int64, cfg uint32) (r algorithm.Result, ok bool) {
 	seq := d.seq.Load()
 	until, reset, by := d.until.Load(), d.reset.Load(), d.cfg.Load()
