@@ -436,3 +436,24 @@ func TestLimitChangedUnderOneID(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepUsesTheWritersConfig checks that a sweep drops a state when the
+// config that wrote it says it has expired, not when a handle that only
+// read it would: a bucket refilled in an hour keeps its spent key while a
+// bucket of the same capacity refilled in a millisecond, which shares the
+// state, has peeked at it.
+func TestSweepUsesTheWritersConfig(t *testing.T) {
+	s := memorystore.New[int](memorystore.WithShards(1), memorystore.WithGrace(0))
+	slow := openID(t, s, mustBucket(t, 1, 1.0/3600), "api", false)
+	fast := openID(t, s, mustBucket(t, 1, 1000), "api", false)
+	take(t, slow, 0, t0, 1)
+	if r := peek(t, fast, 0, t0+1_000_000); r != algorithm.Fresh(1) {
+		t.Fatalf("fast: Peek a second later = %+v, want fresh: it refills a token per ms", r)
+	}
+	for k := 1; k <= 4*sweepMin; k++ { // new keys: the shard sweeps
+		take(t, fast, k, t0+1_000_000, 1)
+	}
+	if r := peek(t, slow, 0, t0+1_000_000); r.Allowed() {
+		t.Errorf("slow: Peek after the sweeps = %+v, want denied: its key was spent for an hour", r)
+	}
+}
