@@ -93,11 +93,12 @@ type Warner interface {
 type Limit struct {
 	// Algorithm decides.
 	Algorithm algorithm.Algorithm
-	// ID names the limit's state among those kept for one key, so that a
-	// store shared between processes (Redis) finds it again: limits with
-	// the same ID under the same prefix share state, limits with different
-	// IDs never do. [DefaultID] is the default; "" names the layout of
-	// releases before IDs existed (a key with no suffix).
+	// ID names the limit's state among those kept for one key: limits
+	// with the same ID share state (on Redis under the same prefix, from
+	// any process; in memory on the same Store, from any Open), limits
+	// with different IDs never do. [DefaultID] is the default; on Redis,
+	// "" names the layout of releases before IDs existed (a key with no
+	// suffix).
 	ID string
 	// Inherit is how a state written under this ID by the same algorithm
 	// with other parameters (see algorithm.Tag) is carried: AsIs, the
