@@ -70,6 +70,9 @@ import (
 //   - random sequences in which the limit changes (SetAlgorithm to another
 //     configuration of the same kind, under a kept state ID, by either
 //     rule) decide as the algorithms' Inherit carries each key's state;
+//   - tightening 100 → 10 after 95 used admits at most 5 at once, and a
+//     minute's limit changed to an hour's and back gives no negative or
+//     overlong duration, in place and by a Limiter built anew;
 //   - every other kind's algorithm under a key's state ID fails with
 //     ErrStateMismatch, changing nothing, or starts the key afresh when
 //     asked to;
@@ -98,6 +101,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 			t.Run("Reconfigure", func(t *testing.T) {
 				testReconfigure(t, k, newStore(t))
 			})
+			t.Run("Tighten", func(t *testing.T) { testTighten(t, k, newStore(t)) })
+			t.Run("WindowChange", func(t *testing.T) { testWindowChange(t, k, newStore(t)) })
 		})
 	}
 	t.Run("Mismatch", func(t *testing.T) { testMismatch(t, newStore(t)) })
