@@ -387,8 +387,7 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if o.inherit != nil {
 		lim.Inherit = *o.inherit
 	}
-	spec := []Limit{{Algorithm: alg, StateID: id, Inherit: lim.Inherit, ResetOnMismatch: lim.ResetOnMismatch}}
-	if err := l.engine.init(st, spec, []store.Limit{lim}, o); err != nil {
+	if err := l.engine.init(st, nil, []store.Limit{lim}, o); err != nil {
 		return nil, err
 	}
 	l.hooked = newHooked(l, o.hooks)
