@@ -40,7 +40,7 @@ type limits[K comparable] struct {
 	limit  int64          // the largest cost every limit can admit at once
 	each   []int64        // each limit's Limit
 	stored []store.Limit  // as opened
-	spec   []Limit        // a Policy's limits with names and state IDs; a Limiter's one
+	spec   []Limit        // a Policy's limits with names and state IDs; nil for a Limiter
 }
 
 func newOptions(opts []Option) (options, error) {
@@ -129,8 +129,12 @@ func (e *engine[K]) replace(i int, alg algorithm.Algorithm) error {
 		return fmt.Errorf("limit %d: %w", i, err)
 	}
 	stored := append([]store.Limit(nil), old.stored...)
-	spec := append([]Limit(nil), old.spec...)
-	stored[i].Algorithm, spec[i].Algorithm = alg, alg
+	stored[i].Algorithm = alg
+	var spec []Limit
+	if old.spec != nil {
+		spec = append(spec, old.spec...)
+		spec[i].Algorithm = alg
+	}
 	ls, err := e.open(spec, stored)
 	if err != nil {
 		return err

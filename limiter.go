@@ -312,18 +312,20 @@ func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(o *options) { o.onError = f })
 }
 
-// WithStateID names the state a Limiter keeps in a store shared between
-// processes (the Redis stores keep it in the field of that name of the
-// key's hash). By default it is
-// store.DefaultID of the algorithm: a fingerprint of its name and
-// parameters, so that limiters configured differently never read each
-// other's state, and limiters configured alike, in any process, share it.
-// Give an ID of your own to keep a key's state across a change of
-// configuration (see WithInheritance). The empty ID is a field like any
-// other; it no longer names the keys of releases before headers, which
-// are never read (see README's migration notes). The memory store ignores
-// it. It is an error for a Policy, whose limits name
-// their state in Limit.StateID.
+// WithStateID names the state a Limiter keeps in a store: a key's state
+// is named by (state ID, key) on every store, so Limiters and Policy
+// limits with the same state ID on one store share each key's state (the
+// Redis stores keep it in the field of that name of the key's hash, the
+// memory store numbers it). By default it is store.DefaultID of the
+// algorithm: a fingerprint of its name and parameters, so that limiters
+// configured differently never read each other's state, and limiters
+// configured alike share it, in any process on Redis and within one memory
+// Store. Give two Limiters configured alike IDs of their own to keep their
+// states apart, and give an ID of your own to keep a key's state across a
+// change of configuration (see WithInheritance). The empty ID is an ID
+// like any other; it no longer names the Redis keys of releases before
+// headers, which are never read (see README's migration notes). It is an
+// error for a Policy, whose limits name their state in Limit.StateID.
 func WithStateID(id string) Option {
 	return optionFunc(func(o *options) { o.stateID = &id })
 }
@@ -385,8 +387,7 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if o.inherit != nil {
 		lim.Inherit = *o.inherit
 	}
-	spec := []Limit{{Algorithm: alg, StateID: id, Inherit: lim.Inherit, ResetOnMismatch: lim.ResetOnMismatch}}
-	if err := l.engine.init(st, spec, []store.Limit{lim}, o); err != nil {
+	if err := l.engine.init(st, nil, []store.Limit{lim}, o); err != nil {
 		return nil, err
 	}
 	l.hooked = newHooked(l, o.hooks)

@@ -20,10 +20,10 @@ type Limit struct {
 	Name string
 	// Algorithm decides for this limit.
 	Algorithm algorithm.Algorithm
-	// StateID names the limit's state in a store shared between processes
-	// (see WithStateID). Empty means store.DefaultID of the algorithm:
-	// limits configured alike share state, limits configured differently
-	// never do. IDs differ within a policy.
+	// StateID names the limit's state in its store, memory or Redis (see
+	// WithStateID). Empty means store.DefaultID of the algorithm: limits
+	// configured alike share state, limits configured differently never
+	// do. IDs differ within a policy.
 	StateID string
 	// Inherit is how a key's state written by this algorithm under other
 	// parameters is carried (see WithInheritance): AsIs, the zero value,

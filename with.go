@@ -87,11 +87,9 @@ func (l *Limiter[K]) openWith(alg algorithm.Algorithm) (*Limiter[K], error) {
 		return nil, err
 	}
 	lim.Algorithm = alg
-	spec := []Limit{{Algorithm: alg, StateID: lim.ID, Inherit: lim.Inherit, ResetOnMismatch: lim.ResetOnMismatch}}
 	w := &Limiter[K]{engine: l.engine, named: l.named, hooks: l.hooks, with: l.with}
-	w.cur = new(atomic.Pointer[limits[K]])
-	w.mu = new(sync.Mutex)
-	ls, err := w.open(spec, []store.Limit{lim})
+	w.cur = new(atomic.Pointer[limits[K]]) // its own limits; changes of them are serialised with l's
+	ls, err := w.open(nil, []store.Limit{lim})
 	if err != nil {
 		return nil, err
 	}

@@ -93,11 +93,11 @@ type Warner interface {
 type Limit struct {
 	// Algorithm decides.
 	Algorithm algorithm.Algorithm
-	// ID names the limit's state among those kept for one key, so that a
-	// store shared between processes (Redis) finds it again: limits with
-	// the same ID under the same prefix share state, limits with different
-	// IDs never do. [DefaultID] is the default; "" is an ID like any
-	// other.
+	// ID names the limit's state among those kept for one key: limits
+	// with the same ID share state (on Redis under the same prefix, from
+	// any process; in memory on the same Store, from any Open), limits
+	// with different IDs never do. [DefaultID] is the default; "" is an
+	// ID like any other (on Redis, the field "" of the key's hash).
 	ID string
 	// Inherit is how a state written under this ID by the same algorithm
 	// with other parameters (see algorithm.Tag) is carried: AsIs, the

@@ -12,39 +12,33 @@ import (
 // neighbours in memory. Readers find a page through an atomically
 // published list; only alloc, under the arena's lock, extends it.
 //
-// An entry holds the first two words of its first limit's state, all
-// that the token buckets, GCRA and the fixed window keep (see
-// algorithm.Narrow). Whatever else a table keeps per key is beside the
-// entry, in arrays of its page, so that a table pays only for what its
-// algorithms use: the rest of the first limit's state when its algorithm
-// is not narrow (wide), and the states of the other limits of a table of
-// several (extra per entry).
+// An entry holds the first two words of its state, all that the token
+// buckets, GCRA and the fixed window keep (see algorithm.Narrow). The rest
+// of a wide state (N2 and the Log: the sliding window and the sliding log)
+// is beside the entry, in a sidecar of its page that the page gets when
+// one of its entries first holds a wide state, so that a store of narrow
+// limits pays nothing for it.
 type arena[K comparable] struct {
 	mu    sync.Mutex
 	pages atomic.Pointer[[]page[K]]
 	next  uint32 // entries handed out
-	wide  bool   // the first limit keeps N2 and Log
-	extra int    // states per entry beyond the first limit's
 }
 
 // pageSize is how many entries a page holds: 1024 entries of a string key,
-// 48 bytes each, make 48 KiB. Go rounds a small object that holds pointers
-// up to its size class after adding an 8-byte header (a page of 24 KiB
-// would take 26.6 KiB, 53 bytes per entry), while an object above 32 KiB
-// is allocated in whole 8 KiB pages with no header, so a page takes
-// exactly its size.
+// 56 bytes each, make 56 KiB. Go rounds a small object that holds pointers
+// up to its size class after adding an 8-byte header, while an object
+// above 32 KiB is allocated in whole 8 KiB pages with no header, so a page
+// takes exactly its size (7 pages of 8 KiB; 6 for an integer key's).
 const pageSize = 1024
 
-// page is pageSize entries, allocated alone (see pageSize), and what their
-// keys keep beside them.
+// page is pageSize entries, allocated alone (see pageSize), and the wide
+// part of their states, once one of them is wide.
 type page[K comparable] struct {
 	entries *[pageSize]entry[K]
-	wide    []wideState       // per entry, when the first limit is wide
-	more    []algorithm.State // extra per entry, entry by entry
+	wide    *atomic.Pointer[[pageSize]wideState]
 }
 
-// wideState is the part of the first limit's state that an entry does not
-// hold.
+// wideState is the part of a wide state that an entry does not hold.
 type wideState struct {
 	n2  int64
 	log *algorithm.Log
@@ -55,15 +49,29 @@ func (a *arena[K]) at(n uint32) *entry[K] {
 	return &(*a.pages.Load())[n/pageSize].entries[n%pageSize]
 }
 
-// wideOf returns the rest of entry n's first state, in a wide arena.
+// wideOf returns the rest of entry n's state, or nil when no entry of its
+// page has held a wide state.
 func (a *arena[K]) wideOf(n uint32) *wideState {
-	return &(*a.pages.Load())[n/pageSize].wide[n%pageSize]
+	w := (*a.pages.Load())[n/pageSize].wide.Load()
+	if w == nil {
+		return nil
+	}
+	return &w[n%pageSize]
 }
 
-// more returns the extra states of entry n.
-func (a *arena[K]) more(n uint32) []algorithm.State {
-	i := int(n%pageSize) * a.extra
-	return (*a.pages.Load())[n/pageSize].more[i : i+a.extra : i+a.extra]
+// makeWide returns the rest of entry n's state, giving its page a sidecar
+// when it has none.
+func (a *arena[K]) makeWide(n uint32) *wideState {
+	if w := a.wideOf(n); w != nil {
+		return w
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := (*a.pages.Load())[n/pageSize].wide
+	if p.Load() == nil {
+		p.Store(new([pageSize]wideState))
+	}
+	return &p.Load()[n%pageSize]
 }
 
 // alloc hands out a new entry, not live until its caller fills it.
@@ -76,13 +84,7 @@ func (a *arena[K]) alloc() uint32 {
 		pages = *p
 	}
 	if int(n/pageSize) == len(pages) {
-		p := page[K]{entries: new([pageSize]entry[K])}
-		if a.wide {
-			p.wide = make([]wideState, pageSize)
-		}
-		if a.extra > 0 {
-			p.more = make([]algorithm.State, pageSize*a.extra)
-		}
+		p := page[K]{entries: new([pageSize]entry[K]), wide: new(atomic.Pointer[[pageSize]wideState])}
 		grown := append(pages[:len(pages):len(pages)], p)
 		a.pages.Store(&grown)
 	}

@@ -139,15 +139,16 @@ func TestMaxKeysBreaksTiesBySoonestExpiry(t *testing.T) {
 	}
 }
 
-// TestMaxKeysWeighsEveryLimit checks that in a table of two limits a key
-// spent under either of them is spared while another key has room under
-// both, and that room is a fraction of each limit: a key that used four
-// fifths of a large limit has less room than one that used half of a
-// small one, though more of the large limit remains than of the small.
+// TestMaxKeysWeighsEveryLimit checks eviction in a table of two limits,
+// whose states are kept one per limit and key, each counting against the
+// cap: a state with no room left is spared while another has room, and
+// room is a fraction of each limit: a key that used four fifths of a
+// large limit keeps that state before one that used half of a small one,
+// though more of the large limit remains than of the small.
 func TestMaxKeysWeighsEveryLimit(t *testing.T) {
 	slow := mustBucket(t, 100, 100.0/3600) // 100 per hour
 	fast := mustBucket(t, 10, 10)          // 10 per second
-	s := memorystore.New[string](memorystore.WithShards(1), memorystore.WithMaxKeys(3))
+	s := memorystore.New[string](memorystore.WithShards(1), memorystore.WithMaxKeys(6))
 	tab, err := s.Open(store.LimitsOf(slow, fast), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -164,11 +165,14 @@ func TestMaxKeysWeighsEveryLimit(t *testing.T) {
 	now := t0 + 8_000_000
 	takeBoth("used-small", now, 5)  // 95% of the slow limit left, 50% of the fast
 	takeBoth("spent-fast", now, 10) // 90% of the slow limit left, none of the fast
+	// The new key's two states take the places of used-large's fast one,
+	// fresh again, and of the state with the most room: used-small's slow
+	// one, with 95% left.
 	takeBoth("new", now, 1)
 	out := make([]algorithm.Result, 2)
 	for key, want := range map[string][2]int64{
-		"used-large": {20, 10},  // 20%: kept
-		"used-small": {100, 10}, // evicted: fresh
+		"used-large": {20, 10}, // 20%: kept; the fast one fresh
+		"used-small": {100, 5}, // the slow one evicted; 50% of the fast one kept
 		"spent-fast": {90, 0},
 		"new":        {99, 9},
 	} {
@@ -232,7 +236,7 @@ func TestRefuseNewKeys(t *testing.T) {
 // TestRefuseNewKeysOfSeveralLimits checks RefuseNewKeys on a table of two
 // limits, whose decisions take a path of their own.
 func TestRefuseNewKeysOfSeveralLimits(t *testing.T) {
-	s := memorystore.New[int](memorystore.WithShards(1), memorystore.WithMaxKeys(2),
+	s := memorystore.New[int](memorystore.WithShards(1), memorystore.WithMaxKeys(4), // 2 keys of 2 limits
 		memorystore.WithFullPolicy(memorystore.RefuseNewKeys))
 	tab, err := s.Open(store.LimitsOf(mustBucket(t, 5, 1), mustWindow(t, 3)), nil)
 	if err != nil {

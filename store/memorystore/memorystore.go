@@ -23,8 +23,9 @@
 // first seen, so that keys used in that order are read from consecutive
 // memory.
 //
-// A table holds at most [DefaultMaxKeys] keys (about a million) unless
-// told otherwise ([WithMaxKeys]), so that a flood of new keys cannot take
+// A store holds at most [DefaultMaxKeys] states (about a million), one per
+// state ID and key (see [Store]), unless told otherwise ([WithMaxKeys]),
+// so that a flood of new keys cannot take
 // the process's memory. At the cap, a new key costs O(1) work whatever the
 // cap: its shard looks at a few keys picked at random, drops those whose
 // state has expired, and if none had, makes room as [WithFullPolicy] says:
@@ -37,18 +38,35 @@
 package memorystore
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// Store keeps limiter state in memory. Create it with [New]. Each Open
-// returns a table of its own, so one Store may serve several Limiters.
+// Store keeps limiter state in memory. Create it with [New].
+//
+// A limit's state for a key is named by (state ID, key), the state ID
+// being store.Limit.ID, as on the Redis stores: every Open of a limit with
+// the same ID reads and writes the same state, whichever Limiter or Policy
+// it serves, and limits with different IDs never share state. So Limiters
+// configured alike on one Store share their keys' state (the default ID
+// is a fingerprint of the algorithm and its parameters: store.DefaultID),
+// a Limiter built anew for each request decides as a long-lived one
+// does, and a limit reopened with other parameters under the same ID
+// carries its keys' state (see algorithm.Inheritor). A state written by
+// another algorithm under the same ID is refused with an error wrapping
+// store.ErrStateMismatch, unless the limit resets on mismatch
+// (store.Limit.ResetOnMismatch).
+//
+// All of a Store's state is in one table; Open only numbers the limits'
+// IDs and configurations (a few hundred bytes for one never seen) and
+// returns a small handle on the table.
 type Store[K comparable] struct {
 	shards      int
 	maxKeys     int
@@ -56,8 +74,9 @@ type Store[K comparable] struct {
 	full        FullPolicy
 	maxKeyBytes int
 
-	mu     sync.Mutex
-	tables []*table[K]
+	reg registry
+	mu  sync.Mutex
+	tab *table[K] // made by the first Open
 }
 
 var _ store.Store[string] = (*Store[string])(nil)
@@ -88,8 +107,10 @@ func WithShards(n int) Option {
 	})
 }
 
-// WithMaxKeys caps how many keys each table holds at n: never more.
-// A store made without it holds DefaultMaxKeys per table; n above MaxKeys
+// WithMaxKeys caps how many states the store holds at n: never more. A
+// state is one limit's for one key (one per state ID and key: a key of a
+// Policy of two limits counts twice). A store made without it holds
+// DefaultMaxKeys; n above MaxKeys
 // means MaxKeys, the largest cap there is, and n below 1 is ignored.
 //
 // The cap is split evenly over the shards, each holding at most
@@ -193,12 +214,13 @@ func WithGrace(d time.Duration) Option {
 // takes 4 bytes. WithMaxKeys(MaxKeys) asks for it.
 const MaxKeys = maxEntries
 
-// DefaultMaxKeys is the cap of a table made without WithMaxKeys: 2^20
-// keys, about a million. At 56.5 bytes per key (README, "Bytes per key")
-// a full table of token buckets, GCRA or fixed windows takes about 60 MB,
-// plus the keys' own bytes (a string's, outside the table) and 48 bytes
-// per key that stands denied; a sliding-window counter about 78 MB, a
-// sliding log of one entry about 128 MB.
+// DefaultMaxKeys is the cap of a store made without WithMaxKeys: 2^20
+// states (one per state ID and key), about a million. At 64.5 bytes per
+// string key (README, "Bytes per key") a full store of token buckets,
+// GCRA or fixed windows takes about 68 MB, plus the keys' own bytes (a
+// string's, outside the table) and 48 bytes per key that stands denied;
+// of sliding-window counters about 87 MB, of sliding logs of one entry
+// about 137 MB.
 const DefaultMaxKeys = 1 << 20
 
 // DefaultGrace is the grace period of a store made without WithGrace.
@@ -232,10 +254,10 @@ func New[K comparable](opts ...Option) *Store[K] {
 	}
 }
 
-// Open returns a table for limits. The memory store has no clock of its
-// own, so clock.Server() is rejected with store.ErrClockUnsupported. The
-// limits' IDs only need to differ: each Open makes a table of its own,
-// which no other shares.
+// Open returns a table for limits: a handle on the store's state, in
+// which each limit's state for a key is named by the limit's ID (see
+// Store). The memory store has no clock of its own, so clock.Server() is
+// rejected with store.ErrClockUnsupported.
 func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], error) {
 	if err := store.CheckLimits(limits); err != nil {
 		return nil, err
@@ -243,52 +265,69 @@ func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], 
 	if clock.IsServer(clk) {
 		return nil, fmt.Errorf("%w: the memory store has no server clock; use clock.Local() or a fake clock", store.ErrClockUnsupported)
 	}
-	algs := make([]algorithm.Algorithm, len(limits))
+	t := s.table()
+	refs := make([]limitRef, len(limits))
 	for i, l := range limits {
-		algs[i] = l.Algorithm
+		refs[i] = s.reg.intern(l)
 	}
-	t := newTable[K](algs, s.shards, s.maxKeys, s.grace)
-	t.full = s.full
-	t.limitKeyBytes(s.maxKeyBytes)
+	if len(refs) == 1 {
+		return &handle[K]{t: t, l: refs[0]}, nil
+	}
+	p := &policy[K]{t: t, limits: refs, order: make([]int, len(refs))}
+	for i := range p.order {
+		p.order[i] = i
+	}
+	slices.SortFunc(p.order, func(a, b int) int { return cmp.Compare(refs[a].id, refs[b].id) })
+	return p, nil
+}
+
+// table returns the store's table, made on the first call.
+func (s *Store[K]) table() *table[K] {
 	s.mu.Lock()
-	s.tables = append(s.tables, t)
-	s.mu.Unlock()
-	return t, nil
+	defer s.mu.Unlock()
+	if s.tab == nil {
+		s.tab = newTable[K](&s.reg, s.shards, s.maxKeys, s.grace)
+		s.tab.full = s.full
+		s.tab.limitKeyBytes(s.maxKeyBytes)
+	}
+	return s.tab
 }
 
 // Stats describes a store's contents.
 type Stats struct {
-	// Keys is how many keys hold state now, expired ones not yet swept
-	// included.
+	// Keys is how many states the store holds now, one per state ID and
+	// key ((ID, key) pairs: a key of a Policy of two limits counts twice),
+	// expired ones not yet swept included.
 	Keys int
-	// Evicted counts keys dropped at the cap (WithMaxKeys) before their
-	// state had expired.
+	// Evicted counts states dropped at the cap (WithMaxKeys) before they
+	// had expired.
 	Evicted uint64
-	// Dropped counts keys dropped after their state had expired, by sweeps
-	// or at the cap.
+	// Dropped counts states dropped after they had expired, by sweeps or
+	// at the cap.
 	Dropped uint64
-	// Refused counts new keys whose Take failed with store.ErrFull, at
+	// Refused counts new states whose Take failed with store.ErrFull, at
 	// the cap under RefuseNewKeys.
 	Refused uint64
 }
 
-// Stats returns the store's statistics, summed over its tables. It locks
-// each shard in turn, so it is meant for tests and metrics, not hot paths.
+// Stats returns the store's statistics. It locks each shard in turn, so
+// it is meant for tests and metrics, not hot paths.
 func (s *Store[K]) Stats() Stats {
 	s.mu.Lock()
-	tables := s.tables
+	t := s.tab
 	s.mu.Unlock()
 	var st Stats
-	for _, t := range tables {
-		for i := range t.shards {
-			sh := &t.shards[i]
-			sh.mu.Lock()
-			st.Keys += sh.keys
-			sh.mu.Unlock()
-		}
-		st.Evicted += t.evicted.Load()
-		st.Dropped += t.dropped.Load()
-		st.Refused += t.refused.Load()
+	if t == nil {
+		return st
 	}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		st.Keys += sh.keys
+		sh.mu.Unlock()
+	}
+	st.Evicted = t.evicted.Load()
+	st.Dropped = t.dropped.Load()
+	st.Refused = t.refused.Load()
 	return st
 }

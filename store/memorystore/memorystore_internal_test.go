@@ -7,7 +7,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
@@ -18,16 +17,20 @@ func TestShardSize(t *testing.T) {
 	}
 }
 
-// An entry of a string key takes 48 bytes (40 for an integer key): the
-// lock, the hash, two words of state, the denial and the key. A page of
+// An entry of a string key takes 56 bytes (48 for an integer key): the
+// lock, the hash, the identity and config numbers, two words of state,
+// the denial and the key. A page of
 // them is allocated with no byte rounded up: a page that took an 8-byte
 // malloc header on top of a size class was rounded up to the next one.
 func TestEntryLayout(t *testing.T) {
-	if got := unsafe.Sizeof(entry[string]{}); got != 48 {
-		t.Errorf("unsafe.Sizeof(entry[string]) = %d, want 48", got)
+	if got := unsafe.Sizeof(entry[string]{}); got != 56 {
+		t.Errorf("unsafe.Sizeof(entry[string]) = %d, want 56", got)
 	}
-	if got := unsafe.Sizeof(entry[uint64]{}); got != 40 {
-		t.Errorf("unsafe.Sizeof(entry[uint64]) = %d, want 40", got)
+	if got := unsafe.Sizeof(entry[uint64]{}); got != 48 {
+		t.Errorf("unsafe.Sizeof(entry[uint64]) = %d, want 48", got)
+	}
+	if got := unsafe.Sizeof(denial[string]{}); got != 48 {
+		t.Errorf("unsafe.Sizeof(denial[string]) = %d, want 48: a size class of its own", got)
 	}
 	entries := unsafe.Sizeof([pageSize]entry[string]{})
 	// TotalAlloc counts every goroutine's allocations, so the least of a
@@ -43,10 +46,11 @@ func TestEntryLayout(t *testing.T) {
 			took = d
 		}
 	}
-	// The list of one page is a slice of one page (56 bytes, in the
-	// 64-byte size class) and its header (24 bytes).
-	if got, want := took, uint64(entries)+64+24; got != want {
-		t.Errorf("the first page took %d bytes, want %d: %d for its %d entries and 88 for the list of pages", got, want, entries, pageSize)
+	// The list of one page is a slice of one page (16 bytes) and its
+	// header (24 bytes, in the 24-byte size class); the page's empty
+	// sidecar pointer takes 8.
+	if got, want := took, uint64(entries)+16+24+8; got != want {
+		t.Errorf("the first page took %d bytes, want %d: %d for its %d entries and 48 for the list of pages", got, want, entries, pageSize)
 	}
 }
 
@@ -54,13 +58,9 @@ func TestEntryLayout(t *testing.T) {
 // count and cap must keep shards × shardCap within what an index word can
 // number, and give each shard room for a key.
 func TestCapFitsIndexWords(t *testing.T) {
-	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, shards := range []int{1, 64, 1024, 1 << 16} {
 		for _, maxKeys := range []int{0, shards, 1 << 20, MaxKeys, MaxKeys + 1, 1 << 40} {
-			tb := newTable[string]([]algorithm.Algorithm{alg}, shards, maxKeys, 0)
+			tb := newTable[string](&registry{}, shards, maxKeys, 0)
 			if total := tb.shardCap * shards; tb.shardCap < 1 || total > maxEntries {
 				t.Errorf("%d shards, WithMaxKeys(%d): %d keys per shard, %d in all; want at least 1 per shard and at most %d in all",
 					shards, maxKeys, tb.shardCap, total, maxEntries)
@@ -91,7 +91,7 @@ func TestDefaultMaxKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tb := tab.(*table[string])
+		tb := tab.(*handle[string]).t
 		// ⌊want/8⌋ per shard, 8 shards.
 		if got := tb.shardCap * len(tb.shards); got != tc.want/8*8 {
 			t.Errorf("%d options: a table holds %d keys, want %d", len(tc.opts), got, tc.want/8*8)
@@ -198,7 +198,7 @@ func BenchmarkSweepFullShard(b *testing.B) {
 			for k := range maxKeys {
 				tab.Take(context.Background(), k, t0+int64(k), 1, nil)
 			}
-			tb := tab.(*table[int])
+			tb := tab.(*handle[int]).t
 			now := t0 + int64(maxKeys)
 			i := 0
 			b.ReportAllocs()

@@ -243,15 +243,25 @@ func TestPeekCreatesNoState(t *testing.T) {
 	}
 }
 
-func TestTablesAreSeparate(t *testing.T) {
+// TestStateIDsAreSeparate checks that limits configured alike but opened
+// under different state IDs share no state, and count as two keys.
+func TestStateIDsAreSeparate(t *testing.T) {
 	s := memorystore.New[string]()
-	a, b := open(t, s, mustBucket(t, 1, 1)), open(t, s, mustBucket(t, 1, 1))
-	take(t, a, "k", t0, 1)
-	if r := take(t, b, "k", t0, 1); !r.Allowed() {
-		t.Errorf("second table: Take(k) = %+v, want allowed: tables share no state", r)
+	alg := mustBucket(t, 1, 1)
+	var tabs [2]store.Table[string]
+	for i, id := range []string{"a", "b"} {
+		tab, err := s.Open([]store.Limit{{Algorithm: alg, ID: id}}, clock.Local())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tabs[i] = tab
+	}
+	take(t, tabs[0], "k", t0, 1)
+	if r := take(t, tabs[1], "k", t0, 1); !r.Allowed() {
+		t.Errorf("second state ID: Take(k) = %+v, want allowed: state IDs share no state", r)
 	}
 	if got := s.Stats().Keys; got != 2 {
-		t.Errorf("Stats().Keys = %d, want 2 (summed over tables)", got)
+		t.Errorf("Stats().Keys = %d, want 2 (one per state ID)", got)
 	}
 }
 

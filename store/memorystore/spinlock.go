@@ -41,3 +41,8 @@ func (l *spinlock) lockSlow() {
 const spins = 10
 
 func (l *spinlock) Unlock() { l.v.Store(0) }
+
+// TryLock locks l if it is free, and reports whether it did. Holders of a
+// shard's mutex take entry locks this way only, never waiting for one (see
+// table).
+func (l *spinlock) TryLock() bool { return l.v.CompareAndSwap(0, 1) }

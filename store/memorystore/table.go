@@ -1,7 +1,6 @@
 package memorystore
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,28 +14,30 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// table keeps its limits' state per key: the first limit's in the key's
-// entry (the first two words of it; see arena for the rest), the others'
-// beside it in the arena. A table of one limit, the common case, has a
-// fast path of its own.
+// table keeps a store's state: one entry per (identity, key), the state
+// of one limit for one key, whichever handle (see handle) wrote it. An
+// entry holds the first two words of its state (see arena for the rest),
+// the number of its identity and that of the config that wrote it (see
+// registry).
 //
 // Entries live in an arena, in the order their keys were first seen, and
-// are found through an index per shard (see index). Each entry carries its
-// own lock, its key and the key's hash, and its state.
+// are found through an index per shard (see index), by a hash of the key
+// mixed with the identity's number. Each entry carries its own lock, its
+// identity, its key and the hash of both, and its state.
 //
 // A decision takes no shard-wide lock: it reads the shard's index without
 // locking, locks the entry a word points to and checks that the entry is
-// live and holds the key. The index is only a hint: writers (new keys,
-// sweeps, Reset, growth), which hold the shard's mutex, may rewrite its
-// words at any time, and a reader that finds nothing takes the shard's
-// mutex and looks again before concluding that the key has no state. So
-// nothing shared is written on the way to a decision but the key's own
-// entry. Locks are taken shard first, then entry.
+// live and holds the identity and the key. The index is only a hint:
+// writers (new keys, sweeps, Reset, growth), which hold the shard's mutex,
+// may rewrite its words at any time, and a reader that finds nothing takes
+// the shard's mutex and looks again before concluding that the key has no
+// state. So nothing shared is written on the way to a decision but the
+// key's own entry. Locks are taken shard first, then entry; a holder of
+// several entry locks (a handle of several limits) takes them in
+// increasing order of identity number and never waits for a shard's
+// mutex while it holds one.
 type table[K comparable] struct {
-	alg      algorithm.Algorithm   // the first limit's
-	others   []algorithm.Algorithm // the other limits', nil for one limit
-	narrow   []bool                // which of others are algorithm.Narrow
-	limit    int64                 // the first limit's
+	reg      *registry
 	hash     keyhash.Hasher[K]
 	shards   []shard[K]
 	shift    uint  // a key's hash >> shift is its shard
@@ -55,20 +56,28 @@ type table[K comparable] struct {
 	refused     atomic.Uint64
 }
 
-// entry is one key's state. It is live while its index word is in its
-// shard's index; a dropped entry is not live until it is reused. When the
-// state expires is not kept: sweeps, which are rare, work it out from the
-// state (algorithm.Expiry), so that a decision writes nothing but the
-// state.
+// entry is the state of one identity for one key. It is live while its
+// index word is in its shard's index; a dropped entry is not live until
+// it is reused. When the state expires is not kept: sweeps, which are
+// rare, work it out from the state (algorithm.Expiry, under the config
+// that wrote it), so that a decision writes nothing but the state.
 type entry[K comparable] struct {
 	mu spinlock
-	// meta is liveBit and the key's hash (hashMask of it) while the entry
-	// is live, 0 while it is not. It changes under both the shard's lock
-	// and the entry's, so either makes it stand still; readers holding
-	// neither take it as a hint. Writers find a word's home from it.
+	// meta is liveBit and the hash of the identity and key (hashMask of
+	// it) while the entry is live, 0 while it is not. It changes under
+	// both the shard's lock and the entry's, so either makes it stand
+	// still; readers holding neither take it as a hint. Writers find a
+	// word's home from it.
 	meta atomic.Uint32
-	// n0 and n1 are the first limit's state's N0 and N1 (see arena for
-	// the rest), next to the lock that guards them.
+	// id is the number of the entry's identity. It changes with meta;
+	// readers compare it before they lock, so that a holder of several
+	// entry locks locks only entries of the identity it looks for.
+	id atomic.Uint32
+	// cfg is the number of the config that wrote the state, under the
+	// entry's lock.
+	cfg uint32
+	// n0 and n1 are the state's N0 and N1 (see arena for the rest), next
+	// to the lock that guards them.
 	n0, n1 int64
 	// denial, when set, holds the key's standing denial of a cost of 1,
 	// for decisions that read it without locking the entry.
@@ -76,24 +85,25 @@ type entry[K comparable] struct {
 	key    K
 }
 
-// state returns entry n's state under the first limit. The caller holds
-// e's lock, e being entry n.
-func (t *table[K]) state(e *entry[K], n uint32) algorithm.State {
+// state returns entry n's state, as a config that is wide or not keeps it.
+// The caller holds e's lock, e being entry n.
+func (t *table[K]) state(e *entry[K], n uint32, wide bool) algorithm.State {
 	s := algorithm.State{N0: e.n0, N1: e.n1}
-	if t.arena.wide {
-		w := t.arena.wideOf(n)
-		s.N2, s.Log = w.n2, w.log
+	if wide {
+		if w := t.arena.wideOf(n); w != nil {
+			s.N2, s.Log = w.n2, w.log
+		}
 	}
 	return s
 }
 
-// keep makes s entry n's state under the first limit. The caller holds
-// e's lock, e being entry n. A narrow algorithm's state is all in n0 and
-// n1.
-func (t *table[K]) keep(e *entry[K], n uint32, s algorithm.State) {
+// keep makes s entry n's state, written by a config that is wide or not.
+// The caller holds e's lock, e being entry n. A narrow algorithm's state
+// is all in n0 and n1.
+func (t *table[K]) keep(e *entry[K], n uint32, wide bool, s algorithm.State) {
 	e.n0, e.n1 = s.N0, s.N1
-	if t.arena.wide {
-		w := t.arena.wideOf(n)
+	if wide {
+		w := t.arena.makeWide(n)
 		w.n2, w.log = s.N2, s.Log
 	}
 }
@@ -122,48 +132,56 @@ const (
 type denial[K comparable] struct {
 	key          K
 	seq          atomic.Uint64
-	until, reset atomic.Int64 // Unix µs; until is math.MinInt64 when retired
+	until, reset atomic.Int64  // Unix µs; until is math.MinInt64 when retired
+	cfg          atomic.Uint32 // the config of the handle that computed it
+	id           uint32        // the entry's identity, which never changes either
 }
 
-// standing returns the answer d holds for a cost of 1 at now, if it holds
-// one: ok is false when d is retired, past, or being rewritten.
-func (d *denial[K]) standing(now int64) (r algorithm.Result, ok bool) {
+// standing returns the answer d holds for a cost of 1 at now, for a handle
+// whose config is cfg, if it holds one: ok is false when d is retired,
+// past, being rewritten, or computed under another config (which may read
+// the state otherwise). A denial is recorded only by the config that
+// wrote the state, whose reading of it does not depend on the instant.
+func (d *denial[K]) standing(now int64, cfg uint32) (r algorithm.Result, ok bool) {
 	seq := d.seq.Load()
-	until, reset := d.until.Load(), d.reset.Load()
-	if seq&1 != 0 || d.seq.Load() != seq || now >= until {
+	until, reset, by := d.until.Load(), d.reset.Load(), d.cfg.Load()
+	if seq&1 != 0 || d.seq.Load() != seq || now >= until || by != cfg {
 		return r, false
 	}
 	return algorithm.Result{RetryAfter: until - now, ResetAfter: reset - now}, true
 }
 
-// set makes d stand until and reset. The caller holds the entry's lock.
-func (d *denial[K]) set(until, reset int64) {
+// set makes d stand until and reset, for config cfg. The caller holds the
+// entry's lock.
+func (d *denial[K]) set(until, reset int64, cfg uint32) {
 	d.seq.Add(1)
 	d.until.Store(until)
 	d.reset.Store(reset)
+	d.cfg.Store(cfg)
 	d.seq.Add(1)
 }
 
-// deny records r, a denial of a cost of 1 for e's key at now. The caller
-// holds e's lock. The record is made on a key's first denial and reused
-// for its later ones, until the entry is dropped.
-func (e *entry[K]) deny(now int64, r algorithm.Result) {
+// deny records r, a denial of a cost of 1 for e's key at now under config
+// cfg. The caller holds e's lock. The record is made on a key's first
+// denial and reused for its later ones, until the entry is dropped.
+func (e *entry[K]) deny(now int64, r algorithm.Result, cfg uint32) {
 	d := e.denial.Load()
 	if d == nil {
-		d = &denial[K]{key: e.key}
+		d = &denial[K]{key: e.key, id: e.id.Load()}
 		d.until.Store(now + r.RetryAfter)
 		d.reset.Store(now + r.ResetAfter)
+		d.cfg.Store(cfg)
 		e.denial.Store(d)
 		return
 	}
-	d.set(now+r.RetryAfter, now+r.ResetAfter)
+	d.set(now+r.RetryAfter, now+r.ResetAfter, cfg)
 }
 
-// admitted retires e's standing denial, if any, after Take admitted a
-// cost. The caller holds e's lock.
+// admitted retires e's standing denial, if any, after a cost was charged
+// to e. The caller holds e's lock.
 func (e *entry[K]) admitted() {
 	if d := e.denial.Load(); d != nil && d.until.Load() != math.MinInt64 {
-		d.set(math.MinInt64, 0)
+		d.set(math.MinInt64, 0, 0)
 	}
 }
 
@@ -193,24 +211,13 @@ const shardPad = 128 - unsafe.Sizeof(struct {
 // small shards do not sweep on every new key.
 const sweepMin = 64
 
-func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, grace int64) *table[K] {
+func newTable[K comparable](reg *registry, shards, maxKeys int, grace int64) *table[K] {
 	t := &table[K]{
-		alg:    algs[0],
-		limit:  algs[0].Limit(),
+		reg:    reg,
 		hash:   keyhash.New[K](),
 		shards: make([]shard[K], shards),
 		shift:  64,
 		grace:  grace,
-	}
-	_, narrow := algs[0].(algorithm.Narrow)
-	t.arena.wide = !narrow
-	if len(algs) > 1 {
-		t.others = algs[1:]
-		t.arena.extra = len(t.others)
-		t.narrow = make([]bool, len(t.others))
-		for i, alg := range t.others {
-			_, t.narrow[i] = alg.(algorithm.Narrow)
-		}
 	}
 	for n := shards; n > 1; n >>= 1 {
 		t.shift--
@@ -229,7 +236,7 @@ func newTable[K comparable](algs []algorithm.Algorithm, shards, maxKeys int, gra
 		sh.soon = math.MaxInt64
 		sh.every = sweepMin
 	}
-	t.errFull = fmt.Errorf("%w: the memory table holds its cap of %d keys (WithMaxKeys) and refuses new ones (RefuseNewKeys)",
+	t.errFull = fmt.Errorf("%w: the memory store holds its cap of %d keys (WithMaxKeys) and refuses new ones (RefuseNewKeys)",
 		store.ErrFull, t.shardCap*shards)
 	t.limitKeyBytes(store.DefaultMaxKeyBytes)
 	return t
@@ -249,213 +256,27 @@ func (t *table[K]) tooLong(key *K) bool {
 	return t.stringKeys && len(*(*string)(unsafe.Pointer(key))) > t.maxKeyBytes
 }
 
-func (t *table[K]) Take(_ context.Context, key K, now, cost int64, out []algorithm.Result) (r algorithm.Result, _ error) {
-	if t.tooLong(&key) {
-		return r, t.errLong
-	}
-	h := t.hash.Sum(key)
-	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
-	if t.others != nil {
-		return t.takeAll(sh, key, hash, now, cost, out)
-	}
-	e, n, r, answered := t.find(sh, key, hash, now, cost == 1)
-	if !answered {
-		if e == nil {
-			if e, n = t.insert(sh, key, hash, now); e == nil {
-				return r, t.errFull
-			}
-		}
-		var s algorithm.State
-		s, r = t.alg.Take(t.state(e, n), now, cost)
-		t.keep(e, n, s)
-		switch {
-		case r.Allowed():
-			e.admitted()
-		case cost == 1:
-			e.deny(now, r)
-		}
-		e.mu.Unlock()
-	}
-	if out != nil {
-		out[0] = r
-	}
-	return r, nil
+// place returns the shard of identity id's state for a key whose hash
+// (keyhash) is h, and the hash an entry keeps (hashMask of it): h mixed
+// with id by one multiply-xor, so that one key's identities fall in
+// unrelated places.
+func (t *table[K]) place(h uint64, id uint32) (*shard[K], uint32) {
+	h ^= (uint64(id) + 1) * 0x9e3779b97f4a7c15
+	return &t.shards[h>>t.shift], uint32(h) & hashMask
 }
 
-// takeAll is Take for a table of several limits: the cost is charged to
-// every limit if all of them admit it, and to none otherwise.
-//
-// A narrow limit's Take changes nothing it is given (its state has no
-// Log), so such a limit takes the cost on a copy of its state at once, and
-// the copy is kept only if every limit admitted the cost. Any other limit
-// first peeks (Peek admits exactly what Take would: the Algorithm
-// contract), and takes only once all have admitted. When the cost is
-// refused, a narrow limit that admitted it on its copy reports Peek
-// instead, its state as it stands, since nothing was charged. So the
-// common route, token buckets and fixed windows, decides in one pass.
-func (t *table[K]) takeAll(sh *shard[K], key K, hash uint32, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
-	e, n, _, _ := t.find(sh, key, hash, now, false)
-	if e == nil {
-		if e, n = t.insert(sh, key, hash, now); e == nil {
-			return algorithm.Result{}, t.errFull
-		}
-	}
-	more := t.arena.more(n)
-	var buf [4]algorithm.Result
-	rs := t.results(out, buf[:])
-	var copies [3]algorithm.State // the others' states charged, when narrow
-	taken := copies[:]
-	if len(more) > len(copies) {
-		taken = make([]algorithm.State, len(more))
-	}
-	old := t.state(e, n)
-	var first algorithm.State
-	if t.arena.wide {
-		rs[0] = t.alg.Peek(old, now, cost)
-	} else {
-		first, rs[0] = t.alg.Take(old, now, cost)
-	}
-	all := rs[0].Allowed()
-	for i, alg := range t.others {
-		if t.narrow[i] {
-			taken[i], rs[i+1] = alg.Take(more[i], now, cost)
-		} else {
-			rs[i+1] = alg.Peek(more[i], now, cost)
-		}
-		all = all && rs[i+1].Allowed()
-	}
-	switch {
-	case all:
-		if t.arena.wide {
-			first, rs[0] = t.alg.Take(old, now, cost)
-		}
-		t.keep(e, n, first)
-		for i, alg := range t.others {
-			if t.narrow[i] {
-				more[i] = taken[i]
-			} else {
-				more[i], rs[i+1] = alg.Take(more[i], now, cost)
-			}
-		}
-	default: // refused: the narrow limits that admitted it on a copy report their state
-		if !t.arena.wide && rs[0].Allowed() {
-			rs[0] = t.alg.Peek(old, now, cost)
-		}
-		for i, alg := range t.others {
-			if t.narrow[i] && rs[i+1].Allowed() {
-				rs[i+1] = alg.Peek(more[i], now, cost)
-			}
-		}
-	}
-	e.mu.Unlock()
-	return algorithm.Combine(rs), nil
-}
-
-// results returns out, or when it is nil room for one result per limit:
-// buf when it is long enough.
-func (t *table[K]) results(out, buf []algorithm.Result) []algorithm.Result {
-	n := 1 + len(t.others)
-	if out != nil {
-		return out
-	}
-	if n <= len(buf) {
-		return buf[:n]
-	}
-	return make([]algorithm.Result, n)
-}
-
-// reportDenial unlocks e, which the caller locked, and returns Peek of its
-// state for a cost of 1 at now, computed under the lock so that a denial
-// is also recorded on e: the next requests are answered without the lock
-// until it is over.
-func (t *table[K]) reportDenial(e *entry[K], n uint32, now int64) algorithm.Result {
-	r := t.alg.Peek(t.state(e, n), now, 1)
-	if !r.Allowed() {
-		e.deny(now, r)
-	}
-	e.mu.Unlock()
-	return r
-}
-
-func (t *table[K]) Peek(_ context.Context, key K, now int64, out []algorithm.Result) (r algorithm.Result, _ error) {
-	if t.tooLong(&key) {
-		return r, t.errLong
-	}
-	h := t.hash.Sum(key)
-	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
-	if t.others != nil {
-		return t.peekAll(sh, key, hash, now, out), nil
-	}
-	e, n, r, answered := t.find(sh, key, hash, now, true)
-	if !answered {
-		if e == nil {
-			sh.mu.Lock()
-			e, n = t.lookup(sh, key, hash)
-			sh.mu.Unlock()
-		}
-		if e == nil {
-			r = algorithm.Fresh(t.limit)
-		} else {
-			r = t.reportDenial(e, n, now)
-		}
-	}
-	if out != nil {
-		out[0] = r
-	}
-	return r, nil
-}
-
-// peekAll is Peek for a table of several limits.
-func (t *table[K]) peekAll(sh *shard[K], key K, hash uint32, now int64, out []algorithm.Result) algorithm.Result {
-	e, n, _, _ := t.find(sh, key, hash, now, false)
-	if e == nil {
-		sh.mu.Lock()
-		e, n = t.lookup(sh, key, hash)
-		sh.mu.Unlock()
-	}
-	var buf [4]algorithm.Result
-	rs := t.results(out, buf[:])
-	if e == nil {
-		rs[0] = algorithm.Fresh(t.limit)
-		for i, alg := range t.others {
-			rs[i+1] = algorithm.Fresh(alg.Limit())
-		}
-		return algorithm.Combine(rs)
-	}
-	more := t.arena.more(n)
-	rs[0] = t.alg.Peek(t.state(e, n), now, 1)
-	for i, alg := range t.others {
-		rs[i+1] = alg.Peek(more[i], now, 1)
-	}
-	e.mu.Unlock()
-	return algorithm.Combine(rs)
-}
-
-func (t *table[K]) Reset(_ context.Context, key K) error {
-	if t.tooLong(&key) {
-		return t.errLong
-	}
-	h := t.hash.Sum(key)
-	sh, hash := &t.shards[h>>t.shift], uint32(h)&hashMask
-	sh.mu.Lock()
-	if pos, ok := t.locate(sh, key, hash); ok {
-		t.drop(sh, pos)
-	}
-	sh.mu.Unlock()
-	return nil
-}
-
-// lookup returns key's entry, locked, and its number, or nil when the
-// shard's index, read without the shard's lock, does not lead to it.
-func (t *table[K]) lookup(sh *shard[K], key K, hash uint32) (*entry[K], uint32) {
-	e, n, _, _ := t.find(sh, key, hash, 0, false)
+// lookup returns the entry of id and key, locked, and its number, or nil
+// when the shard's index, read without the shard's lock, does not lead to
+// it.
+func (t *table[K]) lookup(sh *shard[K], id uint32, key K, hash uint32) (*entry[K], uint32) {
+	e, n, _, _ := t.find(sh, id, key, hash, 0, false, 0)
 	return e, n
 }
 
 // find is lookup that, when standing is set, first answers a cost of 1 at
-// now from a denial standing on key's entry, without locking it: answered
-// is then set and e is nil.
-func (t *table[K]) find(sh *shard[K], key K, hash uint32, now int64, standing bool) (e *entry[K], n uint32, r algorithm.Result, answered bool) {
+// now from a denial that a handle of config cfg left standing on the
+// entry, without locking it: answered is then set and e is nil.
+func (t *table[K]) find(sh *shard[K], id uint32, key K, hash uint32, now int64, standing bool, cfg uint32) (e *entry[K], n uint32, r algorithm.Result, answered bool) {
 	ix := sh.index.Load()
 	tag, meta := tagOf(hash), liveBit|hash
 	for i, pos := uint32(0), hash&ix.mask; i <= ix.mask; i, pos = i+1, (pos+1)&ix.mask {
@@ -468,18 +289,18 @@ func (t *table[K]) find(sh *shard[K], key K, hash uint32, now int64, standing bo
 		}
 		n := wordEntry(w)
 		e := t.arena.at(n)
-		if e.meta.Load() != meta {
+		if e.meta.Load() != meta || e.id.Load() != id {
 			continue // another key's, or no key's: not worth its lock
 		}
 		if standing {
-			if d := e.denial.Load(); d != nil && d.key == key {
-				if r, ok := d.standing(now); ok {
+			if d := e.denial.Load(); d != nil && d.key == key && d.id == id {
+				if r, ok := d.standing(now, cfg); ok {
 					return nil, 0, r, true
 				}
 			}
 		}
 		e.mu.Lock()
-		if e.meta.Load() == meta && e.key == key {
+		if e.meta.Load() == meta && e.id.Load() == id && e.key == key {
 			return e, n, r, false
 		}
 		e.mu.Unlock()
@@ -487,9 +308,10 @@ func (t *table[K]) find(sh *shard[K], key K, hash uint32, now int64, standing bo
 	return nil, 0, r, false
 }
 
-// locate returns the position of key's word in sh's index. The caller
-// holds sh.mu, under which the index is exact and keys do not change.
-func (t *table[K]) locate(sh *shard[K], key K, hash uint32) (uint32, bool) {
+// locate returns the position of the word of id and key in sh's index.
+// The caller holds sh.mu, under which the index is exact and keys do not
+// change.
+func (t *table[K]) locate(sh *shard[K], id uint32, key K, hash uint32) (uint32, bool) {
 	ix := sh.index.Load()
 	tag, meta := tagOf(hash), liveBit|hash
 	for i, pos := uint32(0), hash&ix.mask; i <= ix.mask; i, pos = i+1, (pos+1)&ix.mask {
@@ -500,25 +322,84 @@ func (t *table[K]) locate(sh *shard[K], key K, hash uint32) (uint32, bool) {
 		if wordTag(w) != tag {
 			continue
 		}
-		if e := t.arena.at(wordEntry(w)); e.meta.Load() == meta && e.key == key {
+		if e := t.arena.at(wordEntry(w)); e.meta.Load() == meta && e.id.Load() == id && e.key == key {
 			return pos, true
 		}
 	}
 	return 0, false
 }
 
-// insert returns key's entry, locked, and its number: the one another
-// goroutine added meanwhile, or a new one holding fresh states at now. It
-// returns nil when the shard is full and refuses new keys.
+// insert returns the entry of l's identity and key, locked, and its
+// number: the one another goroutine added meanwhile, or a new one holding
+// l's fresh state at now. It returns nil when the shard is full and
+// refuses new keys.
 //
 // A refused key counts as added for the pacing of sweeps, so that a
 // table that refuses a flood still finds the keys that expire.
-func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K], uint32) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if e, n := t.lookup(sh, key, hash); e != nil {
-		return e, n
+func (t *table[K]) insert(sh *shard[K], l *limitRef, key K, hash uint32, now int64) (*entry[K], uint32) {
+	for {
+		e, n, busy := t.held(sh, l.id, key, hash)
+		if e != nil {
+			return e, n
+		}
+		if !busy {
+			e, n := t.add(sh, l, key, hash, now)
+			sh.mu.Unlock()
+			return e, n
+		}
+		// Another goroutine holds the entry: wait for it without the
+		// shard's mutex.
+		if e, n := t.lookup(sh, l.id, key, hash); e != nil {
+			return e, n
+		}
 	}
+}
+
+// held looks for the entry of id and key under sh.mu, exactly. It returns
+// the entry, locked, and its number, with sh.mu unlocked; or nil and
+// busy when the entry exists but its lock is taken, with sh.mu unlocked;
+// or nil and not busy when there is no such entry, with sh.mu locked.
+// The holder of a shard's mutex never waits for an entry's lock (see
+// table).
+func (t *table[K]) held(sh *shard[K], id uint32, key K, hash uint32) (e *entry[K], n uint32, busy bool) {
+	sh.mu.Lock()
+	pos, ok := t.locate(sh, id, key, hash)
+	if !ok {
+		return nil, 0, false
+	}
+	n = wordEntry(sh.index.Load().words[pos].Load())
+	e = t.arena.at(n)
+	if e.mu.TryLock() {
+		sh.mu.Unlock()
+		return e, n, false
+	}
+	sh.mu.Unlock()
+	return nil, 0, true
+}
+
+// confirm returns the entry of id and key, locked, and its number, or nil
+// when there is none: a lookup that does not take a miss of the index,
+// read without the shard's mutex, for an answer.
+func (t *table[K]) confirm(sh *shard[K], id uint32, key K, hash uint32) (*entry[K], uint32) {
+	for {
+		e, n, busy := t.held(sh, id, key, hash)
+		if e != nil {
+			return e, n
+		}
+		if !busy {
+			sh.mu.Unlock()
+			return nil, 0
+		}
+		if e, n := t.lookup(sh, id, key, hash); e != nil {
+			return e, n
+		}
+	}
+}
+
+// add makes the entry of l's identity and key, which sh does not hold,
+// and returns it, locked, and its number: nil when sh is full and refuses
+// new keys. The caller holds sh.mu.
+func (t *table[K]) add(sh *shard[K], l *limitRef, key K, hash uint32, now int64) (*entry[K], uint32) {
 	if sh.added++; sh.added >= sh.every {
 		t.sweep(sh, now)
 	}
@@ -536,14 +417,11 @@ func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K
 	e := t.arena.at(n)
 	e.mu.Lock()
 	e.meta.Store(liveBit | hash)
+	e.id.Store(l.id)
+	e.cfg = l.cfg
 	e.key = key
-	t.keep(e, n, t.alg.Init(t.state(e, n), now))
-	if t.others != nil {
-		more := t.arena.more(n)
-		for i, alg := range t.others {
-			more[i] = alg.Init(more[i], now)
-		}
-	}
+	// Init may reuse the log a dropped key left in the entry.
+	t.keep(e, n, l.wide, l.alg.Init(t.state(e, n, l.wide), now))
 	sh.soon = min(sh.soon, now) // a fresh state expires at once
 	ix := sh.index.Load()
 	if (sh.keys+1)*4 > len(ix.words)*3 {
@@ -556,23 +434,16 @@ func (t *table[K]) insert(sh *shard[K], key K, hash uint32, now int64) (*entry[K
 }
 
 // drop forgets the key whose word is at pos in sh's index. The caller
-// holds sh.mu. The entry keeps its log, when that is small, for the next
+// holds sh.mu and the entry's lock, which drop unlocks. The entry keeps its log, when that is small, for the next
 // key that reuses it, so that a sliding log does not allocate again.
 func (t *table[K]) drop(sh *shard[K], pos uint32) {
 	ix := sh.index.Load()
 	n := wordEntry(ix.words[pos].Load())
 	e := t.arena.at(n)
-	e.mu.Lock()
 	e.meta.Store(0)
 	e.denial.Store(nil)
-	if t.arena.wide {
-		forgetLargeLog(&t.arena.wideOf(n).log)
-	}
-	if t.others != nil {
-		more := t.arena.more(n)
-		for i := range more {
-			forgetLargeLog(&more[i].Log)
-		}
+	if w := t.arena.wideOf(n); w != nil {
+		forgetLargeLog(&w.log)
 	}
 	var zero K
 	e.key = zero // holds no memory of the key
@@ -592,17 +463,12 @@ func forgetLargeLog(log **algorithm.Log) {
 	}
 }
 
-// expiry returns the instant entry n, e, is fresh under every limit (see
-// algorithm.Expiry). The caller holds e's lock.
+// expiry returns the instant entry n, e, is fresh (see algorithm.Expiry),
+// under the config that wrote its state: a bucket's expiry depends on its
+// rate, which its Tag does not hold. The caller holds e's lock.
 func (t *table[K]) expiry(e *entry[K], n uint32, at int64) int64 {
-	x := algorithm.Expiry(t.alg, t.state(e, n), at)
-	if t.others != nil {
-		more := t.arena.more(n)
-		for i, alg := range t.others {
-			x = max(x, algorithm.Expiry(alg, more[i], at))
-		}
-	}
-	return x
+	c := t.reg.cfg(e.cfg)
+	return algorithm.Expiry(c.alg, t.state(e, n, c.wide), at)
 }
 
 // sweep drops the keys whose state expired at least the grace period ago.
@@ -645,14 +511,18 @@ func (t *table[K]) dropExpired(sh *shard[K], cut int64) {
 		}
 		n := wordEntry(w)
 		e := t.arena.at(n)
-		e.mu.Lock()
-		expires := t.expiry(e, n, cut)
-		e.mu.Unlock()
-		if expires <= cut {
-			t.drop(sh, uint32(pos))
+		if !e.mu.TryLock() { // in use: not to be dropped now
+			sh.soon = min(sh.soon, cut)
+			pos++
 			continue
 		}
-		sh.soon = min(sh.soon, expires)
+		if expires := t.expiry(e, n, cut); expires <= cut {
+			t.drop(sh, uint32(pos))
+			continue
+		} else {
+			sh.soon = min(sh.soon, expires)
+		}
+		e.mu.Unlock()
 		pos++
 	}
 	t.dropped.Add(uint64(kept - sh.keys))
@@ -669,6 +539,19 @@ const sampleSize = 16
 // and if none had, evicts the sampled key whose loss admits least, or,
 // under RefuseNewKeys, returns false. The caller holds sh.mu.
 func (t *table[K]) makeRoom(sh *shard[K], now int64) bool {
+	// A sample whose every entry is in use (locked) has no victim: look
+	// at another few times before refusing the key.
+	for range 4 {
+		if room, tried := t.makeRoomOnce(sh, now); tried {
+			return room
+		}
+	}
+	return false
+}
+
+// makeRoomOnce is one try of makeRoom: tried is false when every entry it
+// sampled was in use.
+func (t *table[K]) makeRoomOnce(sh *shard[K], now int64) (room, tried bool) {
 	// First the entries' numbers, each entry read once without its lock:
 	// the reads of entries scattered over memory then overlap, where the
 	// locks, each a fence, would wait for them one at a time.
@@ -682,40 +565,49 @@ func (t *table[K]) makeRoom(sh *shard[K], now int64) bool {
 			found++
 		}
 	}
+	// Entries whose lock is taken are in use, and left out. The victim
+	// stays locked until it is evicted or a better one is found.
 	var (
 		expired int
-		victim  uint32  // the entry to evict
-		most    float64 // its room
-		soonest int64   // when it is fresh again, from now
+		victim  *entry[K] // the entry to evict, locked
+		vn      uint32    // its number
+		most    float64   // its room
+		soonest int64     // when it is fresh again, from now
 	)
-	for i, n := range sample[:found] {
+	for _, n := range sample[:found] {
 		e := t.arena.at(n)
-		e.mu.Lock()
+		if !e.mu.TryLock() {
+			continue
+		}
 		room, reset := t.room(e, n, now)
-		e.mu.Unlock()
 		if reset <= 0 { // fresh: dropping it loses nothing
 			t.dropEntry(sh, n)
 			expired++
 			continue
 		}
-		if i == expired || room > most || room == most && reset < soonest {
-			victim, most, soonest = n, room, reset
+		if victim == nil || room > most || room == most && reset < soonest {
+			if victim != nil {
+				victim.mu.Unlock()
+			}
+			victim, vn, most, soonest = e, n, room, reset
+			continue
 		}
+		e.mu.Unlock()
 	}
-	if expired > 0 {
+	if expired > 0 || victim == nil || t.full == RefuseNewKeys {
+		if victim != nil {
+			victim.mu.Unlock()
+		}
 		t.dropped.Add(uint64(expired))
-		return true
+		return expired > 0, expired > 0 || victim != nil
 	}
-	if t.full == RefuseNewKeys {
-		return false
-	}
-	t.dropEntry(sh, victim)
+	t.dropEntry(sh, vn)
 	t.evicted.Add(1)
-	return true
+	return true, true
 }
 
 // dropEntry forgets the key of entry n, live in sh. The caller holds
-// sh.mu.
+// sh.mu and the entry's lock, which dropEntry unlocks.
 func (t *table[K]) dropEntry(sh *shard[K], n uint32) {
 	ix := sh.index.Load()
 	pos := t.arena.hashOf(n) & ix.mask
@@ -725,21 +617,12 @@ func (t *table[K]) dropEntry(sh *shard[K], n uint32) {
 	t.drop(sh, pos)
 }
 
-// room returns how much room entry n, e, has left at now under its
-// limits, and how long from now until it is fresh under all of them (0
-// when it is). Room is the least fraction of a limit left under any of
-// them, so that a key spent under one limit has none, and a limit of 10
-// weighs as much as a limit of a million. The caller holds e's lock.
+// room returns how much room entry n, e, has left at now, as the fraction
+// of its limit left, so that a limit of 10 weighs as much as a limit of a
+// million, and how long from now until it is fresh (0 when it is), under
+// the config that wrote its state. The caller holds e's lock.
 func (t *table[K]) room(e *entry[K], n uint32, now int64) (room float64, reset int64) {
-	r := t.alg.Peek(t.state(e, n), now, 1)
-	room, reset = float64(r.Remaining)/float64(t.limit), r.ResetAfter
-	if t.others != nil {
-		more := t.arena.more(n)
-		for i, alg := range t.others {
-			r := alg.Peek(more[i], now, 1)
-			room = min(room, float64(r.Remaining)/float64(alg.Limit()))
-			reset = max(reset, r.ResetAfter)
-		}
-	}
-	return room, reset
+	c := t.reg.cfg(e.cfg)
+	r := c.alg.Peek(t.state(e, n, c.wide), now, 1)
+	return float64(r.Remaining) / float64(c.limit), r.ResetAfter
 }

@@ -67,6 +67,15 @@ import (
 //     each decision's Remaining telling one consistent order;
 //   - random sequences of AllowN, Peek, Reset and clock moves decide as a
 //     reference model does and never admit more than the algorithm's bound;
+//   - random sequences in which the limit changes (SetAlgorithm to another
+//     configuration of the same kind, under a kept state ID, by either
+//     rule) decide as the algorithms' Inherit carries each key's state;
+//   - tightening 100 → 10 after 95 used admits at most 5 at once, and a
+//     minute's limit changed to an hour's and back gives no negative or
+//     overlong duration, in place and by a Limiter built anew;
+//   - every other kind's algorithm under a key's state ID fails with
+//     ErrStateMismatch, changing nothing, or starts the key afresh when
+//     asked to;
 //   - a Policy of two or three limits of random algorithms decides, limit
 //     by limit, as each limit's model does when a request is charged to
 //     every limit or to none; racing goroutines charge every limit exactly
@@ -89,8 +98,14 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 			t.Run("Model", func(t *testing.T) {
 				testModel(t, k, newStore(t))
 			})
+			t.Run("Reconfigure", func(t *testing.T) {
+				testReconfigure(t, k, newStore(t))
+			})
+			t.Run("Tighten", func(t *testing.T) { testTighten(t, k, newStore(t)) })
+			t.Run("WindowChange", func(t *testing.T) { testWindowChange(t, k, newStore(t)) })
 		})
 	}
+	t.Run("Mismatch", func(t *testing.T) { testMismatch(t, newStore(t)) })
 	t.Run("Policy", func(t *testing.T) {
 		t.Run("Model", func(t *testing.T) { testPolicyModel(t, newStore(t)) })
 		t.Run("Concurrent", func(t *testing.T) { testPolicyConcurrent(t, newStore(t)) })

@@ -1,0 +1,276 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/store"
+	"pgregory.net/rapid"
+)
+
+// testReconfigure runs random sequences of decisions on a few keys of st
+// while the limit changes (Limiter.SetAlgorithm to another configuration
+// of the same kind, under a kept state ID, with a random rule), and checks
+// every decision against a reference that carries each key's state by the
+// algorithms' own Inherit, as the store contract says: a state written
+// under another Tag is converted at the decision's instant, and only an
+// admission writes it back.
+//
+// A key whose state its writer would report fresh may have been dropped
+// by the store (a memory sweep, a Redis TTL), so for such a key a fresh
+// state is accepted as well as the converted one; the reference goes on
+// with the one the store's answer matches.
+func testReconfigure(t *testing.T, k kind, st store.Store[string]) {
+	seq := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		seq++
+		s := k.draw(rt)
+		rule := algorithm.AsIs
+		if k.name != "slidinglog" && rapid.Bool().Draw(rt, "proportional") {
+			rule = algorithm.Proportional
+		}
+		start := drawStart(rt)
+		clk := clock.NewFake(time.UnixMicro(start))
+		lim, err := ratelimit.New(s.alg, st, ratelimit.WithClock(clk),
+			ratelimit.WithStateID(fmt.Sprintf("rc%d", seq)), ratelimit.WithInheritance(rule))
+		if err != nil {
+			rt.Fatalf("ratelimit.New(%v): %v", s.alg, err)
+		}
+		r := &reconfig{k: k, s: s, rule: rule, lim: lim, clk: clk, start: start, now: start,
+			keys: map[string]*carried{}, seq: seq}
+		rt.Repeat(map[string]func(*rapid.T){
+			"advance":     r.capped(r.advance),
+			"allow":       r.capped(r.allow),
+			"peek":        r.capped(r.peek),
+			"reset":       r.capped(r.reset),
+			"reconfigure": r.capped(r.reconfigure),
+		})
+	})
+}
+
+type reconfig struct {
+	k     kind
+	s     setup // the configuration in force
+	rule  algorithm.Rule
+	lim   *ratelimit.Limiter[string]
+	clk   *clock.Fake
+	start int64
+	now   int64
+	steps int
+	seq   int
+	keys  map[string]*carried // by short name
+}
+
+// carried is the reference's state of one key: the state as its writer
+// left it, and the writer.
+type carried struct {
+	s      algorithm.State
+	writer algorithm.Algorithm
+}
+
+func (r *reconfig) capped(action func(*rapid.T)) func(*rapid.T) {
+	return func(t *rapid.T) {
+		if r.steps >= maxSteps {
+			return
+		}
+		action(t)
+		r.steps++
+	}
+}
+
+func (r *reconfig) at() string { return fmt.Sprintf("+%dµs", r.now-r.start) }
+
+func (r *reconfig) key(t *rapid.T) (string, string) {
+	name := rapid.SampledFrom([]string{"a", "b"}).Draw(t, "key")
+	return name, fmt.Sprintf("rc%d:%s", r.seq, name)
+}
+
+func (r *reconfig) advance(t *rapid.T) {
+	d := drawMove(t, r.s, "advance µs")
+	r.clk.Advance(micros(d))
+	r.now += d
+	t.Logf("%s: clock moved", r.at())
+}
+
+func (r *reconfig) reconfigure(t *rapid.T) {
+	next := r.k.draw(t)
+	if err := r.lim.SetAlgorithm(next.alg); err != nil {
+		t.Fatalf("SetAlgorithm(%v): %v", next.alg, err)
+	}
+	t.Logf("%s: limit changed to %v (%v)", r.at(), next.alg, r.rule)
+	r.s = next
+}
+
+// candidates returns the states the store may decide key's request on,
+// in the terms of the algorithm in force: the carried one converted, and
+// a fresh one when the writer would report the carried state fresh.
+func (r *reconfig) candidates(t *rapid.T, c *carried) []algorithm.State {
+	alg := r.s.alg
+	fresh := alg.Init(algorithm.State{}, r.now)
+	if c == nil {
+		return []algorithm.State{fresh}
+	}
+	s := copyState(c.s)
+	from, _ := algorithm.TagOf(c.writer)
+	if to, _ := algorithm.TagOf(alg); from != to {
+		inh, ok := alg.(algorithm.Inheritor)
+		if !ok {
+			t.Fatalf("%v reads states of %v but is no algorithm.Inheritor", alg, c.writer)
+		}
+		s = inh.Inherit(from, s, r.now, r.rule)
+	}
+	if c.writer.Peek(copyState(c.s), r.now, 1).ResetAfter == 0 {
+		return []algorithm.State{s, fresh}
+	}
+	return []algorithm.State{s}
+}
+
+// copyState returns s with a Log of its own, so that a candidate's Take
+// does not change the carried state.
+func copyState(s algorithm.State) algorithm.State {
+	if s.Log != nil {
+		l := *s.Log
+		l.Entries = append([]algorithm.Entry(nil), s.Log.Entries...)
+		s.Log = &l
+	}
+	return s
+}
+
+// match returns the index of the result, among the candidates', that got
+// shows, or fails.
+func (r *reconfig) match(t *rapid.T, call string, cost int64, got ratelimit.Decision, err error, rs []algorithm.Result) int {
+	t.Logf("%s: %s = %s, error %v", r.at(), call, show(got), err)
+	if err != nil {
+		t.Fatalf("%s: %s: %v", r.at(), call, err)
+	}
+	if err := sanity(got, r.s.limit, cost); err != nil {
+		t.Fatalf("%s: %s: %v", r.at(), call, err)
+	}
+	var want []string
+	for i, res := range rs {
+		d := ratelimit.DecisionFields{Allowed: res.Allowed(), Limit: r.s.limit, Remaining: res.Remaining,
+			RetryAfter: micros(res.RetryAfter), ResetAfter: micros(res.ResetAfter)}.Decision()
+		if d == got {
+			return i
+		}
+		want = append(want, show(d))
+	}
+	t.Fatalf("%s: %s: got %s, want one of %v (the state carried by %v, or fresh when its writer would say so)", r.at(), call, show(got), want, r.rule)
+	return -1
+}
+
+func (r *reconfig) allow(t *rapid.T) {
+	name, key := r.key(t)
+	cost := rapid.Int64Range(1, r.s.limit).Draw(t, "cost")
+	got, err := r.lim.AllowN(t.Context(), key, int(cost))
+	cands := r.candidates(t, r.keys[name])
+	next := make([]algorithm.State, len(cands))
+	rs := make([]algorithm.Result, len(cands))
+	for i, c := range cands {
+		next[i], rs[i] = r.s.alg.Take(c, r.now, cost)
+	}
+	i := r.match(t, fmt.Sprintf("AllowN(%s, %d)", name, cost), cost, got, err, rs)
+	if rs[i].Allowed() {
+		r.keys[name] = &carried{s: next[i], writer: r.s.alg}
+	} else if i == 1 {
+		// Denied on a fresh state: only a cost above the limit is, and
+		// those are not drawn.
+		t.Fatalf("%s: a fresh state denied %d", r.at(), cost)
+	}
+}
+
+func (r *reconfig) peek(t *rapid.T) {
+	name, key := r.key(t)
+	got, err := r.lim.Peek(t.Context(), key)
+	cands := r.candidates(t, r.keys[name])
+	rs := make([]algorithm.Result, len(cands))
+	for i, c := range cands {
+		rs[i] = r.s.alg.Peek(c, r.now, 1)
+	}
+	r.match(t, fmt.Sprintf("Peek(%s)", name), 0, got, err, rs)
+}
+
+func (r *reconfig) reset(t *rapid.T) {
+	name, key := r.key(t)
+	if err := r.lim.Reset(t.Context(), key); err != nil {
+		t.Fatalf("Reset(%s): %v", name, err)
+	}
+	delete(r.keys, name)
+	t.Logf("%s: Reset(%s)", r.at(), name)
+}
+
+// testMismatch puts every other kind's algorithm on a key's state under
+// one state ID: each decision must fail with ErrStateMismatch (not
+// ErrStoreUnavailable) and leave the state as it was, or, with
+// WithResetOnMismatch, decide as for a fresh key.
+func testMismatch(t *testing.T, st store.Store[string]) {
+	ctx := t.Context()
+	for _, a := range kinds {
+		for _, b := range kinds {
+			if a.name == b.name {
+				continue
+			}
+			t.Run(a.name+"→"+b.name, func(t *testing.T) {
+				algA, errA := a.withLimit(5)
+				algB, errB := b.withLimit(7)
+				if err := errors.Join(errA, errB); err != nil {
+					t.Fatal(err)
+				}
+				clk := clock.NewFake(time.UnixMicro(epoch))
+				id := "mm:" + a.name + ":" + b.name
+				key := "mismatch:" + a.name + ":" + b.name
+				first, err := ratelimit.New(algA, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := first.AllowN(ctx, key, 2); err != nil {
+					t.Fatal(err)
+				}
+				before, err := first.Peek(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				second, err := ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, call := range []struct {
+					name string
+					do   func() (ratelimit.Decision, error)
+				}{
+					{"AllowN", func() (ratelimit.Decision, error) { return second.AllowN(ctx, key, 1) }},
+					{"Peek", func() (ratelimit.Decision, error) { return second.Peek(ctx, key) }},
+				} {
+					d, err := call.do()
+					if !errors.Is(err, ratelimit.ErrStateMismatch) || errors.Is(err, ratelimit.ErrStoreUnavailable) {
+						t.Errorf("%s of %v on %v's state: %s, %v; want ErrStateMismatch and not ErrStoreUnavailable", call.name, algB, algA, show(d), err)
+					}
+				}
+				if after, err := first.Peek(ctx, key); err != nil || after != before {
+					t.Errorf("the state after the mismatch: %s, %v; want it unchanged, %s", show(after), err, show(before))
+				}
+				afresh, err := ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id), ratelimit.WithResetOnMismatch())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d, err := afresh.Peek(ctx, key); err != nil || d != fresh(7) {
+					t.Errorf("Peek starting afresh: %s, %v; want %s", show(d), err, show(fresh(7)))
+				}
+				d, err := afresh.AllowN(ctx, key, 3)
+				if err != nil || !d.Allowed() || d.Remaining() != 4 {
+					t.Errorf("AllowN(3) starting afresh on a limit of 7: %s, %v; want admitted, 4 left", show(d), err)
+				}
+				// The state is now the second algorithm's: the first one
+				// mismatches in turn.
+				if _, err := first.Peek(ctx, key); !errors.Is(err, ratelimit.ErrStateMismatch) {
+					t.Errorf("the first algorithm after the state was replaced: %v, want ErrStateMismatch", err)
+				}
+			})
+		}
+	}
+}
