@@ -315,17 +315,17 @@ func WithErrorHandler(f func(error)) Option {
 // WithStateID names the state a Limiter keeps in a store: a key's state
 // is named by (state ID, key) on every store, so Limiters and Policy
 // limits with the same state ID on one store share each key's state (the
-// Redis stores put the ID in every key, the memory store numbers it). By
-// default it is store.DefaultID of the algorithm: a fingerprint of its
-// name and parameters, so that limiters configured differently never
-// read each other's state, and limiters configured alike share it, in
-// any process on Redis and within one memory Store. Give two Limiters
-// configured alike IDs of their own to keep their states apart, and give
-// an ID of your own to keep a key's state across a change of
-// configuration. WithStateID("") keeps state where releases before state
-// IDs kept it on Redis (a key with no suffix): see README's migration
-// notes. It is an error for a Policy, whose limits name their state in
-// Limit.StateID.
+// Redis stores keep it in the field of that name of the key's hash, the
+// memory store numbers it). By default it is store.DefaultID of the
+// algorithm: a fingerprint of its name and parameters, so that limiters
+// configured differently never read each other's state, and limiters
+// configured alike share it, in any process on Redis and within one memory
+// Store. Give two Limiters configured alike IDs of their own to keep their
+// states apart, and give an ID of your own to keep a key's state across a
+// change of configuration (see WithInheritance). The empty ID is an ID
+// like any other; it no longer names the Redis keys of releases before
+// headers, which are never read (see README's migration notes). It is an
+// error for a Policy, whose limits name their state in Limit.StateID.
 func WithStateID(id string) Option {
 	return optionFunc(func(o *options) { o.stateID = &id })
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/gcra"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/slidingwindow"
@@ -247,7 +248,13 @@ func redisSubjectsForBytes() []inRedis {
 		}
 		id := store.DefaultID(alg.Spec())
 		subjects = append(subjects, inRedis{"ratelimit (rueidisstore)", a.name,
-			func(u string) string { return rueidisstore.DefaultPrefix + "{" + u + "}:" + id },
+			func(u string) string {
+				// The key's hash, or a sliding log's sorted set.
+				if tag, _ := algorithm.TagOf(alg); tag.Kind == algorithm.KindSlidingLog {
+					return luascript.LogKey(rueidisstore.DefaultPrefix+"{"+u+"}", id)
+				}
+				return luascript.HashKey(rueidisstore.DefaultPrefix + "{" + u + "}")
+			},
 			func(t *testing.T, addr string) (allowFunc, func()) {
 				alg, err := a.alg()
 				if err != nil {
@@ -271,6 +278,37 @@ func redisSubjectsForBytes() []inRedis {
 				}, c.Close
 			}})
 	}
+	// Two limits of one key in a Policy: two fields of one hash.
+	subjects = append(subjects, inRedis{"ratelimit (rueidisstore)", "policy: token bucket + fixed window",
+		func(u string) string { return luascript.HashKey(rueidisstore.DefaultPrefix + "{" + u + "}") },
+		func(t *testing.T, addr string) (allowFunc, func()) {
+			var limits []ratelimit.Limit
+			for _, a := range ourAlgorithms {
+				if a.name == "token bucket (continuous)" || a.name == "fixed window" {
+					alg, err := a.alg()
+					if err != nil {
+						t.Fatal(err)
+					}
+					limits = append(limits, ratelimit.Limit{Name: a.name, Algorithm: alg})
+				}
+			}
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := rueidisstore.New[string](c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := ratelimit.NewPolicy(st, limits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func(ctx context.Context, key string) (bool, error) {
+				d, err := p.Allow(ctx, key)
+				return d.Allowed(), err
+			}, c.Close
+		}})
 	return append(subjects,
 		inRedis{"go-redis/redis_rate v10", "GCRA",
 			func(u string) string { return "rate:" + u }, // its fixed prefix

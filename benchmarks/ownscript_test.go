@@ -52,7 +52,7 @@ func BenchmarkOwnScript(b *testing.B) {
 		}
 	})
 	b.Run("lib=bare", func(b *testing.B) {
-		s, params, err := luascript.For(alg.Spec())
+		s, params, err := luascript.For(luascript.LimitOf(alg, "b"))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func BenchmarkOwnScript(b *testing.B) {
 		ctx := context.Background()
 		allow := func(ctx context.Context, key string) (bool, error) {
 			args := append([]string{strconv.FormatInt(time.Now().UnixMicro(), 10), "1"}, rest...)
-			v, err := lua.Exec(ctx, ru, []string{pre + "{" + key + "}"}, args).AsIntSlice()
+			v, err := lua.Exec(ctx, ru, luascript.Keys(pre+"{"+key+"}", "b"), args).AsIntSlice()
 			return err == nil && len(v) == 3 && v[1] == 0, err
 		}
 		prime(b, allow, keys, true)

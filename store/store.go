@@ -96,9 +96,8 @@ type Limit struct {
 	// ID names the limit's state among those kept for one key: limits
 	// with the same ID share state (on Redis under the same prefix, from
 	// any process; in memory on the same Store, from any Open), limits
-	// with different IDs never do. [DefaultID] is the default; on Redis,
-	// "" names the layout of releases before IDs existed (a key with no
-	// suffix).
+	// with different IDs never do. [DefaultID] is the default; "" is an
+	// ID like any other (on Redis, the field "" of the key's hash).
 	ID string
 	// Inherit is how a state written under this ID by the same algorithm
 	// with other parameters (see algorithm.Tag) is carried: AsIs, the

@@ -363,8 +363,8 @@ func TestStoreMiniredis(t *testing.T) {
 		}
 	}
 	keys := s.mini.Keys()
-	if len(keys) != 1 || !strings.HasPrefix(keys[0], "rltest:demo:") || !strings.Contains(keys[0], ":2:{m}:") {
-		t.Errorf("miniredis keys = %q, want one rltest:demo:RUN:2:{m}:ID", keys)
+	if len(keys) != 1 || !strings.HasPrefix(keys[0], "rltest:demo:") || !strings.HasSuffix(keys[0], ":2:{m}#") {
+		t.Errorf("miniredis keys = %q, want one hash rltest:demo:RUN:2:{m}#", keys)
 	}
 
 	// Another algorithm on the same store starts fresh under a prefix of

@@ -108,7 +108,7 @@ func TestScriptCost(t *testing.T) {
 				now++
 				key := fmt.Sprintf("%s{%d}", prefix, done/perKey%keys)
 				args := append([]any{strconv.FormatInt(now, 10), "1", "600000"}, anys(params)...)
-				cmds = append(cmds, pipe.EvalSha(ctx, s.SHA1, []string{key}, args...))
+				cmds = append(cmds, pipe.EvalSha(ctx, s.SHA1, luascript.Keys(key, "c"), args...))
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				t.Fatalf("%s: %v", s.Name, err)
@@ -125,7 +125,7 @@ func TestScriptCost(t *testing.T) {
 	var out strings.Builder
 	fmt.Fprintf(&out, "| algorithm | admitted: server µs/call | denied: server µs/call | MEMORY USAGE of a key |\n| --- | ---: | ---: | ---: |\n")
 	for _, tc := range cases {
-		s, params, err := luascript.For(tc.allowed.Spec())
+		s, params, err := luascript.For(luascript.LimitOf(tc.allowed, "c"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,12 +138,16 @@ func TestScriptCost(t *testing.T) {
 		}
 		prefix := redistest.Prefix(t)
 		run(s, prefix, params, keys, keys*tc.entries, tc.entries, true) // state, and the log's entries, one per µs
-		mem, err := c.MemoryUsage(ctx, prefix+"{0}", 0).Result()
+		memKey := luascript.HashKey(prefix + "{0}")
+		if strings.HasPrefix(tc.name, "slidinglog") {
+			memKey = luascript.LogKey(prefix+"{0}", "c")
+		}
+		mem, err := c.MemoryUsage(ctx, memKey, 0).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		allowed := run(s, prefix, params, keys, calls, 1, true)
-		_, dparams, _ := luascript.For(tc.denied.Spec())
+		_, dparams, _ := luascript.For(luascript.LimitOf(tc.denied, "c"))
 		dprefix := redistest.Prefix(t)
 		run(s, dprefix, dparams, keys, keys*tc.entries, tc.entries, true) // use up the limit
 		denied := run(s, dprefix, dparams, keys, calls, 1, false)

@@ -101,11 +101,20 @@ func TestFor(t *testing.T) {
 		{must(slidingwindow.New(slidingwindow.Config{Limit: algorithm.MaxLimit, Window: time.Minute})), []string{"1099511627776", "60000000"}},
 	} {
 		spec := c.alg.Spec()
-		s, params, err := luascript.For(spec)
+		s, params, err := luascript.For(luascript.LimitOf(c.alg, "id"))
 		if err != nil {
 			t.Errorf("For(%v): %v", spec, err)
 			continue
 		}
+		tag, _ := algorithm.TagOf(c.alg)
+		hdr := tag.Header()
+		if tag.Kind == algorithm.KindSlidingLog {
+			hdr = "#" + hdr[:len(hdr)-1]
+		}
+		if want := []string{"id", hdr, "0"}; !slices.Equal(params[:3], want) {
+			t.Errorf("For(%v): ID, header and mode %q, want %q", spec, params[:3], want)
+		}
+		params = params[3:]
 		if s.Name != spec.Name {
 			t.Errorf("For(%v): script %s", spec, s.Name)
 		}
@@ -122,16 +131,18 @@ func TestFor(t *testing.T) {
 		}
 	}
 	for _, spec := range []algorithm.Spec{{}, {Name: "GCRA"}, {Name: "TokenBucket", Params: []float64{1, 1}}} {
-		if _, _, err := luascript.For(spec); !errors.Is(err, store.ErrAlgorithmUnsupported) {
+		if _, _, err := luascript.For(luascript.Limit{Spec: spec}); !errors.Is(err, store.ErrAlgorithmUnsupported) {
 			t.Errorf("For(%v): %v, want ErrAlgorithmUnsupported", spec, err)
 		}
 	}
 	// Any double round-trips without an exponent.
 	for _, v := range []float64{math.SmallestNonzeroFloat64, 1.0 / 3, 2.5e-300, 1e300, math.MaxFloat64} {
-		_, params, err := luascript.For(algorithm.Spec{Name: "tokenbucket", Params: []float64{v, 1}})
+		_, params, err := luascript.For(luascript.Limit{Spec: algorithm.Spec{Name: "tokenbucket", Params: []float64{v, 1}},
+			Tag: algorithm.Tag{Kind: algorithm.KindTokenBucket, P0: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		params = params[3:]
 		if got, err := strconv.ParseFloat(params[0], 64); err != nil || got != v || strings.ContainsAny(params[0], "eE") {
 			t.Errorf("param %v encoded as %.40q, which parses back as %v, %v", v, params[0], got, err)
 		}
@@ -155,14 +166,14 @@ func TestShortTTLKeepsKey(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	for _, c := range []struct {
 		name   string
-		params []string
+		params []string // ID, header, mode, parameters
 	}{
-		{"tokenbucket", []string{"10", "1000000"}},
-		{"tokenbucket-interval", []string{"10", "10", "1"}},
-		{"slidinglog", []string{"10", "1"}},
-		{"fixedwindow", []string{"10", "2"}},
-		{"gcra", []string{"10", "1"}},
-		{"slidingwindow", []string{"10", "1"}},
+		{"tokenbucket", []string{"x", "T10:", "0", "10", "1000000"}},
+		{"tokenbucket-interval", []string{"x", "I10:", "0", "10", "10", "1"}},
+		{"slidinglog", []string{"x", "#L1", "0", "10", "1"}},
+		{"fixedwindow", []string{"x", "F10,2:", "0", "10", "2"}},
+		{"gcra", []string{"x", "G10,1:", "0", "10", "1"}},
+		{"slidingwindow", []string{"x", "S10,1:", "0", "10", "1"}},
 	} {
 		var script *luascript.Script
 		for _, s := range luascript.Scripts() {
@@ -181,9 +192,9 @@ func TestShortTTLKeepsKey(t *testing.T) {
 			times := []*redis.TimeCmd{pipe.Time(ctx)}
 			exists := make([]*redis.IntCmd, perBatch)
 			for i := range perBatch {
-				key := fmt.Sprintf("%s{%s:%d:%d}", prefix, c.name, b, i)
-				pipe.EvalSha(ctx, script.SHA1, []string{key}, args...)
-				exists[i] = pipe.Exists(ctx, key)
+				keys := luascript.Keys(fmt.Sprintf("%s{%s:%d:%d}", prefix, c.name, b, i), "x")
+				pipe.EvalSha(ctx, script.SHA1, keys, args...)
+				exists[i] = pipe.Exists(ctx, keys...)
 				times = append(times, pipe.Time(ctx))
 			}
 			if _, err := pipe.Exec(ctx); err != nil {

@@ -2,6 +2,7 @@ package luascript_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ func mirrorFrom(t *testing.T, client redis.UniversalClient, alg algorithm.Algori
 	calls []call, check func(i int, s algorithm.State)) {
 	t.Helper()
 	ctx := t.Context()
-	script, params, err := luascript.For(alg.Spec())
+	script, params, err := luascript.For(luascript.LimitOf(alg, "m"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,10 +54,10 @@ func mirrorFrom(t *testing.T, client redis.UniversalClient, alg algorithm.Algori
 		var cmd *redis.Cmd
 		var want algorithm.Result
 		if c.cost == 0 {
-			cmd = client.EvalShaRO(ctx, script.SHA1, []string{key}, args...)
+			cmd = client.EvalShaRO(ctx, script.SHA1, luascript.Keys(key, "m"), args...)
 			want = alg.Peek(s, c.now, 1)
 		} else {
-			cmd = client.EvalSha(ctx, script.SHA1, []string{key}, args...)
+			cmd = client.EvalSha(ctx, script.SHA1, luascript.Keys(key, "m"), args...)
 			s, want = alg.Take(s, c.now, c.cost)
 		}
 		reply, err := cmd.Int64Slice()
@@ -145,11 +146,11 @@ func TestSlidingLogTrimBounded(t *testing.T) {
 			calls = append(calls, call{later + i, 2}, call{later + i, 0})
 		}
 		card := func() int64 {
-			c, err := client.ZCard(ctx, key).Result()
+			c, err := client.ZCard(ctx, luascript.LogKey(key, "m")).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
-			return c
+			return c - 1 // the header member
 		}
 		var cards []int64
 		mirror(t, client, alg, key, calls, func(i int, _ algorithm.State) {
@@ -181,7 +182,8 @@ func TestSlidingLogWrap(t *testing.T) {
 			t.Fatal(err)
 		}
 		const m = 1 << 52
-		err = client.ZAdd(ctx, key, redis.Z{Score: float64(t0 - window - 5), Member: strconv.FormatInt(m-10, 10)},
+		err = client.ZAdd(ctx, luascript.LogKey(key, "m"), redis.Z{Score: math.Inf(-1), Member: "#L1000"},
+			redis.Z{Score: float64(t0 - window - 5), Member: strconv.FormatInt(m-10, 10)},
 			redis.Z{Score: float64(t0), Member: strconv.FormatInt(m-3, 10)}).Err()
 		if err != nil {
 			t.Fatal(err)
@@ -195,7 +197,7 @@ func TestSlidingLogWrap(t *testing.T) {
 			calls = append(calls, call{now, rng.Int64N(8)})
 		}
 		mirrorFrom(t, client, alg, key, s, calls, nil)
-		members, err := client.ZRange(ctx, key, 0, -1).Result()
+		members, err := client.ZRange(ctx, luascript.LogKey(key, "m"), 1, -1).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,14 +209,15 @@ func TestSlidingLogWrap(t *testing.T) {
 	})
 }
 
-// TestSlidingLogOldFormat checks that a key written by the previous
-// format (one member "<instant>:<n>" per unit) is refused, for takes and
-// peeks alike, and left as it was.
+// TestSlidingLogOldFormat checks that a sorted set written by a previous
+// format (one member "<instant>:<n>" per unit, with no header member) is
+// refused, for takes and peeks alike, and left as it was.
 func TestSlidingLogOldFormat(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		ctx := t.Context()
 		client := redistest.GoRedis(t, target)
-		key := redistest.Prefix(t) + "{old}"
+		base := redistest.Prefix(t) + "{old}"
+		key := luascript.LogKey(base, "x")
 		now := int64(1_763_700_000_000_000)
 		members := []redis.Z{{Score: float64(now - 5), Member: fmt.Sprintf("%d:0", now-5)}, {Score: float64(now - 5), Member: fmt.Sprintf("%d:1", now-5)}}
 		if err := client.ZAdd(ctx, key, members...).Err(); err != nil {
@@ -227,7 +230,7 @@ func TestSlidingLogOldFormat(t *testing.T) {
 			}
 		}
 		for _, cost := range []string{"1", "0"} {
-			err := client.Eval(ctx, script.Source, []string{key}, strconv.FormatInt(now, 10), cost, "0", "10", "1000000").Err()
+			err := client.Eval(ctx, script.Source, luascript.Keys(base, "x"), strconv.FormatInt(now, 10), cost, "0", "x", "#L1000000", "0", "10", "1000000").Err()
 			if err == nil || !strings.Contains(err.Error(), "does not hold a sliding log of this version") {
 				t.Errorf("cost %s on an old-format key: got error %v, want a format error", cost, err)
 			}

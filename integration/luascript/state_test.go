@@ -33,11 +33,9 @@ import (
 // server and by the script's plain-Lua stand-in on miniredis, and equal to
 // the tokens and instant the Go transition computes, bit for bit.
 func TestTokenBucketState(t *testing.T) {
-	var script *luascript.Script
-	for _, s := range luascript.Scripts() {
-		if s.Name == "tokenbucket" {
-			script = s
-		}
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 10, Rate: 3.3})
+	if err != nil {
+		t.Fatal(err)
 	}
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		if target.Cluster {
@@ -47,6 +45,7 @@ func TestTokenBucketState(t *testing.T) {
 		client := redistest.GoRedis(t, target)
 		key := redistest.Prefix(t) + "{bucket}"
 		const capacity, rate = 10.0, 3.3
+		run := evaler(t, client, alg, "t", key)
 		perMicro := rate / 1e6
 		tokens, last := capacity, int64(1_763_700_000_123_456)
 		now := last
@@ -58,16 +57,14 @@ func TestTokenBucketState(t *testing.T) {
 				continue
 			}
 			tokens, last = avail-1, max(last, now)
-			args := []any{strconv.FormatInt(now, 10), "1", "0", "10", "3.3"}
-			if err := client.EvalSha(ctx, script.SHA1, []string{key}, args...).Err(); err != nil {
-				if err = client.Eval(ctx, script.Source, []string{key}, args...).Err(); err != nil {
-					t.Fatalf("step %d: %v", i, err)
-				}
+			if _, err := run(now, 1, 0); err != nil {
+				t.Fatalf("step %d: %v", i, err)
 			}
-			raw, err := client.Get(ctx, key).Bytes()
-			if err != nil || len(raw) != 16 {
-				t.Fatalf("step %d: state %q (%v), want 16 bytes", i, raw, err)
+			raw, err := client.HGet(ctx, key+"#", "t").Bytes()
+			if err != nil || len(raw) != 20 || string(raw[:4]) != "T10:" {
+				t.Fatalf("step %d: state %q (%v), want \"T10:\" and 16 bytes", i, raw, err)
 			}
+			raw = raw[4:]
 			gotTokens := math.Float64frombits(binary.LittleEndian.Uint64(raw[:8]))
 			gotLast := math.Float64frombits(binary.LittleEndian.Uint64(raw[8:]))
 			if gotTokens != tokens || gotLast != float64(last) {
@@ -80,19 +77,43 @@ func TestTokenBucketState(t *testing.T) {
 // TestTokenBucketForeignState checks that a key holding something else
 // than a bucket's state is an error, never a decision.
 func TestTokenBucketForeignState(t *testing.T) {
-	var script *luascript.Script
-	for _, s := range luascript.Scripts() {
-		if s.Name == "tokenbucket" {
-			script = s
-		}
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 10, Rate: 3.3})
+	if err != nil {
+		t.Fatal(err)
 	}
 	target := redistest.Miniredis(t)
 	ctx := context.Background()
 	client := redistest.GoRedis(t, target)
-	client.Set(ctx, "x{k}", "9.5 1763700000000000", 0)
-	err := client.Eval(ctx, script.Source, []string{"x{k}"}, "1763700000000001", "1", "0", "10", "3.3").Err()
-	if err == nil || !strings.HasPrefix(err.Error(), "RLMISMATCH x{k} ") {
-		t.Fatalf("a text state read as a bucket: %v; want an RLMISMATCH refusal naming the key", err)
+	for _, v := range []string{"T10:9.5 1763700000000000", "9.5 1763700000000000", "T10:0123456789abcdefX"} {
+		client.HSet(ctx, "x{k}#", "t", v)
+		_, err = evaler(t, client, alg, "t", "x{k}")(1763700000000001, 1, 0)
+		if err == nil || !strings.HasPrefix(err.Error(), "RLMISMATCH x{k}# field t ") {
+			t.Errorf("%q read as a bucket: %v; want an RLMISMATCH refusal naming the key and field", v, err)
+		}
+	}
+}
+
+// evaler returns a function running alg's script under state ID id on
+// the key whose base name is base (prefix and braces), at now for cost,
+// with a TTL margin in ms, and returning its reply.
+func evaler(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm, id, base string) func(now, cost, margin int64) ([]int64, error) {
+	return evalerOf(t, client, luascript.LimitOf(alg, id), base)
+}
+
+// evalerOf is evaler for a Limit.
+func evalerOf(t *testing.T, client redis.UniversalClient, l luascript.Limit, base string) func(now, cost, margin int64) ([]int64, error) {
+	t.Helper()
+	s, params, err := luascript.For(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := luascript.Keys(base, l.ID)
+	return func(now, cost, margin int64) ([]int64, error) {
+		args := append([]any{strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), strconv.FormatInt(margin, 10)}, anys(params)...)
+		if cost == 0 {
+			return client.EvalRO(t.Context(), s.Source, keys, args...).Int64Slice()
+		}
+		return client.Eval(t.Context(), s.Source, keys, args...).Int64Slice()
 	}
 }
 
@@ -112,7 +133,10 @@ func script(t *testing.T, name string) *luascript.Script {
 // decimal integer, which a real server keeps in its integer encoding (no
 // string allocated), equal to the Go transition's.
 func TestGCRAState(t *testing.T) {
-	s := script(t, "gcra")
+	alg, err := gcra.New(gcra.Config{Burst: 10, Every: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		if target.Cluster {
 			t.Skip("the standalone server covers the real Lua")
@@ -123,17 +147,16 @@ func TestGCRAState(t *testing.T) {
 		now := int64(1_763_700_000_123_456)
 		// Burst 10, one every 100ms: 3, then 2 more 50ms later.
 		for i, c := range []struct{ at, cost, tat int64 }{{now, 3, now + 300_000}, {now + 50_000, 2, now + 500_000}} {
-			args := []any{strconv.FormatInt(c.at, 10), strconv.FormatInt(c.cost, 10), "600000", "10", "100000"}
-			if err := client.Eval(ctx, s.Source, []string{key}, args...).Err(); err != nil {
+			if _, err := evaler(t, client, alg, "g", key)(c.at, c.cost, 600000); err != nil {
 				t.Fatalf("step %d: %v", i, err)
 			}
-			if got, err := client.Get(ctx, key).Result(); err != nil || got != strconv.FormatInt(c.tat, 10) {
-				t.Fatalf("step %d: state %q, %v; want %d", i, got, err, c.tat)
+			if got, err := client.HGet(ctx, key+"#", "g").Result(); err != nil || got != "G10,100000:"+strconv.FormatInt(c.tat, 10) {
+				t.Fatalf("step %d: state %q, %v; want G10,100000:%d", i, got, err, c.tat)
 			}
 		}
 		if target.Mini == nil {
-			if enc, err := client.ObjectEncoding(ctx, key).Result(); err != nil || enc != "int" {
-				t.Errorf("OBJECT ENCODING = %q, %v; want int", enc, err)
+			if enc, err := client.ObjectEncoding(ctx, key+"#").Result(); err != nil || enc != "listpack" {
+				t.Errorf("OBJECT ENCODING = %q, %v; want listpack", enc, err)
 			}
 		}
 	})
@@ -142,7 +165,10 @@ func TestGCRAState(t *testing.T) {
 // TestSlidingWindowState checks the sliding-window counter's state:
 // "<window index> <count> <previous count>".
 func TestSlidingWindowState(t *testing.T) {
-	s := script(t, "slidingwindow")
+	alg, err := slidingwindow.New(slidingwindow.Config{Limit: 100, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		if target.Cluster {
 			t.Skip("the standalone server covers the real Lua")
@@ -161,11 +187,10 @@ func TestSlidingWindowState(t *testing.T) {
 			{(index+1)*window + 1, 1, fmt.Sprintf("%d 1 5", index+1)},
 			{(index+3)*window + 1, 4, fmt.Sprintf("%d 4 0", index+3)},
 		} {
-			args := []any{strconv.FormatInt(c.at, 10), strconv.FormatInt(c.cost, 10), "600000", "100", strconv.Itoa(window)}
-			if err := client.Eval(ctx, s.Source, []string{key}, args...).Err(); err != nil {
+			if _, err := evaler(t, client, alg, "s", key)(c.at, c.cost, 600000); err != nil {
 				t.Fatalf("step %d: %v", i, err)
 			}
-			if got, err := client.Get(ctx, key).Result(); err != nil || got != c.want {
+			if got, err := client.HGet(ctx, key+"#", "s").Result(); err != nil || got != "S100,1000000:"+c.want {
 				t.Fatalf("step %d: state %q, %v; want %q", i, got, err, c.want)
 			}
 		}
@@ -180,29 +205,44 @@ func TestForeignState(t *testing.T) {
 	target := redistest.Miniredis(t)
 	ctx := context.Background()
 	client := redistest.GoRedis(t, target)
-	now := "1763700000000001"
+	now := int64(1763700000000001)
+	must := func(a algorithm.Algorithm, err error) algorithm.Algorithm {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	g := must(gcra.New(gcra.Config{Burst: 10, Every: time.Millisecond}))
+	sw := must(slidingwindow.New(slidingwindow.Config{Limit: 10, Window: time.Millisecond}))
 	for _, c := range []struct {
-		script string
-		params []any
-		value  string
+		alg   algorithm.Algorithm
+		value string
 	}{
-		{"gcra", []any{"10", "1000"}, "1763700000000000 5 0"}, // a counter's state
-		{"gcra", []any{"10", "1000"}, "1763700000000000.5"},   // a fraction
-		{"gcra", []any{"10", "1000"}, "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xf0\x3f"},
-		{"slidingwindow", []any{"10", "1000"}, "1763700000000000"}, // GCRA's
-		{"slidingwindow", []any{"10", "1000"}, "1763700 5"},        // a fixed window's
-		{"slidingwindow", []any{"10", "1000"}, "1763700 -5 0"},
+		{g, "G10,1000:1763700000000000 5 0"}, // a counter's state
+		{g, "G10,1000:1763700000000000.5"},   // a fraction
+		{g, "S10,1000:1763700000000000"},     // another algorithm's header
+		{g, "1763700000000000"},              // the format before headers
+		{g, "G10,1000,5:1763700000000000"},
+		{g, "G10:1763700000000000"},
+		{g, "G0,1000:1763700000000000"},
+		{g, "G99999999999999999999,1000:1763700000000000"},
+		{g, "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xf0\x3f"},
+		{sw, "S10,1000:1763700 5"}, // a fixed window's body
+		{sw, "S10,1000:1763700 -5 0"},
+		{sw, "F10,1000:1763700 5"},
+		{sw, "1763700 5 0"},
 	} {
 		key := redistest.Prefix(t) + "{k}"
-		client.Set(ctx, key, c.value, 0)
-		for _, cost := range []string{"1", "0"} {
-			args := append([]any{now, cost, "0"}, c.params...)
-			if err := client.Eval(ctx, script(t, c.script).Source, []string{key}, args...).Err(); err == nil || !strings.HasPrefix(err.Error(), "RLMISMATCH "+key+" ") {
-				t.Errorf("%s, cost %s, on %q: %v; want an RLMISMATCH refusal naming the key", c.script, cost, c.value, err)
+		client.HSet(ctx, key+"#", "x", c.value)
+		run := evaler(t, client, c.alg, "x", key)
+		for _, cost := range []int64{1, 0} {
+			if _, err := run(now, cost, 0); err == nil || !strings.HasPrefix(err.Error(), "RLMISMATCH "+key+"# field x ") {
+				t.Errorf("%v, cost %d, on %q: %v; want an RLMISMATCH refusal naming the key", c.alg, cost, c.value, err)
 			}
 		}
-		if got, _ := client.Get(ctx, key).Result(); got != c.value {
-			t.Errorf("%s on %q: the value became %q", c.script, c.value, got)
+		if got, _ := client.HGet(ctx, key+"#", "x").Result(); got != c.value {
+			t.Errorf("%v on %q: the value became %q", c.alg, c.value, got)
 		}
 	}
 }
@@ -257,8 +297,17 @@ func sharedStores() map[string]func(t *testing.T, target redistest.Target, prefi
 	}
 }
 
-// snapshot describes what key holds, whatever its type.
-func snapshot(t *testing.T, client redis.UniversalClient, key string) string {
+// snapshot describes what keys hold, whatever their types.
+func snapshot(t *testing.T, client redis.UniversalClient, keys ...string) string {
+	t.Helper()
+	var out []string
+	for _, k := range keys {
+		out = append(out, snapshot1(t, client, k))
+	}
+	return strings.Join(out, "; ")
+}
+
+func snapshot1(t *testing.T, client redis.UniversalClient, key string) string {
 	t.Helper()
 	ctx := t.Context()
 	typ, err := client.Type(ctx, key).Result()
@@ -284,10 +333,10 @@ func snapshot(t *testing.T, client redis.UniversalClient, key string) string {
 
 // sharedReader is a Limiter of alg under the state ID "shared", failing
 // open, with a breaker that one counted failure opens.
-func sharedReader(t *testing.T, alg algorithm.Algorithm, st store.Store[string], clk clock.Clock) *ratelimit.Limiter[string] {
+func sharedReader(t *testing.T, alg algorithm.Algorithm, st store.Store[string], clk clock.Clock, opts ...ratelimit.Option) *ratelimit.Limiter[string] {
 	t.Helper()
-	lim, err := ratelimit.New(alg, st, ratelimit.WithStateID("shared"), ratelimit.WithClock(clk),
-		ratelimit.WithFailurePolicy(ratelimit.FailOpen), ratelimit.WithBreaker(ratelimit.Breaker{Failures: 1, ProbeInterval: time.Hour}))
+	lim, err := ratelimit.New(alg, st, append([]ratelimit.Option{ratelimit.WithStateID("shared"), ratelimit.WithClock(clk),
+		ratelimit.WithFailurePolicy(ratelimit.FailOpen), ratelimit.WithBreaker(ratelimit.Breaker{Failures: 1, ProbeInterval: time.Hour})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,10 +348,10 @@ func sharedReader(t *testing.T, alg algorithm.Algorithm, st store.Store[string],
 // allowed) or, when mismatch is allowed, fails with ErrStateMismatch alone,
 // with the script's refusal and no raw Lua error, and leaves the value as
 // it was. It returns whether any call was a mismatch.
-func checkRead(t *testing.T, lim *ratelimit.Limiter[string], client redis.UniversalClient, key, what string, bound time.Duration, decides bool) bool {
+func checkRead(t *testing.T, lim *ratelimit.Limiter[string], client redis.UniversalClient, keys []string, what string, bound time.Duration, decides bool) bool {
 	t.Helper()
 	ctx := t.Context()
-	before := snapshot(t, client, key)
+	before := snapshot(t, client, keys...)
 	mismatched := false
 	for _, op := range []string{"peek", "allow"} {
 		var d ratelimit.Decision
@@ -323,7 +372,7 @@ func checkRead(t *testing.T, lim *ratelimit.Limiter[string], client redis.Univer
 			if decides {
 				t.Errorf("%s on %s: %v; want a decision", op, what, err)
 			}
-			if after := snapshot(t, client, key); after != before {
+			if after := snapshot(t, client, keys...); after != before {
 				t.Errorf("%s on %s: the value became %s", op, what, after)
 			}
 			continue
@@ -343,10 +392,9 @@ func checkRead(t *testing.T, lim *ratelimit.Limiter[string], client redis.Univer
 // TestSharedStateMatrix writes each algorithm's state under one state ID
 // and reads it with every algorithm, through Limiters on both Redis
 // stores: a reader of another algorithm fails with ErrStateMismatch, the
-// value left as it was and the breaker closed, except for the pair
-// today's format cannot tell apart (a fixed window's "<index> <count>"
-// reads as an interval bucket's "<tokens> <instant>"), which decides, in
-// range. A reader of the same algorithm goes on deciding.
+// values left as they were and the breaker closed; with ResetOnMismatch
+// it decides as on a fresh key, and its admission replaces the other
+// algorithm's state. A reader of the same algorithm goes on deciding.
 func TestSharedStateMatrix(t *testing.T) {
 	t0 := time.UnixMicro(1_763_700_000_000_000)
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
@@ -357,7 +405,7 @@ func TestSharedStateMatrix(t *testing.T) {
 				for _, w := range algs {
 					for _, r := range algs {
 						prefix := redistest.Prefix(t)
-						key := prefix + "{k}:shared"
+						keys := luascript.Keys(prefix+"{k}", "shared")
 						st := newStore(t, target, prefix)
 						fake := clock.NewFake(t0)
 						writer := sharedReader(t, w.alg, st, fake)
@@ -365,16 +413,46 @@ func TestSharedStateMatrix(t *testing.T) {
 							t.Fatalf("%s writing: %v, %v", w.name, d, err)
 						}
 						fake.Advance(time.Millisecond)
-						before := snapshot(t, client, key)
-						if strings.HasPrefix(before, "none") {
-							t.Fatalf("%s wrote no key %s", w.name, key)
+						before := snapshot(t, client, keys...)
+						if before == "none; none" {
+							t.Fatalf("%s wrote no key %s", w.name, keys)
 						}
 						reader := sharedReader(t, r.alg, st, fake)
 						same := w.name == r.name
-						gap := w.name == "fixedwindow" && r.name == "tokenbucket-interval"
-						mismatched := checkRead(t, reader, client, key, w.name+"'s "+before+" read by "+r.name, time.Hour, same || gap)
-						if !same && !gap && !mismatched {
+						mismatched := checkRead(t, reader, client, keys, w.name+"'s "+before+" read by "+r.name, time.Hour, same)
+						if !same && !mismatched {
 							t.Errorf("%s's state read by %s: decided, want ErrStateMismatch", w.name, r.name)
+						}
+						if same {
+							continue
+						}
+						// Afresh: a peek reports a fresh key and writes nothing,
+						// an admission replaces the state.
+						afresh := sharedReader(t, r.alg, st, fake, ratelimit.WithResetOnMismatch())
+						ctx := t.Context()
+						if d, err := afresh.Peek(ctx, "k"); err != nil || !d.Allowed() || d.Remaining() != 10 || d.ResetAfter() != 0 {
+							t.Errorf("%s's state peeked by %s afresh: %v, %v; want a fresh key", w.name, r.name, d, err)
+						}
+						if after := snapshot(t, client, keys...); after != before {
+							t.Errorf("%s's state peeked by %s afresh: %s became %s", w.name, r.name, before, after)
+						}
+						if d, err := afresh.AllowN(ctx, "k", 2); err != nil || !d.Allowed() || d.Remaining() != 8 {
+							t.Errorf("%s's state taken by %s afresh: %v, %v; want 8 remaining", w.name, r.name, d, err)
+						}
+						if d, err := reader.Peek(ctx, "k"); err != nil || d.Remaining() != 8 {
+							t.Errorf("%s after %s afresh took 2: %v, %v; want its state, 8 remaining", r.name, w.name, d, err)
+						}
+						if _, err := writer.Peek(ctx, "k"); !errors.Is(err, ratelimit.ErrStateMismatch) {
+							t.Errorf("%s after %s replaced its state: %v; want ErrStateMismatch", w.name, r.name, err)
+						}
+						var other string
+						if w.name == "slidinglog" {
+							other = snapshot(t, client, keys[1])
+						} else if r.name == "slidinglog" {
+							other = snapshot(t, client, keys[0])
+						}
+						if other != "" && other != "none" && !strings.HasPrefix(other, "none") {
+							t.Errorf("%s replaced %s's state, which is still there: %s", r.name, w.name, other)
 						}
 					}
 				}
@@ -405,39 +483,65 @@ func TestJunkState(t *testing.T) {
 		ctx := t.Context()
 		st := sharedStores()["goredis"]
 		for _, r := range sharedAlgorithms(t) {
+			// where: 0 the field "shared" of the key's hash, 1 the hash's
+			// key itself, 2 the sorted set of the ID.
 			type junk struct {
 				what  string
+				where int
 				write func(key string) error
 			}
 			var junks []junk
 			for _, s := range strs {
-				junks = append(junks, junk{fmt.Sprintf("%q", s), func(key string) error { return client.Set(ctx, key, s, 0).Err() }})
+				junks = append(junks, junk{fmt.Sprintf("field %q", s), 0, func(key string) error { return client.HSet(ctx, key, "shared", s).Err() }})
+				for _, h := range []string{"T10:", "I10:", "G10,6000000:", "F10,60000000:", "S10,60000000:"} {
+					junks = append(junks, junk{fmt.Sprintf("field %q", h+s), 0, func(key string) error { return client.HSet(ctx, key, "shared", h+s).Err() }})
+				}
+			}
+			for where, k := range []string{"", "the hash's key", "the sorted set's key"} {
+				if where == 0 {
+					continue
+				}
+				junks = append(junks,
+					junk{k + ": a string", where, func(key string) error { return client.Set(ctx, key, "1 2", 0).Err() }},
+					junk{k + ": a list", where, func(key string) error { return client.RPush(ctx, key, "1", "2").Err() }},
+				)
 			}
 			junks = append(junks,
-				junk{"a hash", func(key string) error { return client.HSet(ctx, key, "f", "1").Err() }},
-				junk{"a list", func(key string) error { return client.RPush(ctx, key, "1", "2").Err() }},
-				junk{"a zset of text", func(key string) error { return client.ZAdd(ctx, key, redis.Z{Score: 1, Member: "x"}).Err() }},
-				junk{"a zset out of range", func(key string) error {
-					return client.ZAdd(ctx, key, redis.Z{Score: math.Inf(1), Member: "3"}).Err()
+				junk{"the hash's key: a zset", 1, func(key string) error { return client.ZAdd(ctx, key, redis.Z{Score: 1, Member: "x"}).Err() }},
+				junk{"a hash at the sorted set's key", 2, func(key string) error { return client.HSet(ctx, key, "f", "1").Err() }},
+				junk{"a zset of text", 2, func(key string) error { return client.ZAdd(ctx, key, redis.Z{Score: 1, Member: "x"}).Err() }},
+				junk{"a zset of the format before headers", 2, func(key string) error {
+					return client.ZAdd(ctx, key, redis.Z{Score: 1.7637e15, Member: "3"}).Err()
 				}},
-				junk{"a zset of huge members", func(key string) error {
-					return client.ZAdd(ctx, key, redis.Z{Score: 1.7637e15, Member: "99999999999999999999"}).Err()
+				junk{"a zset out of range", 2, func(key string) error {
+					return client.ZAdd(ctx, key, redis.Z{Score: math.Inf(-1), Member: "#L60000000"}, redis.Z{Score: math.Inf(1), Member: "3"}).Err()
 				}},
-				junk{"a zset of fractions", func(key string) error {
-					return client.ZAdd(ctx, key, redis.Z{Score: 1.7637e15 + 0.5, Member: "3"}).Err()
+				junk{"a zset of huge members", 2, func(key string) error {
+					return client.ZAdd(ctx, key, redis.Z{Score: math.Inf(-1), Member: "#L60000000"}, redis.Z{Score: 1.7637e15, Member: "99999999999999999999"}).Err()
+				}},
+				junk{"a zset of fractions", 2, func(key string) error {
+					return client.ZAdd(ctx, key, redis.Z{Score: math.Inf(-1), Member: "#L60000000"}, redis.Z{Score: 1.7637e15 + 0.5, Member: "3"}).Err()
+				}},
+				junk{"a zset with a header at another score", 2, func(key string) error {
+					return client.ZAdd(ctx, key, redis.Z{Score: 0, Member: "#L60000000"}, redis.Z{Score: 1.7637e15, Member: "3"}).Err()
+				}},
+				junk{"a zset with a header of no window", 2, func(key string) error {
+					return client.ZAdd(ctx, key, redis.Z{Score: math.Inf(-1), Member: "#L0"}, redis.Z{Score: 1.7637e15, Member: "3"}).Err()
 				}},
 			)
 			for _, j := range junks {
 				prefix := redistest.Prefix(t)
-				key := prefix + "{k}:shared"
-				if err := j.write(key); err != nil {
+				keys := luascript.Keys(prefix+"{k}", "shared")
+				if err := j.write(keys[j.where/2]); err != nil {
 					t.Fatal(err)
 				}
 				reader := sharedReader(t, r.alg, st(t, target, prefix), clock.NewFake(t0))
-				if !checkRead(t, reader, client, key, j.what+" read by "+r.name, time.Hour, false) {
+				// A sliding log reads the hash only for its own field.
+				decides := r.name == "slidinglog" && j.where == 1
+				if !checkRead(t, reader, client, keys, j.what+" read by "+r.name, time.Hour, decides) && !decides {
 					t.Errorf("%s read by %s: decided, want ErrStateMismatch", j.what, r.name)
 				}
-				client.Del(ctx, key)
+				client.Del(ctx, keys...)
 			}
 		}
 	})
@@ -446,7 +550,8 @@ func TestJunkState(t *testing.T) {
 // TestLoweredLimit is the case: a window that counted 95 under a
 // limit of 100, read under a limit of 10 with the same state ID, denies
 // with nothing remaining, where the reply was negative (an outage, which
-// FailOpen admitted), and agrees with the Go transition.
+// FailOpen admitted), and agrees with the Go transition of the old state:
+// under the same window, as-is keeps the counts as they are (design §2.8).
 func TestLoweredLimit(t *testing.T) {
 	t0 := time.UnixMicro(1_763_700_000_000_000)
 	type pair struct{ old, new algorithm.Algorithm }
@@ -505,10 +610,13 @@ func TestLoweredLimit(t *testing.T) {
 
 // TestLongerWindow is the other case: a fixed window (and a
 // sliding-window counter) of a minute, read as one of an hour under the
-// same state ID. The minute's index lies centuries ahead in hours: the
-// state counts as fresh, where it made every wait about that long.
+// same state ID, and back. What was counted in the window running now
+// counts in the reader's window running now (design §2.4, §2.5): the
+// script decides as Go does on that state, with waits within the
+// reader's window, where the minute's index read as an hour's made every
+// wait 1,318,233 h.
 func TestLongerWindow(t *testing.T) {
-	t0 := time.UnixMicro(1_763_700_000_000_000)
+	t0 := time.UnixMicro(1_763_700_000_000_000 + 30*60_000_000 + 20_000_000) // 30 min 20 s past a whole hour
 	must := func(a algorithm.Algorithm, err error) algorithm.Algorithm {
 		if err != nil {
 			t.Fatal(err)
@@ -518,11 +626,13 @@ func TestLongerWindow(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		old, new algorithm.Algorithm
+		window   int64         // the reader's
 		bound    time.Duration // the longest wait: one window, two for a counter
 	}{
-		{"fixedwindow", must(fixedwindow.Per(10, time.Minute)), must(fixedwindow.Per(10, time.Hour)), time.Hour},
-		{"slidingwindow", must(slidingwindow.Per(10, time.Minute)), must(slidingwindow.Per(10, time.Hour)), 2 * time.Hour},
-		{"fixedwindow, shorter", must(fixedwindow.Per(10, time.Hour)), must(fixedwindow.Per(10, time.Minute)), time.Minute},
+		{"fixedwindow", must(fixedwindow.Per(10, time.Minute)), must(fixedwindow.Per(10, time.Hour)), time.Hour.Microseconds(), time.Hour},
+		{"slidingwindow", must(slidingwindow.Per(10, time.Minute)), must(slidingwindow.Per(10, time.Hour)), time.Hour.Microseconds(), 2 * time.Hour},
+		{"fixedwindow, shorter", must(fixedwindow.Per(10, time.Hour)), must(fixedwindow.Per(10, time.Minute)), time.Minute.Microseconds(), time.Minute},
+		{"slidingwindow, shorter", must(slidingwindow.Per(10, time.Hour)), must(slidingwindow.Per(10, time.Minute)), time.Minute.Microseconds(), 2 * time.Minute},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			redistest.Each(t, func(t *testing.T, target redistest.Target) {
@@ -532,21 +642,114 @@ func TestLongerWindow(t *testing.T) {
 				if d, err := sharedReader(t, c.old, st, fake).AllowN(ctx, "k", 10); err != nil || !d.Allowed() {
 					t.Fatalf("the first window: %v, %v", d, err)
 				}
-				now := t0.UnixMicro()
-				s, _ := c.old.Take(c.old.Init(algorithm.State{}, now), now, 10)
+				fake.Advance(time.Second)
+				now := t0.UnixMicro() + 1_000_000
+				// The 10 counted, in the reader's window of now.
+				s := algorithm.State{N0: algorithm.FloorDiv(now, c.window), N1: 10}
 				lim := sharedReader(t, c.new, st, fake)
 				d, err := lim.Peek(ctx, "k")
 				want := c.new.Peek(s, now, 1)
 				got := algorithm.Result{Remaining: d.Remaining(), RetryAfter: d.RetryAfter().Microseconds(), ResetAfter: d.ResetAfter().Microseconds()}
-				if err != nil || got != want || d.RetryAfter() < 0 || d.RetryAfter() > c.bound || d.ResetAfter() < 0 || d.ResetAfter() > c.bound {
-					t.Errorf("Peek: the script gives %v, %v; Go %+v; want them equal, waits within [0, %v]", d, err, want, c.bound)
+				if err != nil || got != want || d.Allowed() || d.RetryAfter() <= 0 || d.RetryAfter() > c.bound || d.ResetAfter() <= 0 || d.ResetAfter() > c.bound {
+					t.Errorf("Peek: the script gives %v, %v; Go %+v; want them equal, denied, waits within (0, %v]", d, err, want, c.bound)
 				}
-				if d, err := lim.Allow(ctx, "k"); err != nil || d.RetryAfter() < 0 || d.RetryAfter() > c.bound || d.ResetAfter() < 0 || d.ResetAfter() > c.bound {
-					t.Errorf("Allow: %v, %v; want waits within [0, %v]", d, err, c.bound)
+				if d, err := lim.Allow(ctx, "k"); err != nil || d.Allowed() || d.RetryAfter() <= 0 || d.RetryAfter() > c.bound || d.ResetAfter() <= 0 || d.ResetAfter() > c.bound {
+					t.Errorf("Allow: %v, %v; want denied, waits within (0, %v]", d, err, c.bound)
 				}
 			})
 		})
 	}
+}
+
+// TestInheritExamples runs design §2's examples on every algorithm, on
+// both rules, through a Limiter whose limit changed under one state ID:
+// 95 used of 100, then a limit of 10, leaves nothing (as-is: 95 used;
+// proportional: 9.5, rounded up); 5 used of 10, then a limit of 100,
+// leaves 95 (as-is) or 50 (proportional). A peek converts and writes
+// nothing; the admission that follows writes the converted state under
+// the new header.
+func TestInheritExamples(t *testing.T) {
+	t0 := time.UnixMicro(1_763_700_000_000_000 + 20_000_000)
+	type mk func(limit int64) algorithm.Algorithm
+	must := func(a algorithm.Algorithm, err error) algorithm.Algorithm {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	kinds := []struct {
+		name string
+		make mk
+	}{
+		{"tokenbucket", func(n int64) algorithm.Algorithm { return must(tokenbucket.Per(n, time.Hour)) }},
+		{"tokenbucket-interval", func(n int64) algorithm.Algorithm {
+			return must(tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: n, Tokens: n, Interval: time.Hour}))
+		}},
+		{"gcra", func(n int64) algorithm.Algorithm { return must(gcra.Per(n, time.Hour)) }},
+		{"fixedwindow", func(n int64) algorithm.Algorithm { return must(fixedwindow.Per(n, time.Hour)) }},
+		{"slidingwindow", func(n int64) algorithm.Algorithm { return must(slidingwindow.Per(n, time.Hour)) }},
+		{"slidinglog", func(n int64) algorithm.Algorithm { return must(slidinglog.Per(n, time.Hour)) }},
+	}
+	cases := []struct {
+		from, used, to int64
+		rule           algorithm.Rule
+		left           int64
+	}{
+		{100, 95, 10, algorithm.AsIs, 0},
+		{10, 5, 100, algorithm.AsIs, 95},
+		{100, 95, 10, algorithm.Proportional, 0},
+		{10, 5, 100, algorithm.Proportional, 50},
+	}
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		client := redistest.GoRedis(t, target)
+		for _, k := range kinds {
+			for _, c := range cases {
+				if c.rule == algorithm.Proportional && k.name == "slidinglog" {
+					continue // refused at New
+				}
+				name := fmt.Sprintf("%s %d→%d after %d, %v", k.name, c.from, c.to, c.used, c.rule)
+				ctx := t.Context()
+				fake := clock.NewFake(t0)
+				prefix := redistest.Prefix(t)
+				st := sharedStores()["goredis"](t, target, prefix)
+				if d, err := sharedReader(t, k.make(c.from), st, fake).AllowN(ctx, "k", int(c.used)); err != nil || !d.Allowed() {
+					t.Fatalf("%s: using %d: %v, %v", name, c.used, d, err)
+				}
+				keys := luascript.Keys(prefix+"{k}", "shared")
+				before := snapshot(t, client, keys...)
+				lim := sharedReader(t, k.make(c.to), st, fake, ratelimit.WithInheritance(c.rule))
+				d, err := lim.Peek(ctx, "k")
+				if err != nil || d.Remaining() != c.left || d.Allowed() != (c.left > 0) {
+					t.Errorf("%s: Peek = %v, %v; want %d remaining", name, d, err, c.left)
+				}
+				if after := snapshot(t, client, keys...); after != before {
+					t.Errorf("%s: Peek changed %s to %s", name, before, after)
+				}
+				d, err = lim.Allow(ctx, "k")
+				if err != nil || d.Allowed() != (c.left > 0) || d.Remaining() != max(c.left-1, 0) {
+					t.Errorf("%s: Allow = %v, %v; want %d remaining, allowed %v", name, d, err, max(c.left-1, 0), c.left > 0)
+				}
+				if d.RetryAfter() < 0 || d.ResetAfter() < 0 || d.ResetAfter() > 2*time.Hour || d.RetryAfter() > 2*time.Hour {
+					t.Errorf("%s: Allow = %v; want waits within [0, 2h]", name, d)
+				}
+				if c.left > 0 {
+					// Written under the new header: read as it is now.
+					hdr := snapshot(t, client, keys...)
+					tag, _ := algorithm.TagOf(k.make(c.to))
+					h := tag.Header()
+					if tag.Kind == algorithm.KindSlidingLog {
+						h = "#" + h[:len(h)-1]
+					}
+					if !strings.Contains(hdr, h) {
+						t.Errorf("%s: after the admission %s; want the header %s", name, hdr, h)
+					}
+					if d, err := lim.Peek(ctx, "k"); err != nil || d.Remaining() != c.left-1 {
+						t.Errorf("%s: Peek after the admission = %v, %v; want %d remaining", name, d, err, c.left-1)
+					}
+				}
+			}
+		}
+	})
 }
 
 // TestFarAheadMirror checks the rule for a counted window far ahead of
@@ -570,11 +773,11 @@ func TestFarAheadMirror(t *testing.T) {
 				calls := []call{{now, 0}, {now, 1}, {now + 1, 0}}
 				key := redistest.Prefix(t) + "{fw}"
 				s := algorithm.State{N0: index + ahead, N1: 2}
-				client.Set(t.Context(), key, fmt.Sprintf("%d 2", s.N0), 0)
+				client.HSet(t.Context(), key+"#", "m", fmt.Sprintf("F3,%d:%d 2", window, s.N0))
 				mirrorFrom(t, client, fixed, key, s, calls, nil)
 				key = redistest.Prefix(t) + "{sw}"
 				s = algorithm.State{N0: index + ahead, N1: 2, N2: 1}
-				client.Set(t.Context(), key, fmt.Sprintf("%d 2 1", s.N0), 0)
+				client.HSet(t.Context(), key+"#", "m", fmt.Sprintf("S3,%d:%d 2 1", window, s.N0))
 				mirrorFrom(t, client, counter, key, s, calls, nil)
 			}
 		}

@@ -28,7 +28,7 @@ func serverTime(t *testing.T, c *redis.Client, s *luascript.Script, key string, 
 	ctx := t.Context()
 	pipe := c.Pipeline()
 	before := pipe.Time(ctx)
-	eval := pipe.EvalSha(ctx, s.SHA1, []string{key}, args...)
+	eval := pipe.EvalSha(ctx, s.SHA1, luascript.Keys(key, "w"), args...)
 	after := pipe.Time(ctx)
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatalf("EVALSHA %s: %v", s.Name, err)
@@ -67,7 +67,7 @@ func TestSlidingLogWorstCase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script, params, err := luascript.For(alg.Spec())
+	script, params, err := luascript.For(luascript.LimitOf(alg, "w"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,14 +88,14 @@ func TestSlidingLogWorstCase(t *testing.T) {
 		for i := int64(0); i < limit; i += 1000 {
 			pipe := c.Pipeline()
 			for j := i; j < min(i+1000, limit); j++ {
-				pipe.EvalSha(ctx, script.SHA1, []string{key}, args(start+j, 1)...)
+				pipe.EvalSha(ctx, script.SHA1, luascript.Keys(key, "w"), args(start+j, 1)...)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				t.Fatalf("filling %s: %v", key, err)
 			}
 		}
-		if n, err := c.ZCard(ctx, key).Result(); err != nil || n != limit {
-			t.Fatalf("ZCARD %s after filling = %d, %v; want %d", key, n, err, limit)
+		if n, err := c.ZCard(ctx, luascript.LogKey(key, "w")).Result(); err != nil || n != limit+1 {
+			t.Fatalf("ZCARD %s after filling = %d, %v; want %d (and the header)", key, n, err, limit)
 		}
 	}
 
@@ -122,10 +122,10 @@ func TestSlidingLogWorstCase(t *testing.T) {
 	// A cost of the whole limit on new keys: one member each.
 	measure("cost 2^15 on a new key", prefix+"{big}", func(i int) (int64, int64) { return start + int64(i)*w, limit },
 		func(_ int, r algorithm.Result) bool { return r.Allowed() && r.Remaining == 0 })
-	if n, err := c.ZCard(ctx, prefix+"{big}").Result(); err != nil || n != 2 {
-		t.Errorf("ZCARD after 7 admissions of the whole limit, each a window apart = %d, %v; want 2 (the newest and the newest expired)", n, err)
+	if n, err := c.ZCard(ctx, luascript.LogKey(prefix+"{big}", "w")).Result(); err != nil || n != 3 {
+		t.Errorf("ZCARD after 7 admissions of the whole limit, each a window apart = %d, %v; want 3 (the header, the newest and the newest expired)", n, err)
 	}
-	mem, err := c.MemoryUsage(ctx, prefix+"{big}").Result()
+	mem, err := c.MemoryUsage(ctx, luascript.LogKey(prefix+"{big}", "w")).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestSlidingLogWorstCase(t *testing.T) {
 
 	full := prefix + "{full}"
 	fill(full)
-	mem, err = c.MemoryUsage(ctx, full).Result()
+	mem, err = c.MemoryUsage(ctx, luascript.LogKey(full, "w")).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,8 +153,8 @@ func TestSlidingLogWorstCase(t *testing.T) {
 		func(i int, r algorithm.Result) bool {
 			return r == algorithm.Result{Remaining: limit - 1 - int64(i), ResetAfter: w}
 		})
-	if n, err := c.ZCard(ctx, full).Result(); err != nil || n != limit-7*1000+7 {
-		t.Errorf("ZCARD after 7 admissions past the window = %d, %v; want %d", n, err, limit-7*1000+7)
+	if n, err := c.ZCard(ctx, luascript.LogKey(full, "w")).Result(); err != nil || n != limit-7*1000+7+1 {
+		t.Errorf("ZCARD after 7 admissions past the window = %d, %v; want %d", n, err, limit-7*1000+7+1)
 	}
 
 	// A key is deleted in one piece when its TTL ends (or on Reset).
@@ -162,7 +162,7 @@ func TestSlidingLogWorstCase(t *testing.T) {
 	fill(largest)
 	pipe := c.Pipeline()
 	before := pipe.Time(ctx)
-	pipe.Del(ctx, largest)
+	pipe.Del(ctx, luascript.LogKey(largest, "w"))
 	after := pipe.Time(ctx)
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)

@@ -116,10 +116,10 @@ var emulations = []struct {
 			tat := float64(now.Unix()-jan2017) + float64(now.Nanosecond()/1000)/1e6
 			return fmt.Sprintf("%.17g", tat+86400.0/100) // + one emission interval
 		}, 864 * time.Second},
-	{"emulated tokenbucket state as the script writes it (fractional tokens)", libKey, bucketState, 1728 * time.Second},
-	{"the same without a TTL", libKey, bucketState, 0},
+	{"emulated tokenbucket state as the script writes it (fractional tokens)", plainKey, bucketState, 1728 * time.Second},
+	{"the same without a TTL", plainKey, bucketState, 0},
 	{"the same with a TTL, key without the hash-tag braces", func(i int) string { return prefix + user(i) }, bucketState, 1728 * time.Second},
-	{"candidate: tokens and µs as two raw doubles (16 bytes)", libKey, func(i int, now time.Time) string {
+	{"candidate: tokens and µs as two raw doubles (16 bytes)", plainKey, func(i int, now time.Time) string {
 		b := binary.LittleEndian.AppendUint64(nil, math.Float64bits(fractionalTokens(i)))
 		return string(binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(now.UnixMicro()))))
 	}, 1728 * time.Second},
@@ -127,10 +127,10 @@ var emulations = []struct {
 	// be) empty, last − tokens·10^6/rate µs. It is a whole number when
 	// 10^6/rate is (100/day: 864000000 µs per token), and Redis then
 	// stores it as an integer; otherwise %.17g keeps one decimal.
-	{"candidate: one number, the instant the bucket was empty, whole µs", libKey, func(i int, now time.Time) string {
+	{"candidate: one number, the instant the bucket was empty, whole µs", plainKey, func(i int, now time.Time) string {
 		return fmt.Sprintf("%.17g", float64(now.UnixMicro())-math.Round(fractionalTokens(i)*1e6/perDay))
 	}, 1728 * time.Second},
-	{"candidate: the same with a fraction, %.17g µs", libKey, func(i int, now time.Time) string {
+	{"candidate: the same with a fraction, %.17g µs", plainKey, func(i int, now time.Time) string {
 		return fmt.Sprintf("%.17g", float64(now.UnixMicro())-math.Round(fractionalTokens(i)*1e6/perDay)+0.25)
 	}, 1728 * time.Second},
 }
@@ -141,8 +141,20 @@ func bucketState(i int, now time.Time) string {
 	return fmt.Sprintf("%.17g %d", fractionalTokens(i), now.UnixMicro())
 }
 
-// libKey is the library's Redis key for user(i).
-func libKey(i int) string { return prefix + "{" + user(i) + "}" }
+// plainKey is a string key for user(i) with the library's prefix and hash
+// tag, for the emulations.
+func plainKey(i int) string { return prefix + "{" + user(i) + "}" }
+
+// libKey is the library's Redis key for user(i): its hash prefix{k}#, or
+// a sliding log's sorted set prefix{k}#ID, the one key there is.
+func libKey(t *testing.T, m *redis.Client, i int) string {
+	t.Helper()
+	keys, err := m.Keys(t.Context(), prefix+"{"+user(i)+"}#*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys of %s: %q, %v; want one", user(i), keys, err)
+	}
+	return keys[0]
+}
 
 // fractionalTokens is what the token bucket holds after two requests some
 // tens of µs apart, computed as its script does.
@@ -206,7 +218,7 @@ func TestMemoryPerKey(t *testing.T) {
 				}, done
 			}
 			perKey := measure(t, m, n, open)
-			usage, sample := describe(t, m, libKey(0))
+			usage, sample := describe(t, m, libKey(t, m, 0))
 			rows = append(rows, row{c.name, cl.name, perKey, usage, sample})
 		}
 	}
@@ -307,7 +319,15 @@ func describe(t *testing.T, m *redis.Client, key string) (int64, string) {
 		}
 	case "zset":
 		members := m.ZRange(ctx, key, 0, -1).Val()
-		value = fmt.Sprintf("%d members like `%s`", len(members), members[0])
+		value = fmt.Sprintf("%d members like `%s`", len(members), members[len(members)-1])
+	case "hash":
+		for f, v := range m.HGetAll(ctx, key).Val() {
+			if strconv.Quote(v) == `"`+v+`"` {
+				value += fmt.Sprintf("field `%s`: `%s` (%d bytes) ", f, v, len(v))
+			} else {
+				value += fmt.Sprintf("field `%s`: %d bytes, binary ", f, len(v))
+			}
+		}
 	}
 	return usage, fmt.Sprintf("`%s` %s %s %s, %s", key, typ, enc, value, ttl)
 }

@@ -21,10 +21,14 @@ import (
 
 const prefix = "rl:"
 
-// suffix ends the keys of window's state: store.DefaultID of its spec. It
-// is written out, not computed, so that a change of the key layout, which
-// would orphan every key already stored, fails here.
-const suffix = ":243609ca"
+// suffix ends the name of a key's hash, which holds window's state in
+// the field id. Both are written out, not computed, so that a change of
+// the key layout, which would orphan every key already stored, fails here.
+const suffix = "#"
+
+// id is window's state ID, store.DefaultID of its spec: the field of the
+// key's hash that holds its state.
+const id = "243609ca"
 
 func window(t testing.TB) algorithm.Algorithm {
 	t.Helper()
@@ -66,6 +70,9 @@ func decode(t fataler, key string) string {
 		t.Fatalf("key %q: want %q + \"{\" + encoded key + \"}\" + %q", key, prefix, suffix)
 	}
 	inner := key[len(prefix)+1 : len(key)-len(suffix)-1]
+	if inner == `\` {
+		return "" // the empty key's own tag
+	}
 	var b strings.Builder
 	for i := 0; i < len(inner); i++ {
 		switch c := inner[i]; {
@@ -110,9 +117,10 @@ func checkKey(t fataler, table *redistable.Table[string], key string) string {
 		t.Fatalf("Key(%q) = %q, which decodes to %q", key, got, back)
 	}
 	encoded := got[len(prefix)+1 : len(got)-len(suffix)-1]
-	// The tag is the whole encoded key; an empty one means Redis hashes
-	// the whole name, which is as good for one-key scripts.
-	if tag := hashTag(got); encoded != "" && tag != encoded {
+	// The tag is the whole encoded key, never empty: an empty one would
+	// make Redis hash each whole name, and a script's keys would not
+	// share a slot.
+	if tag := hashTag(got); tag == "" || tag != encoded {
 		t.Fatalf("Key(%q) = %q: the hash tag is %q, want the whole encoded key %q", key, got, tag, encoded)
 	}
 	return got
@@ -276,11 +284,12 @@ func TestArguments(t *testing.T) {
 	if _, err := server.Peek(ctx, "k", 1_700_000_000_123_456, nil); err != nil {
 		t.Fatal(err)
 	}
+	keys := "rl:{k}# rl:{k}#" + id // the hash, and the ID's sorted set
 	want := []call{
-		{"fixedwindow", false, "rl:{k}" + suffix, []string{"1700000000123456", "3", "0", "5", "1000000"}},
-		{"fixedwindow", true, "rl:{k}" + suffix, []string{"1700000000123457", "0", "0", "5", "1000000"}},
-		{"fixedwindow", false, "rl:{k}" + suffix, []string{"", "2", "0", "5", "1000000"}},
-		{"fixedwindow", true, "rl:{k}" + suffix, []string{"", "0", "0", "5", "1000000"}},
+		{"fixedwindow", false, keys, []string{"1700000000123456", "3", "0", id, "F5,1000000:", "0", "5", "1000000"}},
+		{"fixedwindow", true, keys, []string{"1700000000123457", "0", "0", id, "F5,1000000:", "0", "5", "1000000"}},
+		{"fixedwindow", false, keys, []string{"", "2", "0", id, "F5,1000000:", "0", "5", "1000000"}},
+		{"fixedwindow", true, keys, []string{"", "0", "0", id, "F5,1000000:", "0", "5", "1000000"}},
 	}
 	if len(run.calls) != len(want) {
 		t.Fatalf("got %d calls, want %d", len(run.calls), len(want))
@@ -290,8 +299,13 @@ func TestArguments(t *testing.T) {
 			t.Errorf("call %d: got %+v, want %+v", i, got, want[i])
 		}
 	}
-	if err := local.Reset(ctx, "a}b"); err != nil || !slices.Equal(run.dels, []string{`rl:{a\)b}` + suffix}) {
-		t.Errorf("Reset(a}b): %v, deleted %q; want rl:{a\\)b}%s", err, run.dels, suffix)
+	// Reset deletes the ID's field of the hash, and its sorted set, in
+	// one script.
+	run.calls = nil
+	err := local.Reset(ctx, "a}b")
+	wantReset := call{"reset", false, `rl:{a\)b}# rl:{a\)b}#` + id, []string{"", "", id}}
+	if err != nil || len(run.calls) != 1 || fmt.Sprint(run.calls[0]) != fmt.Sprint(wantReset) {
+		t.Errorf("Reset(a}b): %v, calls %+v; want %+v", err, run.calls, wantReset)
 	}
 }
 

@@ -1,8 +1,8 @@
 -- GCRA (Go: gcra.Meter).
 -- Parameters: $1 burst, $2 emission interval in µs.
--- State: the theoretical arrival time (TAT) in Unix µs, written as a
--- decimal integer, which Redis keeps as an integer (no string allocated),
--- within ±2^53; anything else is refused with an RLMISMATCH error.
+-- State: the header "G<burst>,<every>:", then the theoretical arrival time
+-- (TAT) in Unix µs, in decimal, within ±2^53; anything else is refused
+-- with an RLMISMATCH error (or started afresh).
 -- The key is at rest once TAT has passed. Every number is a whole number
 -- below 2^53, so the arithmetic is exact, as in Go.
 local every = tonumber(ARGV[$2])
@@ -10,18 +10,61 @@ local tau = tonumber(ARGV[$1]) * every
 
 -- debt: µs from now until TAT; 0 once it has passed.
 local debt = 0
-local state = redis.pcall('GET', key)
 if state then
-  if type(state) == 'table' then
-    return redis.error_reply('RLMISMATCH ' .. key .. ' is not a string, not a GCRA state')
+  local tat = string.match(state, '^(%-?%d+)$', at)
+  if tat then
+    tat = tonumber(tat) -- not tonumber(nil): miniredis's Lua raises an error
   end
-  local tat = string.match(state, '^%-?%d+$') and tonumber(state)
-  if not (tat and tat >= -9007199254740992 and tat <= 9007199254740992) then
-    return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes that are not a GCRA state')
-  end
-  debt = tat - now
-  if debt < 0 then
-    debt = 0
+  if tat and tat >= -9007199254740992 and tat <= 9007199254740992 and not (old0 and old0 * old1 > 281474976710656) then
+    debt = tat - now
+    if debt < 0 then
+      debt = 0
+    end
+    if old0 and debt > 0 then
+      -- Written under burst old0 and emission interval old1 (design
+      -- §2.3): the debt is carried as units used (as-is: debt·every/old1,
+      -- capped at tau) or as the fraction of the old tau used
+      -- (proportional), rounded up: more used. mulup(a, b, c) is
+      -- ⌈a·b/c⌉ for whole numbers a, b, c ≤ 2^48 whose quotient is at
+      -- most 2^50: long division, 4 bits of b at a time, every
+      -- intermediate below 2^53.
+      local function mulup(a, b, c)
+        local q, r = 0, 0
+        for shift = 48, 0, -4 do
+          local x = r * 16 + a * (math.floor(b / 2 ^ shift) % 16)
+          local d = math.floor(x / c)
+          if d * c > x then
+            d = d - 1
+          elseif (d + 1) * c <= x then
+            d = d + 1
+          end
+          q, r = q * 16 + d, x - d * c
+        end
+        if r > 0 then
+          q = q + 1
+        end
+        return q
+      end
+      local otau = old0 * old1
+      if debt > 281474976710656 then
+        debt = 281474976710656 -- a clock that stepped back years: 2^48 keeps mulup exact
+      end
+      if ARGV[$mode] == '1' or ARGV[$mode] == '3' then
+        if debt > otau then
+          debt = otau -- a clock that stepped back: at most all used
+        end
+        debt = mulup(debt, tau, otau)
+      elseif debt / old1 * every > 2 * tau then
+        debt = tau -- far more than tau: no need to be exact
+      else
+        debt = mulup(debt, every, old1)
+        if debt > tau then
+          debt = tau
+        end
+      end
+    end
+  elseif not afresh then
+    return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' holds ' .. #state .. ' bytes that are not a GCRA state')
   end
 end
 
@@ -55,5 +98,5 @@ local ttl = math.ceil(debt / 1000)
 if ttl < 2 then
   ttl = 2
 end
-redis.call('SET', key, string.format('%.0f', now + debt), 'PX', ttl + margin)
+local value = string.format('%.0f', now + debt)
 local rem, reset = left(debt), debt

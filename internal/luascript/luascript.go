@@ -37,6 +37,10 @@ var (
 	gcra string
 	//go:embed slidingwindow.lua
 	slidingWindow string
+	//go:embed load.lua
+	loadHash string
+	//go:embed store.lua
+	storeHash string
 )
 
 // Script is a script deciding for one limit or several on one key.
@@ -55,7 +59,8 @@ type Script struct {
 // body is one algorithm's body, split into its three parts.
 type body struct {
 	decide, report, commit string
-	params                 int // $1…$params
+	params                 int  // $1…$params
+	kind                   byte // its algorithm.Tag's Kind
 }
 
 var (
@@ -65,7 +70,24 @@ var (
 	composed sync.Map
 )
 
-var paramRef = regexp.MustCompile(`\$([1-9])`)
+// kinds are the Tag Kinds of the algorithms that have a body.
+var kinds = map[string]byte{
+	"tokenbucket":          algorithm.KindTokenBucket,
+	"tokenbucket-interval": algorithm.KindInterval,
+	"slidinglog":           algorithm.KindSlidingLog,
+	"fixedwindow":          algorithm.KindFixedWindow,
+	"gcra":                 algorithm.KindGCRA,
+	"slidingwindow":        algorithm.KindSlidingWindow,
+}
+
+// fixedArgs is how many arguments every limit has before its algorithm's
+// parameters: its state ID, its header and its mode.
+const fixedArgs = 3
+
+var (
+	paramRef = regexp.MustCompile(`\$([1-9])`)
+	fixedRef = regexp.MustCompile(`\$(id|hdr|mode|n)\b`)
+)
 
 func init() {
 	for name, text := range map[string]string{
@@ -80,9 +102,13 @@ func init() {
 		if err != nil {
 			panic(fmt.Sprintf("luascript: %s.lua: %v", name, err)) // a bug in an embedded file
 		}
+		b.kind = kinds[name]
 		bodies[name] = b
 		single[name] = compose([]string{name})
 	}
+	reset := "-- Reset: forget a key's state under some state IDs.\n" + resetSource
+	sum := sha1.Sum([]byte(reset))
+	Reset = &Script{Name: "reset", Source: reset, SHA1: hex.EncodeToString(sum[:])}
 }
 
 // split cuts a body at its "--@report" and "--@commit" lines and counts
@@ -96,7 +122,7 @@ func split(text string) (body, error) {
 	if !ok {
 		return body{}, fmt.Errorf("no --@commit line after --@report")
 	}
-	b := body{decide: decide + "\n", report: report + "\n", commit: commit}
+	b := body{decide: decide + "\n", report: report + "\n", commit: commit + "\n"}
 	for _, m := range paramRef.FindAllStringSubmatch(text, -1) {
 		b.params = max(b.params, int(m[1][0]-'0'))
 	}
@@ -108,39 +134,73 @@ func split(text string) (body, error) {
 func compose(names []string) *Script {
 	var src strings.Builder
 	src.WriteString(prelude)
-	argv := 3 // the ARGV index before the next limit's parameters
-	withArgs := func(b body, part string) string {
+	fmt.Fprintf(&src, "local hkey = KEYS[1]\n")
+	argv := 3 // the ARGV index before the next limit's arguments
+	n := 0    // the limit's number, from 1
+	withArgs := func(part string) string {
 		base := argv
-		return paramRef.ReplaceAllStringFunc(part, func(ref string) string {
-			return strconv.Itoa(base + int(ref[1]-'0'))
+		part = paramRef.ReplaceAllStringFunc(part, func(ref string) string {
+			return strconv.Itoa(base + fixedArgs + int(ref[1]-'0'))
 		})
+		return fixedRef.ReplaceAllStringFunc(part, func(ref string) string {
+			switch ref {
+			case "$id":
+				return strconv.Itoa(base + 1)
+			case "$hdr":
+				return strconv.Itoa(base + 2)
+			case "$mode":
+				return strconv.Itoa(base + 3)
+			}
+			return strconv.Itoa(n) // $n
+		})
+	}
+	// decide is a limit's first part: for a state kept in the hash, the
+	// common load (load.lua), then the body's own.
+	decide := func(b body) string {
+		if b.kind == algorithm.KindSlidingLog {
+			return withArgs(b.decide)
+		}
+		return withArgs(loadHash + b.decide)
+	}
+	// commit is a limit's third part: for a state kept in the hash, the
+	// body's own, then the common write (store.lua); with several limits,
+	// the field joins the script's one HSET (storeMany, hsetMany).
+	commit := func(b body) string {
+		if b.kind == algorithm.KindSlidingLog {
+			return withArgs(b.commit)
+		}
+		if len(names) > 1 {
+			return withArgs(b.commit + storeMany)
+		}
+		return withArgs(b.commit + storeHash)
 	}
 	if len(names) == 1 {
 		// One limit: the parts inline, with no closure to allocate.
 		b := bodies[names[0]]
-		src.WriteString("local key = KEYS[1]\n")
-		src.WriteString(withArgs(b, b.decide))
+		n = 1
+		src.WriteString("local zkey = KEYS[2]\n")
+		src.WriteString(decide(b))
 		src.WriteString("if peek or not fits then\n")
-		src.WriteString(withArgs(b, b.report))
+		src.WriteString(withArgs(b.report))
 		src.WriteString("return {rem, retry, reset}\nend\n")
-		src.WriteString(withArgs(b, b.commit))
+		src.WriteString(commit(b))
 		src.WriteString("return {rem, 0, reset}\n")
 	} else {
 		// Several: every limit's first part, each in a block of its own
 		// that leaves its report and commit parts behind as closures;
 		// then either every report or every commit.
-		src.WriteString("local all = true\n")
+		src.WriteString("local all = true\nlocal hset, httl = {}, 0\n")
 		for i, name := range names {
 			b := bodies[name]
-			n := i + 1
-			fmt.Fprintf(&src, "local report%d, commit%d\ndo\n-- limit %d: %s\nlocal key = KEYS[%d]\n", n, n, n, name, n)
-			src.WriteString(withArgs(b, b.decide))
+			n = i + 1
+			fmt.Fprintf(&src, "local report%d, commit%d\ndo\n-- limit %d: %s\nlocal zkey = KEYS[%d]\n", n, n, n, name, n+1)
+			src.WriteString(decide(b))
 			fmt.Fprintf(&src, "all = all and fits\nreport%d = function()\n", n)
-			src.WriteString(withArgs(b, b.report))
+			src.WriteString(withArgs(b.report))
 			fmt.Fprintf(&src, "return rem, retry, reset\nend\ncommit%d = function()\n", n)
-			src.WriteString(withArgs(b, b.commit))
+			src.WriteString(commit(b))
 			src.WriteString("return rem, reset\nend\nend\n")
-			argv += b.params
+			argv += fixedArgs + b.params
 		}
 		src.WriteString("local out = {}\nif peek or not all then\n")
 		for i := range names {
@@ -150,11 +210,37 @@ func compose(names []string) *Script {
 		for i := range names {
 			fmt.Fprintf(&src, "out[%d], out[%d] = commit%d()\nout[%d] = 0\n", 3*i+1, 3*i+3, i+1, 3*i+2)
 		}
+		src.WriteString(hsetMany)
 		src.WriteString("return out\n")
 	}
 	sum := sha1.Sum([]byte(src.String()))
 	return &Script{Name: strings.Join(names, "+"), Source: src.String(), SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
 }
+
+// storeMany is store.lua for a limit of several: what must go first goes,
+// and the field joins hset, written by hsetMany with the longest TTL.
+const storeMany = `if wipe == 1 and redis.call('TYPE', hkey)['ok'] ~= 'hash' then
+  redis.call('DEL', hkey)
+elseif wipe == 2 then
+  redis.call('DEL', zkey)
+end
+hset[#hset + 1] = ARGV[$id]
+hset[#hset + 1] = ARGV[$hdr] .. value
+if ttl > httl then
+  httl = ttl
+end
+`
+
+// hsetMany writes the fields of several limits with one HSET, and the
+// key's TTL once, as store.lua does for one.
+const hsetMany = `if #hset > 0 then
+  redis.call('HSET', hkey, unpack(hset))
+  httl = httl + margin
+  if redis.call('PEXPIRE', hkey, httl, 'GT') == 0 then
+    redis.call('PEXPIRE', hkey, httl, 'NX')
+  end
+end
+`
 
 // Scripts returns the script of one limit of every algorithm, for tests
 // and for preloading.
@@ -166,16 +252,64 @@ func Scripts() []*Script {
 	return out
 }
 
-// For returns the script deciding for limits of the given specs, in order,
-// and their parameters encoded as script arguments (ARGV[4] onward), or an
-// error wrapping store.ErrAlgorithmUnsupported.
-func For(specs ...algorithm.Spec) (*Script, []string, error) {
-	if len(specs) == 0 {
+// Limit is what a script needs to know of one limit besides the key.
+type Limit struct {
+	// Spec names the algorithm and its parameters.
+	Spec algorithm.Spec
+	// Tag is the algorithm's Tag, of the Kind of Spec.Name's body; its
+	// Header is written in front of the limit's state.
+	Tag algorithm.Tag
+	// ID is the field of the key's hash that holds the state, or, for the
+	// sliding log, what follows "#" in its sorted set's name.
+	ID string
+	// Rule carries a state written under another Tag of the same Kind.
+	Rule algorithm.Rule
+	// ResetOnMismatch starts afresh, instead of refusing with an
+	// RLMISMATCH error, a state the limit cannot read.
+	ResetOnMismatch bool
+}
+
+// LimitOf returns the Limit of alg under the state ID id, with the AsIs
+// rule; its Tag is the zero Tag when alg is not algorithm.Tagged (and For
+// refuses it).
+func LimitOf(alg algorithm.Algorithm, id string) Limit {
+	tag, _ := algorithm.TagOf(alg)
+	return Limit{Spec: alg.Spec(), Tag: tag, ID: id}
+}
+
+// Header returns what l's state starts with: its Tag's Header, or, for
+// the sliding log, the member its sorted set holds at score -inf
+// ("#L" and the window in µs).
+func (l Limit) Header() string {
+	h := l.Tag.Header()
+	if l.Tag.Kind == algorithm.KindSlidingLog && h != "" {
+		return "#" + h[:len(h)-1]
+	}
+	return h
+}
+
+// Mode returns the limit's mode argument: "0" as-is, "1" proportional,
+// "2" and "3" the same starting afresh on a state it cannot read.
+func (l Limit) Mode() string {
+	m := byte('0') + byte(l.Rule&1)
+	if l.ResetOnMismatch {
+		m += 2
+	}
+	return string(m)
+}
+
+// For returns the script deciding for the limits, in order, and their
+// arguments (ARGV[4] onward: each limit's state ID, header and mode, then
+// its algorithm's parameters), or an error wrapping
+// store.ErrAlgorithmUnsupported.
+func For(limits ...Limit) (*Script, []string, error) {
+	if len(limits) == 0 {
 		return nil, nil, fmt.Errorf("%w: no limits", algorithm.ErrInvalidConfig)
 	}
-	names := make([]string, len(specs))
+	names := make([]string, len(limits))
 	var params []string
-	for i, spec := range specs {
+	for i, l := range limits {
+		spec := l.Spec
 		b, ok := bodies[spec.Name]
 		if !ok {
 			return nil, nil, fmt.Errorf("%w: no Lua script for %q", store.ErrAlgorithmUnsupported, spec.Name)
@@ -183,7 +317,14 @@ func For(specs ...algorithm.Spec) (*Script, []string, error) {
 		if len(spec.Params) != b.params {
 			return nil, nil, fmt.Errorf("%w: %q takes %d parameters, got %d", store.ErrAlgorithmUnsupported, spec.Name, b.params, len(spec.Params))
 		}
+		if l.Tag.Kind != b.kind {
+			return nil, nil, fmt.Errorf("%w: %q states need an algorithm.Tag of Kind %q, got %v", store.ErrAlgorithmUnsupported, spec.Name, b.kind, l.Tag)
+		}
+		if l.Rule > algorithm.Proportional || (l.Rule == algorithm.Proportional && b.kind == algorithm.KindSlidingLog) {
+			return nil, nil, fmt.Errorf("%w: rule %v for %q", algorithm.ErrInvalidConfig, l.Rule, spec.Name)
+		}
 		names[i] = spec.Name
+		params = append(params, l.ID, l.Header(), l.Mode())
 		for _, p := range spec.Params {
 			// The shortest text that parses back to the same double, without
 			// an exponent (gopher-lua, inside miniredis, cannot parse one).
@@ -199,4 +340,47 @@ func For(specs ...algorithm.Spec) (*Script, []string, error) {
 	}
 	s, _ := composed.LoadOrStore(name, compose(names))
 	return s.(*Script), params, nil
+}
+
+// Reset is the script that forgets a key's state under some state IDs:
+// KEYS[1] is the key's hash, KEYS[2…] the sorted sets of the IDs (where
+// a sliding log keeps its state), ARGV[3…] the IDs. It deletes the IDs'
+// fields of the hash, and the sorted sets, and replies an empty array.
+var Reset *Script
+
+const resetSource = `local ids = {}
+for i = 3, #ARGV do
+  ids[#ids + 1] = ARGV[i]
+end
+redis.call('HDEL', KEYS[1], unpack(ids))
+if #KEYS > 1 then
+  redis.call('UNLINK', unpack(KEYS, 2))
+end
+return {}
+`
+
+// HashKey and LogKey name a key's state: base is the prefix and the
+// encoded key in braces ("ratelimit:{user:1}"). The five string-state
+// algorithms keep it in the fields of one hash, base + "#"; a sliding
+// log keeps it in a sorted set of its own, base + "#" + id, or
+// base + "#{}" for the empty ID (no ID has a brace, so no ID's sorted
+// set is the hash).
+func HashKey(base string) string { return base + "#" }
+
+// LogKey: see HashKey.
+func LogKey(base, id string) string {
+	if id == "" {
+		return base + "#{}"
+	}
+	return base + "#" + id
+}
+
+// Keys returns the KEYS of a script for limits with these state IDs, on
+// the key whose base name is base (see HashKey).
+func Keys(base string, ids ...string) []string {
+	keys := []string{HashKey(base)}
+	for _, id := range ids {
+		keys = append(keys, LogKey(base, id))
+	}
+	return keys
 }

@@ -2,18 +2,32 @@
 -- several limits on one key: the prelude, then each limit's algorithm body
 -- (luascript.go puts them together), run atomically.
 --
--- KEYS[i]  limit i's state
--- ARGV[1]  now, in Unix microseconds; empty to read the server's TIME
--- ARGV[2]  the cost to take (1..limit), or 0 to peek: report the state for
---          a cost of 1 and write nothing (safe under EVALSHA_RO)
--- ARGV[3]  extra milliseconds every TTL gets (the store's TTL margin)
--- ARGV[4…] each limit's parameters in turn; a body names its own $1, $2…
+-- KEYS[1]    the key's hash, prefix{k}#: one field per state ID, whose
+--            value is the state's header (algorithm.Tag.Header, "T100:")
+--            then its body, for every algorithm but the sliding log
+-- KEYS[1+i]  limit i's sorted set, prefix{k}#ID: a sliding log's state,
+--            and where the other algorithms look for one on a miss
+-- ARGV[1]    now, in Unix microseconds; empty to read the server's TIME
+-- ARGV[2]    the cost to take (1..limit), or 0 to peek: report the state
+--            for a cost of 1 and write nothing (safe under EVALSHA_RO)
+-- ARGV[3]    extra milliseconds every TTL gets (the store's TTL margin)
+-- ARGV[4…]   each limit's arguments in turn: its state ID ($id), its
+--            header ($hdr), its mode ($mode: "0" as-is, "1" proportional,
+--            "2" and "3" the same starting afresh on a state it cannot
+--            read), then its algorithm's parameters ($1, $2…)
 --
 -- A script returns {remaining, retry after µs, reset after µs} for each
 -- limit in turn: whole numbers below 2^53, exact as integer replies. A
 -- limit admits the cost exactly when its retry after is 0. The cost is
 -- charged, to every limit, only when every limit admits it; otherwise
 -- nothing is written and each limit reports its state as it stands.
+--
+-- A state of the reader's header is read as it is; one of the same
+-- algorithm under another header (other parameters) is converted by the
+-- mode's rule (docs/design/state-format.md §2); anything else is refused
+-- with an RLMISMATCH error reply before any write, or, in modes 2 and 3,
+-- started afresh (an admission replaces it). No raw Lua error can reach
+-- the caller.
 --
 -- An algorithm's body has three parts. The first reads the state and sets
 -- fits, whether the cost fits; it writes nothing. After "--@report", the

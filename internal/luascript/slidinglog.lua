@@ -13,17 +13,57 @@
 -- trimmed yet). Every command is O(log n) in the members n, except the
 -- trim of expired members, which an admission bounds to 1000 and which
 -- always keeps the newest expired member, as the base of the count.
--- A key written by the format before this one (one member "<instant>:<n>"
--- per unit of cost), a key of another type, or members or scores out of
--- range are refused with an RLMISMATCH error, never misread.
+-- The set's first member is its header, "#L<window µs>" at score -inf.
+-- A set of an older format (without the header), a key of another type,
+-- or members or scores out of range are refused with an RLMISMATCH
+-- error, never misread (or started afresh).
 local limit = tonumber(ARGV[$1])
 local window = tonumber(ARGV[$2])
 local modulus = 4503599627370496 -- 2^52
 local trim = 1000
 
-local newest = redis.pcall('ZRANGE', key, -1, -1, 'WITHSCORES')
-if newest.err then
-  return redis.error_reply('RLMISMATCH ' .. key .. ' is not a sorted set, not a sliding log')
+-- The sorted set starts with its header member, ARGV[$hdr] ("#L" and
+-- the window) at score -inf: the load checks it and every rank below
+-- counts from 1. A set whose first member is another window's header is
+-- carried over (design §2.6); any other set, a key of another type, or a
+-- field of this ID in the key's hash (another algorithm's state) is
+-- refused with an RLMISMATCH error, or started afresh (afresh: wipe says
+-- what an admission removes first: 1 the set, 2 the field).
+local hdr = ARGV[$hdr]
+local afresh = ARGV[$mode] >= '2'
+local oldw, wipe, newest = nil, nil, {}
+do
+  local head = redis.pcall('ZRANGE', zkey, 0, 0, 'WITHSCORES')
+  local bad = nil
+  if head.err then
+    bad, wipe = 'is not a sorted set', 1
+  elseif head[1] then
+    if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
+      local w = string.match(head[1], '^#L(%d+)$')
+      if w then
+        w = tonumber(w) -- not tonumber(nil): miniredis's Lua raises an error
+      end
+      if w and w >= 1 and w <= 281474976710656 and (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
+        oldw = w
+      else
+        bad, wipe = 'does not hold a sliding log of this version', 1
+      end
+    end
+    if not bad then
+      newest = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
+      if newest[1] == head[1] then
+        newest = {} -- the header alone
+      end
+    end
+  elseif redis.pcall('HEXISTS', hkey, ARGV[$id]) == 1 then -- a hash's key of another type holds no state of this ID
+    bad, wipe = 'is missing, and ' .. hkey .. ' holds another algorithm\'s state under ID ' .. ARGV[$id], 2
+  end
+  if bad then
+    if not afresh then
+      return redis.error_reply('RLMISMATCH ' .. zkey .. ' ' .. bad .. ', not ' .. hdr)
+    end
+    oldw, newest = nil, {}
+  end
 end
 local t, last, total = now, nil, 0
 if newest[1] then
@@ -32,28 +72,50 @@ if newest[1] then
   local n = string.match(newest[1], '^%d+$') and tonumber(newest[1])
   total, last = n, tonumber(newest[2])
   if not (n and n < modulus and last and last >= -9007199254740992 and last <= 9007199254740992 and last == math.floor(last)) then
-    return redis.error_reply('RLMISMATCH ' .. key .. ' does not hold a sliding log of this version (old keys: delete them or let them expire)')
-  end
-  if last > t then
+    if not afresh then
+      return redis.error_reply('RLMISMATCH ' .. zkey .. ' holds a member that is not of a sliding log')
+    end
+    wipe, oldw, total, last = 1, nil, 0, nil
+  elseif last > t then
     t = last
   end
 end
 local cut = t - window
-local cutarg = string.format('%.0f', cut)
+-- Members at or before basecut are not counted: those before cut, and,
+-- for a log kept under a shorter window oldw, every member at or before
+-- the newest less oldw, since the trims under oldw may have removed the
+-- ones between.
+local basecut = cut
+if oldw and last and last - oldw > cut then
+  basecut = last - oldw
+end
+local cutarg = string.format('%.0f', basecut)
 local used, base, expired = 0, 0, false
+local dead = nil -- the base member, when there is one
 if last then
-  if last > cut then
-    local dead = redis.call('ZREVRANGEBYSCORE', key, cutarg, '-inf', 'LIMIT', 0, 1)
-    if dead[1] then
+  if last > basecut then
+    -- Bounds are never "(-inf": miniredis reads it as -inf, inclusive.
+    -- The header member, at -inf, stands for no member.
+    dead = redis.call('ZREVRANGEBYSCORE', zkey, cutarg, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if dead[1] and string.byte(dead[1], 1) ~= 35 then -- 35 is '#'
       local b = string.match(dead[1], '^%d+$') and tonumber(dead[1])
       if not (b and b < modulus) then
-        return redis.error_reply('RLMISMATCH ' .. key .. ' holds a member that is not of a sliding log')
+        if not afresh then
+          return redis.error_reply('RLMISMATCH ' .. zkey .. ' holds a member that is not of a sliding log')
+        end
+        -- Started afresh: nothing is counted, the set is replaced.
+        wipe, oldw, total, last, dead = 1, nil, 0, nil, nil
+      else
+        base, expired = b, true
       end
-      base, expired = b, true
+    else
+      dead = nil
     end
-    used = total - base
-    if used < 0 then
-      used = used + modulus
+    if last then
+      used = total - base
+      if used < 0 then
+        used = used + modulus
+      end
     end
   else
     expired = true -- every member; the newest is the base
@@ -74,11 +136,11 @@ do
     -- live members are the ranks from first on, each adding at least 1,
     -- so it is within excess of first. A rank past the end stands for
     -- the newest, which takes all of used (≥ excess) out.
-    local first = redis.call('ZCOUNT', key, '-inf', cutarg)
+    local first = redis.call('ZCOUNT', zkey, '-inf', cutarg)
     local lo, hi = first, first + excess - 1
     while lo < hi do
       local mid = math.floor((lo + hi) / 2)
-      local m = redis.call('ZRANGE', key, mid, mid)
+      local m = redis.call('ZRANGE', zkey, mid, mid)
       local out = excess
       local v = m[1] and tonumber(m[1])
       if v then
@@ -93,7 +155,7 @@ do
         lo = mid + 1
       end
     end
-    local e = redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')
+    local e = redis.call('ZRANGE', zkey, lo, lo, 'WITHSCORES')
     retry = tonumber(e[2]) + window - now
   end
 end
@@ -106,9 +168,9 @@ total = total + cost
 if total >= modulus then
   total = total - modulus
 end
-local dead = 0
+local ndead = 0
 if expired then
-  dead = redis.call('ZCOUNT', key, '-inf', cutarg)
+  ndead = redis.call('ZCOUNT', zkey, '-inf', cutarg) - 1 -- not the header
 end
 used = used + cost
 local reset = t + window - now
@@ -116,16 +178,39 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
-if last == t then
-  redis.call('ZREM', key, newest[1]) -- one member per instant
+if wipe == 1 then
+  redis.call('DEL', zkey)
+elseif wipe == 2 then
+  redis.call('HDEL', hkey, ARGV[$id])
 end
-redis.call('ZADD', key, string.format('%.0f', t), string.format('%.0f', total))
-if dead > 1 then
-  local n = dead - 1
+if oldw then
+  -- Carried over from another window: the new header, and the members
+  -- at or before basecut go but for the base, moved to cut at the
+  -- latest so that it stays before the window (design §2.6).
+  redis.call('ZREM', zkey, '#L' .. string.format('%.0f', oldw))
+  if dead and dead[1] then
+    if ndead > 1 then
+      redis.call('ZREMRANGEBYRANK', zkey, 1, ndead - 1)
+    end
+    if tonumber(dead[2]) > cut then
+      redis.call('ZADD', zkey, string.format('%.0f', cut), dead[1])
+    end
+    ndead = 0
+  end
+end
+if not last or oldw then
+  redis.call('ZADD', zkey, '-inf', hdr)
+end
+if last == t then
+  redis.call('ZREM', zkey, newest[1]) -- one member per instant
+end
+redis.call('ZADD', zkey, string.format('%.0f', t), string.format('%.0f', total))
+if ndead > 1 then
+  local n = ndead - 1
   if n > trim then
     n = trim
   end
-  redis.call('ZREMRANGEBYRANK', key, 0, n - 1)
+  redis.call('ZREMRANGEBYRANK', zkey, 1, n)
 end
-redis.call('PEXPIRE', key, ttl + margin)
+redis.call('PEXPIRE', zkey, ttl + margin)
 local rem = limit - used

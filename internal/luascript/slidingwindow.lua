@@ -1,6 +1,7 @@
 -- Sliding-window counter (Go: slidingwindow.Window).
 -- Parameters: $1 limit, $2 window in µs.
--- State: a string "<window index> <count> <previous count>": the cost
+-- State: the header "S<limit>,<window>:", then "<window index> <count>
+-- <previous count>": the cost
 -- admitted in the window of that index and in the one before. The cost in
 -- the rolling window ending now is estimated as
 --   count + ⌈previous × (window − elapsed) / window⌉,
@@ -11,7 +12,7 @@
 -- such an index is another window length's, so the state counts as fresh
 -- rather than make every wait that long. Counts are at most 2^40 (no limit
 -- is larger); a value that is not such a state is refused with an
--- RLMISMATCH error.
+-- RLMISMATCH error (or started afresh).
 local limit = tonumber(ARGV[$1])
 local window = tonumber(ARGV[$2])
 
@@ -22,42 +23,6 @@ if index * window > now then
 elseif (index + 1) * window <= now then
   index = index + 1
 end
-local count, prev = 0, 0
-local state = redis.pcall('GET', key)
-if state then
-  if type(state) == 'table' then
-    return redis.error_reply('RLMISMATCH ' .. key .. ' is not a string, not a sliding-window counter')
-  end
-  local i, c, p = string.match(state, '^(%-?%d+) (%d+) (%d+)$')
-  i, c, p = tonumber(i), tonumber(c), tonumber(p)
-  if not (i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 1099511627776 and p <= 1099511627776) then
-    return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes that are not a sliding-window counter')
-  end
-  local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1
-  if i > index + 1 then
-    -- ⌊2^48/window⌋, the most windows a counted one may lie ahead,
-    -- computed only past the next window.
-    ahead = math.floor(281474976710656 / window)
-    if ahead * window > 281474976710656 then
-      ahead = ahead - 1
-    elseif (ahead + 1) * window <= 281474976710656 then
-      ahead = ahead + 1
-    end
-  end
-  if (c > 0 or p > 0) and i <= index + ahead then
-    if i >= index then
-      index, count, prev = i, c, p
-    elseif i == index - 1 then
-      prev = c
-    end
-  end
-end
-local start = index * window
-local elapsed = now - start
-if elapsed < 0 then
-  elapsed = 0
-end
-
 -- muldiv(a, b, c): ⌊a·b/c⌋ and the remainder, exact for whole numbers
 -- 0 ≤ a ≤ 2^40, 0 ≤ b ≤ 2^48 and 1 ≤ c ≤ 2^48 (the quotients needed are
 -- below 2^49). A product below 2^53 is exact as it is; a larger one (up to
@@ -87,6 +52,98 @@ local function muldiv(a, b, c)
     q, r = q * 16 + d, x - d * c
   end
   return q, r
+end
+
+local count, prev = 0, 0
+if state then
+  local i, c, p = string.match(state, '^(%-?%d+) (%d+) (%d+)$', at)
+  i, c, p = tonumber(i), tonumber(c), tonumber(p)
+  if i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 1099511627776 and p <= 1099511627776 then
+    if old0 then
+      -- Written under limit old0 and window old1 (design §2.5, §2.8).
+      -- Under the same window the counts stay as they are (as-is), or
+      -- carry as fractions of the old limit (proportional, rounded up,
+      -- capped); under another, the old window's estimate at now becomes
+      -- one count in the window of now, capped (as-is) or carried as a
+      -- fraction (proportional).
+      local prop = ARGV[$mode] == '1' or ARGV[$mode] == '3'
+      if old1 ~= window then
+        local oi = math.floor(now / old1)
+        if oi * old1 > now then
+          oi = oi - 1
+        elseif (oi + 1) * old1 <= now then
+          oi = oi + 1
+        end
+        local oahead = math.floor(281474976710656 / old1)
+        if oahead * old1 > 281474976710656 then
+          oahead = oahead - 1
+        elseif (oahead + 1) * old1 <= 281474976710656 then
+          oahead = oahead + 1
+        end
+        local oc, op, ostart = 0, 0, oi * old1
+        if (c > 0 or p > 0) and i <= oi + oahead then
+          if i >= oi then
+            oc, op, ostart = c, p, i * old1
+          elseif i == oi - 1 then
+            op = c
+          end
+        end
+        local u = oc
+        if op > 0 then
+          local el = now - ostart
+          if el < 0 then
+            el = 0
+          end
+          local q, r = muldiv(op, old1 - el, old1)
+          if r > 0 then
+            q = q + 1
+          end
+          u = oc + q
+        end
+        i, c, p = index, u, 0
+        if not prop then
+          c = math.min(c, limit)
+        end
+      end
+      if prop then
+        local q, r = muldiv(c, limit, old0)
+        if r > 0 then
+          q = q + 1
+        end
+        c = math.min(q, limit)
+        q, r = muldiv(p, limit, old0)
+        if r > 0 then
+          q = q + 1
+        end
+        p = math.min(q, limit)
+      end
+    end
+    local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1
+    if i > index + 1 then
+      -- ⌊2^48/window⌋, the most windows a counted one may lie ahead,
+      -- computed only past the next window.
+      ahead = math.floor(281474976710656 / window)
+      if ahead * window > 281474976710656 then
+        ahead = ahead - 1
+      elseif (ahead + 1) * window <= 281474976710656 then
+        ahead = ahead + 1
+      end
+    end
+    if (c > 0 or p > 0) and i <= index + ahead then
+      if i >= index then
+        index, count, prev = i, c, p
+      elseif i == index - 1 then
+        prev = c
+      end
+    end
+  elseif not afresh then
+    return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' holds ' .. #state .. ' bytes that are not a sliding-window counter')
+  end
+end
+local start = index * window
+local elapsed = now - start
+if elapsed < 0 then
+  elapsed = 0
 end
 
 local used = count
@@ -129,5 +186,5 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
-redis.call('SET', key, string.format('%.0f %.0f %.0f', index, count, prev), 'PX', ttl + margin)
+local value = string.format('%.0f %.0f %.0f', index, count, prev)
 local rem = limit - used - cost

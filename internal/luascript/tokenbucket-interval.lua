@@ -1,8 +1,8 @@
 -- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
 -- Parameters: $1 capacity, $2 tokens per interval, $3 interval in µs.
--- State: a string "<tokens> <instant of the last refill µs>", tokens in
--- [0, 2^53], the instant within ±2^53; anything else is refused with an
--- RLMISMATCH error.
+-- State: the header "I<capacity>:", then "<tokens> <instant of the last
+-- refill µs>", tokens in [0, 2^53], the instant within ±2^53; anything
+-- else is refused with an RLMISMATCH error (or started afresh).
 local capacity = tonumber(ARGV[$1])
 local per = tonumber(ARGV[$2])
 local interval = tonumber(ARGV[$3])
@@ -19,17 +19,57 @@ local function floordiv(a, b)
 end
 
 local tokens, last = capacity, now
-local state = redis.pcall('GET', key)
 if state then
-  if type(state) == 'table' then
-    return redis.error_reply('RLMISMATCH ' .. key .. ' is not a string, not a token bucket')
-  end
-  local k, l = string.match(state, '^(%d+) (%-?%d+)$')
+  local k, l = string.match(state, '^(%d+) (%-?%d+)$', at)
   k, l = tonumber(k), tonumber(l)
-  if not (k and l and k <= 9007199254740992 and l >= -9007199254740992 and l <= 9007199254740992) then
-    return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes that are not a token bucket')
+  if k and l and k <= 9007199254740992 and l >= -9007199254740992 and l <= 9007199254740992 then
+    tokens, last = k, l
+    if old0 then
+      -- Written under capacity old0 (design §2.2): refilled up to now on
+      -- this bucket's schedule with the old capacity, then what was used
+      -- stays used (as-is) or the fraction held carries (proportional,
+      -- rounded down: more used).
+      if tokens >= old0 then
+        tokens, last = old0, math.max(last, now)
+      elseif now > last then
+        local ticks = floordiv(now - last, interval)
+        if ticks >= floordiv(old0 - tokens + per - 1, per) then
+          tokens, last = old0, now
+        else
+          tokens, last = tokens + ticks * per, last + ticks * interval
+        end
+      end
+      if ARGV[$mode] == '1' or ARGV[$mode] == '3' then
+        -- muldiv returns ⌊a·b/c⌋ for whole numbers 0 ≤ a, b ≤ 2^40, 1 ≤ c ≤ 2^40:
+        -- a product below 2^53 is exact as it is, a larger one is divided by
+        -- long division, 4 bits of b at a time.
+        local function muldiv(a, b, c)
+          local p = a * b
+          if p < 9007199254740992 then
+            return floordiv(p, c)
+          end
+          local q, r = 0, 0
+          for shift = 48, 0, -4 do
+            local x = r * 16 + a * (math.floor(b / 2 ^ shift) % 16)
+            local d = floordiv(x, c)
+            q, r = q * 16 + d, x - d * c
+          end
+          return q
+        end
+        tokens = muldiv(tokens, capacity, old0)
+      else
+        tokens = tokens + capacity - old0
+        if tokens < 0 then
+          tokens = 0
+        end
+      end
+      if tokens >= capacity then
+        last = math.max(last, now)
+      end
+    end
+  elseif not afresh then
+    return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' holds ' .. #state .. ' bytes that are not a token bucket')
   end
-  tokens, last = k, l
 end
 
 -- Refill up to now by whole intervals; a refill that fills the bucket
@@ -65,5 +105,5 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
-redis.call('SET', key, string.format('%.0f %.0f', tokens, last), 'PX', ttl + margin)
+local value = string.format('%.0f %.0f', tokens, last)
 local rem = tokens

@@ -1,9 +1,9 @@
 -- Continuous token bucket (Go: tokenbucket.Bucket).
 -- Parameters: $1 capacity, $2 rate in tokens per second.
--- State: 16 bytes, tokens and the last update in µs as two little-endian
--- IEEE 754 doubles: exact, and small enough that Redis stores the key in
--- its smallest string encoding (text with 17 digits would not fit).
--- Anything else is refused with an RLMISMATCH error.
+-- State: the header "T<capacity>:", then 16 bytes, tokens and the last
+-- update in µs as two little-endian IEEE 754 doubles: exact, and shorter
+-- than text with 17 digits. Anything else is refused with an RLMISMATCH
+-- error (or started afresh).
 local capacity = tonumber(ARGV[$1])
 local per_micro = tonumber(ARGV[$2]) / 1e6
 
@@ -53,24 +53,50 @@ if not struct then
 end
 
 local tokens, last = capacity, now
-local state = redis.pcall('GET', key)
 if state then
-  if type(state) == 'table' then
-    return redis.error_reply('RLMISMATCH ' .. key .. ' is not a string, not a token bucket')
-  end
-  if #state ~= 16 then
-    return redis.error_reply('RLMISMATCH ' .. key .. ' holds ' .. #state .. ' bytes, not a token bucket')
-  end
-  if struct then
-    tokens, last = struct.unpack('<dd', state)
-  else
-    tokens, last = dec(state, 1), dec(state, 9)
+  local k, l = -1, 0
+  if #state == at + 15 then
+    if struct then
+      k, l = struct.unpack('<dd', state, at)
+    else
+      k, l = dec(state, at), dec(state, at + 8)
+    end
   end
   -- Tokens in [0, 2^53], a whole instant within ±2^53: NaN fails every
-  -- comparison, and text that happens to be 16 bytes long (a GCRA state)
-  -- decodes to a fraction of an instant.
-  if not (tokens >= 0 and tokens <= 9007199254740992 and last >= -9007199254740992 and last <= 9007199254740992 and last == math.floor(last)) then
-    return redis.error_reply('RLMISMATCH ' .. key .. ' holds 16 bytes that are not a token bucket')
+  -- comparison, and text that happens to be 16 bytes long decodes to a
+  -- fraction of an instant.
+  if k >= 0 and k <= 9007199254740992 and l >= -9007199254740992 and l <= 9007199254740992 and l == math.floor(l) then
+    tokens, last = k, l
+    if old0 then
+      -- Written under capacity old0 (design §2.1): the tokens refilled
+      -- at this bucket's rate up to now, capped at the old capacity, then
+      -- what was used stays used (as-is) or the fraction held carries
+      -- (proportional).
+      local e = now - last
+      if e < 0 then
+        e = 0
+      end
+      local a = tokens + e * per_micro
+      if a > old0 then
+        a = old0
+      end
+      if ARGV[$mode] == '1' or ARGV[$mode] == '3' then
+        tokens = a * capacity / old0
+        if tokens > capacity then
+          tokens = capacity
+        end
+      else
+        tokens = a + (capacity - old0)
+        if tokens < 0 then
+          tokens = 0
+        end
+      end
+      if now > last then
+        last = now
+      end
+    end
+  elseif not afresh then
+    return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' holds ' .. #state .. ' bytes that are not a token bucket')
   end
 end
 
@@ -116,11 +142,10 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
-local packed
+local value
 if struct then
-  packed = struct.pack('<dd', tokens, last)
+  value = struct.pack('<dd', tokens, last)
 else
-  packed = enc(tokens) .. enc(last)
+  value = enc(tokens) .. enc(last)
 end
-redis.call('SET', key, packed, 'PX', ttl + margin)
 local rem = math.floor(tokens)

@@ -22,8 +22,8 @@ import (
 
 // Runner runs scripts on one Redis deployment through one client library.
 type Runner interface {
-	// Eval runs s with KEYS = keys (one per limit, all with the same hash
-	// tag) and ARGV = args.All(): EVALSHA (EVALSHA_RO when readOnly), then
+	// Eval runs s with KEYS = keys (the key's hash, then one sorted set
+	// per limit, all with the same hash tag) and ARGV = args.All(): EVALSHA (EVALSHA_RO when readOnly), then
 	// EVAL (EVAL_RO) if the server answers NOSCRIPT. It returns the reply
 	// as integers, appended to reply[:0] when it can, so that a call does
 	// not allocate them. It must not resend a call that may have reached
@@ -105,16 +105,21 @@ func (c *Config[K]) Check() error {
 
 // Table is a store.Table kept in Redis.
 //
-// Limit i of key k is kept under the Redis key prefix + "{" + encoded k +
-// "}" + ":" + ID i (no ":" and ID when the ID is empty, the layout of
-// releases before IDs). The braces make every limit of one key share a
-// Redis Cluster hash tag, so one script reaches all of them.
+// The state of key k is kept in the Redis hash prefix + "{" + encoded k +
+// "}" + "#", one field per limit's state ID, whose value is the state's
+// header (algorithm.Tag.Header) and body; a sliding log keeps its state
+// in a sorted set of its own, that name followed by its ID ("#{}" for the
+// empty ID). The braces make every limit of one key share a Redis Cluster
+// hash tag, so one script reaches all of them. Keys of the layout before
+// headers (prefix{k} and prefix{k}:ID) are never read.
 type Table[K comparable] struct {
 	run      Runner
 	prefix   string
 	encode   store.KeyEncoder[K]
 	script   *luascript.Script
-	suffixes []string // ":" + ID per limit, or ""
+	suffixes []string // "#", then "#" + ID per limit ("#{}" for "")
+	ids      []string // the limits' state IDs, as Reset sends them
+	resetAny []any
 	rest     []string // ARGV[3…]: the TTL margin in ms, then the parameters
 	restAny  []any
 	server   bool
@@ -139,12 +144,13 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	specs := make([]algorithm.Spec, len(limits))
+	specs := make([]luascript.Limit, len(limits))
 	t := &Table[K]{
 		run:      run,
 		prefix:   cfg.Prefix,
 		encode:   cfg.Encode,
-		suffixes: make([]string, len(limits)),
+		suffixes: make([]string, 1+len(limits)),
+		ids:      make([]string, len(limits)),
 		limits:   make([]int64, len(limits)),
 		server:   clock.IsServer(clk),
 		maxKey:   cfg.MaxKeyBytes,
@@ -153,11 +159,20 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 		if strings.ContainsAny(l.ID, "{}") {
 			return nil, fmt.Errorf("%w: state ID %q must not contain '{' or '}'", algorithm.ErrInvalidConfig, l.ID)
 		}
-		if l.ID != "" {
-			t.suffixes[i] = ":" + l.ID
+		t.ids[i] = l.ID
+		specs[i] = luascript.Limit{Spec: l.Algorithm.Spec(), ID: l.ID, Rule: l.Inherit, ResetOnMismatch: l.ResetOnMismatch}
+		var ok bool
+		if specs[i].Tag, ok = algorithm.TagOf(l.Algorithm); !ok {
+			return nil, fmt.Errorf("%w: %v has no algorithm.Tag", store.ErrAlgorithmUnsupported, l.Algorithm)
 		}
-		specs[i] = l.Algorithm.Spec()
 		t.limits[i] = l.Algorithm.Limit()
+	}
+	for i, k := range luascript.Keys("", t.ids...) {
+		t.suffixes[i] = k
+	}
+	t.resetAny = make([]any, len(t.ids))
+	for i, id := range t.ids {
+		t.resetAny[i] = id
 	}
 	script, params, err := luascript.For(specs...)
 	if err != nil {
@@ -197,9 +212,10 @@ var scratches = sync.Pool{New: func() any {
 
 var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
 
-// Keys returns the Redis keys holding key's state, one per limit, in
-// dst[:0]: the prefix, then the encoded key in braces, so that it is the
-// Redis Cluster hash tag, then the limit's suffix. Inside the braces '\'
+// Keys returns the Redis keys of key's state in dst[:0]: its hash, then
+// one sorted set per limit (see Table): the prefix, then the encoded key
+// in braces, so that it is the Redis Cluster hash tag, then the suffix.
+// The empty key is written "\\" in the braces, so that its tag is not empty. Inside the braces '\'
 // becomes `\\` and '}' becomes `\)`, so no user key can end the tag
 // early, and different keys never share a name. The keys are cut from one
 // string: one allocation however many limits there are.
@@ -217,6 +233,13 @@ func (t *Table[K]) Keys(dst []string, key K) ([]string, error) {
 	}
 	// The escaped key follows raw in the same buffer.
 	esc := escape(raw, raw[len(raw):])
+	if len(esc) == 0 {
+		// The empty key: a hash tag of its own, "\", which no other key's
+		// escaping writes (a '\' it writes is followed by '\' or ')'). An
+		// empty tag would make Redis Cluster hash each whole name, putting
+		// a key's hash and its sorted sets in different slots.
+		esc = append(esc, '\\')
+	}
 	size := 0
 	for _, sfx := range t.suffixes {
 		size += len(t.prefix) + len(esc) + 2 + len(sfx)
@@ -246,7 +269,8 @@ func (t *Table[K]) Keys(dst []string, key K) ([]string, error) {
 	return dst, nil
 }
 
-// Key returns the Redis key holding key's state under the first limit.
+// Key returns the Redis hash holding key's state (but for a sliding
+// log's, in a sorted set of its own: Keys).
 func (t *Table[K]) Key(key K) (string, error) {
 	var one [1]string
 	keys, err := t.Keys(one[:0], key)
@@ -289,17 +313,24 @@ func (t *Table[K]) Peek(ctx context.Context, key K, now int64, out []algorithm.R
 	return t.eval(ctx, key, true, t.args(now, 0), out)
 }
 
-// Reset deletes key's state under every limit.
+// Reset deletes key's state under every limit: the fields of the
+// limits' IDs in key's hash (not other IDs'), and their sorted sets.
 func (t *Table[K]) Reset(ctx context.Context, key K) error {
-	var buf [4]string
+	var buf [5]string
 	keys, err := t.Keys(buf[:0], key)
 	if err != nil {
 		return err
 	}
-	if err := t.run.Del(ctx, keys); err != nil {
-		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	_, err = t.run.Eval(ctx, luascript.Reset, false, keys, Args{Rest: t.ids, RestAny: t.resetAny}, nil)
+	switch {
+	case err == nil:
+		return nil
+	case IsMismatch(err):
+		return fmt.Errorf("%w: reset: %w", store.ErrStateMismatch, err)
+	case IsOOM(err):
+		return fmt.Errorf("%w: reset: %w", store.ErrFull, err)
 	}
-	return nil
+	return fmt.Errorf("%w: reset: %w", store.ErrUnavailable, err)
 }
 
 func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args, out []algorithm.Result) (algorithm.Result, error) {

@@ -113,7 +113,7 @@ func testRestart(t *testing.T, newStore NewStore) {
 	srv := StartServer(t)
 	ctx := t.Context()
 	alg := algorithms(t, 3, time.Hour)[3].alg
-	script, _, err := luascript.For(alg.Spec())
+	script, _, err := luascript.For(luascript.LimitOf(alg, ""))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,8 +57,8 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //     encoded key;
 //   - UnsupportedAlgorithm: an algorithm without a script is refused;
 //   - StateIDs: limiters configured differently under one prefix never
-//     share state; WithStateID shares it on purpose, and WithStateID("")
-//     keeps the layout of releases before state IDs (prefix{key});
+//     share state; WithStateID shares it on purpose, carrying it across
+//     a change of limit, and WithStateID("") is the hash's field "";
 //   - PolicyOneCall: a policy's decision is one script call, on one slot;
 //   - EvictionPolicy, EvictionCheckOnce: a server whose maxmemory-policy
 //     may evict (allkeys-*) makes Open warn, or fail with EvictionRefuse;
@@ -167,11 +167,14 @@ func redisKey(t testing.TB, prefix, key string, alg algorithm.Algorithm) string 
 	if err != nil {
 		t.Fatalf("redistable.Open(prefix %q): %v", prefix, err)
 	}
-	name, err := table.Key(key)
+	names, err := table.Keys(nil, key)
 	if err != nil {
-		t.Fatalf("Key(%q): %v", key, err)
+		t.Fatalf("Keys(%q): %v", key, err)
 	}
-	return name
+	if tag, _ := algorithm.TagOf(alg); tag.Kind == algorithm.KindSlidingLog {
+		return names[1] // its sorted set
+	}
+	return names[0] // the key's hash
 }
 
 // forEachMaster calls f with a client of every master of target (the one
@@ -243,6 +246,12 @@ func value(ctx context.Context, t testing.TB, admin redis.UniversalClient, key s
 			t.Fatalf("ZRANGE %q: %v", key, err)
 		}
 		return fmt.Sprint("zset ", zs)
+	case "hash":
+		h, err := admin.HGetAll(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("HGETALL %q: %v", key, err)
+		}
+		return fmt.Sprintf("hash %q", h)
 	}
 	t.Fatalf("key %q has type %s, which no script writes", key, typ)
 	return ""
@@ -280,6 +289,7 @@ func testTTL(t *testing.T, newStore NewStore) {
 					sent  time.Time     // when it was sent: the server wrote the TTL after
 				}
 				written := map[string]write{}
+				tag, _ := algorithm.TagOf(a.alg)
 				take := func(key string, n int) ratelimit.Decision {
 					t.Helper()
 					sent := time.Now()
@@ -288,7 +298,12 @@ func testTTL(t *testing.T, newStore NewStore) {
 						t.Fatalf("AllowN(%q, %d): %v", key, n, err)
 					}
 					if d.Allowed() {
-						written[redisKey(t, prefix, key, a.alg)] = write{d.ResetAfter(), sent}
+						// A hash's TTL is the longest any write asked for
+						// (PEXPIRE GT): a later, shorter one leaves it.
+						k := redisKey(t, prefix, key, a.alg)
+						if w, ok := written[k]; !ok || tag.Kind == algorithm.KindSlidingLog || sent.Add(d.ResetAfter()).After(w.sent.Add(w.reset)) {
+							written[k] = write{d.ResetAfter(), sent}
+						}
 					}
 					return d
 				}
@@ -685,19 +700,28 @@ func testStateIDs(t *testing.T, newStore NewStore) {
 		if d, err := newLimiter(t, small, st, clk).Allow(ctx, "k"); err != nil || d.Allowed() {
 			t.Errorf("a second 2-token bucket on the drained key: %+v, %v; want denied (shared state)", d, err)
 		}
-		// Named alike: shared on purpose, across a change of configuration.
+		// Named alike: shared on purpose, across a change of configuration,
+		// which carries what was used (algorithm.AsIs): the 2 tokens used
+		// stay used, 98 of 100 remain.
 		drain(newLimiter(t, small, st, clk, ratelimit.WithStateID("api")), "n")
-		if d, err := newLimiter(t, big, st, clk, ratelimit.WithStateID("api")).Peek(ctx, "n"); err != nil || d.Remaining() != 0 {
-			t.Errorf("a 100-token bucket with the state ID of a drained 2-token bucket: %+v, %v; want remaining 0 (the tokens it holds)", d, err)
+		if d, err := newLimiter(t, big, st, clk, ratelimit.WithStateID("api")).Peek(ctx, "n"); err != nil || d.Remaining() != 98 {
+			t.Errorf("a 100-token bucket with the state ID of a drained 2-token bucket: %+v, %v; want remaining 98 (2 used)", d, err)
 		}
-		// The legacy layout: no suffix.
+		if d, err := newLimiter(t, big, st, clk, ratelimit.WithStateID("api"), ratelimit.WithInheritance(algorithm.Proportional)).Peek(ctx, "n"); err != nil || d.Remaining() != 0 {
+			t.Errorf("a 100-token bucket with the state ID of a drained 2-token bucket, proportional: %+v, %v; want remaining 0 (all used)", d, err)
+		}
+		// The empty ID is a field like any other ("" of the key's hash),
+		// not the layout of releases before state IDs (prefix{k}).
 		legacy := newLimiter(t, small, st, clk, ratelimit.WithStateID(""))
 		if _, err := legacy.Allow(ctx, "old"); err != nil {
 			t.Fatal(err)
 		}
 		admin := GoRedis(t, target)
-		if n, err := admin.Exists(ctx, prefix+"{old}").Result(); err != nil || n != 1 {
-			t.Errorf("WithStateID(\"\"): EXISTS %s{old} = %d, %v; want the key of releases before state IDs", prefix, n, err)
+		if n, err := admin.Exists(ctx, prefix+"{old}").Result(); err != nil || n != 0 {
+			t.Errorf("WithStateID(\"\"): EXISTS %s{old} = %d, %v; want no key of the old layout", prefix, n, err)
+		}
+		if n, err := admin.HExists(ctx, prefix+"{old}#", "").Result(); err != nil || !n {
+			t.Errorf("WithStateID(\"\"): HEXISTS %s{old}# \"\" = %v, %v; want the field", prefix, n, err)
 		}
 		if _, err := ratelimit.New(small, st, ratelimit.WithStateID("a{b")); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 			t.Errorf("WithStateID with a brace: %v, want ErrInvalidConfig", err)

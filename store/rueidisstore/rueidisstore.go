@@ -185,6 +185,7 @@ func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], 
 		return nil, err
 	}
 	r.take = rueidis.NewLuaScript(t.Script().Source)
+	r.script = t.Script()
 	return t, nil
 }
 
@@ -221,6 +222,7 @@ func (s *Store[K]) readPolicies(ctx context.Context) ([]redistable.NodePolicy, e
 type runner struct {
 	client rueidis.Client
 	take   *rueidis.Lua // the table's script
+	script *luascript.Script
 }
 
 // argvs hold calls' ARGV. rueidis copies them into its own command, so
@@ -235,7 +237,7 @@ func (r *runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, k
 		*ap = args[:0]
 		argvs.Put(ap)
 	}()
-	if !readOnly {
+	if !readOnly && s == r.script {
 		return intSlice(r.take.Exec(ctx, r.client, keys, args), reply)
 	}
 	// Peeks are built as arbitrary commands rather than with
@@ -243,10 +245,15 @@ func (r *runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, k
 	// read-only on network errors until the context ends (forever without
 	// a deadline), and a peek at a Redis that is down must fail at once
 	// for the Limiter's failure policy to decide.
+	// Another script (the table's Reset) goes the same way, unmarked.
 	n := strconv.Itoa(len(keys))
-	resp := r.client.Do(ctx, r.client.B().Arbitrary("EVALSHA_RO", s.SHA1, n).Keys(keys...).Args(args...).Build())
+	sha, src := "EVALSHA", "EVAL"
+	if readOnly {
+		sha, src = "EVALSHA_RO", "EVAL_RO"
+	}
+	resp := r.client.Do(ctx, r.client.B().Arbitrary(sha, s.SHA1, n).Keys(keys...).Args(args...).Build())
 	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
-		resp = r.client.Do(ctx, r.client.B().Arbitrary("EVAL_RO", s.Source, n).Keys(keys...).Args(args...).Build())
+		resp = r.client.Do(ctx, r.client.B().Arbitrary(src, s.Source, n).Keys(keys...).Args(args...).Build())
 	}
 	return intSlice(resp, reply)
 }

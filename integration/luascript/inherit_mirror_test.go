@@ -1,0 +1,145 @@
+package luascript_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/internal/redistest"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// mirrorInherit runs hist through old's script and Go transition (as
+// mirror does), then calls through new's script under the same state ID
+// and rule, against Go: until an admission, every call converts the old
+// state at its instant (old's Tag, new.Inherit), since nothing is written
+// before; after it, new decides on its own state. The script's replies
+// must be Go's, call for call.
+func mirrorInherit(t *testing.T, client redis.UniversalClient, old, new algorithm.Algorithm, rule algorithm.Rule, key string, hist, calls []call) {
+	t.Helper()
+	inh, ok := new.(algorithm.Inheritor)
+	if !ok {
+		t.Skipf("%v has no Inherit (the Go half of commit 4)", new)
+	}
+	from, _ := algorithm.TagOf(old)
+	var s algorithm.State
+	mirror(t, client, old, key, hist, func(_ int, st algorithm.State) { s = st })
+	ctx := t.Context()
+	l := luascript.LimitOf(new, "m")
+	l.Rule = rule
+	script, params, err := luascript.For(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := luascript.Keys(key, "m")
+	converted := false
+	for i, c := range calls {
+		args := append([]any{strconv.FormatInt(c.now, 10), strconv.FormatInt(c.cost, 10), "600000"}, anys(params)...)
+		cur := s
+		if !converted {
+			cur = inh.Inherit(from, s, c.now, rule)
+		}
+		var cmd *redis.Cmd
+		var want algorithm.Result
+		if c.cost == 0 {
+			cmd = client.EvalRO(ctx, script.Source, keys, args...)
+			want = new.Peek(cur, c.now, 1)
+		} else {
+			cmd = client.Eval(ctx, script.Source, keys, args...)
+			var next algorithm.State
+			next, want = new.Take(cur, c.now, c.cost)
+			if want.Allowed() {
+				s, converted = next, true
+			}
+		}
+		reply, err := cmd.Int64Slice()
+		if err != nil {
+			t.Fatalf("%v after %v (%v), call %d (cost %d at %d): %v", new, old, rule, i, c.cost, c.now, err)
+		}
+		got := algorithm.Result{}
+		if len(reply) == 3 {
+			got = algorithm.Result{Remaining: reply[0], RetryAfter: reply[1], ResetAfter: reply[2]}
+		}
+		if len(reply) != 3 || got != want {
+			t.Fatalf("%v after %v (%v), call %d (cost %d at %d): script replied %v, Go decides %+v",
+				new, old, rule, i, c.cost, c.now, reply, want)
+		}
+	}
+}
+
+// TestInheritMirror changes the limit of keys with random histories, on
+// every algorithm and both rules (as-is only for the log): limits from 1
+// to 2^40 (2^15 for the log), windows and intervals from 1 µs to 2^48 µs;
+// the script's conversion in Lua decides as the Go Inherit methods do,
+// call for call, on every target.
+func TestInheritMirror(t *testing.T) {
+	limits := []int64{1, 3, 10, 100, 1000, 1 << 20, algorithm.MaxLimit}
+	durations := []int64{1, 7, 1000, 1_000_000, 60_000_000, 3_600_000_000, algorithm.MaxDuration}
+	makers := map[string]func(limit, d int64) (algorithm.Algorithm, error){
+		"tokenbucket": func(limit, d int64) (algorithm.Algorithm, error) {
+			return tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: float64(limit) * 1e6 / float64(d)})
+		},
+		"tokenbucket-interval": func(limit, d int64) (algorithm.Algorithm, error) {
+			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: max(limit/7, 1), Interval: time.Duration(d) * time.Microsecond})
+		},
+		"gcra": func(limit, d int64) (algorithm.Algorithm, error) {
+			return gcra.New(gcra.Config{Burst: limit, Every: time.Duration(max(d/limit, 1)) * time.Microsecond})
+		},
+		"fixedwindow": func(limit, d int64) (algorithm.Algorithm, error) {
+			return fixedwindow.New(fixedwindow.Config{Limit: limit, Window: time.Duration(d) * time.Microsecond})
+		},
+		"slidingwindow": func(limit, d int64) (algorithm.Algorithm, error) {
+			return slidingwindow.New(slidingwindow.Config{Limit: limit, Window: time.Duration(d) * time.Microsecond})
+		},
+		"slidinglog": func(limit, d int64) (algorithm.Algorithm, error) {
+			return slidinglog.New(slidinglog.Config{Limit: min(limit, slidinglog.MaxLimit), Window: time.Duration(d) * time.Microsecond})
+		},
+	}
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		client := redistest.GoRedis(t, target)
+		for name, mk := range makers {
+			t.Run(name, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(24, uint64(len(name))))
+				runs := 0
+				for runs < 40 {
+					old, err := mk(limits[rng.IntN(len(limits))], durations[rng.IntN(len(durations))])
+					if err != nil {
+						continue // a configuration New refuses
+					}
+					new, err := mk(limits[rng.IntN(len(limits))], durations[rng.IntN(len(durations))])
+					if err != nil {
+						continue
+					}
+					rule := algorithm.Rule(rng.IntN(2))
+					if name == "slidinglog" {
+						rule = algorithm.AsIs
+					}
+					runs++
+					span := durations[rng.IntN(len(durations))]
+					now := int64(1_763_700_000_000_000) + rng.Int64N(1_000_000_000)
+					var hist, calls []call
+					for range 1 + rng.IntN(6) {
+						now += rng.Int64N(span/4 + 1)
+						hist = append(hist, call{now, 1 + rng.Int64N(min(old.Limit(), 4))})
+					}
+					for range 1 + rng.IntN(8) {
+						now += rng.Int64N(span/2 + 1)
+						calls = append(calls, call{now, rng.Int64N(min(new.Limit(), 4) + 1)})
+					}
+					key := redistest.Prefix(t) + fmt.Sprintf("{inherit%d}", runs)
+					mirrorInherit(t, client, old, new, rule, key, hist, calls)
+				}
+			})
+		}
+	})
+}
