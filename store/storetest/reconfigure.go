@@ -15,7 +15,8 @@ import (
 
 // testReconfigure runs random sequences of decisions on a few keys of st
 // while the limit changes (Limiter.SetAlgorithm to another configuration
-// of the same kind, under a kept state ID, with a random rule), and checks
+// of the same kind, under a kept state ID, with a random rule; or, for a
+// limiter that starts foreign states afresh, to another kind), and checks
 // every decision against a reference that carries each key's state by the
 // algorithms' own Inherit, as the store contract says: a state written
 // under another Tag is converted at the decision's instant, and only an
@@ -36,20 +37,31 @@ func testReconfigure(t *testing.T, k kind, st store.Store[string]) {
 		}
 		start := drawStart(rt)
 		clk := clock.NewFake(time.UnixMicro(start))
-		lim, err := ratelimit.New(s.alg, st, ratelimit.WithClock(clk),
-			ratelimit.WithStateID(fmt.Sprintf("rc%d", seq)), ratelimit.WithInheritance(rule))
+		// Sometimes the limiter starts foreign states afresh, and may then
+		// switch to another kind of algorithm mid-sequence.
+		afresh := rapid.Bool().Draw(rt, "reset on mismatch")
+		opts := []ratelimit.Option{ratelimit.WithClock(clk),
+			ratelimit.WithStateID(fmt.Sprintf("rc%d", seq)), ratelimit.WithInheritance(rule)}
+		if afresh {
+			opts = append(opts, ratelimit.WithResetOnMismatch())
+		}
+		lim, err := ratelimit.New(s.alg, st, opts...)
 		if err != nil {
 			rt.Fatalf("ratelimit.New(%v): %v", s.alg, err)
 		}
 		r := &reconfig{k: k, s: s, rule: rule, lim: lim, clk: clk, start: start, now: start,
 			keys: map[string]*carried{}, seq: seq}
-		rt.Repeat(map[string]func(*rapid.T){
+		actions := map[string]func(*rapid.T){
 			"advance":     r.capped(r.advance),
 			"allow":       r.capped(r.allow),
 			"peek":        r.capped(r.peek),
 			"reset":       r.capped(r.reset),
 			"reconfigure": r.capped(r.reconfigure),
-		})
+		}
+		if afresh {
+			actions["switch"] = r.capped(r.switchKind)
+		}
+		rt.Repeat(actions)
 	})
 }
 
@@ -106,6 +118,25 @@ func (r *reconfig) reconfigure(t *rapid.T) {
 	r.s = next
 }
 
+// switchKind puts an algorithm of another kind in place (the limiter
+// starts foreign states afresh): every key's state is then another
+// kind's, and reads as fresh until an admission replaces it.
+func (r *reconfig) switchKind(t *rapid.T) {
+	var others []kind
+	for _, k := range kinds {
+		if k.name != r.k.name && (r.rule == algorithm.AsIs || k.name != "slidinglog") {
+			others = append(others, k)
+		}
+	}
+	k := rapid.SampledFrom(others).Draw(t, "kind")
+	next := k.draw(t)
+	if err := r.lim.SetAlgorithm(next.alg); err != nil {
+		t.Fatalf("SetAlgorithm(%v) starting foreign states afresh: %v", next.alg, err)
+	}
+	t.Logf("%s: algorithm switched to %v", r.at(), next.alg)
+	r.k, r.s = k, next
+}
+
 // candidates returns the states the store may decide key's request on,
 // in the terms of the algorithm in force: the carried one converted, and
 // a fresh one when the writer would report the carried state fresh.
@@ -117,7 +148,11 @@ func (r *reconfig) candidates(t *rapid.T, c *carried) []algorithm.State {
 	}
 	s := copyState(c.s)
 	from, _ := algorithm.TagOf(c.writer)
-	if to, _ := algorithm.TagOf(alg); from != to {
+	to, _ := algorithm.TagOf(alg)
+	if from.Kind != to.Kind {
+		return []algorithm.State{fresh} // another kind's, started afresh
+	}
+	if from != to {
 		inh, ok := alg.(algorithm.Inheritor)
 		if !ok {
 			t.Fatalf("%v reads states of %v but is no algorithm.Inheritor", alg, c.writer)
@@ -177,10 +212,6 @@ func (r *reconfig) allow(t *rapid.T) {
 	i := r.match(t, fmt.Sprintf("AllowN(%s, %d)", name, cost), cost, got, err, rs)
 	if rs[i].Allowed() {
 		r.keys[name] = &carried{s: next[i], writer: r.s.alg}
-	} else if i == 1 {
-		// Denied on a fresh state: only a cost above the limit is, and
-		// those are not drawn.
-		t.Fatalf("%s: a fresh state denied %d", r.at(), cost)
 	}
 }
 
