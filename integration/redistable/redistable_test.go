@@ -16,6 +16,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
 	"github.com/go-ratelimit/ratelimit/internal/redistable"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
@@ -284,7 +285,10 @@ func TestArguments(t *testing.T) {
 	if _, err := server.Peek(ctx, "k", 1_700_000_000_123_456, nil); err != nil {
 		t.Fatal(err)
 	}
-	keys := "rl:{k}# rl:{k}#" + id // the hash, and the ID's sorted set
+	// The hash alone: the sorted set where a fixed window looks for a log
+	// of its ID on a miss is not declared (a slot migration would answer
+	// TRYAGAIN for as long as it lasts).
+	keys := "rl:{k}#"
 	want := []call{
 		{"fixedwindow", false, keys, []string{"1700000000123456", "3", "0", id, "F5,1000000:", "0", "5", "1000000"}},
 		{"fixedwindow", true, keys, []string{"1700000000123457", "0", "0", id, "F5,1000000:", "0", "5", "1000000"}},
@@ -306,6 +310,43 @@ func TestArguments(t *testing.T) {
 	wantReset := call{"reset", false, `rl:{a\)b}# rl:{a\)b}#` + id, []string{"", "", id}}
 	if err != nil || len(run.calls) != 1 || fmt.Sprint(run.calls[0]) != fmt.Sprint(wantReset) {
 		t.Errorf("Reset(a}b): %v, calls %+v; want %+v", err, run.calls, wantReset)
+	}
+}
+
+// TestDeclaredKeys checks the keys a decision's script declares: the hash
+// when a limit keeps its state there, then each sliding log's sorted set,
+// and no other; Key gives the first.
+func TestDeclaredKeys(t *testing.T) {
+	ctx := context.Background()
+	log, err := slidinglog.New(slidinglog.Config{Limit: 5, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		limits []store.Limit
+		want   string
+	}{
+		{"a fixed window", []store.Limit{{Algorithm: window(t), ID: "w"}}, "rl:{k}#"},
+		{"a sliding log", []store.Limit{{Algorithm: log, ID: "l"}}, "rl:{k}#l"},
+		{"a sliding log of the empty ID", []store.Limit{{Algorithm: log, ID: ""}}, "rl:{k}#{}"},
+		{"two logs", []store.Limit{{Algorithm: log, ID: "a"}, {Algorithm: log, ID: "b"}}, "rl:{k}#a rl:{k}#b"},
+		{"a log and a window", []store.Limit{{Algorithm: log, ID: "l"}, {Algorithm: window(t), ID: "w"}}, "rl:{k}# rl:{k}#l"},
+	} {
+		run := &fakeRunner{reply: make([]int64, 3*len(c.limits))}
+		table, err := redistable.Open(run, redistable.Config[string]{Prefix: prefix}, c.limits, clock.Local())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := table.Take(ctx, "k", 1_700_000_000_123_456, 1, make([]algorithm.Result, len(c.limits))); err != nil {
+			t.Fatal(err)
+		}
+		if got := run.calls[0].key; got != c.want {
+			t.Errorf("%s: the script declares %q, want %q", c.name, got, c.want)
+		}
+		if got, _ := table.Key("k"); got != strings.Fields(c.want)[0] {
+			t.Errorf("%s: Key %q, want %q", c.name, got, strings.Fields(c.want)[0])
+		}
 	}
 }
 

@@ -51,8 +51,8 @@ type Script struct {
 	Source string
 	// SHA1 is the hex SHA-1 of Source, for EVALSHA.
 	SHA1 string
-	// Limits is how many limits the script decides for: the number of
-	// KEYS it takes, and a third of the number of integers it replies.
+	// Limits is how many limits the script decides for: a third of the
+	// number of integers it replies.
 	Limits int
 }
 
@@ -134,7 +134,27 @@ func split(text string) (body, error) {
 func compose(names []string) *Script {
 	var src strings.Builder
 	src.WriteString(prelude)
-	fmt.Fprintf(&src, "local hkey = KEYS[1]\n")
+	// KEYS holds the keys the script must find on the node it runs on:
+	// the hash when a limit keeps its state there, then each sliding
+	// log's sorted set (redistable.Table declares no more, so that a
+	// Limiter's script has one key, which a Redis Cluster slot migration
+	// never answers TRYAGAIN). Other names (the hash for a script of logs
+	// alone, a sorted set where a string-state limit looks for a log on a
+	// miss) are derived from it. Callers that pass every name (the hash,
+	// then one sorted set per limit) get the same script.
+	logs := 0
+	for _, name := range names {
+		if bodies[name].kind == algorithm.KindSlidingLog {
+			logs++
+		}
+	}
+	src.WriteString("local hkey = KEYS[1]\n")
+	if logs == len(names) {
+		// Logs alone: KEYS[1] is the first log's sorted set, the hash's
+		// name followed by its ID ("{}" for the empty one).
+		fmt.Fprintf(&src, "if #KEYS == %d then\n  hkey = string.sub(hkey, 1, #hkey - (ARGV[%d] == '' and 2 or #ARGV[%d]))\nend\n", logs, 3+1, 3+1)
+	}
+	const zkeyOf = "local zkey = hkey .. (ARGV[$id] == '' and '{}' or ARGV[$id])\n"
 	argv := 3 // the ARGV index before the next limit's arguments
 	n := 0    // the limit's number, from 1
 	withArgs := func(part string) string {
@@ -178,7 +198,7 @@ func compose(names []string) *Script {
 		// One limit: the parts inline, with no closure to allocate.
 		b := bodies[names[0]]
 		n = 1
-		src.WriteString("local zkey = KEYS[2]\n")
+		src.WriteString(withArgs(zkeyOf))
 		src.WriteString(decide(b))
 		src.WriteString("if peek or not fits then\n")
 		src.WriteString(withArgs(b.report))
@@ -193,7 +213,8 @@ func compose(names []string) *Script {
 		for i, name := range names {
 			b := bodies[name]
 			n = i + 1
-			fmt.Fprintf(&src, "local report%d, commit%d\ndo\n-- limit %d: %s\nlocal zkey = KEYS[%d]\n", n, n, n, name, n+1)
+			fmt.Fprintf(&src, "local report%d, commit%d\ndo\n-- limit %d: %s\n", n, n, n, name)
+			src.WriteString(withArgs(zkeyOf))
 			src.WriteString(decide(b))
 			fmt.Fprintf(&src, "all = all and fits\nreport%d = function()\n", n)
 			src.WriteString(withArgs(b.report))

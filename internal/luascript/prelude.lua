@@ -2,11 +2,15 @@
 -- several limits on one key: the prelude, then each limit's algorithm body
 -- (luascript.go puts them together), run atomically.
 --
--- KEYS[1]    the key's hash, prefix{k}#: one field per state ID, whose
---            value is the state's header (algorithm.Tag.Header, "T100:")
---            then its body, for every algorithm but the sliding log
--- KEYS[1+i]  limit i's sorted set, prefix{k}#ID: a sliding log's state,
---            and where the other algorithms look for one on a miss
+-- KEYS       the keys the script needs on the node it runs on: the
+--            key's hash, prefix{k}# (one field per state ID, whose value
+--            is the state's header, algorithm.Tag.Header "T100:", then
+--            its body, for every algorithm but the sliding log) when a
+--            limit keeps its state there; then each sliding log's sorted
+--            set, prefix{k}#ID ("#{}" for the empty ID). The other names
+--            are derived (a string-state limit looks for a log's sorted
+--            set on a miss), so that a Limiter's script declares one key.
+--            Callers may also pass the hash, then one sorted set per limit.
 -- ARGV[1]    now, in Unix microseconds; empty to read the server's TIME
 -- ARGV[2]    the cost to take (1..limit), or 0 to peek: report the state
 --            for a cost of 1 and write nothing (safe under EVALSHA_RO)

@@ -118,6 +118,7 @@ type Table[K comparable] struct {
 	encode   store.KeyEncoder[K]
 	script   *luascript.Script
 	suffixes []string // "#", then "#" + ID per limit ("#{}" for "")
+	declared []string // the suffixes of the keys a decision's script declares (luascript.compose)
 	ids      []string // the limits' state IDs, as Reset sends them
 	resetAny []any
 	rest     []string // ARGV[3…]: the TTL margin in ms, then the parameters
@@ -170,6 +171,22 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	for i, k := range luascript.Keys("", t.ids...) {
 		t.suffixes[i] = k
 	}
+	// A decision declares the keys it must find where it runs: the hash
+	// when a limit keeps its state there, and each log's sorted set. A
+	// key it only looks at on a miss is not declared, so that a Limiter's
+	// script has one key and a Redis Cluster slot migration answers it
+	// ASK, never TRYAGAIN (which it would for as long as the migration
+	// lasts when one declared key, a sorted set never written, is missing).
+	var logs []string
+	for i, l := range limits {
+		if tag, _ := algorithm.TagOf(l.Algorithm); tag.Kind == algorithm.KindSlidingLog {
+			logs = append(logs, t.suffixes[1+i])
+		}
+	}
+	if len(logs) < len(limits) {
+		t.declared = append(t.declared, t.suffixes[0])
+	}
+	t.declared = append(t.declared, logs...)
 	t.resetAny = make([]any, len(t.ids))
 	for i, id := range t.ids {
 		t.resetAny[i] = id
@@ -223,6 +240,11 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }
 // A key whose encoding is longer than the table's MaxKeyBytes is refused
 // with an error wrapping store.ErrKeyTooLong.
 func (t *Table[K]) Keys(dst []string, key K) ([]string, error) {
+	return t.keys(dst, key, t.suffixes)
+}
+
+// keys is Keys for the names of these suffixes.
+func (t *Table[K]) keys(dst []string, key K, suffixes []string) ([]string, error) {
 	bp := buffers.Get().(*[]byte)
 	raw := t.encode((*bp)[:0], key)
 	if len(raw) > t.maxKey {
@@ -241,12 +263,12 @@ func (t *Table[K]) Keys(dst []string, key K) ([]string, error) {
 		esc = append(esc, '\\')
 	}
 	size := 0
-	for _, sfx := range t.suffixes {
+	for _, sfx := range suffixes {
 		size += len(t.prefix) + len(esc) + 2 + len(sfx)
 	}
 	var all strings.Builder
 	all.Grow(size)
-	for _, sfx := range t.suffixes {
+	for _, sfx := range suffixes {
 		all.WriteString(t.prefix)
 		all.WriteByte('{')
 		all.Write(esc)
@@ -261,7 +283,7 @@ func (t *Table[K]) Keys(dst []string, key K) ([]string, error) {
 	buffers.Put(bp)
 	joined := all.String()
 	dst = dst[:0]
-	for _, sfx := range t.suffixes {
+	for _, sfx := range suffixes {
 		n := len(t.prefix) + len(esc) + 2 + len(sfx)
 		dst = append(dst, joined[:n])
 		joined = joined[n:]
@@ -269,11 +291,12 @@ func (t *Table[K]) Keys(dst []string, key K) ([]string, error) {
 	return dst, nil
 }
 
-// Key returns the Redis hash holding key's state (but for a sliding
-// log's, in a sorted set of its own: Keys).
+// Key returns the first Redis key a decision for key declares: the hash
+// holding its state, or for a table of sliding logs alone the first log's
+// sorted set (Keys gives them all).
 func (t *Table[K]) Key(key K) (string, error) {
 	var one [1]string
-	keys, err := t.Keys(one[:0], key)
+	keys, err := t.keys(one[:0], key, t.declared[:1])
 	if err != nil {
 		return "", err
 	}
@@ -335,7 +358,7 @@ func (t *Table[K]) Reset(ctx context.Context, key K) error {
 
 func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args, out []algorithm.Result) (algorithm.Result, error) {
 	sc := scratches.Get().(*scratch)
-	keys, err := t.Keys(sc.keys, key)
+	keys, err := t.keys(sc.keys, key, t.declared)
 	if err != nil {
 		scratches.Put(sc)
 		return algorithm.Result{}, err
