@@ -122,7 +122,10 @@ func WithObserver(obs Observer) Option {
 }
 
 // WithName names the Limiter in the events its observer receives
-// (Event.Name), to tell several limiters apart in metrics.
+// (Event.Name), to tell several limiters apart in metrics. It is a label
+// only: it does not name the limiter's state, so renaming a metric never
+// resets a key, and two limiters of different names but the same state
+// ID share each key's state (see WithStateID).
 func WithName(name string) Option {
 	return optionFunc(func(o *options) { o.hooks.name = name })
 }
