@@ -240,13 +240,29 @@ func (r *reconfig) reset(t *rapid.T) {
 // ErrStoreUnavailable) and leave the state as it was, or, with
 // WithResetOnMismatch, decide as for a fresh key.
 func testMismatch(t *testing.T, st store.Store[string]) {
-	ctx := t.Context()
-	for _, a := range kinds {
-		for _, b := range kinds {
-			if a.name == b.name {
-				continue
+	for _, named := range []bool{true, false} {
+		for _, a := range kinds {
+			for _, b := range kinds {
+				if a.name == b.name {
+					continue
+				}
+				testMismatchPair(t, st, a, b, named)
 			}
-			t.Run(a.name+"→"+b.name, func(t *testing.T) {
+		}
+	}
+}
+
+// testMismatchPair is testMismatch for a's state read by b, under a named
+// state ID or the empty one.
+func testMismatchPair(t *testing.T, st store.Store[string], a, b kind, named bool) {
+	ctx := t.Context()
+	name := a.name + "→" + b.name
+	if !named {
+		name += "/emptyID"
+	}
+	{
+		{
+			t.Run(name, func(t *testing.T) {
 				algA, errA := a.withLimit(5)
 				algB, errB := b.withLimit(7)
 				if err := errors.Join(errA, errB); err != nil {
@@ -255,6 +271,9 @@ func testMismatch(t *testing.T, st store.Store[string]) {
 				clk := clock.NewFake(time.UnixMicro(epoch))
 				id := "mm:" + a.name + ":" + b.name
 				key := "mismatch:" + a.name + ":" + b.name
+				if !named {
+					id, key = "", key+":empty"
+				}
 				first, err := ratelimit.New(algA, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id))
 				if err != nil {
 					t.Fatal(err)
