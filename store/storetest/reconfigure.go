@@ -260,67 +260,63 @@ func testMismatchPair(t *testing.T, st store.Store[string], a, b kind, named boo
 	if !named {
 		name += "/emptyID"
 	}
-	{
-		{
-			t.Run(name, func(t *testing.T) {
-				algA, errA := a.withLimit(5)
-				algB, errB := b.withLimit(7)
-				if err := errors.Join(errA, errB); err != nil {
-					t.Fatal(err)
-				}
-				clk := clock.NewFake(time.UnixMicro(epoch))
-				id := "mm:" + a.name + ":" + b.name
-				key := "mismatch:" + a.name + ":" + b.name
-				if !named {
-					id, key = "", key+":empty"
-				}
-				first, err := ratelimit.New(algA, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := first.AllowN(ctx, key, 2); err != nil {
-					t.Fatal(err)
-				}
-				before, err := first.Peek(ctx, key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				second, err := ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id))
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, call := range []struct {
-					name string
-					do   func() (ratelimit.Decision, error)
-				}{
-					{"AllowN", func() (ratelimit.Decision, error) { return second.AllowN(ctx, key, 1) }},
-					{"Peek", func() (ratelimit.Decision, error) { return second.Peek(ctx, key) }},
-				} {
-					d, err := call.do()
-					if !errors.Is(err, ratelimit.ErrStateMismatch) || errors.Is(err, ratelimit.ErrStoreUnavailable) {
-						t.Errorf("%s of %v on %v's state: %s, %v; want ErrStateMismatch and not ErrStoreUnavailable", call.name, algB, algA, show(d), err)
-					}
-				}
-				if after, err := first.Peek(ctx, key); err != nil || after != before {
-					t.Errorf("the state after the mismatch: %s, %v; want it unchanged, %s", show(after), err, show(before))
-				}
-				afresh, err := ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id), ratelimit.WithResetOnMismatch())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d, err := afresh.Peek(ctx, key); err != nil || d != fresh(7) {
-					t.Errorf("Peek starting afresh: %s, %v; want %s", show(d), err, show(fresh(7)))
-				}
-				d, err := afresh.AllowN(ctx, key, 3)
-				if err != nil || !d.Allowed() || d.Remaining() != 4 {
-					t.Errorf("AllowN(3) starting afresh on a limit of 7: %s, %v; want admitted, 4 left", show(d), err)
-				}
-				// The state is now the second algorithm's: the first one
-				// mismatches in turn.
-				if _, err := first.Peek(ctx, key); !errors.Is(err, ratelimit.ErrStateMismatch) {
-					t.Errorf("the first algorithm after the state was replaced: %v, want ErrStateMismatch", err)
-				}
-			})
+	t.Run(name, func(t *testing.T) {
+		algA, errA := a.withLimit(5)
+		algB, errB := b.withLimit(7)
+		if err := errors.Join(errA, errB); err != nil {
+			t.Fatal(err)
 		}
-	}
+		clk := clock.NewFake(time.UnixMicro(epoch))
+		id := "mm:" + a.name + ":" + b.name
+		key := "mismatch:" + a.name + ":" + b.name
+		if !named {
+			id, key = "", key+":empty"
+		}
+		first, err := ratelimit.New(algA, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := first.AllowN(ctx, key, 2); err != nil {
+			t.Fatal(err)
+		}
+		before, err := first.Peek(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, call := range []struct {
+			name string
+			do   func() (ratelimit.Decision, error)
+		}{
+			{"AllowN", func() (ratelimit.Decision, error) { return second.AllowN(ctx, key, 1) }},
+			{"Peek", func() (ratelimit.Decision, error) { return second.Peek(ctx, key) }},
+		} {
+			d, err := call.do()
+			if !errors.Is(err, ratelimit.ErrStateMismatch) || errors.Is(err, ratelimit.ErrStoreUnavailable) {
+				t.Errorf("%s of %v on %v's state: %s, %v; want ErrStateMismatch and not ErrStoreUnavailable", call.name, algB, algA, show(d), err)
+			}
+		}
+		if after, err := first.Peek(ctx, key); err != nil || after != before {
+			t.Errorf("the state after the mismatch: %s, %v; want it unchanged, %s", show(after), err, show(before))
+		}
+		afresh, err := ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id), ratelimit.WithResetOnMismatch())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := afresh.Peek(ctx, key); err != nil || d != fresh(7) {
+			t.Errorf("Peek starting afresh: %s, %v; want %s", show(d), err, show(fresh(7)))
+		}
+		d, err := afresh.AllowN(ctx, key, 3)
+		if err != nil || !d.Allowed() || d.Remaining() != 4 {
+			t.Errorf("AllowN(3) starting afresh on a limit of 7: %s, %v; want admitted, 4 left", show(d), err)
+		}
+		// The state is now the second algorithm's: the first one
+		// mismatches in turn.
+		if _, err := first.Peek(ctx, key); !errors.Is(err, ratelimit.ErrStateMismatch) {
+			t.Errorf("the first algorithm after the state was replaced: %v, want ErrStateMismatch", err)
+		}
+	})
 }
