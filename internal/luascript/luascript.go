@@ -234,8 +234,30 @@ func compose(names []string) *Script {
 		src.WriteString(hsetMany)
 		src.WriteString("return out\n")
 	}
-	sum := sha1.Sum([]byte(src.String()))
-	return &Script{Name: strings.Join(names, "+"), Source: src.String(), SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
+	source := withoutComments(src.String())
+	sum := sha1.Sum([]byte(source))
+	return &Script{Name: strings.Join(names, "+"), Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
+}
+
+// withoutComments returns src without its lines that are comments alone
+// (but the first, which names the script for whoever reads it on a
+// server) and its blank lines: the bodies' documentation is for readers
+// of the .lua files, not for every server that loads the script (and an
+// emulator such as miniredis parses the script on every call). No body
+// uses a block comment (--[[), which this would break; a test checks.
+func withoutComments(src string) string {
+	var out strings.Builder
+	out.Grow(len(src))
+	first := true
+	for line := range strings.Lines(src) {
+		trimmed := strings.TrimSpace(line)
+		if !first && (trimmed == "" || strings.HasPrefix(trimmed, "--")) {
+			continue
+		}
+		first = false
+		out.WriteString(line)
+	}
+	return out.String()
 }
 
 // storeMany is store.lua for a limit of several: what must go first goes,
