@@ -40,9 +40,19 @@ type Runner interface {
 // commands take []any, so that a call does not box them again.
 type Args struct {
 	Now, Cost string // ARGV[1] and ARGV[2]
+	CostAny   any    // Cost boxed when it is a small one (below 100), else nil
 	Rest      []string
 	RestAny   []any // Rest, boxed
 }
+
+// smallCosts are the costs below 100 boxed once, so that a client whose
+// commands take []any does not box the common cost per call.
+var smallCosts = func() (boxed [100]any) {
+	for i := range boxed {
+		boxed[i] = strconv.Itoa(i)
+	}
+	return boxed
+}()
 
 // All returns every argument in order.
 func (a Args) All() []string {
@@ -353,6 +363,9 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, now, cost int
 		return algorithm.Result{}, err
 	}
 	args := Args{Now: nowArg, Cost: strconv.FormatInt(cost, 10), Rest: t.rest, RestAny: t.restAny}
+	if cost >= 0 && cost < int64(len(smallCosts)) {
+		args.CostAny = smallCosts[cost]
+	}
 	defer func() {
 		clear(keys) // hold no strings while pooled
 		sc.keys = keys[:0]
