@@ -40,9 +40,19 @@ type Runner interface {
 // commands take []any, so that a call does not box them again.
 type Args struct {
 	Now, Cost string // ARGV[1] and ARGV[2]
+	CostAny   any    // Cost boxed when it is a small one (below 100), else nil
 	Rest      []string
 	RestAny   []any // Rest, boxed
 }
+
+// smallCosts are the costs below 100 boxed once, so that a client whose
+// commands take []any does not box the common cost per call.
+var smallCosts = func() (boxed [100]any) {
+	for i := range boxed {
+		boxed[i] = strconv.Itoa(i)
+	}
+	return boxed
+}()
 
 // All returns every argument in order.
 func (a Args) All() []string {
@@ -240,18 +250,23 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }
 // A key whose encoding is longer than the table's MaxKeyBytes is refused
 // with an error wrapping store.ErrKeyTooLong.
 func (t *Table[K]) Keys(dst []string, key K) ([]string, error) {
-	return t.keys(dst, key, t.suffixes)
+	keys, _, err := t.keys(dst, key, t.suffixes, nil)
+	return keys, err
 }
 
-// keys is Keys for the names of these suffixes.
-func (t *Table[K]) keys(dst []string, key K, suffixes []string) ([]string, error) {
+// keys is Keys for the names of these suffixes, with tail (a call's
+// ARGV[1], the time in decimal) written after the keys in the same
+// allocation and returned as a string of its own: a call's keys and its
+// time cost one allocation, not two. The string is never written after
+// it is returned, so the runner may keep it as long as it likes.
+func (t *Table[K]) keys(dst []string, key K, suffixes []string, tail []byte) ([]string, string, error) {
 	bp := buffers.Get().(*[]byte)
 	raw := t.encode((*bp)[:0], key)
 	if len(raw) > t.maxKey {
 		// The pooled buffer goes back as it was: one that grew for this
 		// key would keep its size in the pool.
 		buffers.Put(bp)
-		return dst[:0], fmt.Errorf("%w: its encoding has %d bytes, more than the %d the store accepts", store.ErrKeyTooLong, len(raw), t.maxKey)
+		return dst[:0], "", fmt.Errorf("%w: its encoding has %d bytes, more than the %d the store accepts", store.ErrKeyTooLong, len(raw), t.maxKey)
 	}
 	// The escaped key follows raw in the same buffer.
 	esc := escape(raw, raw[len(raw):])
@@ -262,7 +277,7 @@ func (t *Table[K]) keys(dst []string, key K, suffixes []string) ([]string, error
 		// a key's hash and its sorted sets in different slots.
 		esc = append(esc, '\\')
 	}
-	size := 0
+	size := len(tail)
 	for _, sfx := range suffixes {
 		size += len(t.prefix) + len(esc) + 2 + len(sfx)
 	}
@@ -275,6 +290,7 @@ func (t *Table[K]) keys(dst []string, key K, suffixes []string) ([]string, error
 		all.WriteByte('}')
 		all.WriteString(sfx)
 	}
+	all.Write(tail)
 	if cap(esc) > cap(raw)-len(raw) {
 		*bp = esc[:0] // escaping outgrew the buffer: keep the larger one
 	} else {
@@ -288,7 +304,7 @@ func (t *Table[K]) keys(dst []string, key K, suffixes []string) ([]string, error
 		dst = append(dst, joined[:n])
 		joined = joined[n:]
 	}
-	return dst, nil
+	return dst, joined, nil
 }
 
 // Key returns the first Redis key a decision for key declares: the hash
@@ -296,7 +312,7 @@ func (t *Table[K]) keys(dst []string, key K, suffixes []string) ([]string, error
 // sorted set (Keys gives them all).
 func (t *Table[K]) Key(key K) (string, error) {
 	var one [1]string
-	keys, err := t.keys(one[:0], key, t.declared[:1])
+	keys, _, err := t.keys(one[:0], key, t.declared[:1], nil)
 	if err != nil {
 		return "", err
 	}
@@ -318,22 +334,14 @@ func escape(raw, dst []byte) []byte {
 	return dst
 }
 
-func (t *Table[K]) args(now, cost int64) Args {
-	a := Args{Cost: strconv.FormatInt(cost, 10), Rest: t.rest, RestAny: t.restAny}
-	if !t.server {
-		a.Now = strconv.FormatInt(now, 10)
-	}
-	return a
-}
-
 // Take runs the script for key at now (ignored with the server clock).
 func (t *Table[K]) Take(ctx context.Context, key K, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
-	return t.eval(ctx, key, false, t.args(now, cost), out)
+	return t.eval(ctx, key, false, now, cost, out)
 }
 
 // Peek runs the script in its read-only mode.
 func (t *Table[K]) Peek(ctx context.Context, key K, now int64, out []algorithm.Result) (algorithm.Result, error) {
-	return t.eval(ctx, key, true, t.args(now, 0), out)
+	return t.eval(ctx, key, true, now, 0, out)
 }
 
 // Reset deletes key's state under every limit: the fields of the
@@ -356,12 +364,25 @@ func (t *Table[K]) Reset(ctx context.Context, key K) error {
 	return fmt.Errorf("%w: reset: %w", store.ErrUnavailable, err)
 }
 
-func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, args Args, out []algorithm.Result) (algorithm.Result, error) {
+// eval runs the script for key with ARGV now (empty with the server
+// clock), cost, then the table's own arguments. The time is written in the
+// keys' allocation (see keys); a cost below 100, the common one, is a
+// string strconv keeps, so a call allocates once before the client's own.
+func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
+	var digits [20]byte
+	var tail []byte
+	if !t.server {
+		tail = strconv.AppendInt(digits[:0], now, 10)
+	}
 	sc := scratches.Get().(*scratch)
-	keys, err := t.keys(sc.keys, key, t.declared)
+	keys, nowArg, err := t.keys(sc.keys, key, t.declared, tail)
 	if err != nil {
 		scratches.Put(sc)
 		return algorithm.Result{}, err
+	}
+	args := Args{Now: nowArg, Cost: strconv.FormatInt(cost, 10), Rest: t.rest, RestAny: t.restAny}
+	if cost >= 0 && cost < int64(len(smallCosts)) {
+		args.CostAny = smallCosts[cost]
 	}
 	defer func() {
 		clear(keys) // hold no strings while pooled

@@ -269,7 +269,11 @@ func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, ke
 	for _, k := range keys {
 		call = append(call, k)
 	}
-	call = append(call, args.Now, args.Cost)
+	cost := args.CostAny
+	if cost == nil {
+		cost = args.Cost
+	}
+	call = append(call, args.Now, cost)
 	call = append(call, args.RestAny...)
 	cmd := redis.NewCmd(ctx, call...)
 	err := r.c.Process(ctx, onceCmd{cmd})

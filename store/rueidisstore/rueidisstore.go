@@ -225,18 +225,15 @@ type runner struct {
 	script *luascript.Script
 }
 
-// argvs hold calls' ARGV. rueidis copies them into its own command, so
-// they are reused from a pool rather than allocated per call.
-var argvs = sync.Pool{New: func() any { return new([]string) }}
+// argvOnStack is how many ARGV a call keeps on its stack: rueidis copies
+// the strings into its own command and keeps no slice it is given, so
+// ARGV costs nothing per call up to this many (a policy of several limits
+// with more goes to the heap once per call).
+const argvOnStack = 24
 
 func (r *runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, a redistable.Args, reply []int64) ([]int64, error) {
-	ap := argvs.Get().(*[]string)
-	args := append(append((*ap)[:0], a.Now, a.Cost), a.Rest...)
-	defer func() {
-		clear(args) // hold no strings while pooled
-		*ap = args[:0]
-		argvs.Put(ap)
-	}()
+	var buf [argvOnStack]string
+	args := append(append(buf[:0], a.Now, a.Cost), a.Rest...)
 	if !readOnly && s == r.script {
 		return intSlice(r.take.Exec(ctx, r.client, keys, args), reply)
 	}
