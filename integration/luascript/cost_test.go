@@ -54,23 +54,31 @@ func TestScriptCost(t *testing.T) {
 		name            string
 		allowed, denied algorithm.Algorithm
 		entries         int // admissions per key before measuring
+		// allowed2 and denied2, when set, are a second limit (state ID
+		// "d") decided with the first by one script, as a Policy's.
+		allowed2, denied2 algorithm.Algorithm
 	}{
 		{"tokenbucket", must(tokenbucket.New(tokenbucket.Config{Capacity: 1 << 30, Rate: 1e6})),
-			must(tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1e-4})), 1},
+			must(tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1e-4})), 1, nil, nil},
 		{"tokenbucket-interval", must(tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 1 << 30, Tokens: 1, Interval: time.Microsecond})),
-			must(tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 1, Tokens: 1, Interval: hour})), 1},
+			must(tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 1, Tokens: 1, Interval: hour})), 1, nil, nil},
 		{"gcra", must(gcra.New(gcra.Config{Burst: 1 << 30, Every: time.Microsecond})),
-			must(gcra.New(gcra.Config{Burst: 1, Every: hour})), 1},
+			must(gcra.New(gcra.Config{Burst: 1, Every: hour})), 1, nil, nil},
 		{"slidingwindow", must(slidingwindow.New(slidingwindow.Config{Limit: 1 << 30, Window: hour})),
-			must(slidingwindow.New(slidingwindow.Config{Limit: 1, Window: hour})), 1},
+			must(slidingwindow.New(slidingwindow.Config{Limit: 1, Window: hour})), 1, nil, nil},
 		{"fixedwindow", must(fixedwindow.New(fixedwindow.Config{Limit: 1 << 30, Window: hour})),
-			must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: hour})), 1},
+			must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: hour})), 1, nil, nil},
 		{"slidinglog, 1 entry", must(slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: hour})),
-			must(slidinglog.New(slidinglog.Config{Limit: 1, Window: hour})), 1},
+			must(slidinglog.New(slidinglog.Config{Limit: 1, Window: hour})), 1, nil, nil},
 		{"slidinglog, 100 entries", must(slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: hour})),
-			must(slidinglog.New(slidinglog.Config{Limit: 100, Window: hour})), 100},
+			must(slidinglog.New(slidinglog.Config{Limit: 100, Window: hour})), 100, nil, nil},
 		{"slidinglog, 10,000 entries", must(slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: hour})),
-			must(slidinglog.New(slidinglog.Config{Limit: 10_000, Window: hour})), 10_000},
+			must(slidinglog.New(slidinglog.Config{Limit: 10_000, Window: hour})), 10_000, nil, nil},
+		// BenchmarkPolicy's two limits, in one script.
+		{"tokenbucket+fixedwindow (policy)", must(tokenbucket.New(tokenbucket.Config{Capacity: 1 << 30, Rate: 1e6})),
+			must(tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1e-4})), 1,
+			must(fixedwindow.New(fixedwindow.Config{Limit: 1 << 30, Window: hour})),
+			must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: hour}))},
 	}
 	const calls = 20_000
 	evalsha := func() (n, usec int64) {
@@ -125,7 +133,14 @@ func TestScriptCost(t *testing.T) {
 	var out strings.Builder
 	fmt.Fprintf(&out, "| algorithm | admitted: server µs/call | denied: server µs/call | MEMORY USAGE of a key |\n| --- | ---: | ---: | ---: |\n")
 	for _, tc := range cases {
-		s, params, err := luascript.For(luascript.LimitOf(tc.allowed, "c"))
+		limits := func(first, second algorithm.Algorithm) []luascript.Limit {
+			l := []luascript.Limit{luascript.LimitOf(first, "c")}
+			if second != nil {
+				l = append(l, luascript.LimitOf(second, "d"))
+			}
+			return l
+		}
+		s, params, err := luascript.For(limits(tc.allowed, tc.allowed2)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +162,7 @@ func TestScriptCost(t *testing.T) {
 			t.Fatal(err)
 		}
 		allowed := run(s, prefix, params, keys, calls, 1, true)
-		_, dparams, _ := luascript.For(luascript.LimitOf(tc.denied, "c"))
+		_, dparams, _ := luascript.For(limits(tc.denied, tc.denied2)...)
 		dprefix := redistest.Prefix(t)
 		run(s, dprefix, dparams, keys, keys*tc.entries, tc.entries, true) // use up the limit
 		denied := run(s, dprefix, dparams, keys, calls, 1, false)

@@ -3,6 +3,7 @@ package luascript_test
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,6 +292,82 @@ func TestPolicyOneHSET(t *testing.T) {
 				}
 				if n := client.ZCard(ctx, luascript.LogKey(prefix+"{k}", "log")).Val(); n != 2 {
 					t.Errorf("the log's sorted set has %d members, want 2 (the header, and one instant)", n)
+				}
+			})
+		}
+	})
+}
+
+// TestPolicyOneHMGET checks a Policy's read: its string-state limits'
+// fields come from one HMGET at the script's start, and each limit's load
+// judges its own value exactly as an HGET of its own did: a key of
+// another type fails the first string-state limit with "is not a hash"
+// (WRONGTYPE stands for every field), and a foreign value in a later
+// field fails naming that field, with nothing written either way.
+func TestPolicyOneHMGET(t *testing.T) {
+	must := func(a algorithm.Algorithm, err error) algorithm.Algorithm {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	bucket := luascript.LimitOf(must(tokenbucket.PerSecond(10)), "burst")
+	logl := luascript.LimitOf(must(slidinglog.Per(5, time.Minute)), "log")
+	hourly := luascript.LimitOf(must(fixedwindow.Per(100, time.Hour)), "hourly")
+	now := fmt.Sprint(time.Now().UnixMicro())
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		ctx := t.Context()
+		client := redistest.GoRedis(t, target)
+		for _, tc := range []struct {
+			name   string
+			limits []luascript.Limit
+			setup  func(hash string) error
+			want   string // what the error reply starts with, after "RLMISMATCH <hash> field "
+		}{
+			{"not a hash", []luascript.Limit{bucket, hourly},
+				func(hash string) error { return client.Set(ctx, hash, "x", 0).Err() },
+				"burst is not a hash, not T10:"},
+			{"not a hash, log first", []luascript.Limit{logl, bucket, hourly},
+				func(hash string) error { return client.Set(ctx, hash, "x", 0).Err() },
+				"burst is not a hash, not T10:"},
+			{"second field foreign", []luascript.Limit{bucket, logl, hourly},
+				func(hash string) error { return client.HSet(ctx, hash, "hourly", "junk").Err() },
+				"hourly holds a value of no known format, not F100,"},
+			{"first field of another kind", []luascript.Limit{bucket, hourly},
+				func(hash string) error { return client.HSet(ctx, hash, "burst", "F1,1:0 0", "hourly", "junk").Err() },
+				"burst holds F1,1:, not T10:"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				base := redistest.Prefix(t) + "{k}"
+				hash := luascript.HashKey(base)
+				if err := tc.setup(hash); err != nil {
+					t.Fatal(err)
+				}
+				s, params, err := luascript.For(tc.limits...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := "local hv = redis.pcall('HMGET', hkey"; !strings.Contains(s.Source, want) {
+					t.Fatalf("%s's script has no %q", s.Name, want)
+				}
+				keys := []string{hash}
+				for _, l := range tc.limits {
+					if l.ID == "log" {
+						keys = append(keys, luascript.LogKey(base, l.ID))
+					}
+				}
+				args := append([]any{now, "1", "0"}, anys(params)...)
+				before, _ := client.Dump(ctx, hash).Result()
+				_, err = client.Eval(ctx, s.Source, keys, args...).Result()
+				if want := "RLMISMATCH " + hash + " field " + tc.want; err == nil || !strings.HasPrefix(err.Error(), want) {
+					t.Fatalf("%s: %v; want an error starting %q", s.Name, err, want)
+				}
+				if after, _ := client.Dump(ctx, hash).Result(); after != before {
+					t.Errorf("the key changed on a mismatch")
+				}
+				if n := client.Exists(ctx, luascript.LogKey(base, "log")).Val(); n != 0 {
+					t.Errorf("the log's sorted set was written on a mismatch")
 				}
 			})
 		}

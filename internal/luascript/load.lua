@@ -1,6 +1,9 @@
 -- The load of a state kept in the key's hash (hkey), field ARGV[$id]; the
 -- composer puts it before the body of each of the five string-state
--- algorithms. It writes nothing, and leaves:
+-- algorithms. In a script of several such limits, the composer replaces
+-- its HGET by the limit's value in the reply of the script's one HMGET of
+-- all their fields (hv; an error reply, WRONGTYPE, stands for every
+-- field, as HGET's would). It writes nothing, and leaves:
 --   state   the field's value when the body may read it, else nil (fresh)
 --   at      where the body starts in state, after the header
 --   old0, old1  the writer's meaning parameters when its header is of

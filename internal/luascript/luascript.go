@@ -90,6 +90,9 @@ var (
 )
 
 func init() {
+	if !strings.Contains(loadHash, hgetLine) {
+		panic("luascript: load.lua: no line " + strings.TrimSpace(hgetLine)) // a bug in an embedded file
+	}
 	for name, text := range map[string]string{
 		"tokenbucket":          tokenBucket,
 		"tokenbucket-interval": intervalBucket,
@@ -149,6 +152,31 @@ func compose(names []string) *Script {
 		}
 	}
 	src.WriteString("local hkey = KEYS[1]\n")
+	// hmget: with several limits keeping state in the hash, the script
+	// reads all their fields with one HMGET before any limit's load, and
+	// each load takes its value from the reply (hgetLine's replacement)
+	// instead of an HGET of its own. An error reply (WRONGTYPE: the key
+	// is not a hash) stands for every field, as HGET's would have.
+	hashed := 0
+	for _, name := range names {
+		if bodies[name].kind != algorithm.KindSlidingLog {
+			hashed++
+		}
+	}
+	hmget := len(names) > 1 && hashed > 1
+	if hmget {
+		src.WriteString("local hv = redis.pcall('HMGET', hkey")
+		at := 3
+		for _, name := range names {
+			b := bodies[name]
+			if b.kind != algorithm.KindSlidingLog {
+				fmt.Fprintf(&src, ", ARGV[%d]", at+1)
+			}
+			at += fixedArgs + b.params
+		}
+		src.WriteString(")\nif hv.err then\n  hv = {err = hv}\nend\n")
+	}
+	field := 0 // the limit's place in the HMGET, from 1
 	if logs == len(names) {
 		// Logs alone: KEYS[1] is the first log's sorted set, the hash's
 		// name followed by its ID ("{}" for the empty one).
@@ -179,6 +207,11 @@ func compose(names []string) *Script {
 	decide := func(b body) string {
 		if b.kind == algorithm.KindSlidingLog {
 			return withArgs(b.decide)
+		}
+		if hmget {
+			field++
+			load := strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = hv.err or hv[%d]\n", field), 1)
+			return withArgs(load + b.decide)
 		}
 		return withArgs(loadHash + b.decide)
 	}
@@ -259,6 +292,10 @@ func withoutComments(src string) string {
 	}
 	return out.String()
 }
+
+// hgetLine is load.lua's read of its field, which a script of several
+// string-state limits replaces by a look into its one HMGET's reply.
+const hgetLine = "local v = redis.pcall('HGET', hkey, ARGV[$id])\n"
 
 // storeMany is store.lua for a limit of several: what must go first goes,
 // and the field joins hset, written by hsetMany with the longest TTL.
