@@ -38,8 +38,8 @@ do
         bad = 'holds a value of no known format'
       end
     end
-  elseif redis.pcall('EXISTS', zkey) == 1 then -- undeclared: mid-migration it may be elsewhere, and read as missing
-    bad, wipe = 'has a sorted set (a sliding log) ' .. zkey, 2
+  elseif redis.pcall('EXISTS', $zkey) == 1 then -- undeclared: mid-migration it may be elsewhere, and read as missing
+    bad, wipe = 'has a sorted set (a sliding log) ' .. $zkey, 2
   end
   if bad then
     if not afresh then

@@ -182,11 +182,17 @@ func compose(names []string) *Script {
 		// name followed by its ID ("{}" for the empty one).
 		fmt.Fprintf(&src, "if #KEYS == %d then\n  hkey = string.sub(hkey, 1, #hkey - (ARGV[%d] == '' and 2 or #ARGV[%d]))\nend\n", logs, 3+1, 3+1)
 	}
-	const zkeyOf = "local zkey = hkey .. (ARGV[$id] == '' and '{}' or ARGV[$id])\n"
+	// A log's sorted set is named once per script (zkeyOf); a limit whose
+	// state is in the hash looks at its ID's sorted set only on a miss or
+	// to wipe it, so it names it there ($zkey), and a decision on the fast
+	// path builds no string for it.
+	const zkeyName = "hkey .. (ARGV[$id] == '' and '{}' or ARGV[$id])"
+	const zkeyOf = "local zkey = " + zkeyName + "\n"
 	argv := 3 // the ARGV index before the next limit's arguments
 	n := 0    // the limit's number, from 1
 	withArgs := func(part string) string {
 		base := argv
+		part = strings.ReplaceAll(part, "$zkey", "("+zkeyName+")")
 		part = paramRef.ReplaceAllStringFunc(part, func(ref string) string {
 			return strconv.Itoa(base + fixedArgs + int(ref[1]-'0'))
 		})
@@ -231,7 +237,9 @@ func compose(names []string) *Script {
 		// One limit: the parts inline, with no closure to allocate.
 		b := bodies[names[0]]
 		n = 1
-		src.WriteString(withArgs(zkeyOf))
+		if b.kind == algorithm.KindSlidingLog {
+			src.WriteString(withArgs(zkeyOf))
+		}
 		src.WriteString(decide(b))
 		src.WriteString("if peek or not fits then\n")
 		src.WriteString(withArgs(b.report))
@@ -247,7 +255,9 @@ func compose(names []string) *Script {
 			b := bodies[name]
 			n = i + 1
 			fmt.Fprintf(&src, "local report%d, commit%d\ndo\n-- limit %d: %s\n", n, n, n, name)
-			src.WriteString(withArgs(zkeyOf))
+			if b.kind == algorithm.KindSlidingLog {
+				src.WriteString(withArgs(zkeyOf))
+			}
 			src.WriteString(decide(b))
 			fmt.Fprintf(&src, "all = all and fits\nreport%d = function()\n", n)
 			src.WriteString(withArgs(b.report))
@@ -302,7 +312,7 @@ const hgetLine = "local v = redis.pcall('HGET', hkey, ARGV[$id])\n"
 const storeMany = `if wipe == 1 and redis.call('TYPE', hkey)['ok'] ~= 'hash' then
   redis.call('DEL', hkey)
 elseif wipe == 2 then
-  redis.call('DEL', zkey)
+  redis.call('DEL', $zkey)
 end
 hset[#hset + 1] = ARGV[$id]
 hset[#hset + 1] = ARGV[$hdr] .. value

@@ -6,7 +6,7 @@
 if wipe == 1 and redis.call('TYPE', hkey)['ok'] ~= 'hash' then
   redis.call('DEL', hkey)
 elseif wipe == 2 then
-  redis.call('DEL', zkey)
+  redis.call('DEL', $zkey)
 end
 redis.call('HSET', hkey, ARGV[$id], ARGV[$hdr] .. value)
 ttl = ttl + margin
