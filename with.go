@@ -43,7 +43,9 @@ func newWiths[K comparable]() *withs[K] { return new(withs[K]) }
 // The Limiter is kept, by alg: asking again with the same algorithm value
 // returns it, allocating nothing, so hold on to one algorithm per limit
 // (a map from plan to algorithm, say) rather than building one per call.
-// At most MaxWithLimiters are kept. A Limiter built anew for the same
+// At most MaxWithLimiters are kept. Each has a denial cache of its own
+// when l has one (WithDenialCache: maxKeys·8 bytes each, since a denial
+// holds only for the limit that made it): size it for that. A Limiter built anew for the same
 // limit decides exactly as the kept one. It returns an error wrapping
 // ErrInvalidConfig for a nil alg, or the store's error opening it.
 func (l *Limiter[K]) With(alg algorithm.Algorithm) (*Limiter[K], error) {
