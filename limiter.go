@@ -487,6 +487,14 @@ func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) 
 	r, err := l.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return l.ReserveN(ctx, key, n, maxDelay)
 	})
+	if errors.Is(err, errCannotBook) {
+		var d Decision
+		err = l.poll(ctx, func() (Decision, error) {
+			d, err = l.AllowN(ctx, key, n)
+			return d, err
+		})
+		return d, err
+	}
 	if err != nil {
 		return Decision{}, err
 	}

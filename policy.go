@@ -255,6 +255,14 @@ func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (PolicyDecision, er
 	r, err := p.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return p.ReserveN(ctx, key, n, maxDelay)
 	})
+	if errors.Is(err, errCannotBook) {
+		var d PolicyDecision
+		err = p.poll(ctx, func() (Decision, error) {
+			d, err = p.AllowN(ctx, key, n)
+			return d.Decision, err
+		})
+		return d, err
+	}
 	if err != nil {
 		return PolicyDecision{}, err
 	}

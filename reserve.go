@@ -213,6 +213,9 @@ func (e *engine[K]) failBook(ctx context.Context, ls *limits[K], err error, key 
 // asked again after its RetryAfter. A caller whose ctx ends first gives its
 // booking back (Cancel, within CancelTimeout).
 func (e *engine[K]) waitBooked(ctx context.Context, reserve func(maxDelay time.Duration) (*Reservation[K], error)) (*Reservation[K], error) {
+	if !e.canBook() {
+		return nil, errCannotBook
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -244,6 +247,24 @@ func (e *engine[K]) waitBooked(ctx context.Context, reserve func(maxDelay time.D
 		}
 		return r, nil
 	}
+}
+
+// errCannotBook tells WaitN to poll instead: see canBook.
+var errCannotBook = errors.New("ratelimit: the limits cannot book")
+
+// canBook reports whether every limit's algorithm books
+// (algorithm.Booker) and the store's table can (store.Booker).
+func (e *engine[K]) canBook() bool {
+	ls := e.cur.Load()
+	if _, err := bookerOf(ls.table); err != nil {
+		return false
+	}
+	for _, l := range ls.stored {
+		if _, ok := l.Algorithm.(algorithm.Booker); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // sleep waits d on the engine's clock, or until ctx ends.
