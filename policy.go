@@ -266,13 +266,7 @@ func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (PolicyDecision, er
 	if err != nil {
 		return PolicyDecision{}, err
 	}
-	d := r.limits
-	d.Decision = admitted(d.Decision)
-	limits := d.Limits()
-	for i := range limits {
-		limits[i] = admitted(limits[i])
-	}
-	return d, nil
+	return r.Admission(), nil
 }
 
 // Peek reports key's state under every limit now without charging

@@ -92,6 +92,22 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	return err
 }
 
+// Admission returns the decision admitting the booked request at its
+// instant: Limits, with RetryAfter 0 and Allowed, ResetAfter less the
+// delay. It is what WaitN returns after its sleep.
+func (r *Reservation[K]) Admission() PolicyDecision {
+	d := r.limits
+	d.Decision = admitted(d.Decision)
+	if d.spill != nil {
+		d.spill = append([]Decision(nil), d.spill...)
+	}
+	limits := d.Limits()
+	for i := range limits {
+		limits[i] = admitted(limits[i])
+	}
+	return d
+}
+
 // bookerOf returns t's booking operations, or an error wrapping
 // store.ErrAlgorithmUnsupported for a store that has none.
 func bookerOf[K comparable](t store.Table[K]) (store.Booker[K], error) {
