@@ -264,6 +264,9 @@ func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (PolicyDecision, er
 		return d, err
 	}
 	if err != nil {
+		if r != nil {
+			return r.Limits(), err // when it would fit
+		}
 		return PolicyDecision{}, err
 	}
 	return r.Admission(), nil

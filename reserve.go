@@ -227,7 +227,9 @@ func (e *engine[K]) failBook(ctx context.Context, ls *limits[K], err error, key 
 // booking that cannot be made before ctx's deadline fails with
 // ErrWouldExceedDeadline, charging nothing; one refused by FailClosed is
 // asked again after its RetryAfter. A caller whose ctx ends first gives its
-// booking back (Cancel, within CancelTimeout).
+// booking back (Cancel, within CancelTimeout). With ErrWouldExceedDeadline
+// it returns the reservation that was not booked, whose decision says
+// when the request would fit.
 func (e *engine[K]) waitBooked(ctx context.Context, reserve func(maxDelay time.Duration) (*Reservation[K], error)) (*Reservation[K], error) {
 	if !e.canBook() {
 		return nil, errCannotBook
@@ -248,7 +250,7 @@ func (e *engine[K]) waitBooked(ctx context.Context, reserve func(maxDelay time.D
 		if !r.OK() {
 			retry := r.decision.RetryAfter()
 			if hasDeadline && time.Until(deadline) < retry || r.decision.Source() == FromStore {
-				return nil, fmt.Errorf("%w (retry after %v): %w", ErrWouldExceedDeadline, retry, context.DeadlineExceeded)
+				return r, fmt.Errorf("%w (retry after %v): %w", ErrWouldExceedDeadline, retry, context.DeadlineExceeded)
 			}
 			if err := e.sleep(ctx, retry); err != nil {
 				return nil, err
