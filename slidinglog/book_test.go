@@ -100,13 +100,17 @@ type model struct {
 	limit, window int64
 	clock         int64 // the latest instant a charge was decided at
 	units         []unit
+	// total is the cost of every charge not given back, the units
+	// dropped included: the log is fresh, and its clock forgotten, when
+	// it is 0.
+	total int64
 }
 
 type unit struct{ due, rec, cost int64 }
 
 // at is the instant a decision at now is made at.
 func (m *model) at(now int64) int64 {
-	if len(m.units) > 0 {
+	if m.total > 0 {
 		return max(now, m.clock)
 	}
 	return now
@@ -164,7 +168,11 @@ func (m *model) charge(now, due, cost int64) {
 		rec = max(rec, m.newest())
 	}
 	m.units = append(m.units, unit{due: max(due, t), rec: rec, cost: cost})
-	m.clock = t
+	m.clock, m.total = t, m.total+cost
+	// Units logged at or before clock − window never count again, nor
+	// share a window with a unit charged from now on (due at the clock or
+	// later): drop them, so that a long history stays cheap to check.
+	m.units = slices.DeleteFunc(m.units, func(u unit) bool { return u.rec <= t-m.window })
 }
 
 // refund gives back up to n of what counts at now, the latest logged
@@ -180,6 +188,7 @@ func (m *model) refund(now, n int64) {
 	for i := len(m.units) - 1; i >= 0 && n > 0 && m.units[i].rec > t-m.window; i-- {
 		give := min(n, m.units[i].cost)
 		m.units[i].cost -= give
+		m.total -= give
 		n -= give
 	}
 	m.units = slices.DeleteFunc(m.units, func(u unit) bool { return u.cost == 0 })
