@@ -142,7 +142,7 @@ type config struct {
 	cost     func(fullMethod string) int
 	refundIf func(err error) bool // WithRefund's; nil: none
 	dryRun   bool
-	onError func(ctx context.Context, fullMethod string, err error) error
+	onError  func(ctx context.Context, fullMethod string, err error) error
 }
 
 // Option configures an Interceptor.

@@ -15,7 +15,6 @@ import (
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
-
 // WithWait holds a request that fits within maxWait until its turn, and
 // answers 429, charging nothing, one that does not.
 func TestWithWait(t *testing.T) {

@@ -21,12 +21,12 @@ import (
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
-// bookMirror runs a random sequence of Take, Peek, Book (random maximum
+// mirrorBookings runs a random sequence of Take, Peek, Book (random maximum
 // delays), Cancel of an earlier booking and Refund on one key through the
 // decision and booking scripts of alg (luascript.For, ForOp), and through
 // alg's Go transitions applied as a table applies them (store.Booker):
 // every reply must be Go's, number for number.
-func bookMirror(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm, key string, rng *rand.Rand, now, step int64, steps int) {
+func mirrorBookings(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm, key string, rng *rand.Rand, now, step int64, steps int) {
 	t.Helper()
 	b, ok := alg.(algorithm.Booker)
 	if !ok {
@@ -173,7 +173,7 @@ func bookMirror(t *testing.T, client redis.UniversalClient, alg algorithm.Algori
 	}
 }
 
-// TestBookMirror runs bookMirror on every algorithm, small and extreme
+// TestBookMirror runs mirrorBookings on every algorithm, small and extreme
 // configurations, on every target.
 func TestBookMirror(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
@@ -208,7 +208,7 @@ func TestBookMirror(t *testing.T) {
 			t.Run(fmt.Sprintf("%d/%v", i, c.alg), func(t *testing.T) {
 				for seq := range 4 {
 					now := int64(1_763_700_000_000_000) + rng.Int64N(c.step+1)
-					bookMirror(t, client, c.alg, fmt.Sprintf("%s{book:%d:%d}", redistest.Prefix(t), i, seq), rng, now, c.step, 120)
+					mirrorBookings(t, client, c.alg, fmt.Sprintf("%s{book:%d:%d}", redistest.Prefix(t), i, seq), rng, now, c.step, 120)
 				}
 			})
 		}
