@@ -141,10 +141,8 @@ func (m *bookMirror) book(now, cost, maxDelay int64) (got, want []string, act in
 	for _, x := range ints(rs) {
 		want = append(want, strconv.FormatInt(x, 10))
 	}
-	if ok {
-		for range m.limits {
-			want = append(want, "", "") // a log's values: none, it cancels by Unused
-		}
+	for range m.limits {
+		want = append(want, "", "") // a log's values: none, it cancels by Unused (and none when not booked)
 	}
 	return got, want, act, ok
 }
