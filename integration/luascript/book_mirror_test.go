@@ -151,7 +151,7 @@ func mirrorBookings(t *testing.T, client redis.UniversalClient, alg algorithm.Al
 			got = ints(what, run(ops[luascript.OpCancel], now, bk.cost, args...))
 			give := int64(0)
 			if bk.act > now {
-				exact := s.Log == nil && s.N0 == bk.post.N0 && s.N1 == bk.post.N1 && s.N2 == bk.post.N2
+				exact := algorithm.ExactUndo(b) && s.N0 == bk.post.N0 && s.N1 == bk.post.N1 && s.N2 == bk.post.N2
 				if exact {
 					s, give = bk.pre, bk.cost
 				} else if give = b.Unused(s, now, bk.act, bk.cost); give > 0 {

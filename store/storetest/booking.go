@@ -264,7 +264,7 @@ func (b *bookingMachine) reserve(t *rapid.T) {
 	// Peeks before, to compare after a cancel with nothing in between.
 	want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result {
 		bk.pre = append(bk.pre, algorithm.CloneState(b.states[i]))
-		bk.exact = append(bk.exact, b.states[i].Log == nil)
+		bk.exact = append(bk.exact, algorithm.ExactUndo(a))
 		var r algorithm.Result
 		b.states[i], r = a.Book(b.states[i], b.now, act, cost)
 		bk.post = append(bk.post, algorithm.CloneState(b.states[i]))
