@@ -543,3 +543,20 @@ func TestHandlerContext(t *testing.T) {
 		t.Errorf("ratelimit-policy %q, want [%q]", got, `"default";q=2;w=2`)
 	}
 }
+
+// WithRefund gives back the cost of calls whose handler error it names:
+// here successful ones, so that only failures count.
+func TestWithRefund(t *testing.T) {
+	lim, _ := newLimiter[string](t, 2, memorystore.New[string]())
+	c := serveBufconn(t, newInterceptor(t, lim, grpcratelimit.Metadata("x-api-key"),
+		grpcratelimit.WithRefund(func(err error) bool { return err == nil })))
+	alice := withKey("alice")
+	for i := range 5 {
+		if err := check(alice, c); err != nil {
+			t.Fatalf("call %d: %v (successes are refunded: the burst of 2 never runs out)", i, err)
+		}
+	}
+	if d, err := lim.Peek(context.Background(), "alice"); err != nil || d.Remaining() != 2 {
+		t.Errorf("after 5 refunded calls: %v, %v; want 2 remaining", d, err)
+	}
+}
