@@ -189,7 +189,7 @@ func CheckRefund(b Booker, s State, now, n int64, later []int64) (State, Result,
 	if want := b.Peek(next, now, 1); r != want {
 		return fail("got %+v, Peek of the new state says %+v", r, want)
 	}
-	if r.Remaining < before.Remaining || r.Remaining > before.Remaining+n || r.Remaining > b.Limit() {
+	if r.Remaining < before.Remaining || r.Remaining-before.Remaining > n || r.Remaining > b.Limit() { // not before.Remaining+n: n may be as large as anyone asks
 		return fail("Remaining went from %d to %d: want at least as much, at most %d more, at most the limit %d", before.Remaining, r.Remaining, n, b.Limit())
 	}
 	fresh := b.Init(State{}, now)
