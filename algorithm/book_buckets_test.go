@@ -178,6 +178,23 @@ func TestBucketsBookHistories(t *testing.T) {
 					if r.Remaining < 0 || r.Remaining > limit || r.RetryAfter < 0 || r.ResetAfter < r.RetryAfter {
 						fail(fmt.Errorf("result %+v out of range", r))
 					}
+					// Peek of a state in debt is exact as of any other: a
+					// cost fits at RetryAfter and not a µs before, the state
+					// is fresh at ResetAfter and a µs before it is not.
+					c := cost()
+					p := b.Peek(s, now, c)
+					if p.Remaining < 0 || p.Remaining > limit {
+						fail(fmt.Errorf("peek of %d at %+d: Remaining of %+v out of [0, %d]", c, now-t0, p, limit))
+					}
+					if p.RetryAfter > 0 && b.Peek(s, now+p.RetryAfter-1, c).Allowed() || !b.Peek(s, now+p.RetryAfter, c).Allowed() {
+						fail(fmt.Errorf("peek of %d at %+d: RetryAfter of %+v is not exact", c, now-t0, p))
+					}
+					if got := b.Peek(s, now+p.ResetAfter, 1); got != algorithm.Fresh(limit) {
+						fail(fmt.Errorf("peek at %+d: at ResetAfter (%+v) the state is not fresh: %+v", now-t0, p, got))
+					}
+					if p.ResetAfter > 0 && b.Peek(s, now+p.ResetAfter-1, 1).ResetAfter != 1 {
+						fail(fmt.Errorf("peek at %+d: a µs before ResetAfter (%+v) the state is not a µs from fresh", now-t0, p))
+					}
 				}
 			}
 		})
