@@ -463,8 +463,9 @@ func (b *IntervalBucket) report(tokens, last, cost, now int64) algorithm.Result 
 // A Take at act would leave H − cost tokens since the refill at la (la is
 // act itself when the bucket is full by then: a full bucket restarts its
 // interval). The booked bucket keeps la's schedule but is dated the
-// ticks whole intervals before la that bring it back to at most the last
-// refill at now, and holds ticks refills less: from act on it reads as
+// ticks whole intervals before la that bring it back to at most
+// max(last refill, now), less than an interval before, so that nothing
+// refills it at now; it holds ticks refills less: from act on it reads as
 // that Take's bucket, and before act it lends nothing. When the bucket is
 // not full by act, that is the bucket at now charged cost, below zero if
 // need be. A debt deeper than 2^53 tokens (years of refills at millions
@@ -472,7 +473,7 @@ func (b *IntervalBucket) report(tokens, last, cost, now int64) algorithm.Result 
 func (b *IntervalBucket) Book(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
 	tokens, last := b.at(s.N0, s.N1, now)
 	held, la := b.at(tokens, last, act)
-	ticks := ceilDiv(la-last, b.interval)
+	ticks := ceilDiv(la-max(last, now), b.interval) // la−max(last, now) > −interval
 	owed := int64(maxTokens)
 	if ticks <= maxTokens/b.tokens {
 		owed = ticks * b.tokens
