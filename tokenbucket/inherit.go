@@ -26,8 +26,8 @@ var (
 //
 // held at max(last, now). The Lua script computes the same doubles. Any
 // rule but Proportional is AsIs. A bucket in debt (negative tokens, what
-// Book charges ahead) carries as 0 under both rules but a larger capacity
-// as-is: the debt is not carried over a change of capacity.
+// Book charges ahead) keeps of its debt what the formulas do: none
+// proportionally, and as-is what the capacity gained does not cover.
 //
 // A state it cannot read (from of another Kind or with a capacity outside
 // [1, algorithm.MaxLimit], tokens that are not a number within ±2^53, as
@@ -64,9 +64,9 @@ func (b *Bucket) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 //
 // since la, or since max(la, now) when that fills the bucket (a full
 // bucket restarts its interval). Any rule but Proportional is AsIs. A
-// bucket in debt (a negative count, what Book charges ahead) carries as
-// 0 under both rules but a larger capacity as-is: the debt is not carried
-// over a change of capacity.
+// bucket in debt (a negative count, what Book charges ahead) keeps of its
+// debt what the formulas do: none proportionally, and as-is what the
+// capacity gained does not cover.
 //
 // A state under a from of another Kind, or with a capacity outside [1,
 // algorithm.MaxLimit], is taken as fully used: an empty bucket whose last
