@@ -26,8 +26,8 @@ var (
 //
 // held at max(last, now). The Lua script computes the same doubles. Any
 // rule but Proportional is AsIs. A bucket in debt (negative tokens, what
-// Book charges ahead) keeps of its debt what the formulas do: none
-// proportionally, and as-is what the capacity gained does not cover.
+// Book charges ahead) is forgiven, but as-is for what it takes from a
+// larger capacity's gain (a + (Capacity − C) at least 0).
 //
 // A state it cannot read (from of another Kind or with a capacity outside
 // [1, algorithm.MaxLimit], tokens that are not a number within ±2^53, as
@@ -64,9 +64,9 @@ func (b *Bucket) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 //
 // since la, or since max(la, now) when that fills the bucket (a full
 // bucket restarts its interval). Any rule but Proportional is AsIs. A
-// bucket in debt (a negative count, what Book charges ahead) keeps of its
-// debt what the formulas do: none proportionally, and as-is what the
-// capacity gained does not cover.
+// bucket in debt (a negative count, what Book charges ahead) is forgiven,
+// but as-is for what it takes from a larger capacity's gain
+// (a + Capacity − C at least 0).
 //
 // A state under a from of another Kind, or with a capacity outside [1,
 // algorithm.MaxLimit], is taken as fully used: an empty bucket whose last
