@@ -231,10 +231,7 @@ func (b *Bucket) report(tokens float64, last int64, held, c float64, now int64) 
 // none while the bucket is in debt (int64 of a negative count would
 // round toward zero, and the script's math.floor away from it).
 func remaining(held float64) int64 {
-	if held < 0 {
-		return 0
-	}
-	return int64(held)
+	return max(int64(held), 0) // an integer max, which has no branch
 }
 
 // Book charges cost at now for an admission due at act (see
