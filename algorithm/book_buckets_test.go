@@ -141,8 +141,29 @@ func TestBucketsBookHistories(t *testing.T) {
 						log = append(log, fmt.Sprintf("book %d at %+d for %+d", c, now-t0, act-t0))
 						taken, _ := b.Take(s, act, c)
 						marks := []int64{now, act, act + b.Peek(taken, act, 1).RetryAfter, act + b.Peek(taken, act, limit).RetryAfter}
-						if s, r, err = algorithm.CheckBook(b, s, now, act, c, later(marks...)); err != nil {
+						if s, r, err = algorithm.CheckBook(b, algorithm.CloneState(s), now, act, c, later(marks...)); err != nil {
 							fail(err)
+						}
+						// From act on: the interval bucket and GCRA are Take
+						// at act exactly, the continuous bucket to the µs
+						// either way (CheckBook allows the µs after).
+						_, float := b.(*tokenbucket.Bucket)
+						for _, m := range marks {
+							for _, t := range []int64{m - 1, m, m + 1} {
+								if t < act {
+									continue
+								}
+								for _, c := range []int64{1, limit} {
+									got, want := b.Peek(s, t, c), b.Peek(taken, t, c)
+									if float {
+										if early := b.Peek(taken, t-1, c); got.Remaining < early.Remaining || early.Allowed() && !got.Allowed() {
+											fail(fmt.Errorf("at %+d the booked state admits less than a Take at act a µs earlier: Peek of %d %+v, Take's %+v", t-t0, c, got, early))
+										}
+									} else if got != want {
+										fail(fmt.Errorf("at %+d the booked state is not Take at act's: Peek of %d %+v, Take's %+v", t-t0, c, got, want))
+									}
+								}
+							}
 						}
 						if act > now {
 							if u, err := algorithm.CheckUnused(b, s, now, act, c); err != nil || u != c {

@@ -46,6 +46,19 @@ func TestBucketBook(t *testing.T) {
 		}
 	})
 
+	t.Run("queued bookings are due a token's time apart, to the µs", func(t *testing.T) {
+		// One a second: waiters queue at 1s, 2s, 3s… A margin against
+		// rounding in Book once made them 1s, 2s+1µs, 3s+2µs.
+		one := mustNew(t, tokenbucket.Config{Capacity: 1, Rate: 1})
+		s, _ := one.Take(one.Init(algorithm.State{}, t0), t0, 1)
+		for i := int64(1); i <= 50; i++ {
+			var act int64
+			if s, _, act = book(t, one, s, t0, 1); act != t0+i*sec {
+				t.Fatalf("booking %d: due at t0%+dµs, want t0+%ds", i, act-t0, i)
+			}
+		}
+	})
+
 	t.Run("a booking due now is a take", func(t *testing.T) {
 		s, _ := b.Take(b.Init(algorithm.State{}, t0), t0, 1)
 		booked, br := b.Book(s, t1, t1, 1)

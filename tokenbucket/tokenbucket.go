@@ -243,23 +243,18 @@ func remaining(held float64) int64 {
 // than 2^53 tokens (a booking years ahead of a bucket refilling millions
 // a second) is cut there, where the script's range check reads it.
 //
-// The booked bucket and Take's refill from different instants, so their
-// roundings differ: left alone, the booked one could reach a count a µs
-// before Take's does, and admit more. It therefore owes, besides the
-// refill, 2^-50 of the capacity and the refill owed, more than the
-// roundings of both readings can add up to (each is within 2^-53 of the
-// magnitudes it adds), and less than a µs of refill (the capacity
-// refills in at most 2^48 µs): it reaches every count at the µs Take's
-// does, or the next.
+// The booked bucket refills from max(last, now), Take's from act: the
+// same bucket, rounded on two paths, so that from act on the booked one
+// may reach a count a µs before or after Take's does (the roundings are
+// a few ulps of the capacity and the debt, a µs of refill is at least
+// 2^-48 of the capacity). Owing a margin on top would make every booking
+// a µs late, and a queue of them later by a µs a booking.
 func (b *Bucket) Book(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
 	tokens, last := load(s)
 	held := b.at(tokens, last, act)
 	last = max(last, now)
 	owed := float64(float64(max(act-last, 0)) * b.perMicro)
-	left := held - float64(cost)
-	if owed > 0 {
-		left = max(left-owed-float64((b.capacity+owed)*0x1p-50), -maxTokens)
-	}
+	left := max(held-float64(cost)-owed, -maxTokens)
 	next := algorithm.State{N0: int64(math.Float64bits(left)), N1: last}
 	r := b.Peek(next, now, 1)
 	r.RetryAfter = act - now
@@ -267,14 +262,21 @@ func (b *Bucket) Book(s algorithm.State, now, act, cost int64) (algorithm.State,
 }
 
 // Refund gives back up to n tokens: the bucket at now holds n more, up to
-// its capacity. A full bucket has nothing to give back.
+// its capacity. A full bucket has nothing to give back. A sum that rounds
+// up to a whole count n+1 above held's (3.9999999999999996 + 6 is 10 in
+// float64) is taken a float lower, so that no more than n whole tokens
+// come back.
 func (b *Bucket) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
 	tokens, last := load(s)
 	held := b.at(tokens, last, now)
 	if held >= b.capacity {
 		return algorithm.State{N0: s.N0, N1: s.N1}, b.Peek(s, now, 1)
 	}
-	next := algorithm.State{N0: int64(math.Float64bits(min(held+float64(n), b.capacity))), N1: max(last, now)}
+	left := min(held+float64(n), b.capacity)
+	if remaining(left)-remaining(held) > n {
+		left = math.Nextafter(left, math.Inf(-1))
+	}
+	next := algorithm.State{N0: int64(math.Float64bits(left)), N1: max(last, now)}
 	return next, b.Peek(next, now, 1)
 }
 

@@ -53,6 +53,7 @@ func TestBucketsBookMirror(t *testing.T) {
 		must(tokenbucket.New(tokenbucket.Config{Capacity: 10, Rate: 3.3})),
 		must(tokenbucket.New(tokenbucket.Config{Capacity: 1000, Rate: 1e9 / 3600})),
 		must(tokenbucket.New(tokenbucket.Config{Capacity: 7, Rate: 0.01})),
+		must(tokenbucket.New(tokenbucket.Config{Capacity: algorithm.MaxLimit, Rate: 1e9})),
 		must(tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 10, Tokens: 1, Interval: time.Second})),
 		must(tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 10, Tokens: 4, Interval: 333 * time.Microsecond})),
 		must(tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 3, Tokens: 5, Interval: time.Millisecond})),

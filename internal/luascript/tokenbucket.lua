@@ -159,8 +159,7 @@ local rem = math.floor(tokens)
 
 --@book
 -- Booked at now for act (Go: Bucket.Book): dated max(last, now), holding
--- what a Take at act would leave less the refill until act, and a margin
--- against rounding (2^-50 of the capacity and that refill); below zero,
+-- what a Take at act would leave less the refill until act; below zero,
 -- a debt, cut at -2^53.
 local e = act - last
 if e < 0 then
@@ -177,13 +176,9 @@ local owed = act - last
 if owed < 0 then
   owed = 0
 end
-owed = owed * per_micro
-tokens = held - cost
-if owed > 0 then
-  tokens = tokens - owed - (capacity + owed) * 8.8817841970012523e-16
-  if tokens < -9007199254740992 then
-    tokens = -9007199254740992
-  end
+tokens = held - cost - owed * per_micro
+if tokens < -9007199254740992 then
+  tokens = -9007199254740992
 end
 local reset = wait(capacity, tokens)
 local ttl = math.ceil(reset / 1000)
@@ -203,12 +198,26 @@ end
 
 --@refund
 -- Up to n tokens back (Go: Bucket.Refund), to the capacity; a full
--- bucket has nothing to give back.
+-- bucket has nothing to give back. A sum rounded up to n+1 whole tokens
+-- more is taken a float lower (Go: math.Nextafter toward -Inf; the sum is
+-- then at least 1).
 local value
 if avail < capacity then
+  local was = 0
+  if avail > 0 then
+    was = math.floor(avail)
+  end
   avail = avail + n
   if avail > capacity then
     avail = capacity
+  end
+  if math.floor(avail) - was > n then
+    local m, e = math.frexp(avail)
+    if m == 0.5 then
+      avail = avail - math.ldexp(1, e - 54)
+    else
+      avail = avail - math.ldexp(1, e - 53)
+    end
   end
   tokens = avail
   if now > last then
