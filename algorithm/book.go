@@ -23,7 +23,9 @@ type Booker interface {
 	// due at act, where now ≤ act and Peek(s, act, cost) admits cost. The
 	// new state is read at now like any other. From act on, it admits no
 	// more than the state Take(s, act, cost) leaves (every algorithm but
-	// the sliding-window counter: exactly what it admits); before act, no
+	// the sliding-window counter: exactly what it admits, to the µs; the
+	// continuous token bucket's float refill may round to the µs either
+	// side, and the check allows that µs); before act, no
 	// cost it admits keeps the booked one from fitting at act. The result
 	// is Peek(next, now, 1)'s Remaining and ResetAfter (which covers the
 	// booking: a key in debt is not fresh before its last booking is
@@ -156,9 +158,14 @@ func CheckBook(b Booker, s State, now, act, cost int64, later []int64) (State, R
 		for _, c := range []int64{1, max(1, b.Limit()/2), b.Limit()} {
 			got := b.Peek(next, t, c)
 			if t >= act {
-				want := b.Peek(taken, t, c)
+				// Against Take's state a µs later: the continuous token
+				// bucket's booked state refills from now, Take's from act,
+				// and their float roundings (a few ulps) may cross a whole
+				// count a µs apart either way. A µs of refill is far more
+				// than those ulps; no algorithm departs by a whole µs.
+				want := b.Peek(taken, t+1, c)
 				if got.Allowed() && !want.Allowed() || got.Remaining > want.Remaining {
-					return fail(next, r, "at %d the booked state admits more than a Take at act leaves: Peek of %d %+v, Take's %+v", t, c, got, want)
+					return fail(next, r, "at %d the booked state admits more than a Take at act leaves a µs later: Peek of %d %+v, Take's %+v", t, c, got, want)
 				}
 				continue
 			}
@@ -189,7 +196,7 @@ func CheckRefund(b Booker, s State, now, n int64, later []int64) (State, Result,
 	if want := b.Peek(next, now, 1); r != want {
 		return fail("got %+v, Peek of the new state says %+v", r, want)
 	}
-	if r.Remaining < before.Remaining || r.Remaining > before.Remaining+n || r.Remaining > b.Limit() {
+	if r.Remaining < before.Remaining || r.Remaining-before.Remaining > n || r.Remaining > b.Limit() { // not before.Remaining+n: n may be as large as anyone asks
 		return fail("Remaining went from %d to %d: want at least as much, at most %d more, at most the limit %d", before.Remaining, r.Remaining, n, b.Limit())
 	}
 	fresh := b.Init(State{}, now)

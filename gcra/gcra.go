@@ -63,6 +63,7 @@ type Meter struct {
 var (
 	_ algorithm.Narrow = (*Meter)(nil)
 	_ algorithm.Quoter = (*Meter)(nil)
+	_ algorithm.Booker = (*Meter)(nil)
 )
 
 // New returns a GCRA admitting bursts of cfg.Burst and one unit per
@@ -160,4 +161,52 @@ func (m *Meter) report(debt, cost int64) algorithm.Result {
 	}
 	r.RetryAfter = max(debt+cost*m.every-m.tau, 0)
 	return r
+}
+
+// Book charges cost at now for an admission due at act (see
+// algorithm.Booker): the TAT a Take at act would leave. TAT is an
+// instant, not a count dated by the last decision, so the booked state is
+// that Take's itself, and lends nothing when read before act: the units
+// it admits then are those that fit before the booking's.
+func (m *Meter) Book(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+	next := algorithm.State{N0: max(s.N0, act) + cost*m.every}
+	r := m.Peek(next, now, 1)
+	r.RetryAfter = act - now
+	return next, r
+}
+
+// Refund gives back up to n units: TAT moves n intervals earlier, but not
+// before now. What was charged counts until TAT, so at now what is left
+// of it is TAT − now: a TAT moved before now would give a clock that
+// steps back more than that. A key at rest has nothing to give back.
+func (m *Meter) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+	if s.N0 <= now { // not s.N0-now: a fresh key's TAT is math.MinInt64
+		return algorithm.State{N0: s.N0}, m.Peek(s, now, 1)
+	}
+	tat := now
+	if debt := s.N0 - now; n <= (debt-1)/m.every { // n·every < debt, with no overflow
+		tat = s.N0 - n*m.every
+	}
+	next := algorithm.State{N0: tat}
+	return next, m.Peek(next, now, 1)
+}
+
+// Unused returns how much of a booking of cost due at act the meter may
+// give back at now, by x/time/rate's rule: the cost, less the intervals
+// by which later bookings' due instants pass act. The last booking is due
+// at TAT − tau, where the key's burst is used up, so that is
+// (cost·every − (TAT − tau − act))/every units, rounded to the nearest
+// (a tie down), as tokenbucket.Bucket.Unused rounds its tokens.
+func (m *Meter) Unused(s algorithm.State, now, act, cost int64) int64 {
+	if act <= now {
+		return 0
+	}
+	if s.N0 <= act+m.tau { // nothing due after act; not s.N0-m.tau: MinInt64
+		return cost
+	}
+	v := cost*m.every - (s.N0 - m.tau - act)
+	if v <= 0 {
+		return 0
+	}
+	return (2*v + m.every - 1) / (2 * m.every)
 }

@@ -25,8 +25,9 @@ var (
 //	Proportional: min(max(a, 0)·Capacity/C, Capacity)  float64, left to right
 //
 // held at max(last, now). The Lua script computes the same doubles. Any
-// rule but Proportional is AsIs; negative tokens, which no bucket of this
-// module writes, are carried proportionally as 0.
+// rule but Proportional is AsIs. A bucket in debt (negative tokens, what
+// Book charges ahead) is forgiven, but as-is for what it takes from a
+// larger capacity's gain (a + (Capacity − C) at least 0).
 //
 // A state it cannot read (from of another Kind or with a capacity outside
 // [1, algorithm.MaxLimit], tokens that are not a number within ±2^53, as
@@ -62,9 +63,10 @@ func (b *Bucket) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 //	Proportional: ⌊a·Capacity/C⌋               rounded toward more used
 //
 // since la, or since max(la, now) when that fills the bucket (a full
-// bucket restarts its interval). Any rule but Proportional is AsIs; a
-// negative count (which no bucket of this module writes) is carried
-// proportionally as 0.
+// bucket restarts its interval). Any rule but Proportional is AsIs. A
+// bucket in debt (a negative count, what Book charges ahead) is forgiven,
+// but as-is for what it takes from a larger capacity's gain
+// (a + Capacity − C at least 0).
 //
 // A state under a from of another Kind, or with a capacity outside [1,
 // algorithm.MaxLimit], is taken as fully used: an empty bucket whose last

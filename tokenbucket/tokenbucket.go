@@ -60,6 +60,7 @@ type Bucket struct {
 var (
 	_ algorithm.Narrow = (*Bucket)(nil)
 	_ algorithm.Quoter = (*Bucket)(nil)
+	_ algorithm.Booker = (*Bucket)(nil)
 )
 
 // New returns a bucket of cfg.Capacity tokens refilled at cfg.Rate tokens
@@ -118,7 +119,8 @@ func (b *Bucket) String() string {
 }
 
 // A bucket's state is N0, the tokens it held at N1 (a float64's bits),
-// and N1, the instant of that count (Unix µs).
+// and N1, the instant of that count (Unix µs). The tokens are below zero
+// when the bucket is in debt: charged at N1 for bookings due later.
 
 // NarrowState declares that the bucket's state is N0 and N1 alone (see
 // algorithm.Narrow).
@@ -219,10 +221,84 @@ func (b *Bucket) Peek(s algorithm.State, now, cost int64) algorithm.Result {
 // float).
 func (b *Bucket) report(tokens float64, last int64, held, c float64, now int64) (algorithm.State, algorithm.Result) {
 	return algorithm.State{N0: int64(math.Float64bits(tokens)), N1: last}, algorithm.Result{
-		Remaining:  int64(held),
+		Remaining:  remaining(held),
 		RetryAfter: b.until(tokens, last, held, c, now),
 		ResetAfter: b.until(tokens, last, held, b.capacity, now),
 	}
+}
+
+// remaining is what Remaining reports of held tokens: the whole ones, and
+// none while the bucket is in debt (int64 of a negative count would
+// round toward zero, and the script's math.floor away from it).
+func remaining(held float64) int64 {
+	return max(int64(held), 0) // an integer max, which has no branch
+}
+
+// Book charges cost at now for an admission due at act (see
+// algorithm.Booker). The bucket stays dated max(last, now), as after a
+// Take, and holds what a Take at act would leave less what refills from
+// then until act: from act on it reads as that Take's bucket, and before
+// act it lends nothing that only exists at act. The tokens go below zero
+// (a debt) when the refill until act pays for the cost; a debt deeper
+// than 2^53 tokens (a booking years ahead of a bucket refilling millions
+// a second) is cut there, where the script's range check reads it.
+//
+// The booked bucket refills from max(last, now), Take's from act: the
+// same bucket, rounded on two paths, so that from act on the booked one
+// may reach a count a µs before or after Take's does (the roundings are
+// a few ulps of the capacity and the debt, a µs of refill is at least
+// 2^-48 of the capacity). Owing a margin on top would make every booking
+// a µs late, and a queue of them later by a µs a booking.
+func (b *Bucket) Book(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+	tokens, last := load(s)
+	held := b.at(tokens, last, act)
+	last = max(last, now)
+	owed := float64(float64(max(act-last, 0)) * b.perMicro)
+	left := max(held-float64(cost)-owed, -maxTokens)
+	next := algorithm.State{N0: int64(math.Float64bits(left)), N1: last}
+	r := b.Peek(next, now, 1)
+	r.RetryAfter = act - now
+	return next, r
+}
+
+// Refund gives back up to n tokens: the bucket at now holds n more, up to
+// its capacity. A full bucket has nothing to give back. A sum that rounds
+// up to a whole count n+1 above held's (3.9999999999999996 + 6 is 10 in
+// float64) is taken a float lower, so that no more than n whole tokens
+// come back.
+func (b *Bucket) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+	tokens, last := load(s)
+	held := b.at(tokens, last, now)
+	if held >= b.capacity {
+		return algorithm.State{N0: s.N0, N1: s.N1}, b.Peek(s, now, 1)
+	}
+	left := min(held+float64(n), b.capacity)
+	if remaining(left)-remaining(held) > n {
+		left = math.Nextafter(left, math.Inf(-1))
+	}
+	next := algorithm.State{N0: int64(math.Float64bits(left)), N1: max(last, now)}
+	return next, b.Peek(next, now, 1)
+}
+
+// Unused returns how much of a booking of cost due at act the bucket may
+// give back at now, by x/time/rate's rule: the cost, less what later
+// bookings consumed of the refill after act. Bookings after this one keep
+// the bucket in debt past act, until the last of them is due: the debt
+// still owed at act, −(tokens at act), is that refill, rate·(end of the
+// debt − act). What is left is rounded to the nearest whole token (a tie
+// down): booking instants are whole microseconds, which leave a later
+// booking's charge a fraction of a µs's refill short of whole, and the
+// float arithmetic of a deep debt a few ulps either way.
+func (b *Bucket) Unused(s algorithm.State, now, act, cost int64) int64 {
+	if act <= now {
+		return 0
+	}
+	tokens, last := load(s)
+	due := b.at(tokens, last, act)
+	if due >= 0 {
+		return cost
+	}
+	return max(int64(math.Ceil(float64(cost)+due-0.5)), 0)
 }
 
 // IntervalConfig configures a bucket refilled by whole tokens on a schedule.
@@ -254,6 +330,7 @@ type IntervalBucket struct {
 var (
 	_ algorithm.Narrow = (*IntervalBucket)(nil)
 	_ algorithm.Quoter = (*IntervalBucket)(nil)
+	_ algorithm.Booker = (*IntervalBucket)(nil)
 )
 
 // NewInterval returns a bucket of cfg.Capacity tokens that gains cfg.Tokens
@@ -317,7 +394,8 @@ func (b *IntervalBucket) String() string {
 }
 
 // An interval bucket's state is N0, the tokens it holds, and N1, the
-// instant of its last refill (Unix µs).
+// instant of its last refill (Unix µs). The tokens are below zero when the
+// bucket is in debt: charged for bookings due later.
 
 // NarrowState declares that the bucket's state is N0 and N1 alone (see
 // algorithm.Narrow).
@@ -373,10 +451,63 @@ func (b *IntervalBucket) Peek(s algorithm.State, now, cost int64) algorithm.Resu
 
 func (b *IntervalBucket) report(tokens, last, cost, now int64) algorithm.Result {
 	return algorithm.Result{
-		Remaining:  tokens,
+		Remaining:  max(tokens, 0), // none while in debt
 		RetryAfter: b.until(tokens, last, cost, now),
 		ResetAfter: b.until(tokens, last, b.capacity, now),
 	}
+}
+
+// Book charges cost at now for an admission due at act (see
+// algorithm.Booker): the same as Bucket.Book in whole tokens and refills.
+// A Take at act would leave H − cost tokens since the refill at la (la is
+// act itself when the bucket is full by then: a full bucket restarts its
+// interval). The booked bucket keeps la's schedule but is dated the
+// ticks whole intervals before la that bring it back to at most
+// max(last refill, now), less than an interval before, so that nothing
+// refills it at now; it holds ticks refills less: from act on it reads as
+// that Take's bucket, and before act it lends nothing. When the bucket is
+// not full by act, that is the bucket at now charged cost, below zero if
+// need be. A debt deeper than 2^53 tokens (years of refills at millions
+// of tokens a µs) is cut there, where the script's range check reads it.
+func (b *IntervalBucket) Book(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+	tokens, last := b.at(s.N0, s.N1, now)
+	held, la := b.at(tokens, last, act)
+	ticks := ceilDiv(la-max(last, now), b.interval) // la−max(last, now) > −interval
+	owed := int64(maxTokens)
+	if ticks <= maxTokens/b.tokens {
+		owed = ticks * b.tokens
+	}
+	next := algorithm.State{N0: held - cost - owed, N1: la - ticks*b.interval}
+	r := b.Peek(next, now, 1)
+	r.RetryAfter = act - now
+	return next, r
+}
+
+// Refund gives back up to n tokens: the bucket at now holds n more, up to
+// its capacity. A full bucket has nothing to give back.
+func (b *IntervalBucket) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+	tokens, last := b.at(s.N0, s.N1, now)
+	if tokens >= b.capacity {
+		return algorithm.State{N0: s.N0, N1: s.N1}, b.Peek(s, now, 1)
+	}
+	left := b.capacity
+	if n < b.capacity-tokens { // not tokens+n: n may be as large as anyone asks
+		left = tokens + n
+	}
+	next := algorithm.State{N0: left, N1: last}
+	return next, b.Peek(next, now, 1)
+}
+
+// Unused returns how much of a booking of cost due at act the bucket may
+// give back at now (see Bucket.Unused): the cost less the debt still owed
+// at act, which later bookings charged against the refills after it.
+func (b *IntervalBucket) Unused(s algorithm.State, now, act, cost int64) int64 {
+	if act <= now {
+		return 0
+	}
+	tokens, last := b.at(s.N0, s.N1, now)
+	due, _ := b.at(tokens, last, act)
+	return max(min(cost+due, cost), 0)
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -100,3 +100,62 @@ if ttl < 2 then
 end
 local value = string.format('%.0f', now + debt)
 local rem, reset = left(debt), debt
+
+--@book
+-- Booked at now for act (Go: Meter.Book): the TAT a Take at act would
+-- leave, max(TAT, act) + cost intervals, kept as the debt from now.
+if debt < act - now then
+  debt = act - now
+end
+debt = debt + cost * every
+local ttl = math.ceil(debt / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+local value = string.format('%.0f', now + debt)
+local rem, reset = left(debt), debt
+
+--@refund
+-- Up to n units back (Go: Meter.Refund): TAT n intervals earlier, but not
+-- before now; a key at rest has nothing to give back.
+local value
+if debt > 0 then
+  if n * every < debt then
+    debt = debt - n * every
+  else
+    debt = 0
+  end
+  value = string.format('%.0f', now + debt)
+end
+local rem, retry, reset = left(debt), debt + every - tau, debt
+if retry < 0 then
+  retry = 0
+end
+local ttl = math.ceil(debt / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+
+--@unused
+-- What a booking of bcost due at act gives back (Go: Meter.Unused): all
+-- of it unless bookings are due after act, until TAT − tau; else bcost
+-- less the intervals by which they pass act, rounded to the nearest (a
+-- tie down). With no debt, TAT has passed: nothing is due after act.
+local give = 0
+if act > now then
+  local late = debt - tau - (act - now)
+  if debt == 0 or late <= 0 then
+    give = bcost
+  else
+    local v = bcost * every - late
+    if v > 0 then
+      local w = 2 * every
+      give = math.floor((2 * v + every - 1) / w)
+      if give * w > 2 * v + every - 1 then
+        give = give - 1
+      elseif (give + 1) * w <= 2 * v + every - 1 then
+        give = give + 1
+      end
+    end
+  end
+end

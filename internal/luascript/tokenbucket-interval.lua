@@ -1,8 +1,9 @@
 -- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
 -- Parameters: $1 capacity, $2 tokens per interval, $3 interval in µs.
 -- State: the header "I<capacity>:", then "<tokens> <instant of the last
--- refill µs>", tokens in [0, 2^53], the instant within ±2^53; anything
--- else is refused with an RLMISMATCH error (or started afresh).
+-- refill µs>", tokens within ±2^53 (below zero, a debt: booked ahead), the
+-- instant within ±2^53; anything else is refused with an RLMISMATCH error
+-- (or started afresh).
 local capacity = tonumber(ARGV[$1])
 local per = tonumber(ARGV[$2])
 local interval = tonumber(ARGV[$3])
@@ -20,9 +21,9 @@ end
 
 local tokens, last = capacity, now
 if state then
-  local k, l = string.match(state, '^(%d+) (%-?%d+)$', at)
+  local k, l = string.match(state, '^(%-?%d+) (%-?%d+)$', at)
   k, l = tonumber(k), tonumber(l)
-  if k and l and k <= 9007199254740992 and l >= -9007199254740992 and l <= 9007199254740992 then
+  if k and l and k >= -9007199254740992 and k <= 9007199254740992 and l >= -9007199254740992 and l <= 9007199254740992 then
     tokens, last = k, l
     if old0 then
       -- Written under capacity old0 (design §2.2): refilled up to now on
@@ -40,6 +41,9 @@ if state then
         end
       end
       if ARGV[$mode] == '1' or ARGV[$mode] == '3' then
+        if tokens < 0 then
+          tokens = 0 -- a debt carries as nothing held
+        end
         -- muldiv returns ⌊a·b/c⌋ for whole numbers 0 ≤ a, b ≤ 2^40, 1 ≤ c ≤ 2^40:
         -- a product below 2^53 is exact as it is, a larger one is divided by
         -- long division, 4 bits of b at a time.
@@ -96,7 +100,7 @@ end
 local fits = cost <= tokens
 
 --@report
-local rem, retry, reset = tokens, wait(tokens, cost), wait(tokens, capacity)
+local rem, retry, reset = math.max(tokens, 0), wait(tokens, cost), wait(tokens, capacity)
 
 --@commit
 tokens = tokens - cost
@@ -107,3 +111,71 @@ if ttl < 2 then
 end
 local value = string.format('%.0f %.0f', tokens, last)
 local rem = tokens
+
+--@book
+-- Booked at now for act (Go: IntervalBucket.Book): what a Take at act
+-- would leave since the refill la, dated ticks whole intervals before la,
+-- back to at most max(last, now), with ticks refills owed (at most 2^53
+-- tokens).
+local held, la = tokens, last
+if held >= capacity then
+  held, la = capacity, math.max(last, act)
+elseif act > last then
+  local ticks = floordiv(act - last, interval)
+  if ticks >= floordiv(capacity - held + per - 1, per) then
+    held, la = capacity, act
+  else
+    held, la = held + ticks * per, last + ticks * interval
+  end
+end
+local ticks = floordiv(la - math.max(last, now) + interval - 1, interval)
+local owed = 9007199254740992
+if ticks <= floordiv(9007199254740992, per) then
+  owed = ticks * per
+end
+tokens, last = held - cost - owed, la - ticks * interval
+local reset = wait(tokens, capacity)
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+local value = string.format('%.0f %.0f', tokens, last)
+local rem = math.max(tokens, 0)
+
+--@refund
+-- Up to n tokens back (Go: IntervalBucket.Refund), to the capacity; a
+-- full bucket has nothing to give back.
+local value
+if tokens < capacity then
+  if n < capacity - tokens then
+    tokens = tokens + n
+  else
+    tokens = capacity
+  end
+  value = string.format('%.0f %.0f', tokens, last)
+end
+local rem, retry, reset = math.max(tokens, 0), wait(tokens, 1), wait(tokens, capacity)
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+
+--@unused
+-- What a booking of bcost due at act gives back (Go:
+-- IntervalBucket.Unused): bcost less the debt still owed at act.
+local give = 0
+if act > now then
+  local due = tokens
+  if due < capacity and act > last then
+    local ticks = floordiv(act - last, interval)
+    if ticks >= floordiv(capacity - due + per - 1, per) then
+      due = capacity
+    else
+      due = due + ticks * per
+    end
+  end
+  give = bcost + math.min(due, 0)
+  if give < 0 then
+    give = 0
+  end
+end

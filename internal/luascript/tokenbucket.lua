@@ -54,7 +54,7 @@ end
 
 local tokens, last = capacity, now
 if state then
-  local k, l = -1, 0
+  local k, l = 1e300, 0 -- out of range: not 16 bytes
   if #state == at + 15 then
     if struct then
       k, l = struct.unpack('<dd', state, at)
@@ -62,10 +62,10 @@ if state then
       k, l = dec(state, at), dec(state, at + 8)
     end
   end
-  -- Tokens in [0, 2^53], a whole instant within ±2^53: NaN fails every
-  -- comparison, and text that happens to be 16 bytes long decodes to a
-  -- fraction of an instant.
-  if k >= 0 and k <= 9007199254740992 and l >= -9007199254740992 and l <= 9007199254740992 and l == math.floor(l) then
+  -- Tokens within ±2^53 (below zero, a debt: booked ahead), a whole
+  -- instant within ±2^53: NaN fails every comparison, and text that
+  -- happens to be 16 bytes long decodes to a fraction of an instant.
+  if k >= -9007199254740992 and k <= 9007199254740992 and l >= -9007199254740992 and l <= 9007199254740992 and l == math.floor(l) then
     tokens, last = k, l
     if old0 then
       -- Written under capacity old0 (design §2.1): the tokens refilled
@@ -81,6 +81,9 @@ if state then
         a = old0
       end
       if ARGV[$mode] == '1' or ARGV[$mode] == '3' then
+        if a < 0 then
+          a = 0 -- a debt carries as nothing held
+        end
         tokens = a * capacity / old0
         if tokens > capacity then
           tokens = capacity
@@ -130,7 +133,11 @@ end
 local fits = cost <= avail
 
 --@report
-local rem, retry, reset = math.floor(avail), wait(cost, avail), wait(capacity, avail)
+local rem = 0 -- none while in debt
+if avail > 0 then
+  rem = math.floor(avail)
+end
+local retry, reset = wait(cost, avail), wait(capacity, avail)
 
 --@commit
 tokens = avail - cost
@@ -149,3 +156,109 @@ else
   value = enc(tokens) .. enc(last)
 end
 local rem = math.floor(tokens)
+
+--@book
+-- Booked at now for act (Go: Bucket.Book): dated max(last, now), holding
+-- what a Take at act would leave less the refill until act; below zero,
+-- a debt, cut at -2^53.
+local e = act - last
+if e < 0 then
+  e = 0
+end
+local held = tokens + e * per_micro
+if held > capacity then
+  held = capacity
+end
+if now > last then
+  last = now
+end
+local owed = act - last
+if owed < 0 then
+  owed = 0
+end
+tokens = held - cost - owed * per_micro
+if tokens < -9007199254740992 then
+  tokens = -9007199254740992
+end
+local reset = wait(capacity, tokens)
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+local value
+if struct then
+  value = struct.pack('<dd', tokens, last)
+else
+  value = enc(tokens) .. enc(last)
+end
+local rem = 0
+if tokens > 0 then
+  rem = math.floor(tokens)
+end
+
+--@refund
+-- Up to n tokens back (Go: Bucket.Refund), to the capacity; a full
+-- bucket has nothing to give back. A sum rounded up to n+1 whole tokens
+-- more is taken a float lower (Go: math.Nextafter toward -Inf; the sum is
+-- then at least 1).
+local value
+if avail < capacity then
+  local was = 0
+  if avail > 0 then
+    was = math.floor(avail)
+  end
+  avail = avail + n
+  if avail > capacity then
+    avail = capacity
+  end
+  if math.floor(avail) - was > n then
+    local m, e = math.frexp(avail)
+    if m == 0.5 then
+      avail = avail - math.ldexp(1, e - 54)
+    else
+      avail = avail - math.ldexp(1, e - 53)
+    end
+  end
+  tokens = avail
+  if now > last then
+    last = now
+  end
+  if struct then
+    value = struct.pack('<dd', tokens, last)
+  else
+    value = enc(tokens) .. enc(last)
+  end
+end
+local rem = 0
+if avail > 0 then
+  rem = math.floor(avail)
+end
+local retry, reset = wait(1, avail), wait(capacity, avail)
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+
+--@unused
+-- What a booking of bcost due at act gives back (Go: Bucket.Unused): all
+-- of it unless the bucket is still in debt at act, else bcost plus that
+-- debt, rounded to the nearest (a tie down).
+local give = 0
+if act > now then
+  local e = act - last
+  if e < 0 then
+    e = 0
+  end
+  local due = tokens + e * per_micro
+  if due > capacity then
+    due = capacity
+  end
+  if due >= 0 then
+    give = bcost
+  else
+    give = math.ceil(bcost + due - 0.5)
+    if give < 0 then
+      give = 0
+    end
+  end
+end
