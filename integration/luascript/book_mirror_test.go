@@ -91,7 +91,9 @@ func mirrorBookings(t *testing.T, client redis.UniversalClient, alg algorithm.Al
 			now += rng.Int64N(step + 1)
 		}
 		if !exists {
-			s, exists = b.Init(algorithm.State{}, now), true
+			// The script finds no state and starts from Init at its now,
+			// until something is written.
+			s = b.Init(algorithm.State{}, now)
 		}
 		var what string
 		var got, want []int64
@@ -108,6 +110,7 @@ func mirrorBookings(t *testing.T, client redis.UniversalClient, alg algorithm.Al
 				r = b.Peek(s, now, 1)
 			} else {
 				s, r = b.Take(s, now, cost)
+				exists = exists || r.Allowed()
 			}
 			want = []int64{r.Remaining, r.RetryAfter, r.ResetAfter}
 		case 2, 3: // Book
@@ -133,6 +136,7 @@ func mirrorBookings(t *testing.T, client redis.UniversalClient, alg algorithm.Al
 			if ok {
 				pre := algorithm.CloneState(s)
 				s, r = b.Book(s, now, act, cost)
+				exists = true
 				pending = append(pending, booking{act: act, cost: cost, pre: pre, post: algorithm.CloneState(s), values: reply[5:]})
 				want = []int64{1, act, r.Remaining, r.RetryAfter, r.ResetAfter}
 			} else {
