@@ -212,3 +212,44 @@ func (t *breakerTable[K]) Reset(ctx context.Context, key K) error {
 	t.b.done(ctx, err, now, t.micros)
 	return err
 }
+
+// Book, Cancel and Refund pass the booking operations (store.Booker)
+// through the breaker as Take does.
+func (t *breakerTable[K]) Book(ctx context.Context, key K, now, cost, maxDelay int64, out []algorithm.Result) (algorithm.Result, store.Booking, bool, error) {
+	b, err := bookerOf(t.next)
+	if err != nil {
+		return algorithm.Result{}, store.Booking{}, false, err
+	}
+	if !t.b.admit(now) {
+		return algorithm.Result{}, store.Booking{}, false, ErrBreakerOpen
+	}
+	r, bk, ok, err := b.Book(ctx, key, now, cost, maxDelay, out)
+	t.b.done(ctx, err, now, t.micros)
+	return r, bk, ok, err
+}
+
+func (t *breakerTable[K]) Cancel(ctx context.Context, key K, now int64, bk store.Booking) error {
+	b, err := bookerOf(t.next)
+	if err != nil {
+		return err
+	}
+	if !t.b.admit(now) {
+		return ErrBreakerOpen
+	}
+	err = b.Cancel(ctx, key, now, bk)
+	t.b.done(ctx, err, now, t.micros)
+	return err
+}
+
+func (t *breakerTable[K]) Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {
+	b, err := bookerOf(t.next)
+	if err != nil {
+		return algorithm.Result{}, err
+	}
+	if !t.b.admit(now) {
+		return algorithm.Result{}, ErrBreakerOpen
+	}
+	r, err := b.Refund(ctx, key, now, n, out)
+	t.b.done(ctx, err, now, t.micros)
+	return r, err
+}

@@ -216,3 +216,45 @@ func (t *denialTable[K]) Reset(ctx context.Context, key K) error {
 	t.cache.forget(t.cache.set(h), h, key, true)
 	return err
 }
+
+// Book passes a booking to the store: a booking is not a decision of cost
+// 1 at now, so the cache neither answers nor records it; a booked cost
+// only makes a standing denial longer, which the store tells the next
+// request after it ends.
+func (t *denialTable[K]) Book(ctx context.Context, key K, now, cost, maxDelay int64, out []algorithm.Result) (algorithm.Result, store.Booking, bool, error) {
+	b, err := bookerOf(t.next)
+	if err != nil {
+		return algorithm.Result{}, store.Booking{}, false, err
+	}
+	return b.Book(ctx, key, now, cost, maxDelay, out)
+}
+
+// Cancel and Refund give room back: the key's cached denial, which may
+// no longer stand, is forgotten, whether the store's call succeeded or
+// not (as Reset's).
+func (t *denialTable[K]) Cancel(ctx context.Context, key K, now int64, bk store.Booking) error {
+	b, err := bookerOf(t.next)
+	if err != nil {
+		return err
+	}
+	err = b.Cancel(ctx, key, now, bk)
+	t.forget(key)
+	return err
+}
+
+func (t *denialTable[K]) Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {
+	b, err := bookerOf(t.next)
+	if err != nil {
+		return algorithm.Result{}, err
+	}
+	r, err := b.Refund(ctx, key, now, n, out)
+	t.forget(key)
+	return r, err
+}
+
+// forget forgets key's denial, and any being recorded by a request sent
+// before.
+func (t *denialTable[K]) forget(key K) {
+	h := t.cache.hash.Sum(key)
+	t.cache.forget(t.cache.set(h), h, key, true)
+}

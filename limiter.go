@@ -474,18 +474,23 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) (Decision, error) {
 }
 
 // WaitN blocks until a request of cost n for key is admitted, then returns
-// the admitting decision. It sleeps on the limiter's clock for exactly the
-// decision's RetryAfter and asks again, as often as other requests take
-// the room first. It returns at once with ErrCostExceedsLimit for a cost
-// that can never be admitted, with ErrWouldExceedDeadline when the wait
-// would outlast ctx's deadline (and the last denial), and with ctx's error
-// when ctx ends first.
-func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (d Decision, err error) {
-	err = l.wait(ctx, func() (Decision, error) {
-		d, err = l.AllowN(ctx, key, n)
-		return d, err
+// the admitting decision. It books the request (ReserveN, with the time
+// left before ctx's deadline as the maximum delay) and sleeps on the
+// limiter's clock until the booked instant: one store call per admission,
+// and waiters are admitted in the order they booked, not in a scramble
+// each time room frees up. It returns at once with ErrCostExceedsLimit for
+// a cost that can never be admitted, and with ErrWouldExceedDeadline,
+// charging nothing, when the request cannot be booked before ctx's
+// deadline. When ctx ends first it gives the booking back (Cancel) and
+// returns ctx's error.
+func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) {
+	r, err := l.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
+		return l.ReserveN(ctx, key, n, maxDelay)
 	})
-	return d, err
+	if err != nil {
+		return Decision{}, err
+	}
+	return admitted(r.decision), nil
 }
 
 // Peek reports key's state now without consuming anything: Allowed and

@@ -70,15 +70,32 @@ const (
 	OpAllow Op = iota
 	// OpPeek is a look at a key's state that charges nothing: Peek.
 	OpPeek
+	// OpReserve is a booking: ReserveN, and each of WaitN. Outcome is
+	// allowed when it was booked (Decision.RetryAfter is then its delay),
+	// denied when it could not be booked in time.
+	OpReserve
+	// OpCancel is a booking given back: Reservation.Cancel, and a WaitN
+	// whose context ended first. Cost is the booking's; Decision the
+	// booking's own.
+	OpCancel
+	// OpRefund is a charge given back: Refund. Decision is the key's state
+	// after it.
+	OpRefund
 )
 
-// String returns "allow" or "peek".
+// String returns "allow", "peek", "reserve", "cancel" or "refund".
 func (o Op) String() string {
 	switch o {
 	case OpAllow:
 		return "allow"
 	case OpPeek:
 		return "peek"
+	case OpReserve:
+		return "reserve"
+	case OpCancel:
+		return "cancel"
+	case OpRefund:
+		return "refund"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }

@@ -249,13 +249,22 @@ func (p *Policy[K]) Wait(ctx context.Context, key K) (PolicyDecision, error) {
 }
 
 // WaitN blocks until a request of cost n for key is admitted by every
-// limit, as Limiter.WaitN does, and returns the admitting decision.
-func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (d PolicyDecision, err error) {
-	err = p.wait(ctx, func() (Decision, error) {
-		d, err = p.AllowN(ctx, key, n)
-		return d.Decision, err
+// limit, as Limiter.WaitN does (one booking for every limit at once), and
+// returns the admitting decision.
+func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (PolicyDecision, error) {
+	r, err := p.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
+		return p.ReserveN(ctx, key, n, maxDelay)
 	})
-	return d, err
+	if err != nil {
+		return PolicyDecision{}, err
+	}
+	d := r.limits
+	d.Decision = admitted(d.Decision)
+	limits := d.Limits()
+	for i := range limits {
+		limits[i] = admitted(limits[i])
+	}
+	return d, nil
 }
 
 // Peek reports key's state under every limit now without charging

@@ -63,6 +63,11 @@ var (
 	// returned as it is. It does not match ErrUnavailable.
 	ErrStateMismatch = errors.New("ratelimit: the key's state was written by another algorithm or format")
 
+	// ErrInvalidBooking reports a booking handed to a table that did not
+	// make it (a Reservation of another Limiter, or a zero one). Nothing
+	// is given back.
+	ErrInvalidBooking = errors.New("ratelimit: a booking this limiter did not make")
+
 	// ErrEvicting reports a Redis whose maxmemory-policy may evict keys that
 	// hold limiter state (allkeys-lru, allkeys-lfu, allkeys-random): an
 	// evicted key starts afresh, so a spent client is admitted again. The
@@ -201,4 +206,41 @@ func LimitsOf(algs ...algorithm.Algorithm) []Limit {
 		}
 	}
 	return out
+}
+
+// Booking is what a table's Book returns for Cancel: the booked instant
+// and cost, and what the table needs to give the booking back exactly.
+type Booking struct {
+	// Act is the instant (Unix µs, on the table's clock) the booking is
+	// due at.
+	Act int64
+	// Cost is what was booked.
+	Cost int64
+	// Undo is the table's own record of the states the booking left and
+	// replaced, per limit; only the table that made it reads it.
+	Undo any
+}
+
+// Booker is implemented by tables that book admissions ahead of their
+// instant, give bookings back and refund charges (every table of this
+// module's stores). Its methods are safe for concurrent use, and
+// atomic per key as Take is.
+type Booker[K comparable] interface {
+	// Book books cost (1 ≤ cost ≤ every limit's Limit) for key at the
+	// earliest instant at or after now at which every limit admits it
+	// (algorithm.EarliestAll), when that instant is at most maxDelay µs
+	// after now: every limit is charged (algorithm.Booker.Book) and
+	// reports its result (RetryAfter the delay), and ok is true.
+	// Otherwise nothing is charged, each limit reports Peek for cost, as
+	// a denied Take does, and the combined result's RetryAfter is at
+	// least the instant the search reached, less now.
+	Book(ctx context.Context, key K, now, cost, maxDelay int64, out []algorithm.Result) (r algorithm.Result, b Booking, ok bool, err error)
+	// Cancel gives b back, at now: exactly, for every limit whose state is
+	// still the one the booking left; otherwise as far as the algorithm's
+	// Unused says. Nothing once b is due (b.Act ≤ now).
+	Cancel(ctx context.Context, key K, now int64, b Booking) error
+	// Refund gives back up to n (n ≥ 1) of what every limit charged key
+	// (algorithm.Booker.Refund), and reports each limit's state for a
+	// cost of 1. A key without state is left without.
+	Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error)
 }

@@ -263,6 +263,11 @@ func (r *fakeRunner) Eval(_ context.Context, s *luascript.Script, readOnly bool,
 	return r.reply, r.err
 }
 
+func (r *fakeRunner) EvalStrings(_ context.Context, s *luascript.Script, keys []string, args []string) ([]string, error) {
+	r.calls = append(r.calls, call{s.Name, false, strings.Join(keys, " "), args})
+	return nil, r.err
+}
+
 func (r *fakeRunner) Del(_ context.Context, keys []string) error {
 	r.dels = append(r.dels, keys...)
 	return r.err
@@ -623,3 +628,7 @@ func (nopRunner) Eval(context.Context, *luascript.Script, bool, []string, redist
 	return nopReply, nil
 }
 func (nopRunner) Del(context.Context, []string) error { return nil }
+
+func (nopRunner) EvalStrings(context.Context, *luascript.Script, []string, []string) ([]string, error) {
+	return nil, nil
+}

@@ -56,11 +56,16 @@ type Script struct {
 	Limits int
 }
 
-// body is one algorithm's body, split into its three parts.
+// body is one algorithm's body, split into its parts: the three every
+// decision runs, then those of the booking scripts (ops.go), "" where the
+// body has none.
 type body struct {
 	decide, report, commit string
-	params                 int  // $1…$params
-	kind                   byte // its algorithm.Tag's Kind
+	// book, refund, unused and earliest are the --@book, --@refund,
+	// --@unused and --@earliest parts (docs/design/scheduling.md §4.4).
+	book, refund, unused, earliest string
+	params                         int  // $1…$params
+	kind                           byte // its algorithm.Tag's Kind
 }
 
 var (
@@ -114,18 +119,37 @@ func init() {
 	Reset = &Script{Name: "reset", Source: reset, SHA1: hex.EncodeToString(sum[:])}
 }
 
-// split cuts a body at its "--@report" and "--@commit" lines and counts
-// the parameters it names.
+// split cuts a body at its "--@name" lines (--@report and --@commit, in
+// that order, then any of --@book, --@refund, --@unused and --@earliest)
+// and counts the parameters it names.
 func split(text string) (body, error) {
-	decide, rest, ok := strings.Cut(text, "\n--@report\n")
-	if !ok {
-		return body{}, fmt.Errorf("no --@report line")
+	var b body
+	parts := map[string]*string{
+		"report": &b.report, "commit": &b.commit,
+		"book": &b.book, "refund": &b.refund, "unused": &b.unused, "earliest": &b.earliest,
 	}
-	report, commit, ok := strings.Cut(rest, "\n--@commit\n")
-	if !ok {
-		return body{}, fmt.Errorf("no --@commit line after --@report")
+	rest := text
+	cur := &b.decide
+	var names []string
+	for {
+		before, after, ok := strings.Cut(rest, "\n--@")
+		if !ok {
+			*cur = rest + "\n"
+			break
+		}
+		*cur = before + "\n"
+		name, tail, _ := strings.Cut(after, "\n")
+		p, known := parts[name]
+		if !known || *p != "" {
+			return body{}, fmt.Errorf("part --@%s unknown or repeated", name)
+		}
+		names = append(names, name)
+		cur, rest = p, tail
+		*cur = "\n" // taken: a repeat is refused even before it is filled
 	}
-	b := body{decide: decide + "\n", report: report + "\n", commit: commit + "\n"}
+	if len(names) < 2 || names[0] != "report" || names[1] != "commit" {
+		return body{}, fmt.Errorf("want --@report then --@commit first, got %v", names)
+	}
 	for _, m := range paramRef.FindAllStringSubmatch(text, -1) {
 		b.params = max(b.params, int(m[1][0]-'0'))
 	}
@@ -186,28 +210,9 @@ func compose(names []string) *Script {
 	// state is in the hash looks at its ID's sorted set only on a miss or
 	// to wipe it, so it names it there ($zkey), and a decision on the fast
 	// path builds no string for it.
-	const zkeyName = "hkey .. (ARGV[$id] == '' and '{}' or ARGV[$id])"
-	const zkeyOf = "local zkey = " + zkeyName + "\n"
 	argv := 3 // the ARGV index before the next limit's arguments
 	n := 0    // the limit's number, from 1
-	withArgs := func(part string) string {
-		base := argv
-		part = strings.ReplaceAll(part, "$zkey", "("+zkeyName+")")
-		part = paramRef.ReplaceAllStringFunc(part, func(ref string) string {
-			return strconv.Itoa(base + fixedArgs + int(ref[1]-'0'))
-		})
-		return fixedRef.ReplaceAllStringFunc(part, func(ref string) string {
-			switch ref {
-			case "$id":
-				return strconv.Itoa(base + 1)
-			case "$hdr":
-				return strconv.Itoa(base + 2)
-			case "$mode":
-				return strconv.Itoa(base + 3)
-			}
-			return strconv.Itoa(n) // $n
-		})
-	}
+	withArgs := func(part string) string { return substitute(part, argv, n) }
 	// decide is a limit's first part: for a state kept in the hash, the
 	// common load (load.lua), then the body's own.
 	decide := func(b body) string {
@@ -281,6 +286,35 @@ func compose(names []string) *Script {
 	sum := sha1.Sum([]byte(source))
 	return &Script{Name: strings.Join(names, "+"), Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
 }
+
+// substitute returns a part of a limit's body with its references to its
+// arguments made ARGV indices, for a limit whose arguments follow ARGV
+// index argv: $id, $hdr, $mode, then $1… its algorithm's parameters; $n is
+// the limit's number n (from 1), and $zkey the name of its ID's sorted set.
+func substitute(part string, argv, n int) string {
+	part = strings.ReplaceAll(part, "$zkey", "("+zkeyName+")")
+	part = paramRef.ReplaceAllStringFunc(part, func(ref string) string {
+		return strconv.Itoa(argv + fixedArgs + int(ref[1]-'0'))
+	})
+	return fixedRef.ReplaceAllStringFunc(part, func(ref string) string {
+		switch ref {
+		case "$id":
+			return strconv.Itoa(argv + 1)
+		case "$hdr":
+			return strconv.Itoa(argv + 2)
+		case "$mode":
+			return strconv.Itoa(argv + 3)
+		}
+		return strconv.Itoa(n) // $n
+	})
+}
+
+// zkeyName is the Lua expression naming the sorted set of a limit's ID
+// ($id) on the key whose hash is hkey; zkeyOf names it once, as zkey.
+const (
+	zkeyName = "hkey .. (ARGV[$id] == '' and '{}' or ARGV[$id])"
+	zkeyOf   = "local zkey = " + zkeyName + "\n"
+)
 
 // withoutComments returns src without its lines that are comments alone
 // (but the first, which names the script for whoever reads it on a

@@ -29,6 +29,11 @@ type Runner interface {
 	// not allocate them. It must not resend a call that may have reached
 	// the server, since a resent Take would charge twice.
 	Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args Args, reply []int64) ([]int64, error)
+	// EvalStrings runs s as Eval does, with ARGV = args, and returns its
+	// reply as strings: the booking script's (luascript.OpBook), whose
+	// reply carries states. It must not resend a call that may have
+	// reached the server either.
+	EvalStrings(ctx context.Context, s *luascript.Script, keys []string, args []string) ([]string, error)
 	// Del deletes keys (all with the same hash tag) with UNLINK, which
 	// frees a large value (a full sliding log) off Redis's main thread.
 	Del(ctx context.Context, keys []string) error
@@ -135,6 +140,9 @@ type Table[K comparable] struct {
 	restAny  []any
 	server   bool
 	limits   []int64 // each limit's Limit
+	specs    []luascript.Limit
+	ops      [luascript.OpCancel + 1]*luascript.Script // the booking scripts, by Op; nil for an algorithm without them
+	opsErr   error                                     // why they are nil
 	maxKey   int     // the longest encoding of a key accepted
 	warnings []error // found by cfg.Evictions
 }
@@ -209,6 +217,13 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 		return nil, err
 	}
 	t.script = script
+	t.specs = specs
+	for op := luascript.OpBook; op <= luascript.OpCancel; op++ {
+		t.ops[op], _, t.opsErr = luascript.ForOp(op, specs...)
+		if t.opsErr != nil {
+			break
+		}
+	}
 	t.rest = append([]string{strconv.FormatInt(cfg.TTLMargin.Milliseconds(), 10)}, params...)
 	t.restAny = make([]any, len(t.rest))
 	for i, a := range t.rest {

@@ -289,6 +289,29 @@ func (r runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, ke
 	return cmd.Int64Slice()
 }
 
+func (r runner) EvalStrings(ctx context.Context, s *luascript.Script, keys []string, args []string) ([]string, error) {
+	call := make([]any, 0, 3+len(keys)+len(args))
+	call = append(call, "evalsha", s.SHA1, len(keys))
+	for _, k := range keys {
+		call = append(call, k)
+	}
+	for _, a := range args {
+		call = append(call, a)
+	}
+	cmd := redis.NewCmd(ctx, call...)
+	err := r.c.Process(ctx, onceCmd{cmd})
+	if err != nil && isNoScript(err) {
+		call[0], call[1] = "eval", s.Source
+		cmd = redis.NewCmd(ctx, call...)
+		err = r.c.Process(ctx, onceCmd{cmd})
+	}
+	if err != nil {
+		r.failed(ctx, err)
+		return nil, contextError(ctx, err)
+	}
+	return cmd.StringSlice()
+}
+
 // failed asks a cluster client to reload the cluster's topology after a
 // call failed without a reply from the server (a node down, a timeout).
 // go-redis reloads it on MOVED and ASK, and otherwise only every

@@ -255,6 +255,15 @@ func (r *runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, k
 	return intSlice(resp, reply)
 }
 
+func (r *runner) EvalStrings(ctx context.Context, s *luascript.Script, keys []string, args []string) ([]string, error) {
+	n := strconv.Itoa(len(keys))
+	resp := r.client.Do(ctx, r.client.B().Arbitrary("EVALSHA", s.SHA1, n).Keys(keys...).Args(args...).Build())
+	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
+		resp = r.client.Do(ctx, r.client.B().Arbitrary("EVAL", s.Source, n).Keys(keys...).Args(args...).Build())
+	}
+	return resp.AsStrSlice()
+}
+
 // intSlice is resp.AsIntSlice appended to dst[:0], so that a reply of
 // integers, the scripts' only reply, allocates nothing. Any other reply
 // is left to AsIntSlice, whose values and errors are the same.

@@ -1,0 +1,210 @@
+package luascript
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+// Op is an operation of the booking scripts, besides the decision
+// scripts' Take and Peek (docs/design/scheduling.md §4).
+type Op uint8
+
+const (
+	// OpBook books ARGV[2] units at the earliest instant every limit
+	// admits them, when that instant is at most maxDelay µs from now
+	// (the argument after the limits'). It replies strings: "1" (booked)
+	// or "0", the instant, each limit's remaining, retry after and reset
+	// after, then each limit's value before and after the booking (""
+	// when absent, or for a sliding log, which is given back by its
+	// Unused instead).
+	OpBook Op = iota + 1
+	// OpRefund gives back up to ARGV[2] units to every limit, and replies
+	// each limit's remaining, retry after (for a cost of 1) and reset
+	// after, as integers.
+	OpRefund
+	// OpCancel gives back a booking of ARGV[2] units due at the instant
+	// after the limits' arguments, followed by each limit's values before
+	// and after the booking (as OpBook replied them): a limit whose state
+	// is still the one after gets the one before back; any other gets its
+	// Unused refunded. Nothing once the booking is due. It replies what
+	// each limit gave back, as integers.
+	OpCancel
+)
+
+func (op Op) String() string {
+	switch op {
+	case OpBook:
+		return "book"
+	case OpRefund:
+		return "refund"
+	case OpCancel:
+		return "cancel"
+	}
+	return fmt.Sprintf("Op(%d)", uint8(op))
+}
+
+// opScripts caches the booking scripts, by op and Name.
+var opScripts sync.Map
+
+// ForOp returns the script of op for the limits, in order, and their
+// arguments (as For's); the caller appends op's own (see Op). It returns
+// an error wrapping store.ErrAlgorithmUnsupported when an algorithm has
+// no part for op.
+func ForOp(op Op, limits ...Limit) (*Script, []string, error) {
+	if op < OpBook || op > OpCancel {
+		return nil, nil, fmt.Errorf("%w: %v", store.ErrAlgorithmUnsupported, op)
+	}
+	decision, params, err := For(limits...)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := strings.Split(decision.Name, "+")
+	for _, name := range names {
+		b := bodies[name]
+		if b.book == "" || b.refund == "" {
+			return nil, nil, fmt.Errorf("%w: %q has no Lua parts to book and refund", store.ErrAlgorithmUnsupported, name)
+		}
+	}
+	key := op.String() + ":" + decision.Name
+	if s, ok := opScripts.Load(key); ok {
+		return s.(*Script), params, nil
+	}
+	s, _ := opScripts.LoadOrStore(key, composeOp(op, names))
+	return s.(*Script), params, nil
+}
+
+// composeOp puts together op's script for limits of the named algorithms.
+// Every limit's load and decide parts run in a block of their own (for a
+// cost of 1 in a refund), with its report part, which leave the op's parts
+// behind as closures; the op then calls them.
+func composeOp(op Op, names []string) *Script {
+	var src strings.Builder
+	fmt.Fprintf(&src, "-- %s: %s\n", op, strings.Join(names, "+"))
+	src.WriteString(prelude)
+	src.WriteString("local hkey = KEYS[1]\n")
+	logs := 0
+	for _, name := range names {
+		if bodies[name].kind == algorithm.KindSlidingLog {
+			logs++
+		}
+	}
+	if logs == len(names) {
+		fmt.Fprintf(&src, "if #KEYS == %d then\n  hkey = string.sub(hkey, 1, #hkey - (ARGV[%d] == '' and 2 or #ARGV[%d]))\nend\n", logs, 3+1, 3+1)
+	}
+	// opa: the first of the op's own arguments, after every limit's.
+	opa := 3
+	for _, name := range names {
+		opa += fixedArgs + bodies[name].params
+	}
+	opa++
+	src.WriteString("local bcost = cost\n")
+	if op == OpRefund {
+		src.WriteString("local refundn = cost\ncost = 1\n")
+	}
+	src.WriteString("local hset, httl = {}, 0\n")
+	argv := 3
+	for i, name := range names {
+		b := bodies[name]
+		n := i + 1
+		log := b.kind == algorithm.KindSlidingLog
+		part := func(p string) string { return substitute(p, argv, n) }
+		fmt.Fprintf(&src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\ndo\n-- limit %d: %s\n", n, n, n, n, n, n, n, name)
+		if log {
+			src.WriteString(part(zkeyOf))
+			src.WriteString(part(b.decide))
+		} else {
+			src.WriteString(part(loadHash + b.decide))
+			fmt.Fprintf(&src, "raw%d = state or ''\n", n)
+		}
+		// The report part, in a block: its locals must not hide the body's
+		// from the closures below.
+		fmt.Fprintf(&src, "do\n%s\nrep%d = {rem, retry, reset}\nend\n", part(b.report), n)
+		earliest := b.earliest
+		if earliest == "" {
+			earliest = fmt.Sprintf("local act = math.max(from, now + rep%d[2])\n", n)
+		}
+		fmt.Fprintf(&src, "earliest%d = function(from)\n%s\nreturn act\nend\n", n, part(earliest))
+		// book: the part, then (for a state in the hash) the write, and
+		// the value after, which a cancel compares.
+		if log {
+			fmt.Fprintf(&src, "book%d = function(act)\n%s\nreturn rem, reset, ''\nend\n", n, part(b.book))
+		} else {
+			fmt.Fprintf(&src, "book%d = function(act)\n%s\n%s\nreturn rem, reset, ARGV[%d] .. value\nend\n", n, part(b.book), part(storeMany), argv+2)
+		}
+		fmt.Fprintf(&src, "refund%d = function(n)\n%s\n", n, part(b.refund))
+		if !log {
+			fmt.Fprintf(&src, "if value then\n%s\nend\n", part(storeMany))
+		}
+		src.WriteString("return rem, retry, reset\nend\n")
+		unused := b.unused
+		if unused == "" {
+			unused = "local give = 0\n"
+		}
+		fmt.Fprintf(&src, "unused%d = function(act, bcost)\n%s\nreturn give\nend\n", n, part(unused))
+		src.WriteString("end\n")
+		argv += fixedArgs + b.params
+	}
+	num := func(x string) string { return "string.format('%.0f', " + x + ")" }
+	switch op {
+	case OpBook:
+		// The search of algorithm.EarliestAll: the latest of the limits'
+		// earliest instants, again until none moves it, at most
+		// algorithm.MaxBookingRounds rounds and until now + maxDelay.
+		fmt.Fprintf(&src, "local latest = now + tonumber(ARGV[%d])\nlocal act, ok = now, false\nfor _ = 1, %d do\n  local nxt = act\n", opa, algorithm.MaxBookingRounds)
+		for i := range names {
+			fmt.Fprintf(&src, "  nxt = math.max(nxt, earliest%d(act))\n", i+1)
+		}
+		src.WriteString("  if nxt > latest then\n    act = nxt\n    break\n  end\n  if nxt == act then\n    ok = true\n    break\n  end\n  act = nxt\nend\n")
+		src.WriteString("local out = {'0', " + num("act") + "}\nif not ok then\n")
+		for i := range names {
+			n := i + 1
+			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = %s, %s, %s\n", 3*i+3, 3*i+4, 3*i+5, num(fmt.Sprintf("rep%d[1]", n)), num(fmt.Sprintf("rep%d[2]", n)), num(fmt.Sprintf("rep%d[3]", n)))
+		}
+		src.WriteString("return out\nend\nout[1] = '1'\n")
+		for i := range names {
+			n := i + 1
+			base := 3 + 3*len(names) + 2*i
+			fmt.Fprintf(&src, "do\nlocal rem, reset, post = book%d(act)\nout[%d], out[%d], out[%d] = %s, %s, %s\nout[%d], out[%d] = raw%d or '', post\nend\n",
+				n, 3*i+3, 3*i+4, 3*i+5, num("rem"), num("act - now"), num("reset"), base, base+1, n)
+		}
+		src.WriteString(hsetMany)
+		src.WriteString("return out\n")
+	case OpRefund:
+		src.WriteString("local out = {}\n")
+		for i := range names {
+			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = refund%d(refundn)\n", 3*i+1, 3*i+2, 3*i+3, i+1)
+		}
+		src.WriteString(hsetMany)
+		src.WriteString("return out\n")
+	case OpCancel:
+		fmt.Fprintf(&src, "local act = tonumber(ARGV[%d])\nlocal out = {}\n", opa)
+		argv := 3
+		for i, name := range names {
+			n := i + 1
+			b := bodies[name]
+			pre, post := opa+1+2*i, opa+2+2*i
+			fmt.Fprintf(&src, "out[%d] = 0\nif act > now then\n", n)
+			if b.kind != algorithm.KindSlidingLog {
+				// The state is still the one the booking left: the one
+				// before comes back, exactly.
+				fmt.Fprintf(&src, "  if ARGV[%d] ~= '' and raw%d == ARGV[%d] then\n", post, n, post)
+				fmt.Fprintf(&src, "    if ARGV[%d] == '' then\n      redis.call('HDEL', hkey, ARGV[%d])\n    else\n      redis.call('HSET', hkey, ARGV[%d], ARGV[%d])\n    end\n    out[%d] = bcost\n  else\n", pre, argv+1, argv+1, pre, n)
+			} else {
+				src.WriteString("  do\n")
+			}
+			fmt.Fprintf(&src, "    local give = unused%d(act, bcost)\n    if give > 0 then\n      refund%d(give)\n    end\n    out[%d] = give\n  end\nend\n", n, n, n)
+			argv += fixedArgs + b.params
+		}
+		src.WriteString(hsetMany)
+		src.WriteString("return out\n")
+	}
+	source := withoutComments(src.String())
+	sum := sha1.Sum([]byte(source))
+	return &Script{Name: op.String() + ":" + strings.Join(names, "+"), Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
+}

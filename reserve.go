@@ -1,0 +1,381 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+// Booking ahead (docs/design/scheduling.md): ReserveN books a request at
+// the earliest instant every limit admits it and charges it now, in one
+// store call (one script on Redis); WaitN sleeps until that instant, so
+// that waiters are admitted in the order they booked, each with one store
+// call; Cancel gives a booking back; Refund gives back what was charged.
+
+// MaxDelay is the longest a booking may be due after it is made: the
+// longest any algorithm can ask to wait (algorithm.MaxDuration). A
+// maximum delay above it, or negative, means no maximum.
+const MaxDelay = time.Duration(algorithm.MaxDuration) * time.Microsecond
+
+// CancelTimeout bounds the store call with which WaitN gives back the
+// booking of a caller whose context ended before its instant: that context
+// can no longer carry the call.
+var CancelTimeout = time.Second
+
+// Reservation is a request booked by ReserveN: admitted at its instant,
+// Delay from now, and charged already. Give it back with Cancel when it
+// will not be used. It is safe for concurrent use.
+type Reservation[K comparable] struct {
+	ok       bool
+	decision Decision
+	limits   PolicyDecision // a Policy's, limit by limit
+	due      time.Time      // when the booking is due, on the limiter's clock
+	key      K
+	booking  store.Booking
+	table    store.Booker[K] // that booked, to cancel; nil when there is nothing to give back
+	e        *engine[K]
+	hooks    *hooks
+	done     atomic.Bool // cancelled
+}
+
+// OK reports whether the request was booked. A request that could not be
+// booked within the maximum delay charged nothing; Decision says when it
+// could be (RetryAfter).
+func (r *Reservation[K]) OK() bool { return r.ok }
+
+// Delay returns how long from now until the booked instant: 0 once it is
+// due (or for a request that was not booked).
+func (r *Reservation[K]) Delay() time.Duration {
+	if !r.ok {
+		return 0
+	}
+	return max(0, r.due.Sub(r.e.clock.Now()))
+}
+
+// Decision returns the decision the booking implies, at the instant it was
+// made: Remaining what was left after it, RetryAfter its delay (0 when it
+// was admitted at once, which Allowed then reports), ResetAfter how long
+// until the key is fresh again, which covers every booking. For a request
+// that was not booked, the denial: RetryAfter is when it could be.
+func (r *Reservation[K]) Decision() Decision { return r.decision }
+
+// Limits returns a Policy's decision, limit by limit (see Decision); a
+// Limiter's is its one decision.
+func (r *Reservation[K]) Limits() PolicyDecision { return r.limits }
+
+// Cancel gives the booking back, as far as later bookings do not depend on
+// it: all of it when nothing was charged to the key after it (the key's
+// state is then as if it had never been made), otherwise what each
+// algorithm can give back (a token bucket and GCRA the part later
+// bookings did not consume, as golang.org/x/time/rate; the windows and
+// the sliding log nothing unless it is the newest charge). It does nothing
+// once the booking is due, when it was not booked, or after the first
+// call. On an error the booking may or may not have been given back.
+func (r *Reservation[K]) Cancel(ctx context.Context) error {
+	if !r.ok || r.table == nil || r.done.Swap(true) {
+		return nil
+	}
+	start := r.hooks.begin(r.e.clock)
+	err := r.table.Cancel(ctx, r.key, r.e.micros.UnixMicro(), r.booking)
+	if err != nil && storeFailed(err) {
+		if cerr := callerEnded(ctx); cerr != nil {
+			err = &endedError{ctxErr: cerr, storeErr: err}
+		}
+	}
+	d := r.decision
+	end(ctx, r.hooks, r.e.clock, OpCancel, r.key, r.booking.Cost, start, &d, err)
+	return err
+}
+
+// bookerOf returns t's booking operations, or an error wrapping
+// store.ErrAlgorithmUnsupported for a store that has none.
+func bookerOf[K comparable](t store.Table[K]) (store.Booker[K], error) {
+	if b, ok := t.(store.Booker[K]); ok {
+		return b, nil
+	}
+	return nil, fmt.Errorf("%w: the store cannot book, cancel or refund (store.Booker)", store.ErrAlgorithmUnsupported)
+}
+
+// micros returns d in µs, MaxDelay for a negative or longer one.
+func delayMicros(d time.Duration) int64 {
+	if d < 0 || d > MaxDelay {
+		return algorithm.MaxDuration
+	}
+	return d.Microseconds()
+}
+
+// reserve books n for key within maxDelay (0 in dry-run mode, where a
+// request is never kept waiting: one that does not fit now is admitted
+// uncharged, as AllowN does) and fills in res, whose engine and hooks are
+// set; rs receives the limits' results.
+func (e *engine[K]) reserve(ctx context.Context, h *hooks, key K, n int, maxDelay time.Duration, res *Reservation[K]) error {
+	start := h.begin(e.clock)
+	err := e.book(ctx, h.dryRun, key, n, maxDelay, res)
+	d := res.decision
+	if h.dryRun && err == nil && !res.ok {
+		// Not booked now: admitted, uncharged, as a dry run's denial.
+		d = res.decision
+		res.ok, res.due = true, e.clock.Now()
+	}
+	outcome := d
+	if res.ok && err == nil && !h.dryRun {
+		outcome.word |= allowedBit // booked: the event reports it admitted
+	}
+	end(ctx, h, e.clock, OpReserve, key, int64(n), start, &outcome, err)
+	if h.dryRun && outcome.DryRunDenied() {
+		res.decision = outcome
+		limits := res.limits.Limits()
+		for i := range limits {
+			limits[i] = limits[i].DryRun()
+		}
+		res.limits.Decision = outcome
+	}
+	return err
+}
+
+// book is reserve without the hooks.
+func (e *engine[K]) book(ctx context.Context, now0 bool, key K, n int, maxDelay time.Duration, res *Reservation[K]) error {
+	ls := e.cur.Load()
+	if n < 1 || int64(n) > ls.limit {
+		return algorithm.CheckCost(int64(n), ls.limit)
+	}
+	md := delayMicros(maxDelay)
+	if now0 {
+		md = 0
+	}
+	res.key = key
+	rs := make([]algorithm.Result, len(ls.each))
+	bk, err := bookerOf(ls.table)
+	if err != nil {
+		return err
+	}
+	at := e.clock.Now()
+	r, booking, ok, err := bk.Book(ctx, key, e.micros.UnixMicro(), int64(n), md, rs)
+	src, open := FromStore, errors.Is(err, ErrBreakerOpen)
+	if err != nil {
+		if r, booking, ok, src, err = e.failBook(ctx, ls, err, key, int64(n), md, rs, res); err != nil {
+			return err
+		}
+	} else {
+		res.table = bk
+	}
+	res.ok, res.booking = ok, booking
+	res.decision = decided(r, ls.limit, src)
+	res.limits.set(r, rs, src, ls.each)
+	res.decision.setBreakerOpen(open)
+	res.limits.setBreakerOpen(open)
+	if ok {
+		res.due = at.Add(time.Duration(r.RetryAfter) * time.Microsecond)
+	}
+	return nil
+}
+
+// failBook is fail for a booking: the failure policy's answer for key,
+// whose store failed with err. FailOpen books nothing and admits at once;
+// FailClosed refuses; FailLocal books on the local table (res.table).
+func (e *engine[K]) failBook(ctx context.Context, ls *limits[K], err error, key K, cost, maxDelay int64, rs []algorithm.Result, res *Reservation[K]) (algorithm.Result, store.Booking, bool, Source, error) {
+	if e.policy != FailLocal {
+		r, src, err := e.fail(ctx, ls, err, key, cost, true, rs)
+		if err != nil {
+			return r, store.Booking{}, false, src, err
+		}
+		return r, store.Booking{}, src == FromFailOpen, src, nil
+	}
+	if !storeFailed(err) {
+		return algorithm.Result{}, store.Booking{}, false, FromStore, err
+	}
+	if cerr := callerEnded(ctx); cerr != nil {
+		return algorithm.Result{}, store.Booking{}, false, FromStore, &endedError{ctxErr: cerr, storeErr: err}
+	}
+	if e.onError != nil {
+		e.onError(err)
+	}
+	local, lerr := bookerOf(ls.local)
+	if lerr != nil {
+		return algorithm.Result{}, store.Booking{}, false, FromStore, lerr
+	}
+	r, b, ok, lerr := local.Book(ctx, key, e.localAt.Now().UnixMicro(), cost, maxDelay, rs)
+	if lerr != nil {
+		return r, b, false, FromStore, lerr
+	}
+	res.table = local
+	return r, b, ok, FromLocal, nil
+}
+
+// waitBooked is WaitN: one booking, then a sleep until it is due. A
+// booking that cannot be made before ctx's deadline fails with
+// ErrWouldExceedDeadline, charging nothing; one refused by FailClosed is
+// asked again after its RetryAfter. A caller whose ctx ends first gives its
+// booking back (Cancel, within CancelTimeout).
+func (e *engine[K]) waitBooked(ctx context.Context, reserve func(maxDelay time.Duration) (*Reservation[K], error)) (*Reservation[K], error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		maxDelay := time.Duration(-1)
+		deadline, hasDeadline := ctx.Deadline()
+		if hasDeadline {
+			maxDelay = max(0, time.Until(deadline))
+		}
+		r, err := reserve(maxDelay)
+		if err != nil {
+			return nil, err
+		}
+		if !r.OK() {
+			retry := r.decision.RetryAfter()
+			if hasDeadline && time.Until(deadline) < retry || r.decision.Source() == FromStore {
+				return nil, fmt.Errorf("%w (retry after %v): %w", ErrWouldExceedDeadline, retry, context.DeadlineExceeded)
+			}
+			if err := e.sleep(ctx, retry); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := e.sleep(ctx, r.Delay()); err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CancelTimeout)
+			_ = r.Cancel(cctx) // the wait's error is the one to report
+			cancel()
+			return nil, err
+		}
+		return r, nil
+	}
+}
+
+// sleep waits d on the engine's clock, or until ctx ends.
+func (e *engine[K]) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := e.clock.NewTimer(d)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}
+
+// admitted returns d, a booking's decision, as the decision admitting it
+// at its instant: RetryAfter 0, ResetAfter less the delay waited.
+func admitted(d Decision) Decision {
+	waited := d.retryAfter
+	d.retryAfter = 0
+	d.resetAfter = max(0, d.resetAfter-waited)
+	if d.Source() != FromFailClosed {
+		d.word |= allowedBit
+	}
+	return d
+}
+
+// refund gives back up to n of key's charges; rs receives the limits'
+// results. No failure policy decides a refund: a store error is returned,
+// and the charge stays (with FailLocal, the local table is refunded too).
+func (e *engine[K]) refund(ctx context.Context, h *hooks, key K, n int, d *PolicyDecision) error {
+	start := h.begin(e.clock)
+	err := e.refundStore(ctx, key, n, d)
+	end(ctx, h, e.clock, OpRefund, key, int64(n), start, &d.Decision, err)
+	return err
+}
+
+func (e *engine[K]) refundStore(ctx context.Context, key K, n int, d *PolicyDecision) error {
+	ls := e.cur.Load()
+	if n < 1 {
+		*d = PolicyDecision{}
+		return algorithm.CheckCost(int64(n), ls.limit)
+	}
+	if ls.local != nil {
+		if local, err := bookerOf(ls.local); err == nil {
+			_, _ = local.Refund(ctx, key, e.localAt.Now().UnixMicro(), int64(n), nil) // the memory store cannot fail
+		}
+	}
+	bk, err := bookerOf(ls.table)
+	if err != nil {
+		*d = PolicyDecision{}
+		return err
+	}
+	rs := make([]algorithm.Result, len(ls.each))
+	r, err := bk.Refund(ctx, key, e.micros.UnixMicro(), int64(n), rs)
+	if err != nil {
+		*d = PolicyDecision{}
+		if storeFailed(err) {
+			if cerr := callerEnded(ctx); cerr != nil {
+				return &endedError{ctxErr: cerr, storeErr: err}
+			}
+		}
+		return err
+	}
+	d.set(r, rs, FromStore, ls.each)
+	return nil
+}
+
+// ReserveN books a request of cost n for key at the earliest instant the
+// limit admits it, at most maxDelay from now (a negative maxDelay, or one
+// above MaxDelay, means no maximum), and charges it now, in one store call
+// (one script on Redis): the Reservation says when it is due (Delay). A
+// request that cannot be booked in time charges nothing and returns a
+// Reservation whose OK is false. Every algorithm books by its own rule: a
+// token bucket and GCRA go into debt, a fixed window counts the request in
+// the window of its instant, the sliding-window counter and the sliding
+// log from its instant. With maxDelay 0 it decides as AllowN does.
+//
+// A cost below 1 or above Limit is an error (ErrInvalidCost,
+// ErrCostExceedsLimit). When the store fails, the failure policy decides:
+// FailOpen admits at once, uncharged; FailClosed refuses; FailLocal books
+// on the local table. In dry-run mode nothing is kept waiting: a request
+// that does not fit now is admitted uncharged (Decision().DryRunDenied()).
+func (l *Limiter[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
+	res := &Reservation[K]{e: &l.engine, hooks: &l.hooks}
+	if err := l.reserve(ctx, &l.hooks, key, n, maxDelay, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Reserve is shorthand for ReserveN(ctx, key, 1, -1): the booking of one
+// unit, however far ahead.
+func (l *Limiter[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error) {
+	return l.ReserveN(ctx, key, 1, -1)
+}
+
+// Refund gives back up to n of what key was charged, newest first, and
+// returns the key's state after it (for a cost of 1). It never leaves a
+// key more room than a fresh key has: a token bucket gets tokens back up to
+// its capacity, GCRA its time, a window only what its windows that still
+// count hold, a sliding log its newest charges. A key without state is left
+// without. No failure policy decides a refund: a store error is returned
+// and the charge stays. A count below 1 is ErrInvalidCost.
+func (l *Limiter[K]) Refund(ctx context.Context, key K, n int) (Decision, error) {
+	var d PolicyDecision
+	err := l.refund(ctx, &l.hooks, key, n, &d)
+	return d.Decision, err
+}
+
+// ReserveN books a request of cost n for key at the earliest instant every
+// limit admits it, as Limiter.ReserveN does: every limit is charged now
+// for that same instant, in one store call.
+func (p *Policy[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
+	res := &Reservation[K]{e: &p.engine, hooks: &p.hooks}
+	if err := p.reserve(ctx, &p.hooks, key, n, maxDelay, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Reserve is shorthand for ReserveN(ctx, key, 1, -1).
+func (p *Policy[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error) {
+	return p.ReserveN(ctx, key, 1, -1)
+}
+
+// Refund gives back up to n of what key was charged to every limit, as
+// Limiter.Refund does, and returns each limit's state after it.
+func (p *Policy[K]) Refund(ctx context.Context, key K, n int) (PolicyDecision, error) {
+	var d PolicyDecision
+	err := p.refund(ctx, &p.hooks, key, n, &d)
+	return d, err
+}

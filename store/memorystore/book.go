@@ -1,0 +1,189 @@
+package memorystore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+// The booking operations (store.Booker) of a handle and of a policy: a
+// handle's are its one limit's as a policy of one, since they are not on
+// the hot path of a decision.
+
+var (
+	_ store.Booker[string] = (*handle[string])(nil)
+	_ store.Booker[string] = (*policy[string])(nil)
+)
+
+// undo is a memory booking's record for Cancel: per limit, the state the
+// booking replaced and the one it left (a sliding log's, whose Log
+// changes in place, is given back by its Unused instead: exact false).
+type undo struct {
+	pre, post []algorithm.State
+	exact     []bool
+}
+
+func (h *handle[K]) one() *policy[K] {
+	return &policy[K]{t: h.t, limits: []limitRef{h.l}, order: []int{0}}
+}
+
+func (h *handle[K]) Book(ctx context.Context, key K, now, cost, maxDelay int64, out []algorithm.Result) (algorithm.Result, store.Booking, bool, error) {
+	return h.one().Book(ctx, key, now, cost, maxDelay, out)
+}
+
+func (h *handle[K]) Cancel(ctx context.Context, key K, now int64, b store.Booking) error {
+	return h.one().Cancel(ctx, key, now, b)
+}
+
+func (h *handle[K]) Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {
+	return h.one().Refund(ctx, key, now, n, out)
+}
+
+// bookers returns the limits' algorithms as algorithm.Bookers, or an error
+// wrapping store.ErrAlgorithmUnsupported.
+func (p *policy[K]) bookers() ([]algorithm.Booker, []algorithm.Algorithm, error) {
+	bs := make([]algorithm.Booker, len(p.limits))
+	as := make([]algorithm.Algorithm, len(p.limits))
+	for i := range p.limits {
+		b, ok := p.limits[i].alg.(algorithm.Booker)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: %v does not book (algorithm.Booker)", store.ErrAlgorithmUnsupported, p.limits[i].alg)
+		}
+		bs[i], as[i] = b, b
+	}
+	return bs, as, nil
+}
+
+// lockStates locks key's entries under every limit (making them when
+// create is set) and returns them with each limit's state as it reads it
+// (nil entry: no state, when create is not set). On an error it holds
+// nothing.
+func (p *policy[K]) lockStates(key K, now int64, create bool) (held[K], []algorithm.State, error) {
+	t := p.t
+	hd := held[K]{make([]*entry[K], len(p.limits)), make([]uint32, len(p.limits))}
+	if !p.lockAll(hd, key, now, create) {
+		return hd, nil, t.errFull
+	}
+	states := make([]algorithm.State, len(p.limits))
+	for i := range p.limits {
+		l, e, n := &p.limits[i], hd.es[i], hd.ns[i]
+		switch {
+		case e == nil:
+		case e.cfg == l.cfg:
+			states[i] = t.state(e, n, l.wide)
+		default:
+			var err error
+			if states[i], err = t.read(e, n, l, now); err != nil {
+				hd.unlock()
+				return hd, nil, err
+			}
+		}
+	}
+	return hd, states, nil
+}
+
+func (p *policy[K]) Book(_ context.Context, key K, now, cost, maxDelay int64, out []algorithm.Result) (algorithm.Result, store.Booking, bool, error) {
+	t := p.t
+	if t.tooLong(&key) {
+		return algorithm.Result{}, store.Booking{}, false, t.errLong
+	}
+	bs, as, err := p.bookers()
+	if err != nil {
+		return algorithm.Result{}, store.Booking{}, false, err
+	}
+	hd, states, err := p.lockStates(key, now, true)
+	if err != nil {
+		return algorithm.Result{}, store.Booking{}, false, err
+	}
+	defer hd.unlock()
+	rs := results(out, nil, len(p.limits))
+	act, ok := algorithm.EarliestAll(as, states, now, algorithm.BookingDeadline(now, maxDelay), cost)
+	if !ok {
+		for i, b := range bs {
+			rs[i] = b.Peek(states[i], now, cost)
+		}
+		r := algorithm.Combine(rs)
+		r.RetryAfter = max(r.RetryAfter, act-now)
+		return r, store.Booking{}, false, nil
+	}
+	u := &undo{pre: make([]algorithm.State, len(bs)), post: make([]algorithm.State, len(bs)), exact: make([]bool, len(bs))}
+	for i, b := range bs {
+		l, e, n := &p.limits[i], hd.es[i], hd.ns[i]
+		u.exact[i] = states[i].Log == nil
+		u.pre[i] = states[i]
+		var next algorithm.State
+		next, rs[i] = b.Book(states[i], now, act, cost)
+		u.post[i] = next
+		t.write(e, n, l, next)
+	}
+	return algorithm.Combine(rs), store.Booking{Act: act, Cost: cost, Undo: u}, true, nil
+}
+
+func (p *policy[K]) Cancel(_ context.Context, key K, now int64, b store.Booking) error {
+	t := p.t
+	if t.tooLong(&key) {
+		return t.errLong
+	}
+	u, ok := b.Undo.(*undo)
+	if !ok || len(u.pre) != len(p.limits) {
+		return fmt.Errorf("%w: a booking not made by this memory table", store.ErrInvalidBooking)
+	}
+	if b.Act <= now {
+		return nil // due: used
+	}
+	bs, _, err := p.bookers()
+	if err != nil {
+		return err
+	}
+	hd, states, err := p.lockStates(key, now, false)
+	if err != nil {
+		return err
+	}
+	defer hd.unlock()
+	for i, bk := range bs {
+		l, e, n := &p.limits[i], hd.es[i], hd.ns[i]
+		if e == nil {
+			continue // forgotten since: nothing to give back
+		}
+		s := states[i]
+		if u.exact[i] && e.cfg == l.cfg && s.N0 == u.post[i].N0 && s.N1 == u.post[i].N1 && s.N2 == u.post[i].N2 {
+			t.write(e, n, l, u.pre[i])
+			continue
+		}
+		if give := bk.Unused(s, now, b.Act, b.Cost); give > 0 {
+			s, _ = bk.Refund(s, now, give)
+			t.write(e, n, l, s)
+		}
+	}
+	return nil
+}
+
+func (p *policy[K]) Refund(_ context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {
+	t := p.t
+	if t.tooLong(&key) {
+		return algorithm.Result{}, t.errLong
+	}
+	bs, _, err := p.bookers()
+	if err != nil {
+		return algorithm.Result{}, err
+	}
+	hd, states, err := p.lockStates(key, now, false)
+	if err != nil {
+		return algorithm.Result{}, err
+	}
+	defer hd.unlock()
+	rs := results(out, nil, len(p.limits))
+	for i, b := range bs {
+		l, e, en := &p.limits[i], hd.es[i], hd.ns[i]
+		if e == nil {
+			rs[i] = algorithm.Fresh(l.limit)
+			continue
+		}
+		var next algorithm.State
+		next, rs[i] = b.Refund(states[i], now, n)
+		t.write(e, en, l, next)
+	}
+	return algorithm.Combine(rs), nil
+}
