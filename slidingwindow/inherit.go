@@ -38,9 +38,10 @@ var _ algorithm.Inheritor = (*Window)(nil)
 // holds. Any rule but Proportional is AsIs.
 //
 // A state under a from of another Kind, with a limit or a window outside
-// the ranges New accepts, or a count outside [0, algorithm.MaxLimit], is
-// taken as fully used: Limit counted in the window of now. A from equal
-// to the counter's own Tag gives s as it is.
+// the ranges New accepts, a count outside [0, 2·algorithm.MaxLimit] or a
+// previous count outside [0, algorithm.MaxLimit], is taken as fully used:
+// Limit counted in the window of now. A from equal to the counter's own
+// Tag gives s as it is.
 func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule algorithm.Rule) algorithm.State {
 	if from == w.Tag() {
 		return algorithm.State{N0: s.N0, N1: s.N1, N2: s.N2}
@@ -49,7 +50,7 @@ func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 	limit, length := from.P0, from.P1
 	if from.Kind != algorithm.KindSlidingWindow || limit < 1 || limit > algorithm.MaxLimit ||
 		length < 1 || length > algorithm.MaxDuration ||
-		s.N1 < 0 || s.N1 > algorithm.MaxLimit || s.N2 < 0 || s.N2 > algorithm.MaxLimit {
+		s.N1 < 0 || s.N1 > 2*algorithm.MaxLimit || s.N2 < 0 || s.N2 > algorithm.MaxLimit {
 		return algorithm.State{N0: index, N1: w.limit}
 	}
 	carry := func(n int64) int64 {

@@ -14,9 +14,9 @@
 -- current one), unless that window starts more than 2^48 µs
 -- (algorithm.MaxDuration) after now's: no clock steps back that far, and
 -- such an index is another window length's, so the state counts as fresh
--- rather than make every wait that long. Counts are at most 2^40 (no limit
--- is larger); a value that is not such a state is refused with an
--- RLMISMATCH error (or started afresh).
+-- rather than make every wait that long. The count is at most 2^41 and
+-- the previous count 2^40 (no limit is larger); a value that is not such a
+-- state is refused with an RLMISMATCH error (or started afresh).
 local limit = tonumber(ARGV[$1])
 local window = tonumber(ARGV[$2])
 
@@ -62,7 +62,7 @@ local count, prev = 0, 0
 if state then
   local i, c, p = string.match(state, '^(%-?%d+) (%d+) (%d+)$', at)
   i, c, p = tonumber(i), tonumber(c), tonumber(p)
-  if i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 1099511627776 and p <= 1099511627776 then
+  if i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 2199023255552 and p <= 1099511627776 then
     if c > 2 * (old0 or limit) then
       c = 2 * (old0 or limit)
     end
