@@ -284,9 +284,11 @@ func (e *engine[K]) failed(ctx context.Context, ls *limits[K], err error, key K,
 	return d, nil
 }
 
-// wait calls allow until the decision it returns admits the request, as
-// WaitN documents, sleeping on the engine's clock in between.
-func (e *engine[K]) wait(ctx context.Context, allow func() (Decision, error)) error {
+// poll calls allow until the decision it returns admits the request,
+// sleeping on the engine's clock for each denial's RetryAfter in between:
+// WaitN for limits whose algorithms cannot book (not algorithm.Booker),
+// which costs a store call per wake-up, and wakes waiters in no order.
+func (e *engine[K]) poll(ctx context.Context, allow func() (Decision, error)) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -481,13 +481,24 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) (Decision, error) {
 // each time room frees up. It returns at once with ErrCostExceedsLimit for
 // a cost that can never be admitted, and with ErrWouldExceedDeadline,
 // charging nothing, when the request cannot be booked before ctx's
-// deadline. When ctx ends first it gives the booking back (Cancel) and
+// deadline (with the denial, whose RetryAfter says when it would fit). When ctx ends first it gives the booking back (Cancel) and
 // returns ctx's error.
 func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) {
 	r, err := l.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return l.ReserveN(ctx, key, n, maxDelay)
 	})
+	if errors.Is(err, errCannotBook) {
+		var d Decision
+		err = l.poll(ctx, func() (Decision, error) {
+			d, err = l.AllowN(ctx, key, n)
+			return d, err
+		})
+		return d, err
+	}
 	if err != nil {
+		if r != nil {
+			return r.decision, err // when it would fit
+		}
 		return Decision{}, err
 	}
 	return admitted(r.decision), nil

@@ -255,16 +255,21 @@ func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (PolicyDecision, er
 	r, err := p.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return p.ReserveN(ctx, key, n, maxDelay)
 	})
+	if errors.Is(err, errCannotBook) {
+		var d PolicyDecision
+		err = p.poll(ctx, func() (Decision, error) {
+			d, err = p.AllowN(ctx, key, n)
+			return d.Decision, err
+		})
+		return d, err
+	}
 	if err != nil {
+		if r != nil {
+			return r.Limits(), err // when it would fit
+		}
 		return PolicyDecision{}, err
 	}
-	d := r.limits
-	d.Decision = admitted(d.Decision)
-	limits := d.Limits()
-	for i := range limits {
-		limits[i] = admitted(limits[i])
-	}
-	return d, nil
+	return r.Admission(), nil
 }
 
 // Peek reports key's state under every limit now without charging

@@ -92,6 +92,22 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	return err
 }
 
+// Admission returns the decision admitting the booked request at its
+// instant: Limits, with RetryAfter 0 and Allowed, ResetAfter less the
+// delay. It is what WaitN returns after its sleep.
+func (r *Reservation[K]) Admission() PolicyDecision {
+	d := r.limits
+	d.Decision = admitted(d.Decision)
+	if d.spill != nil {
+		d.spill = append([]Decision(nil), d.spill...)
+	}
+	limits := d.Limits()
+	for i := range limits {
+		limits[i] = admitted(limits[i])
+	}
+	return d
+}
+
 // bookerOf returns t's booking operations, or an error wrapping
 // store.ErrAlgorithmUnsupported for a store that has none.
 func bookerOf[K comparable](t store.Table[K]) (store.Booker[K], error) {
@@ -211,8 +227,13 @@ func (e *engine[K]) failBook(ctx context.Context, ls *limits[K], err error, key 
 // booking that cannot be made before ctx's deadline fails with
 // ErrWouldExceedDeadline, charging nothing; one refused by FailClosed is
 // asked again after its RetryAfter. A caller whose ctx ends first gives its
-// booking back (Cancel, within CancelTimeout).
+// booking back (Cancel, within CancelTimeout). With ErrWouldExceedDeadline
+// it returns the reservation that was not booked, whose decision says
+// when the request would fit.
 func (e *engine[K]) waitBooked(ctx context.Context, reserve func(maxDelay time.Duration) (*Reservation[K], error)) (*Reservation[K], error) {
+	if !e.canBook() {
+		return nil, errCannotBook
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -229,7 +250,7 @@ func (e *engine[K]) waitBooked(ctx context.Context, reserve func(maxDelay time.D
 		if !r.OK() {
 			retry := r.decision.RetryAfter()
 			if hasDeadline && time.Until(deadline) < retry || r.decision.Source() == FromStore {
-				return nil, fmt.Errorf("%w (retry after %v): %w", ErrWouldExceedDeadline, retry, context.DeadlineExceeded)
+				return r, fmt.Errorf("%w (retry after %v): %w", ErrWouldExceedDeadline, retry, context.DeadlineExceeded)
 			}
 			if err := e.sleep(ctx, retry); err != nil {
 				return nil, err
@@ -244,6 +265,24 @@ func (e *engine[K]) waitBooked(ctx context.Context, reserve func(maxDelay time.D
 		}
 		return r, nil
 	}
+}
+
+// errCannotBook tells WaitN to poll instead: see canBook.
+var errCannotBook = errors.New("ratelimit: the limits cannot book")
+
+// canBook reports whether every limit's algorithm books
+// (algorithm.Booker) and the store's table can (store.Booker).
+func (e *engine[K]) canBook() bool {
+	ls := e.cur.Load()
+	if _, err := bookerOf(ls.table); err != nil {
+		return false
+	}
+	for _, l := range ls.stored {
+		if _, ok := l.Algorithm.(algorithm.Booker); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // sleep waits d on the engine's clock, or until ctx ends.

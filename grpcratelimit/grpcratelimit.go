@@ -139,9 +139,10 @@ type limits[K comparable] struct {
 }
 
 type config struct {
-	cost    func(fullMethod string) int
-	dryRun  bool
-	onError func(ctx context.Context, fullMethod string, err error) error
+	cost     func(fullMethod string) int
+	refundIf func(err error) bool // WithRefund's; nil: none
+	dryRun   bool
+	onError  func(ctx context.Context, fullMethod string, err error) error
 }
 
 // Option configures an Interceptor.
@@ -160,6 +161,18 @@ func WithCost(cost func(fullMethod string) int) Option {
 			c.cost = cost
 		}
 	}
+}
+
+// WithRefund gives back a served call's cost when the handler's error
+// satisfies refund (err is nil for a call that succeeded), so that only
+// some calls count: refund successes to count failed logins alone, or
+// refund codes.Internal so that clients are not charged for the server's
+// failures. The refund is one more store call, after the handler
+// returns, with the call's context freed of its cancellation; a store
+// error there is dropped (the call has been answered). Server interceptors
+// only; a call admitted in dry-run mode past a denial is not refunded.
+func WithRefund(refund func(err error) bool) Option {
+	return func(c *config) { c.refundIf = refund }
 }
 
 // WithDryRun runs the server interceptors in dry-run (shadow) mode: calls
@@ -413,7 +426,42 @@ func (in *Interceptor[K]) Unary() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, err
 		}
-		return handler(ctx, req)
+		resp, err := handler(ctx, req)
+		in.settleRefund(ctx, info.FullMethod, err)
+		return resp, err
+	}
+}
+
+// settleRefund gives back the cost of the call whose context (as admit
+// returned it) ctx is, when WithRefund asks for it on the handler's err.
+func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, err error) {
+	if in.refundIf == nil || !in.refundIf(err) {
+		return
+	}
+	cost := in.cost(fullMethod)
+	if cost == 0 {
+		return
+	}
+	var charged bool
+	switch c := ctx.(type) {
+	case *decided[ratelimit.Decision]:
+		charged = !c.d.DryRunDenied()
+	case *decided[ratelimit.PolicyDecision]:
+		charged = !c.d.DryRunDenied()
+	}
+	if !charged {
+		return // unlimited, or passed on uncharged in dry-run mode
+	}
+	key, ls, rerr := in.resolve(ctx, fullMethod)
+	if rerr != nil {
+		return
+	}
+	bg := context.WithoutCancel(ctx)
+	switch {
+	case ls.lim != nil:
+		_, _ = ls.lim.Refund(bg, key, cost)
+	case ls.policy != nil:
+		_, _ = ls.policy.Refund(bg, key, cost)
 	}
 }
 
@@ -425,7 +473,9 @@ func (in *Interceptor[K]) Stream() grpc.StreamServerInterceptor {
 		if err != nil {
 			return err
 		}
-		return handler(srv, contextStream{ss, ctx})
+		err = handler(srv, contextStream{ss, ctx})
+		in.settleRefund(ctx, info.FullMethod, err)
+		return err
 	}
 }
 

@@ -70,6 +70,37 @@ type config struct {
 	onError    func(http.ResponseWriter, *http.Request, error) // nil: answerError
 	logger     *slog.Logger                                    // nil: slog.Default()
 	advertised map[string]Advertised                           // by the limit's own name
+	maxWait    time.Duration                                   // WithWait's; 0: none
+	refundIf   func(status int) bool                           // WithRefund's; nil: none
+}
+
+// WithWait lets a request that does not fit now wait for its turn, up to
+// maxWait (and never past its context's deadline): it is booked
+// (ratelimit.Limiter.ReserveN), charged at once, and held until its
+// instant, then passed on; waiting requests pass in the order they were
+// booked, each costing one store call. A request that cannot be booked in
+// time is answered 429 as without this option, charged nothing. A client
+// that goes away while it waits gives its booking back. Use it for
+// traffic that is better late than refused (webhooks, batch clients), with
+// a maxWait well under the server's write timeout. Ignored in dry-run
+// mode, which never holds a request.
+func WithWait(maxWait time.Duration) Option {
+	return func(c *config) {
+		if maxWait > 0 {
+			c.maxWait = maxWait
+		}
+	}
+}
+
+// WithRefund gives back a request's cost when the handler's response
+// status satisfies refund, so that only some responses count: refund
+// successful logins (status < 400) to count failed ones alone, or refund
+// 5xx so that clients are not charged for the server's failures. The
+// refund is one more store call, after the handler has written its
+// response, with the request's context freed of its cancellation. Handler
+// does it; adapters that call Admit call Middleware.Refund themselves.
+func WithRefund(refund func(status int) bool) Option {
+	return func(c *config) { c.refundIf = refund }
 }
 
 // Option configures a Middleware.
@@ -290,13 +321,76 @@ func newMiddleware[K comparable](opts []Option) *Middleware[K] {
 }
 
 // Handler returns next wrapped by the middleware: [Middleware.Admit], then
-// next for the requests it admits.
+// next for the requests it admits (and, with WithRefund, the refund of
+// those whose response status asks for it).
 func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r, ok := m.Admit(w, r); ok {
+		r, ok := m.Admit(w, r)
+		if !ok {
+			return
+		}
+		if m.refundIf == nil {
 			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if m.refundIf(sw.code()) {
+			m.Refund(r)
 		}
 	})
+}
+
+// Refund gives back the cost the middleware charged for r, a request it
+// admitted (r as Admit returned it), to every limit that charged it, and
+// reports whether it did. It needs a middleware built WithRefund, whose
+// Handler calls it for the statuses the option names; an adapter calling
+// Admit calls it itself (with a refund func that returns false, Handler
+// never does). A request admitted uncharged (dry run, or a
+// limit that denied it in dry-run mode) and one the middleware did not
+// admit are not refunded. A store error goes to the logger, as the
+// request has been answered.
+func (m *Middleware[K]) Refund(r *http.Request) bool {
+	d, ok := r.Context().Value(decisionsKey{}).(*decided)
+	if !ok || d.refund == nil || d.d.DryRunDenied() {
+		return false
+	}
+	if err := d.refund(context.WithoutCancel(r.Context())); err != nil {
+		m.log(r, http.StatusServiceUnavailable, fmt.Errorf("refund: %w", err))
+		return false
+	}
+	return true
+}
+
+// statusWriter records the status a handler answers with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the writer's own methods.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// code is the status written, 200 when the handler wrote nothing.
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
 }
 
 // Admit decides whether r may go on to the handler, and sets the
@@ -345,17 +439,71 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 			fmt.Sprintf("rate limit %q exceeded; retry in %d s", f.Name(d.Binding), retry))
 		return nil, false
 	}
-	return r.WithContext(context.WithValue(r.Context(), decisionsKey{}, newDecided(f, d))), true
+	dd := newDecided(f, d)
+	if m.refundIf != nil { // the closure costs an allocation: only when asked for
+		cost := m.cost(r)
+		dd.refund = func(ctx context.Context) error {
+			if ls.lim != nil {
+				_, err := ls.lim.Refund(ctx, key, cost)
+				return err
+			}
+			_, err := ls.policy.Refund(ctx, key, cost)
+			return err
+		}
+	}
+	return r.WithContext(context.WithValue(r.Context(), decisionsKey{}, dd)), true
 }
 
-// decide charges cost for key to ls, and returns the fields of ls.
+// decide charges cost for key to ls, and returns the fields of ls. With
+// WithWait it books a request that does not fit now, and waits for it.
 func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, error) {
+	if m.maxWait > 0 && !m.dryRun {
+		return m.wait(ctx, key, ls, cost)
+	}
 	if ls.lim != nil {
 		d, err := ls.lim.AllowN(ctx, key, cost)
 		return ratelimit.DecisionOfOne(d), m.fields.Limiter(ls.lim), err
 	}
 	d, err := ls.policy.AllowN(ctx, key, cost)
 	return d, m.fields.Policy(ls.policy), err
+}
+
+// wait books cost for key on ls within maxWait, and sleeps until it is
+// due: the admission, or the denial when it could not be booked in time.
+func (m *Middleware[K]) wait(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, error) {
+	maxWait := m.maxWait
+	if deadline, ok := ctx.Deadline(); ok {
+		maxWait = max(0, min(maxWait, time.Until(deadline)))
+	}
+	var res *ratelimit.Reservation[K]
+	var f *Fields
+	var err error
+	if ls.lim != nil {
+		res, err = ls.lim.ReserveN(ctx, key, cost, maxWait)
+		f = m.fields.Limiter(ls.lim)
+	} else {
+		res, err = ls.policy.ReserveN(ctx, key, cost, maxWait)
+		f = m.fields.Policy(ls.policy)
+	}
+	if err != nil {
+		return ratelimit.PolicyDecision{}, f, err
+	}
+	if !res.OK() {
+		return res.Limits(), f, nil
+	}
+	if delay := res.Delay(); delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ratelimit.CancelTimeout)
+			_ = res.Cancel(cctx) // the client has gone: its error is the one to report
+			cancel()
+			return ratelimit.PolicyDecision{}, f, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return res.Admission(), f, nil
 }
 
 // describe returns the fields of limits of these names and configured
@@ -388,8 +536,9 @@ type decisionsKey struct{}
 
 // decided is what the middleware hands the wrapped handler.
 type decided struct {
-	named []Named
-	d     ratelimit.PolicyDecision
+	named  []Named
+	d      ratelimit.PolicyDecision
+	refund func(context.Context) error // gives the request's cost back (Refund)
 }
 
 func newDecided(f *Fields, d ratelimit.PolicyDecision) *decided {

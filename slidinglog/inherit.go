@@ -8,20 +8,22 @@ var _ algorithm.Inheritor = (*Log)(nil)
 // this log's state at now (design state-format.md §2.6). Entries are
 // instants and costs, which mean the same under every limit and window,
 // so the numbers are kept as they are; what changes is which entries
-// still count. An entry at or before newest − W, newest being the last
-// admission's instant, may be one whose predecessors a log of window W
-// forgot (in Redis, the member a trim keeps as the base of the cumulative
-// counts), so the cost before it does not count under any window:
+// still count. An entry at or before clock − W, clock being the log's
+// (N1: the latest instant it charged at, its newest admission's when
+// nothing is booked ahead), may be one whose predecessors a log of window
+// W forgot (in Redis, the member a trim keeps as the base of the
+// cumulative counts), so the cost before it does not count under any
+// window:
 //
-//	t    = max(now, newest)
+//	t    = max(now, clock)
 //	base = cumulative cost up to the newest entry at or before
-//	       max(t − Window, newest − W)   (what the log forgot, when none)
+//	       max(t − Window, clock − W)   (what the log forgot, when none)
 //	used = total − base
 //
 // A log narrower than W forgets faster; a wider one counts what the log
 // still holds, at least the last W, and cannot count what it forgot.
 //
-// A log's own admissions leave no entry at or before newest − W (each
+// A log's own charges leave no entry at or before clock − W (each
 // forgets what left its window before it appends), so s itself is that
 // state, and Inherit returns it as it is: it changes nothing s points
 // to, and allocates nothing. Only for a state holding such entries does
@@ -29,7 +31,7 @@ var _ algorithm.Inheritor = (*Log)(nil)
 //
 // The log has no proportional rule (algorithm.CheckRule refuses it):
 // every rule is AsIs here. A from of another Kind, or whose window is
-// outside [1, algorithm.MaxDuration], is read with the least newest − W
+// outside [1, algorithm.MaxDuration], is read with the least clock − W
 // could be: every entry the log holds counts, within this log's window.
 // That counts at least as much as any window W would, and is also s as it
 // is. So is a from equal to the log's own Tag.

@@ -14,9 +14,17 @@
 // leaves, by binary search: O(log n) for a log of n entries, whatever the
 // cost and however many entries have expired since the last request.
 //
-// An instant earlier than the newest admission (a clock that stepped back)
-// is taken as that newest instant: the log is only ever appended to, and a
-// key seen by a clock that stepped back is no freer than it was.
+// Admissions may be booked ahead (Book, behind a Limiter's Reserve and
+// Wait): a booking is logged at the instant it is due, and every entry
+// after t−Window counts at t, those still to come included, so a booking
+// holds its place from the moment it is made. Refund gives back the newest
+// cost first.
+//
+// An instant earlier than the latest one the log charged at (a clock that
+// stepped back) is taken as that latest instant, the log's clock: the
+// entries it forgot had left the window there, and a key seen by a clock
+// that stepped back is no freer than it was. Without bookings, the log's
+// clock is its newest entry's instant.
 //
 // [Per] and its shorthands say the limit as people do: PerMinute(1000) is
 // New(Config{Limit: 1000, Window: time.Minute}).
@@ -67,6 +75,7 @@ type Log struct {
 var (
 	_ algorithm.Algorithm = (*Log)(nil)
 	_ algorithm.Quoter    = (*Log)(nil)
+	_ algorithm.Booker    = (*Log)(nil)
 )
 
 // New returns a sliding log admitting cfg.Limit per cfg.Window, or an error
@@ -111,14 +120,25 @@ func (l *Log) String() string {
 }
 
 // A log's state is its entries, Log.Entries[Log.Head:], oldest first, one
-// per instant at which cost was admitted; each entry's Cost field holds the
-// cumulative cost the state admitted up to and including that entry, so
-// the cost of the entries after one is a subtraction. N0 is the cumulative
-// cost before the first entry kept (that of the entries forgotten), N1 the
-// instant of the newest admission and N2 the cumulative cost up to it; a
-// state that never admitted anything has N2 = 0.
+// per instant at which cost was admitted (or is booked), their instants
+// rising; each entry's Cost field holds the cumulative cost the state
+// admitted up to and including that entry, so the cost of the entries
+// after one is a subtraction. N0 is the cumulative cost before the first
+// entry kept (that of the entries forgotten), N1 the log's clock, the
+// latest instant a charge was decided at, and N2 the cumulative cost up to
+// the newest entry; a state that never admitted anything, or gave all of
+// it back, has N2 = 0 (and N1 then means nothing). N1 is the newest
+// entry's instant but while a booking is ahead of the clock (or after a
+// refund removed the newest entries).
 //
-// An admission forgets the entries that left the window at its instant:
+// A decision at now is made at t = max(now, N1): the cost in the window is
+// that of the entries after t−Window, those after t (bookings) included.
+// A charge decided at t logs its cost at the newest entry's instant when
+// that is later (a Take while bookings are ahead: logged later, it only
+// counts longer), so that instants and cumulative costs rise together, and
+// a booking at its due instant, or the newest entry's when that is later.
+//
+// A charge forgets the entries that left the window at its instant:
 // they can never count again, since every later decision is made at that
 // instant or later. Forgetting advances Head past them (found by binary
 // search); the dead prefix is reclaimed by compaction when appending would
@@ -145,8 +165,8 @@ func live(s *algorithm.State) []algorithm.Entry {
 	return s.Log.Entries[s.Log.Head:]
 }
 
-// at returns the instant a decision at now is made at: now, or the newest
-// admission when it is later.
+// at returns the instant a decision at now is made at: now, or the log's
+// clock when it is later.
 func at(s *algorithm.State, now int64) int64 {
 	if s.N2 > 0 && s.N1 > now {
 		return s.N1
@@ -179,7 +199,7 @@ func grow(g *algorithm.Log) {
 // s.Log in place (or, when s has none, makes one) and returns a state
 // pointing to it; s then no longer means what it did.
 func (l *Log) Take(s algorithm.State, now, cost int64) (algorithm.State, algorithm.Result) {
-	if !l.charge(&s, now, cost) {
+	if !l.charge(&s, now, now, cost, false) {
 		return s, l.Peek(s, now, cost)
 	}
 	r := l.Peek(s, now, cost)
@@ -187,15 +207,19 @@ func (l *Log) Take(s algorithm.State, now, cost int64) (algorithm.State, algorit
 	return s, r
 }
 
-// charge is Take's transition: it charges cost to *s when it fits, and
-// reports whether it did.
-func (l *Log) charge(s *algorithm.State, now, cost int64) bool {
+// charge is Take's transition, and Book's: it charges cost to *s, decided
+// at now (at the log's clock when that is later), when it fits there or
+// when book is set (Book's caller has checked that it fits at act), and
+// reports whether it did. The cost is logged at max(act, t), or at the
+// newest entry when that is later; Take passes act = now.
+func (l *Log) charge(s *algorithm.State, now, act, cost int64, book bool) bool {
 	t := at(s, now)
 	entries := live(s)
 	i, base := split(s, entries, t-l.window)
-	if s.N2-base+cost > l.limit {
+	if !book && s.N2-base+cost > l.limit {
 		return false
 	}
+	due := max(act, t)
 	if s.Log == nil {
 		s.Log = new(algorithm.Log)
 	}
@@ -211,11 +235,13 @@ func (l *Log) charge(s *algorithm.State, now, cost int64) bool {
 		entries = g.Entries[g.Head:]
 	}
 	total := s.N2 + cost
-	if n := len(entries); n > 0 && entries[n-1].At == t {
-		entries[n-1].Cost = total // one entry per instant
+	if n := len(entries); n > 0 && entries[n-1].At >= due {
+		// At the newest entry, at due or (booked) later: one entry per
+		// instant, and instants never fall.
+		entries[n-1].Cost = total
 	} else {
 		grow(g)
-		g.Entries[len(g.Entries)-1] = algorithm.Entry{At: t, Cost: total}
+		g.Entries[len(g.Entries)-1] = algorithm.Entry{At: due, Cost: total}
 	}
 	s.N1, s.N2 = t, total
 	return true
@@ -223,7 +249,8 @@ func (l *Log) charge(s *algorithm.State, now, cost int64) bool {
 
 // Peek reports the window ending at now for a request of cost. A request
 // that does not fit waits until enough of the oldest entries have left the
-// window; the key is fresh once the newest has.
+// window (the first instant at which it fits: entries only leave); the key
+// is fresh once the newest, booked or not, has.
 func (l *Log) Peek(s algorithm.State, now, cost int64) algorithm.Result {
 	t := at(&s, now)
 	entries := live(&s)
@@ -231,7 +258,9 @@ func (l *Log) Peek(s algorithm.State, now, cost int64) algorithm.Result {
 	used := s.N2 - base
 	r := algorithm.Result{Remaining: max(l.limit-used, 0)} // used may exceed a limit lowered since
 	if used > 0 {
-		r.ResetAfter = s.N1 + l.window - now
+		// The newest entry counts (used > 0): fresh once it has left,
+		// bookings included.
+		r.ResetAfter = entries[len(entries)-1].At + l.window - now
 	}
 	if excess := used + cost - l.limit; excess > 0 {
 		// The first entry whose leaving takes excess out of the window.

@@ -108,7 +108,7 @@ func callsN(b *testing.B, info redis.UniversalClient, lim *ratelimit.Limiter[str
 
 // scriptStats returns the calls and µs of EVAL, EVALSHA and EVALSHA_RO
 // so far, from INFO commandstats.
-func scriptStats(b *testing.B, c redis.UniversalClient) (calls, usec int64) {
+func scriptStats(b testing.TB, c redis.UniversalClient) (calls, usec int64) {
 	s, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)

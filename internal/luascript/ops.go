@@ -166,6 +166,7 @@ func composeOp(op Op, names []string) *Script {
 			n := i + 1
 			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = %s, %s, %s\n", 3*i+3, 3*i+4, 3*i+5, num(fmt.Sprintf("rep%d[1]", n)), num(fmt.Sprintf("rep%d[2]", n)), num(fmt.Sprintf("rep%d[3]", n)))
 		}
+		fmt.Fprintf(&src, "for i = %d, %d do\n  out[i] = ''\nend\n", 3+3*len(names), 2+5*len(names))
 		src.WriteString("return out\nend\nout[1] = '1'\n")
 		for i := range names {
 			n := i + 1

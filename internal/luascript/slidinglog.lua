@@ -5,12 +5,19 @@
 -- key admitted up to and including it, in decimal, modulo 2^52 (the span of
 -- cumulative costs a key holds at once is far below that, so differences
 -- taken modulo 2^52 are exact). Memory grows with the admissions in a
--- window, never with their cost. Instants are never earlier than the
--- newest member's: a clock that stepped back decides at the newest
--- instant, so scores and cumulative costs rise together. The cost in the
--- window ending at t is the newest member's count less that of the newest
--- member at or before t − window (0 when there is none: nothing was
--- trimmed yet). Every command is O(log n) in the members n, except the
+-- window, never with their cost. Bookings are members at the instant they
+-- are due, and every member after t − window counts at t, later ones
+-- included. The log's clock (Go: N1) is the latest instant a charge was
+-- decided at; a decision at now is made at t = max(now, clock) (a clock
+-- that stepped back: what the trims forgot had left the window there). A
+-- charge is logged at t, a booking at the instant it is due, or either at
+-- the newest member when that is later, so that scores and cumulative
+-- costs rise together. The clock is the newest member's score, unless the
+-- set holds a clock member, "#M<clock>" at score -inf (after the header,
+-- rank 1), which it does only while they differ (a booking is ahead). The
+-- cost in the window ending at t is the newest member's count less that
+-- of the newest member at or before t − window (0 when there is none:
+-- nothing was trimmed yet). Every command is O(log n) in the members n, except the
 -- trim of expired members, which an admission bounds to 1000 and which
 -- always keeps the newest expired member, as the base of the count.
 -- The set's first member is its header, "#L<window µs>" at score -inf.
@@ -32,8 +39,9 @@ local trim = 1000
 local hdr = ARGV[$hdr]
 local afresh = ARGV[$mode] >= '2'
 local oldw, wipe, newest = nil, nil, {}
+local mh, mclock = nil, nil -- the clock member and its clock, when there is one
 do
-  local head = redis.pcall('ZRANGE', zkey, 0, 0, 'WITHSCORES')
+  local head = redis.pcall('ZRANGE', zkey, 0, 1, 'WITHSCORES')
   local bad = nil
   if head.err then
     bad, wipe = 'is not a sorted set', 1
@@ -50,9 +58,15 @@ do
       end
     end
     if not bad then
+      if head[3] and (head[4] == '-inf' or tonumber(head[4]) == -math.huge) then
+        local c = string.match(head[3], '^#M(%-?%d+)$')
+        if c then
+          mh, mclock = head[3], tonumber(c)
+        end
+      end
       newest = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
-      if newest[1] == head[1] then
-        newest = {} -- the header alone
+      if newest[1] == head[1] or newest[1] == mh then
+        newest = {} -- the header (and a clock) alone
       end
     end
   elseif redis.pcall('HEXISTS', hkey, ARGV[$id]) == 1 then -- a hash's key of another type holds no state of this ID
@@ -62,10 +76,10 @@ do
     if not afresh then
       return redis.error_reply('RLMISMATCH ' .. zkey .. ' ' .. bad .. ', not ' .. hdr)
     end
-    oldw, newest = nil, {}
+    oldw, newest, mh, mclock = nil, {}, nil, nil
   end
 end
-local t, last, total = now, nil, 0
+local t, last, total, clock = now, nil, 0, nil
 if newest[1] then
   -- Fresh locals: miniredis's Lua mistakes "x = a and b" for an x
   -- already set when a is a call that returns nothing.
@@ -76,18 +90,21 @@ if newest[1] then
       return redis.error_reply('RLMISMATCH ' .. zkey .. ' holds a member that is not of a sliding log')
     end
     wipe, oldw, total, last = 1, nil, 0, nil
-  elseif last > t then
-    t = last
+  else
+    clock = mclock or last
+    if clock > t then
+      t = clock
+    end
   end
 end
 local cut = t - window
 -- Members at or before basecut are not counted: those before cut, and,
 -- for a log kept under a shorter window oldw, every member at or before
--- the newest less oldw, since the trims under oldw may have removed the
+-- the clock less oldw, since the trims under oldw may have removed the
 -- ones between.
 local basecut = cut
-if oldw and last and last - oldw > cut then
-  basecut = last - oldw
+if oldw and clock and clock - oldw > cut then
+  basecut = clock - oldw
 end
 local cutarg = string.format('%.0f', basecut)
 local used, base, expired = 0, 0, false
@@ -164,16 +181,25 @@ if used > 0 then
 end
 
 --@commit
+-- The cost is logged at t, or at the newest member when that is later (a
+-- booking ahead), and the clock is t.
 total = total + cost
 if total >= modulus then
   total = total - modulus
 end
+local rec = t
+if last and last > rec then
+  rec = last
+end
 local ndead = 0
 if expired then
   ndead = redis.call('ZCOUNT', zkey, '-inf', cutarg) - 1 -- not the header
+  if mh then
+    ndead = ndead - 1 -- nor the clock
+  end
 end
 used = used + cost
-local reset = t + window - now
+local reset = rec + window - now
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
@@ -182,6 +208,9 @@ if wipe == 1 then
   redis.call('DEL', zkey)
 elseif wipe == 2 then
   redis.call('HDEL', hkey, ARGV[$id])
+end
+if mh then
+  redis.call('ZREM', zkey, mh) -- first: the ranks below count from 1
 end
 if oldw then
   -- Carried over from another window: the new header, and the members
@@ -201,10 +230,10 @@ end
 if not last or oldw then
   redis.call('ZADD', zkey, '-inf', hdr)
 end
-if last == t then
+if last == rec then
   redis.call('ZREM', zkey, newest[1]) -- one member per instant
 end
-redis.call('ZADD', zkey, string.format('%.0f', t), string.format('%.0f', total))
+redis.call('ZADD', zkey, string.format('%.0f', rec), string.format('%.0f', total))
 if ndead > 1 then
   local n = ndead - 1
   if n > trim then
@@ -212,5 +241,204 @@ if ndead > 1 then
   end
   redis.call('ZREMRANGEBYRANK', zkey, 1, n)
 end
+if rec ~= t then
+  redis.call('ZADD', zkey, '-inf', '#M' .. string.format('%.0f', t)) -- the clock
+end
 redis.call('PEXPIRE', zkey, ttl + margin)
 local rem = limit - used
+
+--@book
+-- As --@commit, for a booking due at act (≥ now; Peek at act admits
+-- cost): logged at act, or at t or the newest member when later; the
+-- clock is t (Go: Log.Book). The cost need not fit at now.
+total = total + cost
+if total >= modulus then
+  total = total - modulus
+end
+local rec = act
+if t > rec then
+  rec = t
+end
+if last and last > rec then
+  rec = last
+end
+local ndead = 0
+if expired then
+  ndead = redis.call('ZCOUNT', zkey, '-inf', cutarg) - 1 -- not the header
+  if mh then
+    ndead = ndead - 1 -- nor the clock
+  end
+end
+used = used + cost
+local reset = rec + window - now
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+if wipe == 1 then
+  redis.call('DEL', zkey)
+elseif wipe == 2 then
+  redis.call('HDEL', hkey, ARGV[$id])
+end
+if mh then
+  redis.call('ZREM', zkey, mh) -- first: the ranks below count from 1
+end
+if oldw then
+  -- Carried over from another window: the new header, and the members
+  -- at or before basecut go but for the base, moved to cut at the
+  -- latest so that it stays before the window (design §2.6).
+  redis.call('ZREM', zkey, '#L' .. string.format('%.0f', oldw))
+  if dead and dead[1] then
+    if ndead > 1 then
+      redis.call('ZREMRANGEBYRANK', zkey, 1, ndead - 1)
+    end
+    if tonumber(dead[2]) > cut then
+      redis.call('ZADD', zkey, string.format('%.0f', cut), dead[1])
+    end
+    ndead = 0
+  end
+end
+if not last or oldw then
+  redis.call('ZADD', zkey, '-inf', hdr)
+end
+if last == rec then
+  redis.call('ZREM', zkey, newest[1]) -- one member per instant
+end
+redis.call('ZADD', zkey, string.format('%.0f', rec), string.format('%.0f', total))
+if ndead > 1 then
+  local n = ndead - 1
+  if n > trim then
+    n = trim
+  end
+  redis.call('ZREMRANGEBYRANK', zkey, 1, n)
+end
+if rec ~= t then
+  redis.call('ZADD', zkey, '-inf', '#M' .. string.format('%.0f', t)) -- the clock
+end
+redis.call('PEXPIRE', zkey, ttl + margin)
+local rem = limit - used
+if rem < 0 then
+  rem = 0
+end
+
+--@refund
+-- Gives back up to n of the cost in the window at t, newest first (Go:
+-- Log.Refund): the members whose count is above what is left go, but the
+-- first, which is renamed to what is left when the member before it ends
+-- below that. The clock does not move. Then the report, for a cost of 1
+-- (decide may have run for another: a cancel's).
+local left = used
+if used > 0 and n >= 1 then
+  local give = n
+  if give > used then
+    give = used
+  end
+  left = used - give
+  local keep = total - give
+  if keep < 0 then
+    keep = keep + modulus
+  end
+  -- The member: above left, and within give of the newest, since every
+  -- member adds at least 1.
+  local first = redis.call('ZCOUNT', zkey, '-inf', cutarg)
+  local top = redis.call('ZCARD', zkey) - 1
+  local lo, hi = top - give + 1, top
+  if lo < first then
+    lo = first
+  end
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local v = tonumber(redis.call('ZRANGE', zkey, mid, mid)[1]) - base
+    if v < 0 then
+      v = v + modulus
+    end
+    if v > left then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  local prev = 0
+  if lo > first then
+    prev = tonumber(redis.call('ZRANGE', zkey, lo - 1, lo - 1)[1]) - base
+    if prev < 0 then
+      prev = prev + modulus
+    end
+  end
+  local m = redis.call('ZRANGE', zkey, lo, lo, 'WITHSCORES')
+  redis.call('ZREMRANGEBYRANK', zkey, lo, -1)
+  -- The newest member left, or none (the header and the clock alone).
+  local lastn = nil
+  if prev < left then
+    redis.call('ZADD', zkey, string.format('%.0f', tonumber(m[2])), string.format('%.0f', keep))
+    lastn = tonumber(m[2])
+  else
+    local below = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
+    if below[1] and string.byte(below[1], 1) ~= 35 then -- 35 is '#'
+      lastn = tonumber(below[2])
+    end
+  end
+  -- The clock member: kept while the clock is not the newest member's.
+  local mt = nil
+  if lastn and lastn ~= clock then
+    mt = '#M' .. string.format('%.0f', clock)
+  end
+  if mh and mh ~= mt then
+    redis.call('ZREM', zkey, mh)
+  end
+  if mt and mt ~= mh then
+    redis.call('ZADD', zkey, '-inf', mt)
+  end
+  last = lastn
+end
+local rem, retry, reset = limit - left, 0, 0
+if rem < 0 then
+  rem = 0 -- counted under a larger limit
+end
+if left > 0 then
+  reset = last + window - now
+  local excess = left + 1 - limit
+  if excess > 0 then
+    -- As --@report's search, on the members left.
+    local first = redis.call('ZCOUNT', zkey, '-inf', cutarg)
+    local lo, hi = first, first + excess - 1
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      local m = redis.call('ZRANGE', zkey, mid, mid)
+      local out = excess
+      local v = m[1] and tonumber(m[1])
+      if v then
+        out = v - base
+        if out < 0 then
+          out = out + modulus
+        end
+      end
+      if out >= excess then
+        hi = mid
+      else
+        lo = mid + 1
+      end
+    end
+    local e = redis.call('ZRANGE', zkey, lo, lo, 'WITHSCORES')
+    retry = tonumber(e[2]) + window - now
+  end
+end
+
+--@unused
+-- A booking of bcost due at act, ahead of t, is given back while it is
+-- the newest charge: the newest member is at act and holds bcost at least
+-- (Go: Log.Unused).
+local give = 0
+if last and act > t and last == act then
+  local own = total
+  local m = redis.call('ZRANGE', zkey, -2, -2)
+  if m[1] and string.byte(m[1], 1) ~= 35 then -- 35 is '#': none before
+    own = total - tonumber(m[1])
+    if own < 0 then
+      own = own + modulus
+    end
+  end
+  if own >= bcost then
+    give = bcost
+  end
+end

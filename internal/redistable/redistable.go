@@ -143,8 +143,8 @@ type Table[K comparable] struct {
 	specs    []luascript.Limit
 	ops      [luascript.OpCancel + 1]*luascript.Script // the booking scripts, by Op; nil for an algorithm without them
 	opsErr   error                                     // why they are nil
-	maxKey   int     // the longest encoding of a key accepted
-	warnings []error // found by cfg.Evictions
+	maxKey   int                                       // the longest encoding of a key accepted
+	warnings []error                                   // found by cfg.Evictions
 }
 
 var (

@@ -111,7 +111,7 @@ func (p *policy[K]) Book(_ context.Context, key K, now, cost, maxDelay int64, ou
 	u := &undo{pre: make([]algorithm.State, len(bs)), post: make([]algorithm.State, len(bs)), exact: make([]bool, len(bs))}
 	for i, b := range bs {
 		l, e, n := &p.limits[i], hd.es[i], hd.ns[i]
-		u.exact[i] = states[i].Log == nil
+		u.exact[i] = algorithm.ExactUndo(l.alg)
 		u.pre[i] = states[i]
 		var next algorithm.State
 		next, rs[i] = b.Book(states[i], now, act, cost)

@@ -76,6 +76,11 @@ import (
 //   - every other kind's algorithm under a key's state ID fails with
 //     ErrStateMismatch, changing nothing, or starts the key afresh when
 //     asked to;
+//   - random sequences of AllowN, Peek, ReserveN, Cancel, Refund and clock
+//     moves (back too) on a Limiter and on a Policy answer, field for field,
+//     as the algorithms' own transitions (algorithm.Booker) applied as the
+//     store contract says; a booking cancelled with nothing charged since
+//     leaves the key as it was;
 //   - a Policy of two or three limits of random algorithms decides, limit
 //     by limit, as each limit's model does when a request is charged to
 //     every limit or to none; racing goroutines charge every limit exactly
@@ -103,6 +108,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 			})
 			t.Run("Tighten", func(t *testing.T) { testTighten(t, k, newStore(t)) })
 			t.Run("WindowChange", func(t *testing.T) { testWindowChange(t, k, newStore(t)) })
+			t.Run("Booking", func(t *testing.T) { testBooking(t, newStore(t), &k, 1) })
 		})
 	}
 	t.Run("Mismatch", func(t *testing.T) { testMismatch(t, newStore(t)) })
@@ -110,7 +116,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 		t.Run("Model", func(t *testing.T) { testPolicyModel(t, newStore(t)) })
 		t.Run("Concurrent", func(t *testing.T) { testPolicyConcurrent(t, newStore(t)) })
 		t.Run("Errors", func(t *testing.T) { testPolicyErrors(t, newStore(t)) })
+		t.Run("Booking", func(t *testing.T) { testBooking(t, newStore(t), nil, 3) })
 	})
+	t.Run("BookingErrors", func(t *testing.T) { testBookingErrors(t, newStore(t)) })
 }
 
 // Differential runs the same random operation sequences (rapid) on limiters

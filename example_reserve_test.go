@@ -1,0 +1,77 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/store/memorystore"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// Count only failed logins: every attempt is charged before the password
+// is checked, so that parallel guesses cannot all pass a check made before
+// any of them is charged, and a successful one is given back.
+func ExampleLimiter_Refund() {
+	fake := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	attempts, _ := slidinglog.PerHour(3)
+	logins, _ := ratelimit.New(attempts, memorystore.New[string](), ratelimit.WithClock(fake))
+	ctx := context.Background()
+
+	login := func(user, password string) string {
+		d, err := logins.Allow(ctx, user)
+		if err != nil || !d.Allowed() {
+			return fmt.Sprintf("locked for %v", d.RetryAfter())
+		}
+		if password != "secret" {
+			return fmt.Sprintf("wrong password (%d tries left)", d.Remaining())
+		}
+		d, _ = logins.Refund(ctx, user, 1) // a success does not count
+		return fmt.Sprintf("welcome (%d tries left)", d.Remaining())
+	}
+	fmt.Println(login("ann", "guess"))
+	fmt.Println(login("ann", "secret"))
+	fmt.Println(login("ann", "guess2"))
+	fmt.Println(login("ann", "guess3"))
+	fake.Advance(time.Minute)
+	fmt.Println(login("ann", "secret"))
+	// Output:
+	// wrong password (2 tries left)
+	// welcome (2 tries left)
+	// wrong password (1 tries left)
+	// wrong password (0 tries left)
+	// locked for 59m0s
+}
+
+// Reserve books a request at the instant it fits and says how long to
+// wait: a caller that cannot wait that long gives the booking back.
+func ExampleLimiter_ReserveN() {
+	fake := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	perSecond, _ := tokenbucket.PerSecond(2) // 2 a second, bursts of 2
+	lim, _ := ratelimit.New(perSecond, memorystore.New[string](), ratelimit.WithClock(fake))
+	ctx := context.Background()
+
+	for i := 1; i <= 4; i++ {
+		r, _ := lim.Reserve(ctx, "upstream")
+		fmt.Printf("request %d: booked=%v delay=%v\n", i, r.OK(), r.Delay())
+	}
+	r, _ := lim.ReserveN(ctx, "upstream", 1, 100*time.Millisecond)
+	fmt.Printf("within 100ms: booked=%v, fits in %v\n", r.OK(), r.Decision().RetryAfter())
+
+	late, _ := lim.Reserve(ctx, "upstream")
+	fmt.Printf("last: delay=%v\n", late.Delay())
+	_ = late.Cancel(ctx) // not needed after all: given back
+	again, _ := lim.Reserve(ctx, "upstream")
+	fmt.Printf("after cancel: delay=%v\n", again.Delay())
+	// Output:
+	// request 1: booked=true delay=0s
+	// request 2: booked=true delay=0s
+	// request 3: booked=true delay=500ms
+	// request 4: booked=true delay=1s
+	// within 100ms: booked=false, fits in 1.5s
+	// last: delay=1.5s
+	// after cancel: delay=1.5s
+}

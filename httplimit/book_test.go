@@ -1,0 +1,129 @@
+package httplimit_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/httplimit"
+	"github.com/go-ratelimit/ratelimit/store/memorystore"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// WithWait holds a request that fits within maxWait until its turn, and
+// answers 429, charging nothing, one that does not.
+func TestWithWait(t *testing.T) {
+	// 1 request per 40 ms, bursts of 1, on the real clock.
+	alg := must(tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 25}))
+	lim, err := ratelimit.New(alg, memorystore.New[string]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := httplimit.New(lim, byHeader, httplimit.WithWait(100*time.Millisecond)).Handler(ok)
+	serve := func() int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("X-User", "c")
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	start := time.Now()
+	var codes [3]int
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Add(1)
+		go func() { defer wg.Done(); codes[i] = serve() }()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	for i, c := range codes {
+		if c != http.StatusOK {
+			t.Errorf("request %d: %d, want 200 (booked within 100 ms)", i, c)
+		}
+	}
+	if elapsed < 80*time.Millisecond {
+		t.Errorf("3 requests passed in %v: the bucket admits one per 40 ms", elapsed)
+	}
+	// Three more at once: the third would wait 120 ms > 100 ms.
+	time.Sleep(40 * time.Millisecond)
+	for i := range codes {
+		wg.Add(1)
+		go func() { defer wg.Done(); codes[i] = serve() }()
+	}
+	wg.Wait()
+	refused := 0
+	for _, c := range codes {
+		if c == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Errorf("codes %v: want exactly one 429 (a third booking beyond 100 ms)", codes)
+	}
+}
+
+// A client that goes away while it waits gives its booking back.
+func TestWithWaitClientGone(t *testing.T) {
+	alg := must(tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1})) // 1 s apart
+	lim, err := ratelimit.New(alg, memorystore.New[string]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := httplimit.New(lim, byHeader, httplimit.WithWait(5*time.Second)).Handler(ok)
+	ctx := context.Background()
+	if d, _ := lim.Allow(ctx, "c"); !d.Allowed() {
+		t.Fatal("first request denied")
+	}
+	rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	req := httptest.NewRequestWithContext(rctx, "GET", "/", nil)
+	req.Header.Set("X-User", "c")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code == http.StatusOK {
+		t.Fatalf("a request whose context ended after 50 ms was served (%d)", rec.Code)
+	}
+	// Its booking was given back: the next waits what it would have.
+	d, err := lim.Peek(ctx, "c")
+	if err != nil || d.RetryAfter() > time.Second {
+		t.Errorf("after the client left: %v, %v; want a retry within 1 s (booking given back)", d, err)
+	}
+}
+
+// WithRefund gives back the cost of the requests whose status it names:
+// only failed logins count.
+func TestWithRefund(t *testing.T) {
+	fake := clock.NewFake(t0)
+	lim := newLimiter[string](t, must(tokenbucket.New(tokenbucket.Config{Capacity: 3, Rate: 0.001})), fake)
+	login := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Password") != "secret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte("welcome"))
+	})
+	h := httplimit.New(lim, byHeader, httplimit.WithRefund(func(status int) bool { return status < 400 })).Handler(login)
+	try := func(password string) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/login", nil)
+		req.Header.Set("X-User", "ann")
+		req.Header.Set("Password", password)
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for i := range 10 {
+		if c := try("secret"); c != http.StatusOK {
+			t.Fatalf("successful login %d: %d, want 200 (successes are refunded)", i, c)
+		}
+	}
+	for i, want := range []int{401, 401, 401, 429} {
+		if c := try("guess"); c != want {
+			t.Errorf("wrong password %d: %d, want %d", i, c, want)
+		}
+	}
+}

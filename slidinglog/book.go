@@ -1,0 +1,93 @@
+package slidinglog
+
+import (
+	"sort"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+)
+
+// Book charges cost at now for an admission due at act (now ≤ act, and
+// Peek(s, act, cost) admits cost; the store finds act with
+// algorithm.Earliest). The cost is logged at act, or at the newest entry
+// when that is later (a booking behind another one, which a clock that
+// stepped back may ask for): it counts from now on, as every entry does
+// once logged, until it leaves the window W after act. The log's clock
+// stays at max(now, clock): a booking is no admission at act, and a Take
+// at now after it is still decided at now. The result is Peek of the new
+// state at now for a cost of 1, with RetryAfter act − now. Booking at
+// act = now is Take.
+//
+// As Take, Book changes s.Log in place and returns a state pointing to it.
+func (l *Log) Book(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+	l.charge(&s, now, act, cost, true)
+	r := l.Peek(s, now, 1)
+	r.RetryAfter = act - now
+	return s, r
+}
+
+// Refund gives back up to n of the cost in the window at now (decided at
+// the log's clock when that is later, as Peek), newest first: bookings,
+// then admissions, newest first. It shortens the log from its end, and
+// lowers the cumulative cost of the entry in which n ends, so that the
+// entries kept mean what they did. The clock does not move (the entries
+// the log forgot left the window there). A log with nothing in the window
+// is returned as it is. The result is Peek(next, now, 1).
+//
+// As Take, Refund changes s.Log in place and returns a state pointing to
+// it.
+func (l *Log) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+	t := at(&s, now)
+	entries := live(&s)
+	i, base := split(&s, entries, t-l.window)
+	used := s.N2 - base
+	if used <= 0 || n < 1 {
+		return s, l.Peek(s, now, 1)
+	}
+	total := s.N2 - min(n, used)
+	// The first entry in the window whose cumulative cost is above what
+	// is left: it shrinks to total, unless the entry before it ends
+	// there, and every later one goes. The newest entry is above it.
+	in := entries[i:]
+	j := sort.Search(len(in), func(j int) bool { return in[j].Cost > total })
+	prev := base
+	if j > 0 {
+		prev = in[j-1].Cost
+	}
+	keep := i + j
+	if prev < total {
+		in[j].Cost = total
+		keep++
+	}
+	g := s.Log
+	g.Entries = g.Entries[:g.Head+keep]
+	s.N2 = total
+	if total == 0 {
+		// All that the log ever admitted is given back: a fresh log.
+		g.Entries, g.Head = g.Entries[:0], 0
+		s.N0, s.N1 = 0, 0
+	}
+	return s, l.Peek(s, now, 1)
+}
+
+// Unused returns cost when a booking of cost due at act is still ahead
+// (of now, and of the log's clock when that is later: a booking due there
+// is used) and is still the newest charge: the newest entry is at act and
+// holds at least cost (a Take logged at the booking's instant since, which
+// only counts longer, leaves it so). Otherwise 0: a later booking was
+// admitted with it counted, and the log does not tell what was charged
+// when.
+func (l *Log) Unused(s algorithm.State, now, act, cost int64) int64 {
+	entries := live(&s)
+	k := len(entries)
+	if act <= at(&s, now) || s.N2 <= 0 || k == 0 || entries[k-1].At != act {
+		return 0
+	}
+	prev := s.N0
+	if k > 1 {
+		prev = entries[k-2].Cost
+	}
+	if entries[k-1].Cost-prev < cost {
+		return 0
+	}
+	return cost
+}

@@ -1,0 +1,384 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/store"
+	"pgregory.net/rapid"
+)
+
+// testBooking runs random sequences of AllowN, Peek, ReserveN (with random
+// maximum delays), Cancel of an earlier reservation, Refund and clock
+// moves (forward, and back) on one key of a Limiter (limits 1) or a
+// Policy of random algorithms, and checks every answer, field for field,
+// against a model that applies the algorithms' own transitions
+// (algorithm.Booker) the way the store contract says a table does
+// (store.Booker): the earliest instant every limit admits (EarliestAll),
+// exact give-back while the state is the one a booking left, Unused
+// otherwise. So every store gives the same results as the algorithms,
+// hence as each other.
+//
+// Along the way it checks that booking then cancelling with nothing
+// charged in between leaves every limit's state, as Peek reports it, as
+// it was, and that refunds never leave a key more Remaining than its limit.
+func testBooking(t *testing.T, st store.Store[string], k *kind, maxLimits int) {
+	seq := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		seq++
+		n := 1
+		if k == nil {
+			n = rapid.IntRange(2, maxLimits).Draw(rt, "limits")
+		}
+		setups := make([]setup, n)
+		limits := make([]ratelimit.Limit, n)
+		for i := range setups {
+			kk := k
+			if kk == nil {
+				kk = &kinds[rapid.IntRange(0, len(kinds)-1).Draw(rt, "kind")]
+			}
+			setups[i] = kk.draw(rt)
+			limits[i] = ratelimit.Limit{Algorithm: setups[i].alg, StateID: fmt.Sprintf("%s-%d", kk.name, i)}
+		}
+		start := drawStart(rt)
+		clk := clock.NewFake(time.UnixMicro(start))
+		b := &bookingMachine{clk: clk, now: start, start: start, key: fmt.Sprintf("bk%d", seq)}
+		if n == 1 {
+			lim, err := ratelimit.New(setups[0].alg, st, ratelimit.WithClock(clk))
+			if err != nil {
+				rt.Fatalf("New: %v", err)
+			}
+			b.lim = lim
+		} else {
+			p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithClock(clk))
+			if err != nil {
+				rt.Fatalf("NewPolicy: %v", err)
+			}
+			b.pol = p
+		}
+		for _, s := range setups {
+			bk, ok := s.alg.(algorithm.Booker)
+			if !ok {
+				rt.Skipf("%v does not book", s.alg)
+			}
+			b.algs = append(b.algs, bk)
+			b.plain = append(b.plain, s.alg)
+			b.period = max(b.period, s.period)
+		}
+		b.states = make([]algorithm.State, n)
+		rt.Repeat(map[string]func(*rapid.T){
+			"advance": b.capped(b.advance),
+			"back":    b.capped(b.back),
+			"allow":   b.capped(b.allow),
+			"peek":    b.capped(b.peek),
+			"reserve": b.capped(b.reserve),
+			"cancel":  b.capped(b.cancel),
+			"refund":  b.capped(b.refund),
+			"":        func(*rapid.T) {},
+		})
+	})
+}
+
+// bookingMachine is one sequence of testBooking: the limiter (lim) or
+// policy (pol) under test, and the model: each limit's state (nil Log and
+// zero numbers before the key's first charge: exists), and the
+// reservations made, with what the model booked for them.
+type bookingMachine struct {
+	lim    *ratelimit.Limiter[string]
+	pol    *ratelimit.Policy[string]
+	clk    *clock.Fake
+	now    int64
+	start  int64
+	key    string
+	algs   []algorithm.Booker
+	plain  []algorithm.Algorithm
+	period int64
+	states []algorithm.State
+	exists bool
+	booked []booked
+	steps  int
+}
+
+// booked is a reservation and the model's record of it.
+type booked struct {
+	res       *ratelimit.Reservation[string]
+	act, cost int64
+	pre, post []algorithm.State
+	exact     []bool
+}
+
+func (b *bookingMachine) capped(action func(*rapid.T)) func(*rapid.T) {
+	return func(t *rapid.T) {
+		if b.steps < maxSteps {
+			action(t)
+			b.steps++
+		}
+	}
+}
+
+func (b *bookingMachine) limitOf() int64 {
+	l := b.algs[0].Limit()
+	for _, a := range b.algs {
+		l = min(l, a.Limit())
+	}
+	return l
+}
+
+func (b *bookingMachine) advance(t *rapid.T) {
+	d := rapid.OneOf(rapid.Int64Range(0, 3), rapid.Int64Range(0, b.period), rapid.Int64Range(0, 3*b.period)).Draw(t, "advance µs")
+	b.clk.Advance(micros(d))
+	b.now += d
+}
+
+// back steps the clock back a little, as a clock of another server may be.
+func (b *bookingMachine) back(t *rapid.T) {
+	d := rapid.Int64Range(1, max(1, b.period/4)).Draw(t, "back µs")
+	b.clk.Advance(-micros(d))
+	b.now -= d
+}
+
+// init gives the key its first state, as a store does on its first write.
+func (b *bookingMachine) init() {
+	if !b.exists {
+		for i, a := range b.algs {
+			b.states[i] = a.Init(algorithm.State{}, b.now)
+		}
+		b.exists = true
+	}
+}
+
+// results returns each limit's result by f, and the combination.
+func (b *bookingMachine) results(f func(i int, a algorithm.Booker) algorithm.Result) (algorithm.Result, []algorithm.Result) {
+	rs := make([]algorithm.Result, len(b.algs))
+	for i, a := range b.algs {
+		rs[i] = f(i, a)
+	}
+	return algorithm.Combine(rs), rs
+}
+
+// same fails unless got (the limiter's decision and its limits') is want.
+func (b *bookingMachine) same(t *rapid.T, what string, got ratelimit.PolicyDecision, want algorithm.Result, each []algorithm.Result) {
+	check := func(d ratelimit.Decision, r algorithm.Result, which string) {
+		if d.Remaining() != r.Remaining || d.RetryAfter() != micros(r.RetryAfter) || d.ResetAfter() != micros(r.ResetAfter) {
+			t.Fatalf("%s at +%dµs: %s %v, the algorithms' model %+v", what, b.now-b.start, which, d, r)
+		}
+	}
+	check(got.Decision, want, "decision")
+	if b.pol != nil {
+		for i, d := range got.Limits() {
+			check(d, each[i], fmt.Sprintf("limit %d", i))
+		}
+	}
+}
+
+func (b *bookingMachine) allow(t *rapid.T) {
+	cost := rapid.Int64Range(1, b.limitOf()).Draw(t, "cost")
+	var got ratelimit.PolicyDecision
+	var err error
+	if b.lim != nil {
+		var d ratelimit.Decision
+		d, err = b.lim.AllowN(context.Background(), b.key, int(cost))
+		got = ratelimit.DecisionOfOne(d)
+	} else {
+		got, err = b.pol.AllowN(context.Background(), b.key, int(cost))
+	}
+	if err != nil {
+		t.Fatalf("AllowN(%d): %v", cost, err)
+	}
+	b.init()
+	all := true
+	for i, a := range b.algs {
+		all = all && a.Peek(b.states[i], b.now, cost).Allowed()
+	}
+	want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result {
+		if !all {
+			return a.Peek(b.states[i], b.now, cost)
+		}
+		var r algorithm.Result
+		b.states[i], r = a.Take(b.states[i], b.now, cost)
+		return r
+	})
+	b.same(t, fmt.Sprintf("AllowN(%d)", cost), got, want, each)
+}
+
+func (b *bookingMachine) peek(t *rapid.T) {
+	var got ratelimit.PolicyDecision
+	var err error
+	if b.lim != nil {
+		var d ratelimit.Decision
+		d, err = b.lim.Peek(context.Background(), b.key)
+		got = ratelimit.DecisionOfOne(d)
+	} else {
+		got, err = b.pol.Peek(context.Background(), b.key)
+	}
+	if err != nil {
+		t.Fatalf("Peek: %v", err)
+	}
+	want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result {
+		if !b.exists {
+			return algorithm.Fresh(a.Limit())
+		}
+		return a.Peek(b.states[i], b.now, 1)
+	})
+	b.same(t, "Peek", got, want, each)
+}
+
+func (b *bookingMachine) reserve(t *rapid.T) {
+	cost := rapid.Int64Range(1, b.limitOf()).Draw(t, "cost")
+	maxDelay := rapid.OneOf(rapid.Just(int64(-1)), rapid.Just(int64(0)), rapid.Int64Range(0, 4*b.period)).Draw(t, "max delay µs")
+	md := time.Duration(-1)
+	if maxDelay >= 0 {
+		md = micros(maxDelay)
+	}
+	var res *ratelimit.Reservation[string]
+	var err error
+	if b.lim != nil {
+		res, err = b.lim.ReserveN(context.Background(), b.key, int(cost), md)
+	} else {
+		res, err = b.pol.ReserveN(context.Background(), b.key, int(cost), md)
+	}
+	if err != nil {
+		t.Fatalf("ReserveN(%d, %v): %v", cost, md, err)
+	}
+	b.init()
+	until := algorithm.BookingDeadline(b.now, maxDelay)
+	act, ok := algorithm.EarliestAll(b.plain, b.states, b.now, until, cost)
+	what := fmt.Sprintf("ReserveN(%d, max %dµs)", cost, maxDelay)
+	if res.OK() != ok {
+		t.Fatalf("%s at +%dµs: OK %v, the model %v (act +%dµs)", what, b.now-b.start, res.OK(), ok, act-b.start)
+	}
+	if !ok {
+		want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result { return a.Peek(b.states[i], b.now, cost) })
+		want.RetryAfter = max(want.RetryAfter, act-b.now)
+		b.same(t, what, res.Limits(), want, each)
+		return
+	}
+	bk := booked{res: res, act: act, cost: cost}
+	// Peeks before, to compare after a cancel with nothing in between.
+	want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result {
+		bk.pre = append(bk.pre, algorithm.CloneState(b.states[i]))
+		bk.exact = append(bk.exact, algorithm.ExactUndo(a))
+		var r algorithm.Result
+		b.states[i], r = a.Book(b.states[i], b.now, act, cost)
+		bk.post = append(bk.post, algorithm.CloneState(b.states[i]))
+		return r
+	})
+	b.same(t, what, res.Limits(), want, each)
+	if got := res.Delay(); got != micros(act-b.now) {
+		t.Fatalf("%s: Delay %v, want %v", what, got, micros(act-b.now))
+	}
+	b.booked = append(b.booked, bk)
+}
+
+func (b *bookingMachine) cancel(t *rapid.T) {
+	if len(b.booked) == 0 {
+		t.Skip("nothing booked")
+	}
+	i := rapid.IntRange(0, len(b.booked)-1).Draw(t, "reservation")
+	bk := b.booked[i]
+	b.booked = append(b.booked[:i], b.booked[i+1:]...)
+	// With nothing charged since, the states before must come back.
+	untouched := true
+	for j := range b.algs {
+		s, post := b.states[j], bk.post[j]
+		untouched = untouched && bk.exact[j] && s.N0 == post.N0 && s.N1 == post.N1 && s.N2 == post.N2
+	}
+	var before []algorithm.Result
+	for j, a := range b.algs {
+		before = append(before, a.Peek(bk.pre[j], b.now, 1))
+	}
+	if err := bk.res.Cancel(context.Background()); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	if bk.act > b.now {
+		for j, a := range b.algs {
+			s := b.states[j]
+			if bk.exact[j] && s.N0 == bk.post[j].N0 && s.N1 == bk.post[j].N1 && s.N2 == bk.post[j].N2 {
+				b.states[j] = bk.pre[j]
+				continue
+			}
+			if give := a.Unused(s, b.now, bk.act, bk.cost); give > 0 {
+				b.states[j], _ = a.Refund(s, b.now, give)
+			}
+		}
+	}
+	if untouched && bk.act > b.now {
+		// Nothing charged since: the store's states must be the ones
+		// before the booking, as the model's now are.
+		for j, a := range b.algs {
+			if after := a.Peek(b.states[j], b.now, 1); after != before[j] {
+				t.Fatalf("model: cancel of an untouched booking left limit %d at %+v, before it %+v", j, after, before[j])
+			}
+		}
+		b.peek(t)
+	}
+	// Cancel twice: nothing more.
+	if err := bk.res.Cancel(context.Background()); err != nil {
+		t.Fatalf("second Cancel: %v", err)
+	}
+}
+
+func (b *bookingMachine) refund(t *rapid.T) {
+	n := rapid.Int64Range(1, b.limitOf()+2).Draw(t, "refund")
+	var got ratelimit.PolicyDecision
+	var err error
+	if b.lim != nil {
+		var d ratelimit.Decision
+		d, err = b.lim.Refund(context.Background(), b.key, int(n))
+		got = ratelimit.DecisionOfOne(d)
+	} else {
+		got, err = b.pol.Refund(context.Background(), b.key, int(n))
+	}
+	if err != nil {
+		t.Fatalf("Refund(%d): %v", n, err)
+	}
+	want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result {
+		if !b.exists {
+			return algorithm.Fresh(a.Limit())
+		}
+		var r algorithm.Result
+		b.states[i], r = a.Refund(b.states[i], b.now, n)
+		return r
+	})
+	b.same(t, fmt.Sprintf("Refund(%d)", n), got, want, each)
+	if got.Remaining() > b.limitOf() && b.pol == nil {
+		t.Fatalf("Refund left %d, above the limit %d", got.Remaining(), b.limitOf())
+	}
+}
+
+// testBookingErrors checks the booking operations' errors: bad costs, a
+// reservation of another limiter, a refund of less than 1.
+func testBookingErrors(t *testing.T, st store.Store[string]) {
+	ctx := context.Background()
+	k := kinds[0]
+	alg, err := k.withLimit(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.UnixMicro(epoch))
+	lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID("errs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, -1, 6, math.MaxInt32} {
+		if r, err := lim.ReserveN(ctx, "k", n, time.Second); err == nil || r != nil {
+			t.Errorf("ReserveN(%d) = %v, %v; want an error", n, r, err)
+		} else if !errors.Is(err, ratelimit.ErrInvalidCost) && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+			t.Errorf("ReserveN(%d): %v, want ErrInvalidCost or ErrCostExceedsLimit", n, err)
+		}
+	}
+	if _, err := lim.Refund(ctx, "k", 0); !errors.Is(err, ratelimit.ErrInvalidCost) {
+		t.Errorf("Refund(0): %v, want ErrInvalidCost", err)
+	}
+	// Nothing was charged by the refused calls.
+	if d, err := lim.Peek(ctx, "k"); err != nil || d.Remaining() != 5 {
+		t.Errorf("Peek after refused calls: %v, %v; want 5 left", d, err)
+	}
+}
