@@ -49,13 +49,13 @@ func TestWindowsBookMirror(t *testing.T) {
 		}
 		for i, alg := range algs {
 			t.Run(fmt.Sprint(alg), func(t *testing.T) {
-				bookMirror(t, client, alg, redistest.Prefix(t)+"{book}", rand.New(rand.NewPCG(26, uint64(i))), n)
+				windowsBookMirror(t, client, alg, redistest.Prefix(t)+"{book}", rand.New(rand.NewPCG(26, uint64(i))), n)
 			})
 		}
 	})
 }
 
-func bookMirror(t *testing.T, client redis.UniversalClient, alg algorithm.Booker, key string, rng *rand.Rand, n int) {
+func windowsBookMirror(t *testing.T, client redis.UniversalClient, alg algorithm.Booker, key string, rng *rand.Rand, n int) {
 	ctx := t.Context()
 	lim := luascript.LimitOf(alg, "m")
 	decide, params, err := luascript.For(lim)
@@ -127,7 +127,7 @@ func bookMirror(t *testing.T, client redis.UniversalClient, alg algorithm.Booker
 			} else {
 				s, r = alg.Take(s, now, cost)
 			}
-			got, want = strs(reply), []string{fmt.Sprint(r.Remaining), fmt.Sprint(r.RetryAfter), fmt.Sprint(r.ResetAfter)}
+			got, want = windowStrs(reply), []string{fmt.Sprint(r.Remaining), fmt.Sprint(r.RetryAfter), fmt.Sprint(r.ResetAfter)}
 		case op < 8: // Book
 			// At most algorithm.MaxDuration, as stores pass it.
 			delay := min(rng.Int64N(3*w), algorithm.MaxDuration)
@@ -146,7 +146,7 @@ func bookMirror(t *testing.T, client redis.UniversalClient, alg algorithm.Booker
 			act, ok := algorithm.EarliestAll([]algorithm.Algorithm{alg}, []algorithm.State{s}, now, algorithm.BookingDeadline(now, delay), cost)
 			if !ok {
 				r := alg.Peek(s, now, cost)
-				want = []string{"0", fmt.Sprint(act), fmt.Sprint(r.Remaining), fmt.Sprint(r.RetryAfter), fmt.Sprint(r.ResetAfter)}
+				want = []string{"0", fmt.Sprint(act), fmt.Sprint(r.Remaining), fmt.Sprint(r.RetryAfter), fmt.Sprint(r.ResetAfter), "", ""}
 			} else {
 				var r algorithm.Result
 				var err error
@@ -167,7 +167,7 @@ func bookMirror(t *testing.T, client redis.UniversalClient, alg algorithm.Booker
 			}
 			var r algorithm.Result
 			s, r = alg.Refund(s, now, cost)
-			got, want = strs(reply), []string{fmt.Sprint(r.Remaining), fmt.Sprint(r.RetryAfter), fmt.Sprint(r.ResetAfter)}
+			got, want = windowStrs(reply), []string{fmt.Sprint(r.Remaining), fmt.Sprint(r.RetryAfter), fmt.Sprint(r.ResetAfter)}
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			fail("the script replied %q, Go %q", got, want)
@@ -178,7 +178,7 @@ func bookMirror(t *testing.T, client redis.UniversalClient, alg algorithm.Booker
 	}
 }
 
-func strs(v []int64) []string {
+func windowStrs(v []int64) []string {
 	out := make([]string, len(v))
 	for i, x := range v {
 		out[i] = strconv.FormatInt(x, 10)
