@@ -116,23 +116,22 @@ func (w *Window) at(s algorithm.State, now int64) (index, count int64) {
 		return index, 0
 	case s.N0 >= index:
 		return s.N0, s.N1
-	case s.N0 == index-1 && s.N1 > w.limit: // booked into the window of now
-		return index, s.N1 - w.limit
-	default:
-		return index, 0
+	case s.N0 == index-1: // what was booked into the window of now
+		count = max(s.N1-w.limit, 0)
 	}
+	return index, count
 }
 
-// resetAfter is the end of the last window the pointer reaches.
+// resetAfter is the end of the last window the pointer reaches (the one
+// after index at most: the pointer is within 2·Limit).
 func (w *Window) resetAfter(index, count, now int64) int64 {
 	if count == 0 {
 		return 0
 	}
-	n := int64(1)
 	if count > w.limit {
-		n = (count + w.limit - 1) / w.limit
+		index++
 	}
-	return (index+n)*w.window - now
+	return (index+1)*w.window - now
 }
 
 // Take admits cost when the window of now has room for it.
@@ -156,14 +155,14 @@ func (w *Window) report(index, count, cost, now int64) algorithm.Result {
 		Remaining:  max(w.limit-count, 0), // booked ahead, or counted under a limit lowered since
 		ResetAfter: w.resetAfter(index, count, now),
 	}
-	if count+cost > w.limit {
-		// The first window j ≥ 1 whose part of the pointer leaves room:
-		// count − j·Limit ≤ Limit − cost.
-		j := int64(1)
-		if count+cost > 2*w.limit {
-			j = (count + cost - 1) / w.limit
+	if count += cost; count > w.limit {
+		// The first window j ≥ 1 whose part of the pointer leaves room,
+		// count − j·Limit ≤ Limit − cost: the next one, or the one after
+		// (the pointer is within 2·Limit).
+		if count > 2*w.limit {
+			index++
 		}
-		r.RetryAfter = (index+j)*w.window - now
+		r.RetryAfter = (index+1)*w.window - now
 	}
 	return r
 }

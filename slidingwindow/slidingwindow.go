@@ -198,10 +198,11 @@ func (w *Window) report(v window, used, now, cost int64) algorithm.Result {
 	start := v.index * w.window
 	r := algorithm.Result{Remaining: max(w.limit-used, 0)}
 	switch {
-	case v.count > w.limit: // booked ahead: the last window it reaches weighs two windows
-		r.ResetAfter = start + ((v.count+w.limit-1)/w.limit+1)*w.window - now
 	case v.count > 0:
 		r.ResetAfter = start + 2*w.window - now // the count weighs nothing two windows on
+		if v.count > w.limit {
+			r.ResetAfter += w.window // booked into the next window (the pointer is within 2·Limit)
+		}
 	case v.prev > 0:
 		r.ResetAfter = start + w.window - now
 	}
