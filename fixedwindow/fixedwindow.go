@@ -5,6 +5,10 @@
 // admitted per window; a denied request does not count. The count starts
 // again at 0 in each window.
 //
+// A window books admissions ahead (algorithm.Booker): a booking counts in
+// the window it is due in, and the windows before it that it could not fit
+// in count as full (see [Window.Book]).
+//
 // [Per] and its shorthands say the limit as people do: PerMinute(1000) is
 // New(Config{Limit: 1000, Window: time.Minute}).
 //
@@ -37,6 +41,8 @@ type Window struct {
 
 var (
 	_ algorithm.Algorithm = (*Window)(nil)
+	_ algorithm.Booker    = (*Window)(nil)
+	_ algorithm.Narrow    = (*Window)(nil)
 	_ algorithm.Quoter    = (*Window)(nil)
 )
 
@@ -80,8 +86,12 @@ func (w *Window) String() string {
 	return fmt.Sprintf("fixedwindow(limit=%d, window=%v)", w.limit, time.Duration(w.window)*time.Microsecond)
 }
 
-// A window's state is N0, the index of the window counted, and N1, the
-// cost admitted in it.
+// A window's state is N0, the index of a window, and N1, a fill pointer
+// counted from it: window N0+j holds the units [j·Limit, (j+1)·Limit) of
+// N1. Without bookings N1 is the cost admitted in window N0, at most
+// Limit; bookings into later windows take it further, but never past
+// 2·Limit: a booking that passes whole windows moves N0 on (see Book).
+// Read at a later window N0+k, the pointer is max(0, N1 − k·Limit).
 
 // NarrowState declares that the window's state is N0 and N1 alone (see
 // algorithm.Narrow).
@@ -92,9 +102,9 @@ func (w *Window) Init(_ algorithm.State, _ int64) algorithm.State {
 	return algorithm.State{}
 }
 
-// at returns the window index of now and the cost counted in it, given
-// the state's. A clock that stepped back into an earlier window stays in
-// the counted one, unless that window starts more than
+// at returns the window index of now and the fill pointer counted from
+// it, given the state's. A clock that stepped back into an earlier window
+// stays in the counted one, unless that window starts more than
 // algorithm.MaxDuration after now's: no clock steps back that far, and in
 // Redis such an index is another window length's (a minute's index read
 // as an hour's lies centuries ahead), so the state counts as fresh rather
@@ -106,14 +116,20 @@ func (w *Window) at(s algorithm.State, now int64) (index, count int64) {
 		return index, 0
 	case s.N0 >= index:
 		return s.N0, s.N1
-	default:
-		return index, 0
+	case s.N0 == index-1: // what was booked into the window of now
+		count = max(s.N1-w.limit, 0)
 	}
+	return index, count
 }
 
+// resetAfter is the end of the last window the pointer reaches (the one
+// after index at most: the pointer is within 2·Limit).
 func (w *Window) resetAfter(index, count, now int64) int64 {
 	if count == 0 {
 		return 0
+	}
+	if count > w.limit {
+		index++
 	}
 	return (index+1)*w.window - now
 }
@@ -136,11 +152,54 @@ func (w *Window) Peek(s algorithm.State, now, cost int64) algorithm.Result {
 
 func (w *Window) report(index, count, cost, now int64) algorithm.Result {
 	r := algorithm.Result{
-		Remaining:  max(w.limit-count, 0), // a count may exceed a limit lowered since
+		Remaining:  max(w.limit-count, 0), // booked ahead, or counted under a limit lowered since
 		ResetAfter: w.resetAfter(index, count, now),
 	}
-	if count+cost > w.limit {
+	if count += cost; count > w.limit {
+		// The first window j ≥ 1 whose part of the pointer leaves room,
+		// count − j·Limit ≤ Limit − cost: the next one, or the one after
+		// (the pointer is within 2·Limit).
+		if count > 2*w.limit {
+			index++
+		}
 		r.RetryAfter = (index+1)*w.window - now
 	}
 	return r
 }
+
+// Book charges cost at now for an admission due at act (see
+// algorithm.Booker), in the window of act, index+j from now's: the
+// pointer becomes max(pointer, j·Limit) + cost, so that a booking that
+// does not fit a window's remainder skips it, and every window before the
+// booked one counts as full. A booking that passes whole windows moves
+// the state's index to the window before the booked one (an index ahead of
+// now's, read as a clock that stepped back: full), keeping the pointer
+// within 2·Limit, so act must be at most algorithm.MaxDuration after now,
+// as stores book.
+func (w *Window) Book(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+	index, count := w.at(s, now)
+	switch j := algorithm.FloorDiv(act, w.window) - index; {
+	case j <= 0, j == 1 && count >= w.limit:
+		count += cost
+	default:
+		index, count = index+j-1, w.limit+cost
+	}
+	r := w.report(index, count, 0, now)
+	r.RetryAfter = act - now
+	return algorithm.State{N0: index, N1: count}, r
+}
+
+// Refund gives back up to n of the pointer at now, the latest booked
+// units first (see algorithm.Booker).
+func (w *Window) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+	index, count := w.at(s, now)
+	if count == 0 {
+		return algorithm.State{N0: s.N0, N1: s.N1}, w.report(index, 0, 1, now)
+	}
+	count = max(count-n, 0)
+	return algorithm.State{N0: index, N1: count}, w.report(index, count, 1, now)
+}
+
+// Unused is 0: a window gives back a booking only through a store's exact
+// undo of the booking (the state before it), or through Refund.
+func (w *Window) Unused(_ algorithm.State, _, _, _ int64) int64 { return 0 }

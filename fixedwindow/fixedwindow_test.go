@@ -118,12 +118,15 @@ func TestWindowClockStepsBack(t *testing.T) {
 	})
 }
 
-// TestWindowLoweredLimit checks a count above the limit (a state kept
-// across a lower limit): nothing remains, never a negative count.
+// TestWindowLoweredLimit checks a count above a lowered limit, carried
+// as-is as stores carry it (Inherit): nothing remains until the window
+// ends, never a negative count. (A count above the limit in the window's
+// own state is a fill pointer booked ahead.)
 func TestWindowLoweredLimit(t *testing.T) {
 	hundred := mustNew(t, fixedwindow.Config{Limit: 100, Window: time.Second})
 	s, _ := hundred.Take(hundred.Init(algorithm.State{}, t0), t0, 95)
 	ten := mustNew(t, fixedwindow.Config{Limit: 10, Window: time.Second})
+	s = ten.Inherit(hundred.Tag(), s, t0+1, algorithm.AsIs)
 	want := algorithm.Result{Remaining: 0, RetryAfter: 4*d - 1, ResetAfter: 4*d - 1}
 	if got := ten.Peek(s, t0+1, 1); got != want {
 		t.Errorf("Peek of 95 counted under a limit of 10: got %+v, want %+v", got, want)

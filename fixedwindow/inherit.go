@@ -13,7 +13,9 @@ var _ algorithm.Inheritor = (*Window)(nil)
 // and length W = from.P1), as this window's state at now (design
 // state-format.md §2.4). The count c of the old window is read as the old
 // window does at now: 0 once that window has ended, or when it starts
-// more than algorithm.MaxDuration after now's. A count still running (or
+// more than algorithm.MaxDuration after now's; a fill pointer booked past
+// the old window of now counts only its part in that window, at most L
+// (the bookings beyond it are not carried). A count still running (or
 // ahead of now, for a clock that stepped back) is carried into this
 // window's window of now (into the same window when W is this window's
 // length):
@@ -21,14 +23,13 @@ var _ algorithm.Inheritor = (*Window)(nil)
 //	AsIs:         min(c, Limit)
 //	Proportional: min(⌈c·Limit/L⌉, Limit)       rounded toward more used
 //
-// Its wait and its reset are then at most one Window. The min under
-// Proportional only acts on a count above L, which only a state carried
-// as-is from a larger limit holds. Any rule but Proportional is AsIs.
+// Its wait and its reset are then at most one Window. Any rule but
+// Proportional is AsIs.
 //
 // A state under a from of another Kind, with a limit or a length outside
-// the ranges New accepts, or a count outside [0, algorithm.MaxLimit], is
-// taken as fully used: Limit counted in the window of now. A from equal
-// to the window's own Tag gives s as it is.
+// the ranges New accepts, or a count outside [0, 2·L] (no window books
+// further), is taken as fully used: Limit counted in the window of now. A
+// from equal to the window's own Tag gives s as it is.
 func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule algorithm.Rule) algorithm.State {
 	if from == w.Tag() {
 		return algorithm.State{N0: s.N0, N1: s.N1}
@@ -36,11 +37,12 @@ func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 	index := algorithm.FloorDiv(now, w.window)
 	limit, length := from.P0, from.P1
 	if from.Kind != algorithm.KindFixedWindow || limit < 1 || limit > algorithm.MaxLimit ||
-		length < 1 || length > algorithm.MaxDuration || s.N1 < 0 || s.N1 > algorithm.MaxLimit {
+		length < 1 || length > algorithm.MaxDuration || s.N1 < 0 || s.N1 > 2*limit {
 		return algorithm.State{N0: index, N1: w.limit}
 	}
 	old := Window{limit: limit, window: length}
 	i, c := old.at(s, now)
+	c = min(c, limit)
 	if c == 0 {
 		return algorithm.State{N0: index}
 	}

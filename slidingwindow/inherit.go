@@ -13,10 +13,19 @@ var _ algorithm.Inheritor = (*Window)(nil)
 // and window W = from.P1), as this counter's state at now (design
 // state-format.md §2.5).
 //
+// The old state is first read as the old counter reads it at now, its
+// count (a fill pointer, above L with bookings) clamped to 2·L first,
+// which only an earlier release's state carried as-is from a larger limit
+// exceeds; of the count, only the part in the window of now is carried,
+// at most L (bookings beyond it are not).
+//
 // When W is this counter's Window, the windows are the same: AsIs keeps
-// the state as it is (the estimate at every instant is the old one, and
-// what remains is Limit less it, never below 0), and Proportional scales
-// both counts, min(⌈n·Limit/L⌉, Limit), rounded toward more used.
+// the counts as they are (the estimate at every instant is the old one,
+// and what remains is Limit less it, never below 0): a count above Limit
+// moves to the previous window's place of the next window, read at now as
+// the start of that window (as a clock that stepped back), which gives the
+// same estimate at every instant. Proportional scales both counts,
+// min(⌈n·Limit/L⌉, Limit), rounded toward more used.
 //
 // Otherwise the old estimate at now, u (the count plus the previous
 // window's share, as the old counter computes it), becomes the count of
@@ -29,9 +38,10 @@ var _ algorithm.Inheritor = (*Window)(nil)
 // holds. Any rule but Proportional is AsIs.
 //
 // A state under a from of another Kind, with a limit or a window outside
-// the ranges New accepts, or a count outside [0, algorithm.MaxLimit], is
-// taken as fully used: Limit counted in the window of now. A from equal
-// to the counter's own Tag gives s as it is.
+// the ranges New accepts, a count outside [0, 2·algorithm.MaxLimit] or a
+// previous count outside [0, algorithm.MaxLimit], is taken as fully used:
+// Limit counted in the window of now. A from equal to the counter's own
+// Tag gives s as it is.
 func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule algorithm.Rule) algorithm.State {
 	if from == w.Tag() {
 		return algorithm.State{N0: s.N0, N1: s.N1, N2: s.N2}
@@ -40,7 +50,7 @@ func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 	limit, length := from.P0, from.P1
 	if from.Kind != algorithm.KindSlidingWindow || limit < 1 || limit > algorithm.MaxLimit ||
 		length < 1 || length > algorithm.MaxDuration ||
-		s.N1 < 0 || s.N1 > algorithm.MaxLimit || s.N2 < 0 || s.N2 > algorithm.MaxLimit {
+		s.N1 < 0 || s.N1 > 2*algorithm.MaxLimit || s.N2 < 0 || s.N2 > algorithm.MaxLimit {
 		return algorithm.State{N0: index, N1: w.limit}
 	}
 	carry := func(n int64) int64 {
@@ -49,14 +59,23 @@ func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 		}
 		return int64(min(mulDivUp(uint64(n), uint64(w.limit), uint64(limit)), uint64(w.limit)))
 	}
-	if length == w.window {
-		if rule != algorithm.Proportional {
-			return algorithm.State{N0: s.N0, N1: s.N1, N2: s.N2}
-		}
-		return algorithm.State{N0: s.N0, N1: carry(s.N1), N2: carry(s.N2)}
-	}
 	old := Window{limit: limit, window: length}
-	return algorithm.State{N0: index, N1: carry(old.used(old.at(s, now)))}
+	s.N1 = min(s.N1, 2*limit)
+	v := old.at(s, now)
+	v.count = min(v.count, limit)
+	if length != w.window {
+		return algorithm.State{N0: index, N1: carry(old.used(v))}
+	}
+	switch {
+	case rule == algorithm.Proportional:
+		return algorithm.State{N0: v.index, N1: carry(v.count), N2: carry(v.prev)}
+	case v.count <= w.limit:
+		return algorithm.State{N0: v.index, N1: v.count, N2: v.prev}
+	case v.index < index+algorithm.MaxDuration/w.window:
+		return algorithm.State{N0: v.index + 1, N2: v.count}
+	default: // the next window would lie too far ahead: the count, clamped
+		return algorithm.State{N0: v.index, N1: w.limit, N2: v.prev}
+	}
 }
 
 // mulDivUp returns ⌈a·b/c⌉ for c > 0, the product taken in 128 bits, or

@@ -32,6 +32,10 @@
 // [Per] and its shorthands say the limit as people do: PerMinute(1000) is
 // New(Config{Limit: 1000, Window: time.Minute}).
 //
+// The counter books admissions ahead (algorithm.Booker): a booking counts
+// in the window it is due in, and the windows before it that it could not
+// fit in count as full (see [Window.Book]).
+//
 // Pick it for limits too large to log (its state is three numbers,
 // whatever the limit) with no 2×Limit burst at every window edge, as a
 // fixed window allows.
@@ -62,6 +66,7 @@ type Window struct {
 
 var (
 	_ algorithm.Algorithm = (*Window)(nil)
+	_ algorithm.Booker    = (*Window)(nil)
 	_ algorithm.Quoter    = (*Window)(nil)
 )
 
@@ -107,7 +112,11 @@ func (w *Window) String() string {
 
 // A counter's state is N0, the index of the current window (⌊t/Window⌋),
 // N1, the cost admitted in it, and N2, the cost admitted in the window
-// before it.
+// before it. N1 is a fill pointer: with bookings it goes past Limit, window
+// N0+j holding its units [j·Limit, (j+1)·Limit), so that read at window
+// N0+k, the count is max(0, N1 − k·Limit) and the previous window's
+// min(Limit, max(0, N1 − (k−1)·Limit)). It never goes past 2·Limit: a
+// booking that passes whole windows moves N0 on (see Book).
 
 // Init returns a counter with nothing counted.
 func (w *Window) Init(_ algorithm.State, _ int64) algorithm.State {
@@ -133,7 +142,9 @@ func (w *Window) at(s algorithm.State, now int64) window {
 	case s.N0 >= v.index:
 		v.index, v.count, v.prev = s.N0, s.N1, s.N2
 	case s.N0 == v.index-1:
-		v.prev = s.N1
+		v.count, v.prev = max(s.N1-w.limit, 0), min(s.N1, w.limit)
+	case s.N0 == v.index-2 && s.N1 > w.limit:
+		v.prev = min(s.N1-w.limit, w.limit)
 	}
 	v.elapsed = max(now-v.index*w.window, 0)
 	return v
@@ -189,6 +200,9 @@ func (w *Window) report(v window, used, now, cost int64) algorithm.Result {
 	switch {
 	case v.count > 0:
 		r.ResetAfter = start + 2*w.window - now // the count weighs nothing two windows on
+		if v.count > w.limit {
+			r.ResetAfter += w.window // booked into the next window (the pointer is within 2·Limit)
+		}
 	case v.prev > 0:
 		r.ResetAfter = start + w.window - now
 	}
@@ -198,13 +212,66 @@ func (w *Window) report(v window, used, now, cost int64) algorithm.Result {
 	// The cost fits once the previous window's share is at most what the
 	// count leaves: prev·(Window − e) ≤ a·Window, at elapsed e =
 	// Window − ⌊a·Window/prev⌋. If the count itself leaves no room, it
-	// becomes the previous window's share in the next window.
+	// fits in the first window j whose part of the pointer does, count −
+	// j·Limit ≤ Limit − cost, once the part of the window before weighs
+	// little enough.
 	if a := w.limit - v.count - cost; a >= 0 {
 		q, _ := mulDiv(a, w.window, v.prev)
 		r.RetryAfter = start + w.window - q - now
-	} else {
-		q, _ := mulDiv(w.limit-cost, w.window, v.count)
+	} else if v.count+cost <= 2*w.limit {
+		q, _ := mulDiv(w.limit-max(v.count-w.limit, 0)-cost, w.window, min(v.count, w.limit))
 		r.RetryAfter = start + 2*w.window - q - now
+	} else {
+		j := (v.count + cost - 1) / w.limit
+		part := v.count - (j-1)*w.limit // in window j−1, above Limit − cost
+		q, _ := mulDiv(w.limit-max(part-w.limit, 0)-cost, w.window, min(part, w.limit))
+		r.RetryAfter = start + (j+1)*w.window - q - now
 	}
 	return r
 }
+
+// Book charges cost at now for an admission due at act (see
+// algorithm.Booker), in the window of act, index+j from now's: the
+// pointer becomes max(pointer, j·Limit) + cost, so that a booking that
+// does not fit a window's remainder skips it, and the windows before the
+// booked one count as full, the one before it too as the previous window
+// (never less than exact). A booking that passes whole windows moves the
+// state's index to the window before the booked one (an index ahead of
+// now's, read as a clock that stepped back: full), keeping the pointer
+// within 2·Limit, so act must be at most algorithm.MaxDuration after now,
+// as stores book.
+func (w *Window) Book(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+	v := w.at(s, now)
+	switch j := algorithm.FloorDiv(act, w.window) - v.index; {
+	case j <= 0, j == 1 && v.count >= w.limit:
+		v.count += cost
+	case j == 1:
+		v.count = w.limit + cost
+	default:
+		v.index, v.count, v.prev = v.index+j-1, w.limit+cost, w.limit
+		v.elapsed = max(now-v.index*w.window, 0)
+	}
+	s.N0, s.N1, s.N2 = v.index, v.count, v.prev
+	r := w.report(v, w.used(v), now, 0)
+	r.RetryAfter = act - now
+	return s, r
+}
+
+// Refund gives back up to n of what counts at now, the latest first: from
+// the count (the pointer), then from the previous window's count (see
+// algorithm.Booker).
+func (w *Window) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+	v := w.at(s, now)
+	if v.count == 0 && v.prev == 0 {
+		return s, w.report(v, 0, now, 1)
+	}
+	c := min(n, v.count)
+	v.count -= c
+	v.prev -= min(n-c, v.prev)
+	s.N0, s.N1, s.N2 = v.index, v.count, v.prev
+	return s, w.report(v, w.used(v), now, 1)
+}
+
+// Unused is 0: a counter gives back a booking only through a store's
+// exact undo of the booking (the state before it), or through Refund.
+func (w *Window) Unused(_ algorithm.State, _, _, _ int64) int64 { return 0 }

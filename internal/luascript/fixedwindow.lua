@@ -1,13 +1,15 @@
 -- Fixed window (Go: fixedwindow.Window).
 -- Parameters: $1 limit, $2 window in µs.
--- State: the header "F<limit>,<window>:", then "<window index> <count>". A clock that stepped back into
+-- State: the header "F<limit>,<window>:", then "<window index> <count>", the count a fill pointer
+-- from that window (window index+j holds its units [j·limit, (j+1)·limit):
+-- above the limit with bookings, never above 2·limit). A clock that stepped back into
 -- an earlier window stays in the counted one, unless that window starts
 -- more than 2^48 µs (algorithm.MaxDuration) after now's: no clock steps
 -- back that far, and such an index is another window length's (a minute's
 -- index read as an hour's lies centuries ahead), so the state counts as
 -- fresh rather than make every wait that long. A value that is not such a
--- state, or a count above 2^40 (no limit is larger), is refused with an
--- RLMISMATCH error (or started afresh).
+-- state, or a count above twice its writer's limit (no window books
+-- further), is refused with an RLMISMATCH error (or started afresh).
 local limit = tonumber(ARGV[$1])
 local window = tonumber(ARGV[$2])
 
@@ -22,30 +24,40 @@ local count = 0
 if state then
   local stored, counted = string.match(state, '^(%-?%d+) (%d+)$', at)
   stored, counted = tonumber(stored), tonumber(counted)
-  if stored and counted and stored >= -9007199254740992 and stored <= 9007199254740992 and counted <= 1099511627776 then
+  if stored and counted and stored >= -9007199254740992 and stored <= 9007199254740992 and counted <= 2 * (old0 or limit) then
     if old0 and counted > 0 then
       -- Written under limit old0 and window old1 (design §2.4, §2.8):
       -- the count as the old window reads it at now (none once its window
-      -- has ended, or when it lies more than 2^48 µs ahead) stays counted
-      -- (as-is, capped at the limit) or carries as the fraction of the old
-      -- limit (proportional, rounded up, capped). Under another window
-      -- length it counts in the window of now.
-      if old1 ~= window then
-        local oi = math.floor(now / old1)
-        if oi * old1 > now then
-          oi = oi - 1
-        elseif (oi + 1) * old1 <= now then
-          oi = oi + 1
-        end
-        local oahead = math.floor(281474976710656 / old1)
-        if oahead * old1 > 281474976710656 then
-          oahead = oahead - 1
-        elseif (oahead + 1) * old1 <= 281474976710656 then
-          oahead = oahead + 1
-        end
-        if stored < oi or stored > oi + oahead then
+      -- has ended, or when it lies more than 2^48 µs ahead; of a pointer
+      -- booked past the window of now, its part in that window, at most
+      -- old0) stays counted (as-is, capped at the limit) or carries as the
+      -- fraction of the old limit (proportional, rounded up, capped).
+      -- Under another window length it counts in the window of now.
+      local oi = math.floor(now / old1)
+      if oi * old1 > now then
+        oi = oi - 1
+      elseif (oi + 1) * old1 <= now then
+        oi = oi + 1
+      end
+      local oahead = math.floor(281474976710656 / old1)
+      if oahead * old1 > 281474976710656 then
+        oahead = oahead - 1
+      elseif (oahead + 1) * old1 <= 281474976710656 then
+        oahead = oahead + 1
+      end
+      if stored > oi + oahead then
+        counted = 0
+      elseif stored < oi then
+        if stored == oi - 1 and counted > old0 then
+          stored, counted = oi, counted - old0
+        else
           counted = 0
         end
+      end
+      if counted > old0 then
+        counted = old0
+      end
+      if old1 ~= window then
         stored = index
       end
       if counted > 0 and (ARGV[$mode] == '1' or ARGV[$mode] == '3') then
@@ -84,6 +96,8 @@ if state then
     end
     if counted > 0 and stored >= index and stored <= index + ahead then
       index, count = stored, counted
+    elseif stored == index - 1 and counted > limit then
+      count = counted - limit -- booked into the window of now
     end
   elseif not afresh then
     return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' holds ' .. #state .. ' bytes that are not a fixed window')
@@ -96,12 +110,18 @@ local fits = count + cost <= limit
 --@report
 local rem, retry, reset = limit - count, ends, 0
 if rem < 0 then
-  rem = 0 -- counted under a larger limit
+  rem = 0 -- booked ahead
 end
 if fits then
   retry = 0
+elseif count + cost > 2 * limit then
+  -- The first window j whose part of the pointer leaves room:
+  -- count − j·limit ≤ limit − cost (the quotients below are exact).
+  retry = (index + math.floor((count + cost - 1) / limit)) * window - now
 end
-if count > 0 then
+if count > limit then
+  reset = (index + math.floor((count + limit - 1) / limit)) * window - now -- the last window booked
+elseif count > 0 then
   reset = ends
 end
 
@@ -113,3 +133,60 @@ if ttl < 2 then
 end
 local value = string.format('%.0f %.0f', index, count)
 local rem, reset = limit - count, ends
+
+--@book
+-- The booking of cost due at act, in the window of act, index+j: the
+-- pointer becomes max(count, j·limit) + cost; one that passes whole
+-- windows moves the index to the window before the booked one.
+local bindex = math.floor(act / window)
+if bindex * window > act then
+  bindex = bindex - 1
+elseif (bindex + 1) * window <= act then
+  bindex = bindex + 1
+end
+local j = bindex - index
+local bcount = count + cost
+bindex = index
+if j > 1 or (j == 1 and count < limit) then
+  bindex, bcount = index + j - 1, limit + cost
+end
+local reset = (bindex + 1) * window - now
+if bcount > limit then
+  reset = (bindex + math.floor((bcount + limit - 1) / limit)) * window - now
+end
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+local value = string.format('%.0f %.0f', bindex, bcount)
+local rem = limit - bcount
+if rem < 0 then
+  rem = 0
+end
+
+--@refund
+-- Up to n of the pointer at now given back, the latest booked first.
+local value, ttl, rem, retry, reset = nil, 2, limit, 0, 0
+if count > 0 then
+  local c = count - n
+  if c < 0 then
+    c = 0
+  end
+  value = string.format('%.0f %.0f', index, c)
+  rem = limit - c
+  if rem < 0 then
+    rem = 0
+  end
+  if c + 1 > limit then
+    retry = (index + math.floor(c / limit)) * window - now
+  end
+  if c > limit then
+    reset = (index + math.floor((c + limit - 1) / limit)) * window - now
+  elseif c > 0 then
+    reset = (index + 1) * window - now
+  end
+  ttl = math.ceil(reset / 1000)
+  if ttl < 2 then
+    ttl = 2
+  end
+end

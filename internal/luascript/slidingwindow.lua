@@ -2,7 +2,11 @@
 -- Parameters: $1 limit, $2 window in µs.
 -- State: the header "S<limit>,<window>:", then "<window index> <count>
 -- <previous count>": the cost
--- admitted in the window of that index and in the one before. The cost in
+-- admitted in the window of that index and in the one before, the count a
+-- fill pointer (window index+j holds its units [j·limit, (j+1)·limit):
+-- above the limit with bookings, never above 2·limit; a larger count, only
+-- an earlier release's as-is state from a larger limit, is read as
+-- 2·limit). The cost in
 -- the rolling window ending now is estimated as
 --   count + ⌈previous × (window − elapsed) / window⌉,
 -- elapsed being the time since the current window started (0 when a clock
@@ -10,9 +14,9 @@
 -- current one), unless that window starts more than 2^48 µs
 -- (algorithm.MaxDuration) after now's: no clock steps back that far, and
 -- such an index is another window length's, so the state counts as fresh
--- rather than make every wait that long. Counts are at most 2^40 (no limit
--- is larger); a value that is not such a state is refused with an
--- RLMISMATCH error (or started afresh).
+-- rather than make every wait that long. The count is at most 2^41 and
+-- the previous count 2^40 (no limit is larger); a value that is not such a
+-- state is refused with an RLMISMATCH error (or started afresh).
 local limit = tonumber(ARGV[$1])
 local window = tonumber(ARGV[$2])
 
@@ -58,39 +62,50 @@ local count, prev = 0, 0
 if state then
   local i, c, p = string.match(state, '^(%-?%d+) (%d+) (%d+)$', at)
   i, c, p = tonumber(i), tonumber(c), tonumber(p)
-  if i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 1099511627776 and p <= 1099511627776 then
+  if i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 2199023255552 and p <= 1099511627776 then
+    if c > 2 * (old0 or limit) then
+      c = 2 * (old0 or limit)
+    end
     if old0 then
-      -- Written under limit old0 and window old1 (design §2.5, §2.8).
-      -- Under the same window the counts stay as they are (as-is), or
+      -- Written under limit old0 and window old1 (design §2.5, §2.8): the
+      -- state as the old counter reads it at now, of its count only the
+      -- part in the window of now (at most old0). Under the same window
+      -- the counts stay as they are (as-is; a count above the limit moves
+      -- to the previous count of the next window, the same estimate), or
       -- carry as fractions of the old limit (proportional, rounded up,
       -- capped); under another, the old window's estimate at now becomes
       -- one count in the window of now, capped (as-is) or carried as a
       -- fraction (proportional).
       local prop = ARGV[$mode] == '1' or ARGV[$mode] == '3'
+      local oi = math.floor(now / old1)
+      if oi * old1 > now then
+        oi = oi - 1
+      elseif (oi + 1) * old1 <= now then
+        oi = oi + 1
+      end
+      local oahead = math.floor(281474976710656 / old1)
+      if oahead * old1 > 281474976710656 then
+        oahead = oahead - 1
+      elseif (oahead + 1) * old1 <= 281474976710656 then
+        oahead = oahead + 1
+      end
+      local ox, oc, op = oi, 0, 0
+      if (c > 0 or p > 0) and i <= oi + oahead then
+        if i >= oi then
+          ox, oc, op = i, c, p
+        elseif i == oi - 1 then
+          oc, op = math.max(c - old0, 0), math.min(c, old0)
+        elseif i == oi - 2 and c > old0 then
+          op = math.min(c - old0, old0)
+        end
+      end
+      if oc > old0 then
+        oc = old0
+      end
       if old1 ~= window then
-        local oi = math.floor(now / old1)
-        if oi * old1 > now then
-          oi = oi - 1
-        elseif (oi + 1) * old1 <= now then
-          oi = oi + 1
-        end
-        local oahead = math.floor(281474976710656 / old1)
-        if oahead * old1 > 281474976710656 then
-          oahead = oahead - 1
-        elseif (oahead + 1) * old1 <= 281474976710656 then
-          oahead = oahead + 1
-        end
-        local oc, op, ostart = 0, 0, oi * old1
-        if (c > 0 or p > 0) and i <= oi + oahead then
-          if i >= oi then
-            oc, op, ostart = c, p, i * old1
-          elseif i == oi - 1 then
-            op = c
-          end
-        end
         local u = oc
         if op > 0 then
-          local el = now - ostart
+          local el = now - ox * old1
           if el < 0 then
             el = 0
           end
@@ -104,6 +119,12 @@ if state then
         if not prop then
           c = math.min(c, limit)
         end
+      elseif prop or oc <= limit then
+        i, c, p = ox, oc, op
+      elseif ox < index + oahead then
+        i, c, p = ox + 1, 0, oc
+      else
+        i, c, p = ox, limit, op
       end
       if prop then
         local q, r = muldiv(c, limit, old0)
@@ -133,7 +154,9 @@ if state then
       if i >= index then
         index, count, prev = i, c, p
       elseif i == index - 1 then
-        prev = c
+        count, prev = math.max(c - limit, 0), math.min(c, limit)
+      elseif i == index - 2 and c > limit then
+        prev = math.min(c - limit, limit)
       end
     end
   elseif not afresh then
@@ -162,20 +185,28 @@ local rem, retry, reset = limit - used, 0, 0
 if rem < 0 then
   rem = 0
 end
-if count > 0 then
+if count > limit then
+  -- booked ahead: the last window it reaches weighs two windows
+  reset = start + (math.floor((count + limit - 1) / limit) + 1) * window - now
+elseif count > 0 then
   reset = start + 2 * window - now
 elseif prev > 0 then
   reset = start + window - now
 end
 if used + cost > limit then
   -- The cost fits once the previous window's share is at most what the
-  -- count leaves, or, when the count leaves nothing, once the count's
-  -- own share does in the next window.
+  -- count leaves, or, when the count leaves nothing, in the first window
+  -- j whose part of the pointer does (count − j·limit ≤ limit − cost),
+  -- once the part of the window before weighs little enough.
   local a = limit - count - cost
   if a >= 0 then
     retry = start + window - muldiv(a, window, prev) - now
+  elseif count + cost <= 2 * limit then
+    retry = start + 2 * window - muldiv(limit - math.max(count - limit, 0) - cost, window, math.min(count, limit)) - now
   else
-    retry = start + 2 * window - muldiv(limit - cost, window, count) - now
+    local j = math.floor((count + cost - 1) / limit)
+    local part = count - (j - 1) * limit
+    retry = start + (j + 1) * window - muldiv(limit - math.max(part - limit, 0) - cost, window, math.min(part, limit)) - now
   end
 end
 
@@ -188,3 +219,94 @@ if ttl < 2 then
 end
 local value = string.format('%.0f %.0f %.0f', index, count, prev)
 local rem = limit - used - cost
+
+--@book
+-- The booking of cost due at act, in the window of act, index+j: the
+-- pointer becomes max(count, j·limit) + cost; one that passes whole
+-- windows moves the index to the window before the booked one, whose
+-- previous window then counts as full.
+local bindex = math.floor(act / window)
+if bindex * window > act then
+  bindex = bindex - 1
+elseif (bindex + 1) * window <= act then
+  bindex = bindex + 1
+end
+local j = bindex - index
+local bcount, bprev = count + cost, prev
+bindex = index
+if j > 1 then
+  bindex, bcount, bprev = index + j - 1, limit + cost, limit
+elseif j == 1 and count < limit then
+  bcount = limit + cost
+end
+local bstart = bindex * window
+local bused = bcount
+if bprev > 0 then
+  local el = now - bstart
+  if el < 0 then
+    el = 0
+  end
+  local q, r = muldiv(bprev, window - el, window)
+  if r > 0 then
+    q = q + 1
+  end
+  bused = bcount + q
+end
+local rem = limit - bused
+if rem < 0 then
+  rem = 0
+end
+local reset = bstart + 2 * window - now
+if bcount > limit then
+  reset = bstart + (math.floor((bcount + limit - 1) / limit) + 1) * window - now
+end
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+local value = string.format('%.0f %.0f %.0f', bindex, bcount, bprev)
+
+--@refund
+-- Up to n given back, the latest first: from the count (the pointer),
+-- then from the previous window's count.
+local value, ttl, rem, retry, reset = nil, 2, limit, 0, 0
+if count > 0 or prev > 0 then
+  local c = math.min(n, count)
+  local rc, rp = count - c, prev - math.min(n - c, prev)
+  local rused = rc
+  if rp > 0 then
+    local q, r = muldiv(rp, window - elapsed, window)
+    if r > 0 then
+      q = q + 1
+    end
+    rused = rc + q
+  end
+  rem = limit - rused
+  if rem < 0 then
+    rem = 0
+  end
+  if rc > limit then
+    reset = start + (math.floor((rc + limit - 1) / limit) + 1) * window - now
+  elseif rc > 0 then
+    reset = start + 2 * window - now
+  elseif rp > 0 then
+    reset = start + window - now
+  end
+  if rused + 1 > limit then
+    local a = limit - rc - 1
+    if a >= 0 then
+      retry = start + window - muldiv(a, window, rp) - now
+    elseif rc + 1 <= 2 * limit then
+      retry = start + 2 * window - muldiv(limit - math.max(rc - limit, 0) - 1, window, math.min(rc, limit)) - now
+    else
+      local j = math.floor(rc / limit)
+      local part = rc - (j - 1) * limit
+      retry = start + (j + 1) * window - muldiv(limit - math.max(part - limit, 0) - 1, window, math.min(part, limit)) - now
+    end
+  end
+  ttl = math.ceil(reset / 1000)
+  if ttl < 2 then
+    ttl = 2
+  end
+  value = string.format('%.0f %.0f %.0f', index, rc, rp)
+end
