@@ -30,6 +30,11 @@ var (
 	// context.DeadlineExceeded.
 	ErrWouldExceedDeadline = errors.New("ratelimit: wait would exceed the context deadline")
 
+	// ErrNotBooked reports a Reservation.Wait on a request that was not
+	// booked (Reservation.OK is false): nothing was charged, and there is
+	// nothing to wait for.
+	ErrNotBooked = errors.New("ratelimit: the request was not booked")
+
 	// ErrClockUnsupported reports a clock the store cannot use.
 	ErrClockUnsupported = store.ErrClockUnsupported
 

@@ -462,29 +462,28 @@ func TestWaitLoopsWhenAnotherCallerWins(t *testing.T) {
 	}
 }
 
-func TestWaitLoopsWhenAllowTakesTokenFirst(t *testing.T) {
+// TestWaitHoldsItsPlace: a waiter's booking holds its place. A plain
+// Allow while it sleeps is denied, instead of taking the token the waiter
+// waits for (which sent it back to sleep before bookings), and the waiter
+// is admitted at exactly its booked instant, with one store call.
+func TestWaitHoldsItsPlace(t *testing.T) {
 	ctx := context.Background()
 	lim, fake := newLimiter[string](t, mustBucket(t, tokenbucket.Config{Capacity: 2, Rate: 1}))
 	if _, err := lim.AllowN(ctx, "k", 2); err != nil {
 		t.Fatal(err)
 	}
-	// The waiter needs 2 tokens (2s); after 1s a plain Allow takes the one
-	// token there is, so when the waiter wakes at 2s it finds only one and
-	// sleeps again until the second refills at 3s.
+	// The waiter needs 2 tokens: booked for t0+2s.
 	done := startWait(ctx, lim, "k", 2)
 	fake.BlockUntilTimers(1)
 	fake.Advance(time.Second)
-	if d, err := lim.Allow(ctx, "k"); err != nil || !d.Allowed() {
-		t.Fatalf("Allow at t0+1s = %+v, %v; want allowed", d, err)
+	if d, err := lim.Allow(ctx, "k"); err != nil || d.Allowed() || d.RetryAfter() != 2*time.Second {
+		t.Fatalf("Allow at t0+1s = %+v, %v; want denied until t0+3s, behind the booking", d, err)
 	}
-	fake.Advance(time.Second)
-	fake.BlockUntilTimers(1) // the waiter woke, was denied, sleeps again
-	assertBlocked(t, done)
 	fake.Advance(time.Second - time.Microsecond)
 	assertBlocked(t, done)
 	fake.Advance(time.Microsecond)
 	if r := <-done; r.err != nil || !r.d.Allowed() {
-		t.Fatalf("WaitN(2) = %+v, %v; want allowed", r.d, r.err)
+		t.Fatalf("WaitN(2) = %+v, %v; want allowed at t0+2s", r.d, r.err)
 	}
 }
 

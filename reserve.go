@@ -64,6 +64,24 @@ func (r *Reservation[K]) Delay() time.Duration {
 // that was not booked, the denial: RetryAfter is when it could be.
 func (r *Reservation[K]) Decision() Decision { return r.decision }
 
+// Wait sleeps on the limiter's clock until the booking is due, then
+// returns nil: the request may go. When ctx ends first it gives the
+// booking back (Cancel, within CancelTimeout, on a context that keeps
+// ctx's values) and returns ctx's error. A request that was not booked
+// returns ErrNotBooked at once.
+func (r *Reservation[K]) Wait(ctx context.Context) error {
+	if !r.ok {
+		return ErrNotBooked
+	}
+	if err := r.e.sleep(ctx, r.Delay()); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CancelTimeout)
+		_ = r.Cancel(cctx) // the wait's error is the one to report
+		cancel()
+		return err
+	}
+	return nil
+}
+
 // Limits returns a Policy's decision, limit by limit (see Decision); a
 // Limiter's is its one decision.
 func (r *Reservation[K]) Limits() PolicyDecision { return r.limits }
@@ -257,10 +275,7 @@ func (e *engine[K]) waitBooked(ctx context.Context, reserve func(maxDelay time.D
 			}
 			continue
 		}
-		if err := e.sleep(ctx, r.Delay()); err != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CancelTimeout)
-			_ = r.Cancel(cctx) // the wait's error is the one to report
-			cancel()
+		if err := r.Wait(ctx); err != nil {
 			return nil, err
 		}
 		return r, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,55 +14,51 @@ import (
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
-// WithWait holds a request that fits within maxWait until its turn, and
-// answers 429, charging nothing, one that does not.
+// WithWait holds a request that fits within maxWait until its turn, on the
+// limiter's clock, and answers 429, charging nothing, one that does not.
 func TestWithWait(t *testing.T) {
-	// 1 request per 40 ms, bursts of 1, on the real clock.
-	alg := must(tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 25}))
-	lim, err := ratelimit.New(alg, memorystore.New[string]())
-	if err != nil {
-		t.Fatal(err)
-	}
+	fake := clock.NewFake(t0)
+	// 1 request per 40 ms, bursts of 1.
+	lim := newLimiter[string](t, must(tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 25})), fake)
 	h := httplimit.New(lim, byHeader, httplimit.WithWait(100*time.Millisecond)).Handler(ok)
-	serve := func() int {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest("GET", "/", nil)
-		req.Header.Set("X-User", "c")
-		h.ServeHTTP(rec, req)
-		return rec.Code
+	serve := func() <-chan int {
+		c := make(chan int, 1)
+		go func() {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", "/", nil)
+			req.Header.Set("X-User", "c")
+			h.ServeHTTP(rec, req)
+			c <- rec.Code
+		}()
+		return c
 	}
-	start := time.Now()
-	var codes [3]int
-	var wg sync.WaitGroup
-	for i := range codes {
-		wg.Add(1)
-		go func() { defer wg.Done(); codes[i] = serve() }()
+	if c := <-serve(); c != http.StatusOK {
+		t.Fatalf("first request: %d", c)
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	for i, c := range codes {
-		if c != http.StatusOK {
-			t.Errorf("request %d: %d, want 200 (booked within 100 ms)", i, c)
-		}
+	second := serve()
+	fake.BlockUntilTimers(1) // held: due in 40 ms
+	third := serve()
+	fake.BlockUntilTimers(2) // held: due in 80 ms
+	if c := <-serve(); c != http.StatusTooManyRequests {
+		t.Fatalf("fourth request (due in 120 ms, past 100 ms): %d, want 429 at once", c)
 	}
-	if elapsed < 80*time.Millisecond {
-		t.Errorf("3 requests passed in %v: the bucket admits one per 40 ms", elapsed)
+	fake.Advance(40*time.Millisecond - time.Microsecond)
+	select {
+	case c := <-second:
+		t.Fatalf("second request answered %d before its instant", c)
+	default:
 	}
-	// Three more at once: the third would wait 120 ms > 100 ms.
-	time.Sleep(40 * time.Millisecond)
-	for i := range codes {
-		wg.Add(1)
-		go func() { defer wg.Done(); codes[i] = serve() }()
+	fake.Advance(time.Microsecond)
+	if c := <-second; c != http.StatusOK {
+		t.Fatalf("second request: %d", c)
 	}
-	wg.Wait()
-	refused := 0
-	for _, c := range codes {
-		if c == http.StatusTooManyRequests {
-			refused++
-		}
+	fake.Advance(40 * time.Millisecond)
+	if c := <-third; c != http.StatusOK {
+		t.Fatalf("third request: %d", c)
 	}
-	if refused != 1 {
-		t.Errorf("codes %v: want exactly one 429 (a third booking beyond 100 ms)", codes)
+	// The refused fourth charged nothing: the next is due 40 ms after the third.
+	if d, err := lim.Peek(context.Background(), "c"); err != nil || d.RetryAfter() != 40*time.Millisecond {
+		t.Errorf("after the third: %v, %v; want a retry in 40 ms", d, err)
 	}
 }
 

@@ -491,17 +491,8 @@ func (m *Middleware[K]) wait(ctx context.Context, key K, ls limits[K], cost int)
 	if !res.OK() {
 		return res.Limits(), f, nil
 	}
-	if delay := res.Delay(); delay > 0 {
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ratelimit.CancelTimeout)
-			_ = res.Cancel(cctx) // the client has gone: its error is the one to report
-			cancel()
-			return ratelimit.PolicyDecision{}, f, ctx.Err()
-		case <-t.C:
-		}
+	if err := res.Wait(ctx); err != nil {
+		return ratelimit.PolicyDecision{}, f, err // the client has gone; its booking was given back
 	}
 	return res.Admission(), f, nil
 }
