@@ -219,7 +219,9 @@ if oldw then
   redis.call('ZREM', zkey, '#L' .. string.format('%.0f', oldw))
   if dead and dead[1] then
     if ndead > 1 then
-      redis.call('ZREMRANGEBYRANK', zkey, 1, ndead - 1)
+      -- The old header is gone: the dead members are the ranks from 0,
+      -- and the last of them (rank ndead - 1) is the base, which stays.
+      redis.call('ZREMRANGEBYRANK', zkey, 0, ndead - 2)
     end
     if tonumber(dead[2]) > cut then
       redis.call('ZADD', zkey, string.format('%.0f', cut), dead[1])
@@ -290,7 +292,9 @@ if oldw then
   redis.call('ZREM', zkey, '#L' .. string.format('%.0f', oldw))
   if dead and dead[1] then
     if ndead > 1 then
-      redis.call('ZREMRANGEBYRANK', zkey, 1, ndead - 1)
+      -- The old header is gone: the dead members are the ranks from 0,
+      -- and the last of them (rank ndead - 1) is the base, which stays.
+      redis.call('ZREMRANGEBYRANK', zkey, 0, ndead - 2)
     end
     if tonumber(dead[2]) > cut then
       redis.call('ZADD', zkey, string.format('%.0f', cut), dead[1])
