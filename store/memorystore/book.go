@@ -23,6 +23,7 @@ var (
 type undo struct {
 	pre, post []algorithm.State
 	exact     []bool
+	made      []bool // the booking made the key's entry: giving it back drops it, as a Redis HDEL
 }
 
 func (h *handle[K]) one() *policy[K] {
@@ -62,7 +63,7 @@ func (p *policy[K]) bookers() ([]algorithm.Booker, []algorithm.Algorithm, error)
 // nothing.
 func (p *policy[K]) lockStates(key K, now int64, create bool) (held[K], []algorithm.State, error) {
 	t := p.t
-	hd := held[K]{make([]*entry[K], len(p.limits)), make([]uint32, len(p.limits))}
+	hd := held[K]{make([]*entry[K], len(p.limits)), make([]uint32, len(p.limits)), make([]bool, len(p.limits))}
 	if !p.lockAll(hd, key, now, create) {
 		return hd, nil, t.errFull
 	}
@@ -108,7 +109,7 @@ func (p *policy[K]) Book(_ context.Context, key K, now, cost, maxDelay int64, ou
 		r.RetryAfter = max(r.RetryAfter, act-now)
 		return r, store.Booking{}, false, nil
 	}
-	u := &undo{pre: make([]algorithm.State, len(bs)), post: make([]algorithm.State, len(bs)), exact: make([]bool, len(bs))}
+	u := &undo{pre: make([]algorithm.State, len(bs)), post: make([]algorithm.State, len(bs)), exact: make([]bool, len(bs)), made: hd.made}
 	for i, b := range bs {
 		l, e, n := &p.limits[i], hd.es[i], hd.ns[i]
 		u.exact[i] = algorithm.ExactUndo(l.alg)
@@ -149,7 +150,12 @@ func (p *policy[K]) Cancel(_ context.Context, key K, now int64, b store.Booking)
 		}
 		s := states[i]
 		if u.exact[i] && e.cfg == l.cfg && s.N0 == u.post[i].N0 && s.N1 == u.post[i].N1 && s.N2 == u.post[i].N2 {
-			t.write(e, n, l, u.pre[i])
+			if u.made[i] {
+				t.dropLocked(key, l.id, e) // the key had no state: it has none again
+				hd.es[i] = nil
+			} else {
+				t.write(e, n, l, u.pre[i])
+			}
 			continue
 		}
 		if give := bk.Unused(s, now, b.Act, b.Cost); give > 0 {
@@ -186,4 +192,18 @@ func (p *policy[K]) Refund(_ context.Context, key K, now, n int64, out []algorit
 		t.write(e, en, l, next)
 	}
 	return algorithm.Combine(rs), nil
+}
+
+// dropLocked forgets the state of identity id for key, whose entry e the
+// caller holds locked; it unlocks e. Holding an entry, it may wait for the
+// shard's mutex (see table).
+func (t *table[K]) dropLocked(key K, id uint32, e *entry[K]) {
+	sh, hash := t.place(t.hash.Sum(key), id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if pos, ok := t.locate(sh, id, key, hash); ok && t.arena.at(wordEntry(sh.index.Load().words[pos].Load())) == e {
+		t.drop(sh, pos)
+		return
+	}
+	e.mu.Unlock()
 }

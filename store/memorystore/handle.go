@@ -222,6 +222,9 @@ var _ store.Table[string] = (*policy[string])(nil)
 type held[K comparable] struct {
 	es []*entry[K]
 	ns []uint32
+	// made, when not nil, receives which entries lockAll made (the key
+	// had no state under that limit): a booking's, to give back exactly.
+	made []bool
 }
 
 // unlock lets go of the entries hd holds.
@@ -249,9 +252,13 @@ func (p *policy[K]) lockAll(hd held[K], key K, now int64, create bool) bool {
 		e, n := t.lookup(sh, l.id, key, hash)
 		if e == nil {
 			if create {
-				if e, n = t.insert(sh, l, key, hash, now); e == nil {
+				var made bool
+				if e, n, made = t.insertNew(sh, l, key, hash, now); e == nil {
 					hd.unlock()
 					return false
+				}
+				if hd.made != nil {
+					hd.made[i] = made
 				}
 			} else {
 				e, n = t.confirm(sh, l.id, key, hash)
@@ -280,9 +287,9 @@ func (p *policy[K]) Take(_ context.Context, key K, now, cost int64, out []algori
 	}
 	var ebuf [4]*entry[K]
 	var nbuf [4]uint32
-	hd := held[K]{ebuf[:], nbuf[:]}
+	hd := held[K]{ebuf[:], nbuf[:], nil}
 	if len(p.limits) > len(ebuf) {
-		hd = held[K]{make([]*entry[K], len(p.limits)), make([]uint32, len(p.limits))}
+		hd = held[K]{make([]*entry[K], len(p.limits)), make([]uint32, len(p.limits)), nil}
 	}
 	hd.es, hd.ns = hd.es[:len(p.limits)], hd.ns[:len(p.limits)]
 	if !p.lockAll(hd, key, now, true) {
@@ -349,9 +356,9 @@ func (p *policy[K]) Peek(_ context.Context, key K, now int64, out []algorithm.Re
 	}
 	var ebuf [4]*entry[K]
 	var nbuf [4]uint32
-	hd := held[K]{ebuf[:], nbuf[:]}
+	hd := held[K]{ebuf[:], nbuf[:], nil}
 	if len(p.limits) > len(ebuf) {
-		hd = held[K]{make([]*entry[K], len(p.limits)), make([]uint32, len(p.limits))}
+		hd = held[K]{make([]*entry[K], len(p.limits)), make([]uint32, len(p.limits)), nil}
 	}
 	hd.es, hd.ns = hd.es[:len(p.limits)], hd.ns[:len(p.limits)]
 	p.lockAll(hd, key, now, false)

@@ -337,20 +337,27 @@ func (t *table[K]) locate(sh *shard[K], id uint32, key K, hash uint32) (uint32, 
 // A refused key counts as added for the pacing of sweeps, so that a
 // table that refuses a flood still finds the keys that expire.
 func (t *table[K]) insert(sh *shard[K], l *limitRef, key K, hash uint32, now int64) (*entry[K], uint32) {
+	e, n, _ := t.insertNew(sh, l, key, hash, now)
+	return e, n
+}
+
+// insertNew is insert that also reports whether the entry is new: made by
+// this call, holding l's fresh state at now.
+func (t *table[K]) insertNew(sh *shard[K], l *limitRef, key K, hash uint32, now int64) (*entry[K], uint32, bool) {
 	for {
 		e, n, busy := t.held(sh, l.id, key, hash)
 		if e != nil {
-			return e, n
+			return e, n, false
 		}
 		if !busy {
 			e, n := t.add(sh, l, key, hash, now)
 			sh.mu.Unlock()
-			return e, n
+			return e, n, e != nil
 		}
 		// Another goroutine holds the entry: wait for it without the
 		// shard's mutex.
 		if e, n := t.lookup(sh, l.id, key, hash); e != nil {
-			return e, n
+			return e, n, false
 		}
 	}
 }

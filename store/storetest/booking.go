@@ -73,6 +73,7 @@ func testBooking(t *testing.T, st store.Store[string], k *kind, maxLimits int) {
 			b.period = max(b.period, s.period)
 		}
 		b.states = make([]algorithm.State, n)
+		b.exists = make([]bool, n)
 		rt.Repeat(map[string]func(*rapid.T){
 			"advance": b.capped(b.advance),
 			"back":    b.capped(b.back),
@@ -101,7 +102,7 @@ type bookingMachine struct {
 	plain  []algorithm.Algorithm
 	period int64
 	states []algorithm.State
-	exists bool
+	exists []bool // whether the store holds a state for each limit
 	booked []booked
 	steps  int
 }
@@ -112,6 +113,7 @@ type booked struct {
 	act, cost int64
 	pre, post []algorithm.State
 	exact     []bool
+	made      []bool // the booking made the limit's state: given back exactly, there is none again
 }
 
 func (b *bookingMachine) capped(action func(*rapid.T)) func(*rapid.T) {
@@ -144,14 +146,17 @@ func (b *bookingMachine) back(t *rapid.T) {
 	b.now -= d
 }
 
-// init gives the key its first state, as a store does on its first write.
-func (b *bookingMachine) init() {
-	if !b.exists {
-		for i, a := range b.algs {
+// init gives the key a state under every limit that has none, as a store
+// does when it charges, and reports which it made.
+func (b *bookingMachine) init() []bool {
+	made := make([]bool, len(b.algs))
+	for i, a := range b.algs {
+		if !b.exists[i] {
 			b.states[i] = a.Init(algorithm.State{}, b.now)
+			b.exists[i], made[i] = true, true
 		}
-		b.exists = true
 	}
+	return made
 }
 
 // results returns each limit's result by f, and the combination.
@@ -192,10 +197,14 @@ func (b *bookingMachine) allow(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("AllowN(%d): %v", cost, err)
 	}
+	saved, had := append([]algorithm.State(nil), b.states...), append([]bool(nil), b.exists...)
 	b.init()
 	all := true
 	for i, a := range b.algs {
 		all = all && a.Peek(b.states[i], b.now, cost).Allowed()
+	}
+	if !all {
+		defer func() { copy(b.states, saved); copy(b.exists, had) }() // a denial writes nothing
 	}
 	want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result {
 		if !all {
@@ -222,7 +231,7 @@ func (b *bookingMachine) peek(t *rapid.T) {
 		t.Fatalf("Peek: %v", err)
 	}
 	want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result {
-		if !b.exists {
+		if !b.exists[i] {
 			return algorithm.Fresh(a.Limit())
 		}
 		return a.Peek(b.states[i], b.now, 1)
@@ -247,9 +256,16 @@ func (b *bookingMachine) reserve(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("ReserveN(%d, %v): %v", cost, md, err)
 	}
-	b.init()
+	saved, had := append([]algorithm.State(nil), b.states...), append([]bool(nil), b.exists...)
+	made := b.init()
 	until := algorithm.BookingDeadline(b.now, maxDelay)
 	act, ok := algorithm.EarliestAll(b.plain, b.states, b.now, until, cost)
+	if !ok {
+		// Nothing written: the limits that had no state still have none
+		// (their fresh states are read as of now, which is what b.states
+		// holds until the next call).
+		defer func() { copy(b.states, saved); copy(b.exists, had) }()
+	}
 	what := fmt.Sprintf("ReserveN(%d, max %dµs)", cost, maxDelay)
 	if res.OK() != ok {
 		t.Fatalf("%s at +%dµs: OK %v, the model %v (act +%dµs)", what, b.now-b.start, res.OK(), ok, act-b.start)
@@ -260,7 +276,7 @@ func (b *bookingMachine) reserve(t *rapid.T) {
 		b.same(t, what, res.Limits(), want, each)
 		return
 	}
-	bk := booked{res: res, act: act, cost: cost}
+	bk := booked{res: res, act: act, cost: cost, made: made}
 	// Peeks before, to compare after a cancel with nothing in between.
 	want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result {
 		bk.pre = append(bk.pre, algorithm.CloneState(b.states[i]))
@@ -288,7 +304,7 @@ func (b *bookingMachine) cancel(t *rapid.T) {
 	untouched := true
 	for j := range b.algs {
 		s, post := b.states[j], bk.post[j]
-		untouched = untouched && bk.exact[j] && s.N0 == post.N0 && s.N1 == post.N1 && s.N2 == post.N2
+		untouched = untouched && b.exists[j] && bk.exact[j] && s.N0 == post.N0 && s.N1 == post.N1 && s.N2 == post.N2
 	}
 	var before []algorithm.Result
 	for j, a := range b.algs {
@@ -300,8 +316,14 @@ func (b *bookingMachine) cancel(t *rapid.T) {
 	if bk.act > b.now {
 		for j, a := range b.algs {
 			s := b.states[j]
-			if bk.exact[j] && s.N0 == bk.post[j].N0 && s.N1 == bk.post[j].N1 && s.N2 == bk.post[j].N2 {
+			if b.exists[j] && bk.exact[j] && s.N0 == bk.post[j].N0 && s.N1 == bk.post[j].N1 && s.N2 == bk.post[j].N2 {
 				b.states[j] = bk.pre[j]
+				if bk.made[j] {
+					b.exists[j] = false // no state, as before the booking
+				}
+				continue
+			}
+			if !b.exists[j] {
 				continue
 			}
 			if give := a.Unused(s, b.now, bk.act, bk.cost); give > 0 {
@@ -340,7 +362,7 @@ func (b *bookingMachine) refund(t *rapid.T) {
 		t.Fatalf("Refund(%d): %v", n, err)
 	}
 	want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result {
-		if !b.exists {
+		if !b.exists[i] {
 			return algorithm.Fresh(a.Limit())
 		}
 		var r algorithm.Result
