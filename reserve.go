@@ -188,8 +188,12 @@ func (e *engine[K]) book(ctx context.Context, now0 bool, key K, n int, maxDelay 
 	if err != nil {
 		return err
 	}
-	at := e.clock.Now()
-	r, booking, ok, err := bk.Book(ctx, key, e.micros.UnixMicro(), int64(n), md, rs)
+	// The booking's delay counts from the instant the store is given, read
+	// once: a caller descheduled between two readings would otherwise
+	// wake that much early.
+	now := e.micros.UnixMicro()
+	at := time.UnixMicro(now)
+	r, booking, ok, err := bk.Book(ctx, key, now, int64(n), md, rs)
 	src, open := FromStore, errors.Is(err, ErrBreakerOpen)
 	if err != nil {
 		if r, booking, ok, src, err = e.failBook(ctx, ls, err, key, int64(n), md, rs, res); err != nil {

@@ -65,6 +65,12 @@ func (a Args) All() []string {
 	return append(append(all, a.Now, a.Cost), a.Rest...)
 }
 
+// DefaultTTLMargin is the stores' default TTL margin (WithTTLMargin): how
+// much longer than its state needs a key lives, so that a request whose
+// instant was read a little before its script ran (queued behind others)
+// does not find its key expired and start it afresh.
+const DefaultTTLMargin = time.Second
+
 // CheckPrefix returns an error wrapping algorithm.ErrInvalidConfig when
 // prefix contains a brace: the store's own braces around the key make the
 // Redis Cluster hash tag, and a brace in the prefix would take it over.
@@ -81,7 +87,8 @@ type Config[K comparable] struct {
 	Prefix string
 	// Encode turns keys into bytes; nil means store.DefaultKeyEncoder.
 	Encode store.KeyEncoder[K]
-	// TTLMargin is added to every key's time to live.
+	// TTLMargin is added to every key's time to live (the stores'
+	// default: DefaultTTLMargin).
 	TTLMargin time.Duration
 	// MaxKeyBytes is the longest key encoding (Encode's bytes, before
 	// escaping, the prefix and the state ID) a table accepts; 0 means

@@ -101,13 +101,18 @@ func WithKeyEncoder[K comparable](encode store.KeyEncoder[K]) Option[K] {
 }
 
 // WithTTLMargin keeps every key this much longer than the time after which
-// its state is indistinguishable from a new key's (default 0). Keys then
-// outlive their state by the margin, which only costs memory. Use it when
-// limiters decide on local clocks that may disagree: a key written by a
-// server whose clock runs ahead could otherwise expire before a server
-// whose clock lags thinks it should, letting the lagging one start it
-// afresh. A margin at least as large as the clocks' disagreement prevents
-// it; with clock.Server() there is nothing to disagree about.
+// its state is indistinguishable from a new key's (default
+// redistable.DefaultTTLMargin, 1 s; 0 keeps none). Keys then outlive their
+// state by the margin, which only costs memory. A decision's instant is
+// read before its script reaches Redis: a request that waited in a queue
+// (a busy client, a pipeline of hundreds of callers) or comes from a
+// server whose clock lags may find a key expired on Redis's clock that its
+// own instant still needs, and start it afresh, admitting what the state
+// would have refused (measured: 200 waiters on a bucket of 1 refilled
+// every 2 ms, with no margin, had two admitted 0.6 ms apart). The margin
+// must be at least that lag, or the clocks' disagreement; with
+// clock.Server() the clocks cannot disagree, but a request's queueing
+// still can.
 func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
 	return func(s *Store[K]) { s.cfg.TTLMargin = margin }
 }
@@ -170,7 +175,7 @@ func New[K comparable](client Client, opts ...Option[K]) (*Store[K], error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: goredisstore: nil client", algorithm.ErrInvalidConfig)
 	}
-	s := &Store[K]{client: client, cfg: redistable.Config[K]{Prefix: DefaultPrefix}}
+	s := &Store[K]{client: client, cfg: redistable.Config[K]{Prefix: DefaultPrefix, TTLMargin: redistable.DefaultTTLMargin}}
 	for _, o := range opts {
 		o(s)
 	}
