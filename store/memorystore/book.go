@@ -27,7 +27,12 @@ type undo struct {
 }
 
 func (h *handle[K]) one() *policy[K] {
-	return &policy[K]{t: h.t, limits: []limitRef{h.l}, order: []int{0}}
+	if p := h.asOne.Load(); p != nil {
+		return p
+	}
+	p := &policy[K]{t: h.t, limits: []limitRef{h.l}, order: []int{0}}
+	h.asOne.CompareAndSwap(nil, p)
+	return h.asOne.Load()
 }
 
 func (h *handle[K]) Book(ctx context.Context, key K, now, cost, maxDelay int64, out []algorithm.Result) (algorithm.Result, store.Booking, bool, error) {
@@ -42,19 +47,31 @@ func (h *handle[K]) Refund(ctx context.Context, key K, now, n int64, out []algor
 	return h.one().Refund(ctx, key, now, n, out)
 }
 
+// bookers is a policy's limits' algorithms as algorithm.Bookers, and as
+// Algorithms, or why they are not.
+type bookers struct {
+	bs  []algorithm.Booker
+	as  []algorithm.Algorithm
+	err error // wraps store.ErrAlgorithmUnsupported
+}
+
 // bookers returns the limits' algorithms as algorithm.Bookers, or an error
 // wrapping store.ErrAlgorithmUnsupported.
 func (p *policy[K]) bookers() ([]algorithm.Booker, []algorithm.Algorithm, error) {
-	bs := make([]algorithm.Booker, len(p.limits))
-	as := make([]algorithm.Algorithm, len(p.limits))
-	for i := range p.limits {
-		b, ok := p.limits[i].alg.(algorithm.Booker)
-		if !ok {
-			return nil, nil, fmt.Errorf("%w: %v does not book (algorithm.Booker)", store.ErrAlgorithmUnsupported, p.limits[i].alg)
-		}
-		bs[i], as[i] = b, b
+	if b := p.booking.Load(); b != nil {
+		return b.bs, b.as, b.err
 	}
-	return bs, as, nil
+	b := &bookers{bs: make([]algorithm.Booker, len(p.limits)), as: make([]algorithm.Algorithm, len(p.limits))}
+	for i := range p.limits {
+		bk, ok := p.limits[i].alg.(algorithm.Booker)
+		if !ok {
+			b.err = fmt.Errorf("%w: %v does not book (algorithm.Booker)", store.ErrAlgorithmUnsupported, p.limits[i].alg)
+			break
+		}
+		b.bs[i], b.as[i] = bk, bk
+	}
+	p.booking.Store(b)
+	return b.bs, b.as, b.err
 }
 
 // lockStates locks key's entries under every limit (making them when

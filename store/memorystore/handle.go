@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync/atomic"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/store"
@@ -30,6 +31,9 @@ type limitRef struct {
 type handle[K comparable] struct {
 	t *table[K]
 	l limitRef
+	// asOne is the handle as a policy of one limit, for the booking
+	// operations (book.go), made on the first.
+	asOne atomic.Pointer[policy[K]]
 }
 
 var _ store.Table[string] = (*handle[string])(nil)
@@ -213,6 +217,9 @@ type policy[K comparable] struct {
 	t      *table[K]
 	limits []limitRef // in the order of Open
 	order  []int      // indexes of limits, by identity number
+	// booking is the limits' algorithms as algorithm.Bookers (book.go),
+	// made on the first booking operation.
+	booking atomic.Pointer[bookers]
 }
 
 var _ store.Table[string] = (*policy[string])(nil)
