@@ -77,13 +77,17 @@ const (
 	take op = iota
 	peek
 	reset
+	reserve // ReserveN: booked (allowed) or not, and the Remaining it reports
+	refund
 )
 
-// input is an operation's input; cost is 0 for a peek or a reset.
+// input is an operation's input; cost is 0 for a peek or a reset; wait
+// is a reservation's maximum delay in µs (0: now, or never).
 type input struct {
 	op   op
 	key  string
 	cost int64
+	wait int64
 }
 
 // output is what the limiter answered (nothing for a reset).
@@ -120,6 +124,17 @@ func model(alg algorithm.Algorithm, t0 int64) porcupine.Model {
 			case peek:
 				r := alg.Peek(s, t0, 1)
 				return r.Allowed() == o.allowed && r.Remaining == o.remaining, s
+			case reserve:
+				b := alg.(algorithm.Booker)
+				act, ok := algorithm.EarliestAll([]algorithm.Algorithm{alg}, []algorithm.State{s}, t0, algorithm.BookingDeadline(t0, i.wait), i.cost)
+				if !ok {
+					return !o.allowed && alg.Peek(s, t0, i.cost).Remaining == o.remaining, s
+				}
+				next, r := b.Book(clone(s), t0, act, i.cost)
+				return o.allowed && r.Remaining == o.remaining, next
+			case refund:
+				next, r := alg.(algorithm.Booker).Refund(clone(s), t0, i.cost)
+				return r.Remaining == o.remaining, next
 			}
 			next, r := alg.Take(clone(s), t0, i.cost)
 			return r.Allowed() == o.allowed && r.Remaining == o.remaining, next
@@ -130,6 +145,10 @@ func model(alg algorithm.Algorithm, t0 int64) porcupine.Model {
 			switch i.op {
 			case reset:
 				return fmt.Sprintf("Reset(%s)", i.key)
+			case reserve:
+				return fmt.Sprintf("ReserveN(%s, %d, %dµs) → booked=%v remaining=%d", i.key, i.cost, i.wait, o.allowed, o.remaining)
+			case refund:
+				return fmt.Sprintf("Refund(%s, %d) → remaining=%d", i.key, i.cost, o.remaining)
 			case peek:
 				return fmt.Sprintf("Peek(%s) → allowed=%v remaining=%d", i.key, o.allowed, o.remaining)
 			}
@@ -167,8 +186,9 @@ func equal(a, b algorithm.State) bool {
 type limiters func(t *testing.T, alg algorithm.Algorithm, prefix string) []*ratelimit.Limiter[string]
 
 // record runs the clients at once and returns their history. With peeks
-// unset, clients only take and reset.
-func record(t *testing.T, lims []*ratelimit.Limiter[string], peeks bool, seed uint64) []porcupine.Operation {
+// unset, clients do not peek; with books unset, they do not reserve or
+// refund.
+func record(t *testing.T, lims []*ratelimit.Limiter[string], peeks, books bool, seed uint64) []porcupine.Operation {
 	ctx := t.Context()
 	base := time.Now()
 	histories := make([][]porcupine.Operation, len(lims))
@@ -183,12 +203,20 @@ func record(t *testing.T, lims []*ratelimit.Limiter[string], peeks bool, seed ui
 			for range opsEach {
 				in := input{op: take, key: keys[rng.IntN(len(keys))], cost: 1}
 				switch x := rng.IntN(100); {
-				case x < 8:
+				case x < 6:
 					in.op, in.cost = reset, 0
-				case x < 25 && peeks:
+				case x < 20 && peeks:
 					in.op, in.cost = peek, 0
-				case x < 45:
+				case x < 30:
 					in.cost = 1 + rng.Int64N(3)
+				case x < 38 && books:
+					// Booked now or not at all, or however far ahead.
+					in.op, in.cost = reserve, 1+rng.Int64N(3)
+					if rng.IntN(2) == 0 {
+						in.wait = algorithm.MaxDuration
+					}
+				case x < 44 && books:
+					in.op, in.cost = refund, 1+rng.Int64N(3)
 				}
 				call := time.Since(base).Nanoseconds()
 				var d ratelimit.Decision
@@ -200,6 +228,16 @@ func record(t *testing.T, lims []*ratelimit.Limiter[string], peeks bool, seed ui
 					d, err = lim.Peek(ctx, in.key)
 				case reset:
 					err = lim.Reset(ctx, in.key)
+				case reserve:
+					var r *ratelimit.Reservation[string]
+					if r, err = lim.ReserveN(ctx, in.key, int(in.cost), time.Duration(in.wait)*time.Microsecond); err == nil {
+						d = r.Decision()
+						if r.OK() {
+							d = r.Admission().Decision // booked: reported as allowed
+						}
+					}
+				case refund:
+					d, err = lim.Refund(ctx, in.key, int(in.cost))
 				}
 				ret := time.Since(base).Nanoseconds()
 				if err != nil {
@@ -265,7 +303,7 @@ func TestLinearizable(t *testing.T) {
 					began := time.Now().UnixMicro()
 					// miniredis refuses TIME in read-only scripts, which a
 					// server-clock Peek runs.
-					history := record(t, lims, target.Mini == nil, rand.Uint64())
+					history := record(t, lims, target.Mini == nil, true, rand.Uint64())
 					ended := time.Now().UnixMicro()
 					if w := fixedWindow.Microseconds(); a.name == "fixedwindow" && began/w != ended/w {
 						t.Skipf("the history spans a fixed-window boundary (%d µs to %d µs); run it again", began, ended)
@@ -391,7 +429,7 @@ func TestNonAtomicRejected(t *testing.T) {
 						lims = append(lims, lim)
 					}
 					began := time.Now().UnixMicro()
-					history := record(t, lims, true, rand.Uint64())
+					history := record(t, lims, true, false, rand.Uint64())
 					if check(t, alg, began, history) == porcupine.Illegal {
 						t.Logf("attempt %d: %d operations, rejected as not linearizable", attempt, len(history))
 						return
