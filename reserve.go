@@ -106,6 +106,7 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 		}
 	}
 	d := r.decision
+	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the cancel's
 	end(ctx, r.hooks, r.e.clock, OpCancel, r.key, r.booking.Cost, start, &d, err)
 	return err
 }

@@ -1,0 +1,132 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/memorystore"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// The observer gets an event per booking, cancel and refund.
+func TestObserverBookingOps(t *testing.T) {
+	ctx := context.Background()
+	fake := clock.NewFake(t0)
+	rec := &recorder{}
+	lim, err := ratelimit.New(mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1}), memorystore.New[string](),
+		ratelimit.WithClock(fake), ratelimit.WithObserver(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lim.Allow(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := lim.ReserveN(ctx, "k", 1, 2*time.Second)
+	if err != nil || !r.OK() || r.Delay() != time.Second {
+		t.Fatalf("ReserveN = %v, %v", r, err)
+	}
+	if r2, err := lim.ReserveN(ctx, "k", 1, 0); err != nil || r2.OK() {
+		t.Fatalf("ReserveN within 0 = %v, %v; want not booked", r2, err)
+	}
+	if err := r.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lim.Refund(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range rec.take() {
+		got = append(got, fmt.Sprintf("%v:%v:%d", e.Op, e.Outcome, e.Cost))
+	}
+	want := []string{"allow:allowed:1", "reserve:allowed:1", "reserve:denied:1", "cancel:allowed:1", "refund:allowed:1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	// Cancelled with nothing charged since, then refunded: the key is full.
+	if d, _ := lim.Peek(ctx, "k"); d.Remaining() != 1 {
+		t.Errorf("after cancel and refund: %v, want 1 left", d)
+	}
+}
+
+// In dry-run mode a booking never waits: one that does not fit now is
+// admitted at once, uncharged, marked DryRunDenied; so is Wait.
+func TestDryRunReserve(t *testing.T) {
+	ctx := context.Background()
+	fake := clock.NewFake(t0)
+	lim, err := ratelimit.New(mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1}), memorystore.New[string](),
+		ratelimit.WithClock(fake), ratelimit.WithDryRun())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		r, err := lim.Reserve(ctx, "k")
+		if err != nil || !r.OK() || r.Delay() != 0 || r.Decision().DryRunDenied() != (i > 0) {
+			t.Fatalf("Reserve %d = %v (%v), %v; want booked now, dry-run denied after the first", i, r.Decision(), r.OK(), err)
+		}
+	}
+	if d, err := lim.Wait(ctx, "k"); err != nil || !d.Allowed() {
+		t.Fatalf("Wait = %v, %v; want admitted at once", d, err)
+	}
+	if d, _ := lim.Peek(ctx, "k"); d.Remaining() != 0 || d.RetryAfter() != time.Second {
+		t.Errorf("only the first was charged: %v", d)
+	}
+}
+
+// Failure policies decide a booking as they decide AllowN.
+func TestReserveFailurePolicies(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		policy ratelimit.FailurePolicy
+		ok     bool
+		err    bool
+	}{
+		{ratelimit.FailOpen, true, false},
+		{ratelimit.FailClosed, false, false},
+		{ratelimit.FailLocal, true, false},
+		{ratelimit.FailWithError, false, true},
+	} {
+		lim, err := ratelimit.New(mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1}), bookDownStore{},
+			ratelimit.WithFailurePolicy(c.policy), ratelimit.WithErrorHandler(func(error) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := lim.Reserve(ctx, "k")
+		if (err != nil) != c.err || (err == nil && r.OK() != c.ok) {
+			t.Errorf("%v: Reserve = %v, %v; want ok %v, error %v", c.policy, r, err, c.ok, c.err)
+		}
+		if err != nil && !errors.Is(err, ratelimit.ErrStoreUnavailable) {
+			t.Errorf("%v: %v, want ErrStoreUnavailable", c.policy, err)
+		}
+	}
+}
+
+// bookDownStore's tables fail every call as a Redis that is down does.
+type bookDownStore struct{}
+
+func (bookDownStore) Open([]store.Limit, clock.Clock) (store.Table[string], error) { return bookDownTable{}, nil }
+
+type bookDownTable struct{}
+
+var errBookDown = fmt.Errorf("%w: connection refused", store.ErrUnavailable)
+
+func (bookDownTable) Take(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
+	return algorithm.Result{}, errBookDown
+}
+func (bookDownTable) Peek(context.Context, string, int64, []algorithm.Result) (algorithm.Result, error) {
+	return algorithm.Result{}, errBookDown
+}
+func (bookDownTable) Reset(context.Context, string) error { return errBookDown }
+func (bookDownTable) Book(context.Context, string, int64, int64, int64, []algorithm.Result) (algorithm.Result, store.Booking, bool, error) {
+	return algorithm.Result{}, store.Booking{}, false, errBookDown
+}
+func (bookDownTable) Cancel(context.Context, string, int64, store.Booking) error { return errBookDown }
+func (bookDownTable) Refund(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
+	return algorithm.Result{}, errBookDown
+}
