@@ -110,7 +110,9 @@ func TestReserveFailurePolicies(t *testing.T) {
 // bookDownStore's tables fail every call as a Redis that is down does.
 type bookDownStore struct{}
 
-func (bookDownStore) Open([]store.Limit, clock.Clock) (store.Table[string], error) { return bookDownTable{}, nil }
+func (bookDownStore) Open([]store.Limit, clock.Clock) (store.Table[string], error) {
+	return bookDownTable{}, nil
+}
 
 type bookDownTable struct{}
 
