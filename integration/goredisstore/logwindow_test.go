@@ -9,6 +9,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // TestLogWindowShrinkKeepsBase: a sliding log carried from a longer window
@@ -54,6 +55,45 @@ func TestLogWindowShrinkKeepsBase(t *testing.T) {
 		allow(1)
 		if d, err := lim.Peek(ctx, "a"); err != nil || d.Remaining() != 1 {
 			t.Fatalf("Peek after the window shrank = %v, %v; want 1 left, as the admission said", d, err)
+		}
+	})
+}
+
+// TestBookingServerClock: with clock.Server() the booking scripts read
+// Redis's TIME: a booking's delay, its cancel and a refund work on the
+// server's clock as on a local one.
+func TestBookingServerClock(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		ctx := context.Background()
+		st := newStore(t, target, redistest.Prefix(t))
+		alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 0.5}) // 2 s a token
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clock.Server()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := lim.Reserve(ctx, "k")
+		if err != nil || !first.OK() || first.Delay() != 0 {
+			t.Fatalf("first Reserve = %v, %v", first, err)
+		}
+		second, err := lim.Reserve(ctx, "k")
+		if err != nil || !second.OK() || second.Delay() < 1900*time.Millisecond || second.Delay() > 2*time.Second {
+			t.Fatalf("second Reserve: delay %v, %v; want about 2 s", second.Delay(), err)
+		}
+		if err := second.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		third, err := lim.Reserve(ctx, "k")
+		if err != nil || !third.OK() || third.Delay() < 1900*time.Millisecond || third.Delay() > 2*time.Second {
+			t.Fatalf("after the cancel: delay %v, %v; want about 2 s again, not 4", third.Delay(), err)
+		}
+		if _, err := lim.Refund(ctx, "k", 2); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := lim.Peek(ctx, "k"); err != nil && target.Mini == nil || err == nil && d.Remaining() != 1 {
+			t.Fatalf("after refunding both: %v, %v; want the bucket full", d, err)
 		}
 	})
 }
