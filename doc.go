@@ -22,9 +22,13 @@
 // hourly limit, say, of any algorithms): a request is charged to every
 // limit or to none, atomically, in one round trip on Redis.
 //
-// Limiter methods come in three families: Allow and AllowN decide at once;
-// Wait and WaitN block until the request is admitted or the context ends;
-// Peek reports a key's state without consuming, and Reset forgets it.
+// Limiter methods come in four families: Allow and AllowN decide at once;
+// ReserveN books a request at the earliest instant it fits and charges it
+// now (a [Reservation], which Cancel gives back), and Wait and WaitN book
+// and sleep until that instant, so that waiters are admitted in the order
+// they booked with one store call each; Refund gives back what was
+// charged; Peek reports a key's state without consuming, and Reset
+// forgets it.
 //
 // WithObserver reports every decision to an [Observer] (package
 // otelratelimit, a module of its own, turns them into OpenTelemetry
