@@ -107,15 +107,21 @@ func newPolicy[K comparable](t testing.TB, st store.Store[K]) *ratelimit.Policy[
 	return p
 }
 
-// decider is one client's way to decide: a Limiter's AllowN or a Policy's.
-type decider func(ctx context.Context, cost int) (bool, error)
+// decider is one client's way to decide: a Limiter's AllowN or a Policy's,
+// or, with book set, their ReserveN booking now or not at all (the booking
+// script, which must charge as atomically as the decision's).
+type decider func(ctx context.Context, cost int, book bool) (bool, error)
 
 // newDecider returns the decider of the algorithm or policy named name on st.
 func newDecider(t testing.TB, name string, st store.Store[string]) decider {
 	t.Helper()
 	if name == policy {
 		p := newPolicy(t, st)
-		return func(ctx context.Context, cost int) (bool, error) {
+		return func(ctx context.Context, cost int, book bool) (bool, error) {
+			if book {
+				r, err := p.ReserveN(ctx, key, cost, 0)
+				return err == nil && r.OK(), err
+			}
 			d, err := p.AllowN(ctx, key, cost)
 			return d.Allowed(), err
 		}
@@ -124,7 +130,11 @@ func newDecider(t testing.TB, name string, st store.Store[string]) decider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return func(ctx context.Context, cost int) (bool, error) {
+	return func(ctx context.Context, cost int, book bool) (bool, error) {
+		if book {
+			r, err := lim.ReserveN(ctx, key, cost, 0)
+			return err == nil && r.OK(), err
+		}
 		d, err := lim.AllowN(ctx, key, cost)
 		return d.Allowed(), err
 	}
@@ -422,7 +432,7 @@ func TestWorker(t *testing.T) {
 			decide := deciders[g%2]
 			for i, inARow := 0, 0; inARow < streak && i < maxRequests; i++ {
 				cost := 1 + (g+i)%2
-				allowed, err := decide(t.Context(), cost)
+				allowed, err := decide(t.Context(), cost, (g+i)%3 == 0) // every third a booking
 				if err != nil {
 					t.Errorf("goroutine %d: AllowN(%q, %d): %v", g, key, cost, err)
 					return
