@@ -156,6 +156,7 @@ func (e *engine[K]) reserve(ctx context.Context, h *hooks, key K, n int, maxDela
 		// Not booked now: admitted, uncharged, as a dry run's denial.
 		d = res.decision
 		res.ok, res.due = true, e.clock.Now()
+		res.table = nil // nothing was booked: nothing to give back
 	}
 	outcome := d
 	if res.ok && err == nil && !h.dryRun {

@@ -71,6 +71,13 @@ func TestDryRunReserve(t *testing.T) {
 			t.Fatalf("Reserve %d = %v (%v), %v; want booked now, dry-run denied after the first", i, r.Decision(), r.OK(), err)
 		}
 	}
+	r, err := lim.Reserve(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Cancel(ctx); err != nil {
+		t.Errorf("Cancel of a dry run's unbooked admission: %v, want nil (nothing to give back)", err)
+	}
 	if d, err := lim.Wait(ctx, "k"); err != nil || !d.Allowed() {
 		t.Fatalf("Wait = %v, %v; want admitted at once", d, err)
 	}
