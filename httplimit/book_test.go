@@ -20,7 +20,7 @@ func TestWithWait(t *testing.T) {
 	fake := clock.NewFake(t0)
 	// 1 request per 40 ms, bursts of 1.
 	lim := newLimiter[string](t, must(tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 25})), fake)
-	h := httplimit.New(lim, byHeader, httplimit.WithWait(100*time.Millisecond)).Handler(ok)
+	h := httplimit.New(lim, byHeader, httplimit.WithWait(100*time.Millisecond, 0)).Handler(ok)
 	serve := func() <-chan int {
 		c := make(chan int, 1)
 		go func() {
@@ -69,7 +69,7 @@ func TestWithWaitClientGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := httplimit.New(lim, byHeader, httplimit.WithWait(5*time.Second)).Handler(ok)
+	h := httplimit.New(lim, byHeader, httplimit.WithWait(5*time.Second, 0)).Handler(ok)
 	ctx := context.Background()
 	if d, _ := lim.Allow(ctx, "c"); !d.Allowed() {
 		t.Fatal("first request denied")
@@ -120,5 +120,42 @@ func TestWithRefund(t *testing.T) {
 		if c := try("guess"); c != want {
 			t.Errorf("wrong password %d: %d, want %d", i, c, want)
 		}
+	}
+}
+
+// WithWait's bound: past maxWaiting held requests, one that does not fit
+// now is answered 429 at once, charged nothing.
+func TestWithWaitBounded(t *testing.T) {
+	fake := clock.NewFake(t0)
+	lim := newLimiter[string](t, must(tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 25})), fake)
+	h := httplimit.New(lim, byHeader, httplimit.WithWait(time.Second, 1)).Handler(ok)
+	serve := func(user string) <-chan int {
+		c := make(chan int, 1)
+		go func() {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", "/", nil)
+			req.Header.Set("X-User", user)
+			h.ServeHTTP(rec, req)
+			c <- rec.Code
+		}()
+		return c
+	}
+	if c := <-serve("a"); c != http.StatusOK {
+		t.Fatalf("first: %d", c)
+	}
+	held := serve("a")
+	fake.BlockUntilTimers(1)
+	if c := <-serve("a"); c != http.StatusTooManyRequests {
+		t.Fatalf("a second held request past the bound of 1: %d, want 429 at once", c)
+	}
+	if c := <-serve("b"); c != http.StatusOK {
+		t.Fatalf("another key that fits now: %d, want 200 (the bound only stops waiting)", c)
+	}
+	fake.Advance(40 * time.Millisecond)
+	if c := <-held; c != http.StatusOK {
+		t.Fatalf("held request: %d", c)
+	}
+	if d, err := lim.Peek(context.Background(), "a"); err != nil || d.RetryAfter() != 40*time.Millisecond {
+		t.Errorf("the refused request charged nothing: %v, %v; want a retry in 40 ms", d, err)
 	}
 }

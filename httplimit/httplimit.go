@@ -41,6 +41,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
@@ -60,7 +61,8 @@ type Resolver[K comparable] func(r *http.Request) (key K, policy *ratelimit.Poli
 type Middleware[K comparable] struct {
 	resolve func(r *http.Request) (K, limits[K], error)
 	config
-	fields FieldsCache[K] // the fields of the limiters and policies met
+	fields  FieldsCache[K] // the fields of the limiters and policies met
+	waiting atomic.Int64   // requests held by WithWait now
 }
 
 type config struct {
@@ -71,11 +73,16 @@ type config struct {
 	logger     *slog.Logger                                    // nil: slog.Default()
 	advertised map[string]Advertised                           // by the limit's own name
 	maxWait    time.Duration                                   // WithWait's; 0: none
+	maxWaiting int64                                           // WithWait's bound on requests held at once; 0: none
 	refundIf   func(status int) bool                           // WithRefund's; nil: none
 }
 
 // WithWait lets a request that does not fit now wait for its turn, up to
-// maxWait (and never past its context's deadline): it is booked
+// maxWait (and never past its context's deadline), with at most maxWaiting
+// requests held at once by the middleware (0: no bound; past it, a request
+// that does not fit now is answered 429 at once, so that a flood of keys,
+// each within its own limit, cannot hold every connection the server has).
+// A held request is booked
 // (ratelimit.Limiter.ReserveN), charged at once, and held until its
 // instant, then passed on; waiting requests pass in the order they were
 // booked, each costing one store call. A request that cannot be booked in
@@ -84,10 +91,11 @@ type config struct {
 // traffic that is better late than refused (webhooks, batch clients), with
 // a maxWait well under the server's write timeout. Ignored in dry-run
 // mode, which never holds a request.
-func WithWait(maxWait time.Duration) Option {
+func WithWait(maxWait time.Duration, maxWaiting int) Option {
 	return func(c *config) {
 		if maxWait > 0 {
 			c.maxWait = maxWait
+			c.maxWaiting = int64(max(0, maxWaiting))
 		}
 	}
 }
@@ -474,6 +482,15 @@ func (m *Middleware[K]) wait(ctx context.Context, key K, ls limits[K], cost int)
 	maxWait := m.maxWait
 	if deadline, ok := ctx.Deadline(); ok {
 		maxWait = max(0, min(maxWait, time.Until(deadline)))
+	}
+	if m.maxWaiting > 0 {
+		// A place among the held requests, taken before booking (and given
+		// back when the request goes on or is refused), or none: then only
+		// what fits now.
+		if m.waiting.Add(1) > m.maxWaiting {
+			maxWait = 0
+		}
+		defer m.waiting.Add(-1)
 	}
 	var res *ratelimit.Reservation[K]
 	var f *Fields
