@@ -136,7 +136,8 @@ func bookerOf[K comparable](t store.Table[K]) (store.Booker[K], error) {
 	return nil, fmt.Errorf("%w: the store cannot book, cancel or refund (store.Booker)", store.ErrAlgorithmUnsupported)
 }
 
-// micros returns d in µs, MaxDelay for a negative or longer one.
+// delayMicros returns d in µs, algorithm.MaxDuration for a negative d or one
+// above MaxDelay.
 func delayMicros(d time.Duration) int64 {
 	if d < 0 || d > MaxDelay {
 		return algorithm.MaxDuration
@@ -147,18 +148,16 @@ func delayMicros(d time.Duration) int64 {
 // reserve books n for key within maxDelay (0 in dry-run mode, where a
 // request is never kept waiting: one that does not fit now is admitted
 // uncharged, as AllowN does) and fills in res, whose engine and hooks are
-// set; rs receives the limits' results.
+// set.
 func (e *engine[K]) reserve(ctx context.Context, h *hooks, key K, n int, maxDelay time.Duration, res *Reservation[K]) error {
 	start := h.begin(e.clock)
 	err := e.book(ctx, h.dryRun, key, n, maxDelay, res)
-	d := res.decision
 	if h.dryRun && err == nil && !res.ok {
 		// Not booked now: admitted, uncharged, as a dry run's denial.
-		d = res.decision
 		res.ok, res.due = true, e.clock.Now()
 		res.table = nil // nothing was booked: nothing to give back
 	}
-	outcome := d
+	outcome := res.decision
 	if res.ok && err == nil && !h.dryRun {
 		outcome.word |= allowedBit // booked: the event reports it admitted
 	}
