@@ -13,17 +13,27 @@ import (
 // redisStores are both clients' stores on a real Redis at
 // $RATELIMIT_REDIS_ADDR (the benchmarks skip when it is unset).
 func redisStores(b *testing.B) []benchkit.Store {
+	return redisStoresCoalescing(b, true)
+}
+
+// redisStoresCoalescing is redisStores with coalescing on or off; off,
+// the stores' names end in "-single".
+func redisStoresCoalescing(b *testing.B, on bool) []benchkit.Store {
 	target := redistest.Standalone(b)
+	suffix := ""
+	if !on {
+		suffix = "-single"
+	}
 	return []benchkit.Store{
-		{Name: "goredis", Remote: true, New: func(b *testing.B) store.Store[string] {
-			st, err := goredisstore.New[string](redistest.GoRedis(b, target), goredisstore.WithPrefix[string](redistest.Prefix(b)))
+		{Name: "goredis" + suffix, Remote: true, New: func(b *testing.B) store.Store[string] {
+			st, err := goredisstore.New[string](redistest.GoRedis(b, target), goredisstore.WithPrefix[string](redistest.Prefix(b)), goredisstore.WithCoalescing[string](on))
 			if err != nil {
 				b.Fatal(err)
 			}
 			return st
 		}},
-		{Name: "rueidis", Remote: true, New: func(b *testing.B) store.Store[string] {
-			st, err := rueidisstore.New[string](redistest.Rueidis(b, target), rueidisstore.WithPrefix[string](redistest.Prefix(b)))
+		{Name: "rueidis" + suffix, Remote: true, New: func(b *testing.B) store.Store[string] {
+			st, err := rueidisstore.New[string](redistest.Rueidis(b, target), rueidisstore.WithPrefix[string](redistest.Prefix(b)), rueidisstore.WithCoalescing[string](on))
 			if err != nil {
 				b.Fatal(err)
 			}

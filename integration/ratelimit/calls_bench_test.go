@@ -19,7 +19,8 @@ import (
 )
 
 // BenchmarkCalls is issue 27's benchmark shape: a token bucket never
-// reached, on one hot key and on 10,000 keys, with 1, 8 and 64 goroutines,
+// reached, through both clients with coalescing (the default) and without
+// ("-single"), on one hot key and on 10,000 keys, with 1, 8 and 64 goroutines,
 // through both clients. Besides decisions/s it reports p50 and p99
 // latency, and from INFO commandstats (EVAL, EVALSHA and EVALSHA_RO
 // together) the script calls per decision and Redis µs per decision. The
@@ -29,7 +30,7 @@ import (
 func BenchmarkCalls(b *testing.B) {
 	target := redistest.Standalone(b)
 	info := redistest.GoRedis(b, target)
-	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 100_000, Rate: 100_000})
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 1 << 30, Rate: 1 << 30})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func BenchmarkCalls(b *testing.B) {
 	for i := range many {
 		many[i] = fmt.Sprintf("route:%d", i)
 	}
-	for _, st := range redisStores(b) {
+	for _, st := range append(redisStores(b), redisStoresCoalescing(b, false)...) {
 		for _, w := range []struct {
 			name string
 			keys []string

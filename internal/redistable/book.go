@@ -30,9 +30,12 @@ func (t *Table[K]) opArgs(now, cost int64, extra ...string) Args {
 	return a
 }
 
-// call runs call, an op's script call, sending it again after a TRYAGAIN
-// reply (which did not run it) as eval does, and returns its error
-// wrapped as a decision's would be.
+// call runs call, a script call, sending it again after a TRYAGAIN reply
+// (which did not run it), and returns its error wrapped as the store
+// contract wants: RLMISMATCH and WRONGTYPE as store.ErrStateMismatch (a
+// configuration error, not an outage; never retried), OOM as
+// store.ErrFull (the server is up and answered), anything else as
+// store.ErrUnavailable.
 func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := call()

@@ -46,8 +46,11 @@ type Runner interface {
 type Args struct {
 	Now, Cost string // ARGV[1] and ARGV[2]
 	CostAny   any    // Cost boxed when it is a small one (below 100), else nil
-	Rest      []string
-	RestAny   []any // Rest, boxed
+	// Batch, when not nil, takes the place of Now and Cost: a batch
+	// script's count and its requests' times and costs (luascript.Batch).
+	Batch   []string
+	Rest    []string
+	RestAny []any // Rest, boxed
 }
 
 // smallCosts are the costs below 100 boxed once, so that a client whose
@@ -61,7 +64,10 @@ var smallCosts = func() (boxed [100]any) {
 
 // All returns every argument in order.
 func (a Args) All() []string {
-	all := make([]string, 0, 2+len(a.Rest))
+	all := make([]string, 0, 2+len(a.Batch)+len(a.Rest))
+	if a.Batch != nil {
+		return append(append(all, a.Batch...), a.Rest...)
+	}
 	return append(append(all, a.Now, a.Cost), a.Rest...)
 }
 
@@ -94,6 +100,10 @@ type Config[K comparable] struct {
 	// escaping, the prefix and the state ID) a table accepts; 0 means
 	// store.DefaultMaxKeyBytes.
 	MaxKeyBytes int
+	// Coalesce makes Takes of one key that arrive while one is in flight
+	// wait for it, then go together in one batch script call (see
+	// coalesce.go); the stores turn it on by default.
+	Coalesce bool
 	// Evictions, when not nil, checks the servers' maxmemory-policy when
 	// a table is opened. A store shares one among its tables.
 	Evictions *EvictionCheck
@@ -152,6 +162,9 @@ type Table[K comparable] struct {
 	opsErr   error                                     // why they are nil
 	maxKey   int                                       // the longest encoding of a key accepted
 	warnings []error                                   // found by cfg.Evictions
+	lines    *lines                                    // keys in flight, nil without coalescing
+	batch    *luascript.Script                         // the batch script of script
+	hasLog   bool                                      // a limit is a sliding log
 }
 
 var (
@@ -212,6 +225,7 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 		t.declared = append(t.declared, t.suffixes[0])
 	}
 	t.declared = append(t.declared, logs...)
+	t.hasLog = len(logs) > 0
 	t.resetAny = make([]any, len(t.ids))
 	for i, id := range t.ids {
 		t.resetAny[i] = id
@@ -225,6 +239,10 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	}
 	t.script = script
 	t.specs = specs
+	if cfg.Coalesce {
+		t.lines = newLines()
+		t.batch = luascript.Batch(script)
+	}
 	for op := luascript.OpBook; op <= luascript.OpCancel; op++ {
 		t.ops[op], _, t.opsErr = luascript.ForOp(op, specs...)
 		if t.opsErr != nil {
@@ -402,6 +420,17 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, now, cost int
 		scratches.Put(sc)
 		return algorithm.Result{}, err
 	}
+	if !readOnly && t.lines != nil {
+		name := keys[0]
+		sh := t.lines.shard(name)
+		if req := t.join(ctx, sh, name, keys, now, cost); req != nil {
+			clear(keys)
+			sc.keys = keys[:0]
+			scratches.Put(sc)
+			return t.await(ctx, sh, name, req, out)
+		}
+		defer t.settle(sh, name)
+	}
 	args := Args{Now: nowArg, Cost: strconv.FormatInt(cost, 10), Rest: t.rest, RestAny: t.restAny}
 	if cost >= 0 && cost < int64(len(smallCosts)) {
 		args.CostAny = smallCosts[cost]
@@ -411,36 +440,25 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, now, cost int
 		sc.keys = keys[:0]
 		scratches.Put(sc)
 	}()
-	for attempt := 0; ; attempt++ {
-		reply, err := t.run.Eval(ctx, t.script, readOnly, keys, args, sc.reply)
-		if err == nil {
-			if cap(reply) <= 1024 {
-				sc.reply = reply[:0] // a far larger one is not kept
-			}
-			return t.result(reply, out)
-		}
-		if IsMismatch(err) {
-			// The script refused the key's state before writing anything,
-			// or the key is of another type: a configuration error, not an
-			// outage (see store.ErrStateMismatch). Never retried.
-			return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrStateMismatch, t.script.Name, err)
-		}
-		if IsOOM(err) {
-			// The server is up and answered: it is out of room for a new
-			// key's state. Not an outage (see store.ErrFull).
-			return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrFull, t.script.Name, err)
-		}
-		if !IsTryAgain(err) || attempt == len(TryAgainBackoff) {
-			return algorithm.Result{}, fmt.Errorf("%w: %s script: %w", store.ErrUnavailable, t.script.Name, err)
-		}
-		pause := time.NewTimer(TryAgainBackoff[attempt])
-		select {
-		case <-ctx.Done():
-			pause.Stop()
-			return algorithm.Result{}, fmt.Errorf("%w: %s script: %w (%w while waiting to retry)", store.ErrUnavailable, t.script.Name, err, ctx.Err())
-		case <-pause.C:
-		}
+	reply, err := t.retry(ctx, t.script, readOnly, keys, args, sc.reply)
+	if err != nil {
+		return algorithm.Result{}, err
 	}
+	if cap(reply) <= 1024 {
+		sc.reply = reply[:0] // a far larger one is not kept
+	}
+	return t.result(reply, out)
+}
+
+// retry runs s and returns its reply, sent again after a TRYAGAIN
+// (which ran nothing), with errors wrapped as the store contract wants
+// them (call).
+func (t *Table[K]) retry(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args Args, reply []int64) ([]int64, error) {
+	err := t.call(ctx, s, func() (err error) {
+		reply, err = t.run.Eval(ctx, s, readOnly, keys, args, reply)
+		return err
+	})
+	return reply, err
 }
 
 // TryAgainBackoff are the pauses before each retry of a script that a

@@ -109,6 +109,24 @@ func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
 	return func(s *Store[K]) { s.cfg.TTLMargin = margin }
 }
 
+// WithCoalescing turns coalescing on (the default) or off. With it on,
+// a Take of a key that arrives while another Take of the same key through
+// the same Limiter or Policy is in flight waits for that call to return,
+// then goes with every other one that waited, up to 64 (16 with a sliding
+// log), in one script call that decides them in arrival order, each
+// exactly as if it had come alone after the ones before. A Take of a key
+// with nothing in flight goes at once, as without coalescing, so nothing
+// waits at low load; under load a hot key costs Redis one call per batch
+// instead of one per decision. Each caller keeps its own deadline: the
+// batch's call lasts as long as its latest one, a caller whose context
+// ends while still waiting leaves uncharged, and one whose context ends
+// while its batch is in flight gets an error with an unknown outcome, as
+// from a single call. A lost reply fails every request of the batch, none
+// is sent again. Peeks, Reset and bookings are never batched.
+func WithCoalescing[K comparable](on bool) Option[K] {
+	return func(s *Store[K]) { s.cfg.Coalesce = on }
+}
+
 // WithMaxKeyBytes sets the longest key the store accepts, in bytes of its
 // encoding (the key encoder's output, before escaping, the prefix and the
 // state ID); default store.DefaultMaxKeyBytes. Take, Peek and Reset of a
@@ -164,7 +182,7 @@ func New[K comparable](client rueidis.Client, opts ...Option[K]) (*Store[K], err
 	if client == nil {
 		return nil, fmt.Errorf("%w: rueidisstore: nil client", algorithm.ErrInvalidConfig)
 	}
-	s := &Store[K]{client: client, cfg: redistable.Config[K]{Prefix: DefaultPrefix, TTLMargin: redistable.DefaultTTLMargin}}
+	s := &Store[K]{client: client, cfg: redistable.Config[K]{Prefix: DefaultPrefix, TTLMargin: redistable.DefaultTTLMargin, Coalesce: true}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -238,7 +256,13 @@ const argvOnStack = 24
 
 func (r *runner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, a redistable.Args, reply []int64) ([]int64, error) {
 	var buf [argvOnStack]string
-	args := append(append(buf[:0], a.Now, a.Cost), a.Rest...)
+	args := buf[:0]
+	if a.Batch != nil {
+		args = append(args, a.Batch...)
+	} else {
+		args = append(args, a.Now, a.Cost)
+	}
+	args = append(args, a.Rest...)
 	if !readOnly && s == r.script {
 		return intSlice(r.take.Exec(ctx, r.client, keys, args), reply)
 	}

@@ -1,0 +1,274 @@
+package redistable
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+// Coalescing (docs/design/coalescing.md). While a Take's script for a key
+// is in flight, further Takes of the key through the same table wait in
+// the process, in a line; when the call in flight returns, one goroutine
+// sends those waiting as batches (luascript.Batch), each deciding its
+// requests in arrival order in one script call. A Take of a key with
+// nothing in flight takes the single call's path, with no wait and no
+// allocation more.
+
+// MaxBatch is the most requests one batch script decides; MaxLogBatch is
+// that for a table with a sliding log, whose decisions each cost O(log n)
+// and may trim up to 1000 members, so that a batch stays well within a
+// script's few milliseconds.
+const (
+	MaxBatch    = 64
+	MaxLogBatch = 16
+)
+
+// lineShards is how many locks the lines of a table are spread over.
+const lineShards = 32
+
+// lines are a table's keys with a call in flight, by their first Redis
+// key's name (what the table's scripts declare first).
+type lines struct {
+	seed   maphash.Seed
+	shards [lineShards]lineShard
+}
+
+type lineShard struct {
+	mu sync.Mutex
+	// m holds a key while a call for it is in flight: nil while nothing
+	// waits behind the call, else its line.
+	m map[string]*line
+	_ [40]byte // keeps shards' locks off one cache line
+}
+
+// line is what waits behind a key's call in flight, guarded by its
+// shard's lock.
+type line struct {
+	keys    []string   // the key's Redis keys, as a call declares them
+	waiting []*request // in arrival order
+}
+
+func newLines() *lines {
+	ls := &lines{seed: maphash.MakeSeed()}
+	for i := range ls.shards {
+		ls.shards[i].m = make(map[string]*line)
+	}
+	return ls
+}
+
+func (ls *lines) shard(name string) *lineShard {
+	return &ls.shards[maphash.String(ls.seed, name)%lineShards]
+}
+
+// A request's states, under its shard's lock.
+const (
+	queued = iota // in its line's waiting
+	sent          // in a batch taken from the line
+)
+
+// request is a Take waiting in a line.
+type request struct {
+	ctx       context.Context
+	now, cost int64
+	state     int
+	rs        []algorithm.Result // each limit's result, when decided
+	r         algorithm.Result
+	err       error
+	done      chan struct{} // receives once r, rs and err are set
+}
+
+var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+// join reports whether the caller's Take of the key named name, whose
+// Redis keys are keys, goes alone (nothing in flight for it: the key is
+// now marked in flight, and the caller calls settle when its call is
+// over), or else returns the request it waits on, queued in the key's
+// line.
+func (t *Table[K]) join(ctx context.Context, sh *lineShard, name string, keys []string, now, cost int64) *request {
+	sh.mu.Lock()
+	ln, busy := sh.m[name]
+	if !busy {
+		sh.m[name] = nil
+		sh.mu.Unlock()
+		return nil
+	}
+	if ln == nil {
+		ln = &line{keys: slices.Clone(keys)}
+		sh.m[name] = ln
+	}
+	req := requests.Get().(*request)
+	req.ctx, req.now, req.cost, req.state = ctx, now, cost, queued
+	if cap(req.rs) < len(t.limits) {
+		req.rs = make([]algorithm.Result, len(t.limits))
+	}
+	req.rs = req.rs[:len(t.limits)]
+	ln.waiting = append(ln.waiting, req)
+	sh.mu.Unlock()
+	return req
+}
+
+// settle ends the call in flight for the key named name: the key is
+// forgotten when nothing waits behind it, else a goroutine sends what
+// waits.
+func (t *Table[K]) settle(sh *lineShard, name string) {
+	sh.mu.Lock()
+	ln := sh.m[name]
+	if ln == nil || len(ln.waiting) == 0 {
+		delete(sh.m, name)
+		sh.mu.Unlock()
+		return
+	}
+	sh.mu.Unlock()
+	go t.serve(sh, name, ln)
+}
+
+// serve sends the line's waiting requests in batches until none waits,
+// then forgets the key.
+func (t *Table[K]) serve(sh *lineShard, name string, ln *line) {
+	limit := MaxBatch
+	if t.hasLog {
+		limit = MaxLogBatch
+	}
+	var batch []*request
+	for {
+		sh.mu.Lock()
+		n := min(len(ln.waiting), limit)
+		if n == 0 {
+			delete(sh.m, name)
+			sh.mu.Unlock()
+			return
+		}
+		batch = append(batch[:0], ln.waiting[:n]...)
+		for _, req := range batch {
+			req.state = sent
+		}
+		rest := copy(ln.waiting, ln.waiting[n:])
+		clear(ln.waiting[rest:])
+		ln.waiting = ln.waiting[:rest]
+		sh.mu.Unlock()
+		t.send(ln.keys, batch)
+		clear(batch)
+	}
+}
+
+// send decides batch in one script call and hands each request its
+// result. The call is bounded by the latest of the requests' deadlines
+// (none when one has none), not by the first's: a caller cannot make the
+// others' call fail by choosing a short deadline; each caller stops
+// waiting at its own (await).
+func (t *Table[K]) send(keys []string, batch []*request) {
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	if len(batch) == 1 {
+		req := batch[0]
+		req.r, req.err = t.callAlone(ctx, keys, t.nowArg(req.now), req.cost, req.rs)
+		req.done <- struct{}{}
+		return
+	}
+	argv := make([]string, 1+2*len(batch))
+	argv[0] = strconv.Itoa(len(batch))
+	for i, req := range batch {
+		argv[1+2*i], argv[2+2*i] = t.nowArg(req.now), strconv.FormatInt(req.cost, 10)
+	}
+	reply, err := t.retry(ctx, t.batch, false, keys, Args{Batch: argv, Rest: t.rest, RestAny: t.restAny}, nil)
+	per := 3 * len(t.limits)
+	if err == nil && (len(reply)%per != 0 || len(reply) > per*len(batch) || len(reply) == 0) {
+		err = fmt.Errorf("%w: %s script replied %d values for %d requests of %d limits", store.ErrUnavailable, t.batch.Name, len(reply), len(batch), len(t.limits))
+	}
+	for i, req := range batch {
+		switch {
+		case err != nil:
+			req.r, req.err = algorithm.Result{}, err
+		case (i+1)*per <= len(reply):
+			req.r, req.err = t.result(reply[i*per:(i+1)*per], req.rs)
+		default:
+			// A request before it found a state it cannot read, so the
+			// batch stopped there: this one was not decided, nor charged.
+			req.r, req.err = algorithm.Result{}, fmt.Errorf("%w: %s script stopped before this request, at a state it cannot read", store.ErrStateMismatch, t.batch.Name)
+		}
+		req.done <- struct{}{}
+	}
+}
+
+// batchContext returns the context of a batch's call: the first
+// request's values, with the latest deadline of the batch, or none when
+// a request has none.
+func batchContext(batch []*request) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(batch[0].ctx)
+	var latest time.Time
+	for _, req := range batch {
+		d, ok := req.ctx.Deadline()
+		if !ok {
+			return base, func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(base, latest)
+}
+
+// await waits for req's result, or for its caller's context to end: a
+// request still queued then leaves its line, never sent and never
+// charged; one already sent has an unknown outcome, as a single call
+// whose context ends in flight has. Either way the error is
+// store.ErrUnavailable with the context's error.
+func (t *Table[K]) await(ctx context.Context, sh *lineShard, name string, req *request, out []algorithm.Result) (algorithm.Result, error) {
+	select {
+	case <-req.done:
+		r, err := req.r, req.err
+		if out != nil && err == nil {
+			copy(out, req.rs)
+		}
+		req.ctx, req.err = nil, nil
+		requests.Put(req)
+		return r, err
+	case <-ctx.Done():
+	}
+	sh.mu.Lock()
+	state := req.state
+	if state == queued {
+		if ln := sh.m[name]; ln != nil {
+			if i := slices.Index(ln.waiting, req); i >= 0 {
+				ln.waiting = slices.Delete(ln.waiting, i, i+1)
+			}
+		}
+	}
+	sh.mu.Unlock()
+	if state == queued {
+		return algorithm.Result{}, fmt.Errorf("%w: %s script: %w (before it was sent)", store.ErrUnavailable, t.script.Name, ctx.Err())
+	}
+	// Sent: the batch goroutine still writes req and its done; it is
+	// left to the collector, not pooled.
+	return algorithm.Result{}, fmt.Errorf("%w: %s script: %w (its batch was in flight)", store.ErrUnavailable, t.batch.Name, ctx.Err())
+}
+
+// nowArg is ARGV's time for now: empty with the server clock.
+func (t *Table[K]) nowArg(now int64) string {
+	if t.server {
+		return ""
+	}
+	return strconv.FormatInt(now, 10)
+}
+
+// callAlone runs the table's decision script alone for keys at now (nowArg)
+// and cost, and returns its combined result, each limit's in out when
+// not nil.
+func (t *Table[K]) callAlone(ctx context.Context, keys []string, now string, cost int64, out []algorithm.Result) (algorithm.Result, error) {
+	args := Args{Now: now, Cost: strconv.FormatInt(cost, 10), Rest: t.rest, RestAny: t.restAny}
+	if cost >= 0 && cost < int64(len(smallCosts)) {
+		args.CostAny = smallCosts[cost]
+	}
+	reply, err := t.retry(ctx, t.script, false, keys, args, nil)
+	if err != nil {
+		return algorithm.Result{}, err
+	}
+	return t.result(reply, out)
+}
