@@ -1,0 +1,422 @@
+package redistable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// evalCall is a script call that reached fakeRunner, waiting for its
+// answer.
+type evalCall struct {
+	ctx    context.Context
+	script *luascript.Script
+	argv   []string
+	answer chan evalAnswer
+}
+
+type evalAnswer struct {
+	reply []int64
+	err   error
+}
+
+// fakeRunner hands every Eval to the test on calls and returns the
+// answer the test gives, or the context's error when it ends first, as a
+// client does.
+type fakeRunner struct{ calls chan *evalCall }
+
+func (r *fakeRunner) Eval(ctx context.Context, s *luascript.Script, _ bool, _ []string, args Args, _ []int64) ([]int64, error) {
+	c := &evalCall{ctx: ctx, script: s, argv: args.All(), answer: make(chan evalAnswer, 1)}
+	r.calls <- c
+	select {
+	case a := <-c.answer:
+		return a.reply, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (r *fakeRunner) EvalStrings(context.Context, *luascript.Script, []string, []string) ([]string, error) {
+	return nil, errors.New("not in this test")
+}
+
+func (r *fakeRunner) Del(context.Context, []string) error { return nil }
+
+// requests returns the times and costs the call carries, in order.
+func (c *evalCall) requests(t *testing.T) (nows, costs []string) {
+	t.Helper()
+	if c.script.Name[:6] != "batch:" {
+		return c.argv[:1], c.argv[1:2]
+	}
+	n, err := strconv.Atoi(c.argv[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		nows, costs = append(nows, c.argv[1+2*i]), append(costs, c.argv[2+2*i])
+	}
+	return nows, costs
+}
+
+// replyFor is a well-formed reply to the call's requests: the i-th
+// admitted with 1000 - now remaining.
+func (c *evalCall) replyFor(t *testing.T) []int64 {
+	nows, _ := c.requests(t)
+	var reply []int64
+	for _, now := range nows {
+		n, _ := strconv.ParseInt(now, 10, 64)
+		reply = append(reply, 1000-n, 0, 0)
+	}
+	return reply
+}
+
+func coalescingTable(t *testing.T) (*Table[string], *fakeRunner) {
+	t.Helper()
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 1000, Rate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &fakeRunner{calls: make(chan *evalCall)}
+	tab, err := Open[string](run, Config[string]{Coalesce: true}, store.LimitsOf(alg), clock.Local())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tab, run
+}
+
+// waitQueued waits until n requests wait in key's line.
+func waitQueued(t *testing.T, tab *Table[string], key string, n int) {
+	t.Helper()
+	name, err := tab.Key(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := tab.lines.shard(name)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+		sh.mu.Lock()
+		ln := sh.m[name]
+		got := 0
+		if ln != nil {
+			got = len(ln.waiting)
+		}
+		sh.mu.Unlock()
+		if got == n {
+			return
+		}
+	}
+	t.Fatalf("%d requests never waited in line", n)
+}
+
+type outcome struct {
+	r   algorithm.Result
+	err error
+}
+
+// take starts a Take of key at now; its outcome arrives on the channel.
+func take(ctx context.Context, tab *Table[string], key string, now int64) chan outcome {
+	out := make(chan outcome, 1)
+	go func() {
+		r, err := tab.Take(ctx, key, now, 1, nil)
+		out <- outcome{r, err}
+	}()
+	return out
+}
+
+func next(t *testing.T, run *fakeRunner) *evalCall {
+	t.Helper()
+	select {
+	case c := <-run.calls:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("no call reached the runner")
+		return nil
+	}
+}
+
+func result(t *testing.T, ch chan outcome) outcome {
+	t.Helper()
+	select {
+	case o := <-ch:
+		return o
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Take never returned")
+		return outcome{}
+	}
+}
+
+// TestCoalesceInOrder: Takes that arrive while one is in flight go, once
+// it returns, in one batch call carrying them in arrival order, and each
+// gets its own result; the key is then forgotten.
+func TestCoalesceInOrder(t *testing.T) {
+	tab, run := coalescingTable(t)
+	ctx := t.Context()
+	first := take(ctx, tab, "k", 1)
+	alone := next(t, run)
+	if alone.script != tab.script {
+		t.Fatalf("the first Take ran %s, want the decision script", alone.script.Name)
+	}
+	var later []chan outcome
+	for i := range 5 {
+		later = append(later, take(ctx, tab, "k", int64(10+i)))
+		waitQueued(t, tab, "k", i+1)
+	}
+	alone.answer <- evalAnswer{reply: alone.replyFor(t)}
+	if o := result(t, first); o.err != nil || o.r.Remaining != 999 {
+		t.Fatalf("first Take: %+v", o)
+	}
+	batch := next(t, run)
+	if batch.script != tab.batch {
+		t.Fatalf("the waiting Takes ran %s, want the batch script", batch.script.Name)
+	}
+	nows, _ := batch.requests(t)
+	if fmt.Sprint(nows) != "[10 11 12 13 14]" {
+		t.Fatalf("batch of times %v, want them in arrival order", nows)
+	}
+	batch.answer <- evalAnswer{reply: batch.replyFor(t)}
+	for i, ch := range later {
+		if o := result(t, ch); o.err != nil || o.r.Remaining != int64(990-i) {
+			t.Errorf("Take %d: %+v, want its own result", i, o)
+		}
+	}
+	waitForgotten(t, tab)
+}
+
+// waitForgotten waits until no key is in flight.
+func waitForgotten(t *testing.T, tab *Table[string]) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+		n := 0
+		for i := range tab.lines.shards {
+			sh := &tab.lines.shards[i]
+			sh.mu.Lock()
+			n += len(sh.m)
+			sh.mu.Unlock()
+		}
+		if n == 0 {
+			return
+		}
+	}
+	t.Fatal("a key stayed in flight")
+}
+
+// TestCoalesceQueuedLeaves: a waiting Take whose context ends leaves the
+// line at once, never sent (so never charged), with the context's error;
+// the others go without it.
+func TestCoalesceQueuedLeaves(t *testing.T) {
+	tab, run := coalescingTable(t)
+	first := take(t.Context(), tab, "k", 1)
+	alone := next(t, run)
+	ctx, cancel := context.WithCancel(t.Context())
+	leaving := take(ctx, tab, "k", 2)
+	waitQueued(t, tab, "k", 1)
+	staying := take(t.Context(), tab, "k", 3)
+	waitQueued(t, tab, "k", 2)
+	cancel()
+	if o := result(t, leaving); !errors.Is(o.err, store.ErrUnavailable) || !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("the Take whose context ended: %v, want store.ErrUnavailable and context.Canceled", o.err)
+	}
+	waitQueued(t, tab, "k", 1)
+	alone.answer <- evalAnswer{reply: alone.replyFor(t)}
+	result(t, first)
+	c := next(t, run)
+	if nows, _ := c.requests(t); fmt.Sprint(nows) != "[3]" {
+		t.Fatalf("sent %v, want only the Take that stayed", nows)
+	}
+	c.answer <- evalAnswer{reply: c.replyFor(t)}
+	if o := result(t, staying); o.err != nil || o.r.Remaining != 997 {
+		t.Fatalf("the Take that stayed: %+v", o)
+	}
+	waitForgotten(t, tab)
+}
+
+// TestCoalesceDeadlines: a batch's call lasts until the latest deadline
+// of its requests (none when one has none), not the first one's: a
+// client choosing a short deadline cannot fail the others' requests. Its
+// own Take returns at its deadline, with an unknown outcome.
+func TestCoalesceDeadlines(t *testing.T) {
+	for _, latest := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprint("latest=", latest), func(t *testing.T) {
+			tab, run := coalescingTable(t)
+			first := take(t.Context(), tab, "k", 1)
+			alone := next(t, run)
+			short, cancelShort := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer cancelShort()
+			hurried := take(short, tab, "k", 2)
+			waitQueued(t, tab, "k", 1)
+			long := t.Context()
+			if latest > 0 {
+				var cancel context.CancelFunc
+				long, cancel = context.WithTimeout(long, latest)
+				defer cancel()
+			}
+			patient := take(long, tab, "k", 3)
+			waitQueued(t, tab, "k", 2)
+			alone.answer <- evalAnswer{reply: alone.replyFor(t)}
+			result(t, first)
+			batch := next(t, run)
+			d, ok := batch.ctx.Deadline()
+			want, wantOK := long.Deadline()
+			if ok != wantOK || !d.Equal(want) {
+				t.Fatalf("the batch's deadline: %v %v, want the latest: %v %v", d, ok, want, wantOK)
+			}
+			if o := result(t, hurried); !errors.Is(o.err, store.ErrUnavailable) || !errors.Is(o.err, context.DeadlineExceeded) {
+				t.Fatalf("the Take with the short deadline: %v", o.err)
+			}
+			if err := batch.ctx.Err(); err != nil {
+				t.Fatalf("the batch's call ended with the short deadline: %v", err)
+			}
+			batch.answer <- evalAnswer{reply: batch.replyFor(t)}
+			if o := result(t, patient); o.err != nil || o.r.Remaining != 997 {
+				t.Fatalf("the Take with the long deadline: %+v", o)
+			}
+			waitForgotten(t, tab)
+		})
+	}
+}
+
+// batchOf starts a call in flight with n Takes waiting behind it,
+// answers the call, and returns the batch call and the waiting Takes.
+func batchOf(t *testing.T, tab *Table[string], run *fakeRunner, n int) (*evalCall, []chan outcome) {
+	t.Helper()
+	first := take(t.Context(), tab, "k", 1)
+	alone := next(t, run)
+	var waiting []chan outcome
+	for i := range n {
+		waiting = append(waiting, take(t.Context(), tab, "k", int64(2+i)))
+		waitQueued(t, tab, "k", i+1)
+	}
+	alone.answer <- evalAnswer{reply: alone.replyFor(t)}
+	result(t, first)
+	return next(t, run), waiting
+}
+
+// TestCoalesceFailures: a batch's failure reaches every request of it as
+// a single call's would have, and nothing is sent again but after
+// TRYAGAIN (which ran nothing).
+func TestCoalesceFailures(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"lost reply", errors.New("read tcp: connection reset by peer"), store.ErrUnavailable},
+		{"mismatch", errors.New("RLMISMATCH k holds junk"), store.ErrStateMismatch},
+		{"oom", errors.New("OOM command not allowed when used memory > 'maxmemory'."), store.ErrFull},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tab, run := coalescingTable(t)
+			batch, waiting := batchOf(t, tab, run, 3)
+			batch.answer <- evalAnswer{err: c.err}
+			for i, ch := range waiting {
+				if o := result(t, ch); !errors.Is(o.err, c.want) {
+					t.Errorf("Take %d: %v, want %v", i, o.err, c.want)
+				}
+			}
+			waitForgotten(t, tab)
+			select {
+			case again := <-run.calls:
+				t.Fatalf("sent again: %v", again.argv)
+			default:
+			}
+		})
+	}
+	t.Run("tryagain", func(t *testing.T) {
+		tab, run := coalescingTable(t)
+		batch, waiting := batchOf(t, tab, run, 3)
+		batch.answer <- evalAnswer{err: errors.New("TRYAGAIN Multiple keys request during rehashing of slot")}
+		again := next(t, run)
+		if fmt.Sprint(again.argv) != fmt.Sprint(batch.argv) {
+			t.Fatalf("retried %v, want %v", again.argv, batch.argv)
+		}
+		again.answer <- evalAnswer{reply: again.replyFor(t)}
+		for i, ch := range waiting {
+			if o := result(t, ch); o.err != nil {
+				t.Errorf("Take %d: %v", i, o.err)
+			}
+		}
+	})
+	t.Run("stopped", func(t *testing.T) {
+		// The script stopped at a state it could not read after the first
+		// request: the others were not decided.
+		tab, run := coalescingTable(t)
+		batch, waiting := batchOf(t, tab, run, 3)
+		batch.answer <- evalAnswer{reply: batch.replyFor(t)[:3]}
+		for i, ch := range waiting {
+			o := result(t, ch)
+			if i == 0 && o.err != nil || i > 0 && !errors.Is(o.err, store.ErrStateMismatch) {
+				t.Errorf("Take %d: %+v", i, o)
+			}
+		}
+	})
+	t.Run("bad reply", func(t *testing.T) {
+		tab, run := coalescingTable(t)
+		batch, waiting := batchOf(t, tab, run, 3)
+		batch.answer <- evalAnswer{reply: batch.replyFor(t)[:4]}
+		for i, ch := range waiting {
+			if o := result(t, ch); !errors.Is(o.err, store.ErrUnavailable) {
+				t.Errorf("Take %d: %+v, want store.ErrUnavailable", i, o)
+			}
+		}
+	})
+}
+
+// TestCoalesceEveryRequestOnce: many goroutines on a few keys, a runner
+// answering at once: every request is sent exactly once, in a call of at
+// most MaxBatch, and gets its own answer; nothing stays in flight.
+func TestCoalesceEveryRequestOnce(t *testing.T) {
+	tab, run := coalescingTable(t)
+	var sent atomic.Int64
+	stop := make(chan struct{})
+	var answering sync.WaitGroup
+	answering.Add(1)
+	go func() {
+		defer answering.Done()
+		for {
+			select {
+			case c := <-run.calls:
+				nows, _ := c.requests(t)
+				if len(nows) > MaxBatch {
+					t.Errorf("a batch of %d", len(nows))
+				}
+				sent.Add(int64(len(nows)))
+				c.answer <- evalAnswer{reply: c.replyFor(t)}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	const goroutines, each = 64, 200
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				now := int64(g*each + i)
+				r, err := tab.Take(t.Context(), fmt.Sprint("k", g%3), now%1000, 1, nil)
+				if err != nil || r.Remaining != 1000-now%1000 {
+					t.Errorf("Take at %d: %+v, %v", now%1000, r, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	answering.Wait()
+	if got := sent.Load(); got != goroutines*each {
+		t.Errorf("%d requests sent, want %d", got, goroutines*each)
+	}
+	waitForgotten(t, tab)
+}
