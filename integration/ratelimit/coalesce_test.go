@@ -1,0 +1,175 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
+	"github.com/go-ratelimit/ratelimit/internal/redistest"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/goredisstore"
+	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// hammer has goroutines ask decide for costs of 1 to 3 until each has
+// been denied 20 times in a row, and returns the units admitted and the
+// decisions made.
+func hammer(t *testing.T, goroutines int, decide func(ctx context.Context, cost int) (bool, error)) (admitted, decisions int64) {
+	t.Helper()
+	var adm, dec atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, inARow := 0, 0; inARow < 20; i++ {
+				cost := 1 + (g+i)%3
+				ok, err := decide(t.Context(), cost)
+				if err != nil {
+					t.Errorf("goroutine %d: %v", g, err)
+					return
+				}
+				dec.Add(1)
+				if ok {
+					adm.Add(int64(cost))
+					inARow = 0
+				} else {
+					inARow++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return adm.Load(), dec.Load()
+}
+
+// TestCoalescedExact: 64 goroutines hammering one key with costs of 1 to
+// 3, through a Limiter on either Redis store with coalescing on (the
+// default), admit exactly the limit (5,000 units, nothing refilling), for
+// every algorithm and for a Policy of a bucket and a sliding log (the log
+// charged exactly what was admitted), on miniredis, Redis and the
+// cluster, with the local clock and with Redis's. With go-redis the
+// script calls are counted: far fewer than the decisions, or the test
+// would not have tested coalescing.
+func TestCoalescedExact(t *testing.T) {
+	const limit, goroutines = 5000, 64
+	// Nothing refills or expires during the test.
+	// (windows of 2^47 µs, about 4.5 years, end next in December 2027).
+	slow := time.Duration(1<<47) * time.Microsecond
+	algs := []struct {
+		name string
+		new  func() (algorithm.Algorithm, error)
+	}{
+		{"tokenbucket", func() (algorithm.Algorithm, error) {
+			return tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: 1e-4})
+		}},
+		{"tokenbucket-interval", func() (algorithm.Algorithm, error) {
+			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: limit, Interval: 1000 * time.Hour})
+		}},
+		{"gcra", func() (algorithm.Algorithm, error) { return gcra.Per(limit, slow) }},
+		{"fixedwindow", func() (algorithm.Algorithm, error) { return fixedwindow.Per(limit, slow) }},
+		{"slidingwindow", func() (algorithm.Algorithm, error) { return slidingwindow.Per(limit, slow) }},
+		{"slidinglog", func() (algorithm.Algorithm, error) { return slidinglog.Per(limit, time.Hour) }},
+	}
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		for _, client := range []string{"goredis", "rueidis"} {
+			for _, clk := range []clock.Clock{clock.Local(), clock.Server()} {
+				newStore := func(t *testing.T) (store.Store[string], *scriptCounter) {
+					switch client {
+					case "goredis":
+						c := redistest.GoRedis(t, target)
+						calls := &scriptCounter{}
+						c.AddHook(calls)
+						st, err := goredisstore.New[string](c, goredisstore.WithPrefix[string](redistest.Prefix(t)))
+						if err != nil {
+							t.Fatal(err)
+						}
+						return st, calls
+					default:
+						st, err := rueidisstore.New[string](redistest.Rueidis(t, target), rueidisstore.WithPrefix[string](redistest.Prefix(t)))
+						if err != nil {
+							t.Fatal(err)
+						}
+						return st, nil
+					}
+				}
+				check := func(t *testing.T, calls *scriptCounter, admitted, decisions int64) {
+					t.Helper()
+					if admitted != limit {
+						t.Errorf("admitted %d units, want exactly %d", admitted, limit)
+					}
+					if calls != nil {
+						n := calls.n.Load()
+						t.Logf("%d decisions in %d script calls", decisions, n)
+						if n*2 > decisions {
+							t.Errorf("%d script calls for %d decisions: coalescing did not happen", n, decisions)
+						}
+					}
+				}
+				name := fmt.Sprintf("%s/%s", client, map[bool]string{true: "server", false: "local"}[clock.IsServer(clk)])
+				for _, a := range algs {
+					t.Run(name+"/"+a.name, func(t *testing.T) {
+						alg, err := a.new()
+						if err != nil {
+							t.Fatal(err)
+						}
+						st, calls := newStore(t)
+						lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk))
+						if err != nil {
+							t.Fatal(err)
+						}
+						admitted, decisions := hammer(t, goroutines, func(ctx context.Context, cost int) (bool, error) {
+							d, err := lim.AllowN(ctx, "hot", cost)
+							return d.Allowed(), err
+						})
+						check(t, calls, admitted, decisions)
+					})
+				}
+				t.Run(name+"/policy", func(t *testing.T) {
+					bucket, err := algs[0].new()
+					if err != nil {
+						t.Fatal(err)
+					}
+					log, err := slidinglog.Per(2*limit, time.Hour)
+					if err != nil {
+						t.Fatal(err)
+					}
+					st, calls := newStore(t)
+					p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}}, ratelimit.WithClock(clk))
+					if err != nil {
+						t.Fatal(err)
+					}
+					admitted, decisions := hammer(t, goroutines, func(ctx context.Context, cost int) (bool, error) {
+						d, err := p.AllowN(ctx, "hot", cost)
+						return d.Allowed(), err
+					})
+					check(t, calls, admitted, decisions)
+					// Peeked with the local clock: miniredis refuses TIME in
+					// a read-only script.
+					local, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					d, err := local.Peek(t.Context(), "hot")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := d.Limits()[1].Remaining(); got != 2*limit-admitted {
+						t.Errorf("the log holds %d, want %d: charged other than what was admitted", 2*limit-got, admitted)
+					}
+				})
+			}
+		}
+	})
+}
