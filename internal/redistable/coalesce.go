@@ -33,6 +33,12 @@ const (
 // lineShards is how many locks the lines of a table are spread over.
 const lineShards = 32
 
+// MaxInFlight is how many calls for one key a table has in flight at
+// once before further Takes wait in line: two, so that a batch forms
+// while one call runs, and is on its way while Redis still runs the other
+// (one at a time, the process would wait a round trip between batches).
+const MaxInFlight = 2
+
 // lines are a table's keys with a call in flight, by their first Redis
 // key's name (what the table's scripts declare first).
 type lines struct {
@@ -42,8 +48,7 @@ type lines struct {
 
 type lineShard struct {
 	mu sync.Mutex
-	// m holds a key while a call for it is in flight: nil while nothing
-	// waits behind the call, else its line.
+	// m holds a key's line while a call for it is in flight.
 	m map[string]*line
 	_ [40]byte // keeps shards' locks off one cache line
 }
@@ -51,8 +56,9 @@ type lineShard struct {
 // line is what waits behind a key's call in flight, guarded by its
 // shard's lock.
 type line struct {
-	keys    []string   // the key's Redis keys, as a call declares them
-	waiting []*request // in arrival order
+	keys     []string   // the key's Redis keys, as a call declares them, once a request waits
+	waiting  []*request // in arrival order
+	inflight int        // calls in flight: Takes alone and batches
 }
 
 func newLines() *lines {
@@ -87,21 +93,24 @@ type request struct {
 var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 
 // join reports whether the caller's Take of the key named name, whose
-// Redis keys are keys, goes alone (nothing in flight for it: the key is
-// now marked in flight, and the caller calls settle when its call is
-// over), or else returns the request it waits on, queued in the key's
-// line.
+// Redis keys are keys, goes alone (fewer than MaxInFlight calls for the
+// key are in flight and nothing waits: the call is counted in flight, and
+// the caller calls settle when it is over), or else returns the request
+// it waits on, queued in the key's line.
 func (t *Table[K]) join(ctx context.Context, sh *lineShard, name string, keys []string, now, cost int64) *request {
 	sh.mu.Lock()
-	ln, busy := sh.m[name]
-	if !busy {
-		sh.m[name] = nil
+	ln := sh.m[name]
+	if ln == nil {
+		ln = idleLines.Get().(*line)
+		sh.m[name] = ln
+	}
+	if ln.inflight < MaxInFlight && len(ln.waiting) == 0 {
+		ln.inflight++
 		sh.mu.Unlock()
 		return nil
 	}
-	if ln == nil {
-		ln = &line{keys: slices.Clone(keys)}
-		sh.m[name] = ln
+	if ln.keys == nil {
+		ln.keys = slices.Clone(keys)
 	}
 	req := requests.Get().(*request)
 	req.ctx, req.now, req.cost, req.state = ctx, now, cost, queued
@@ -114,47 +123,59 @@ func (t *Table[K]) join(ctx context.Context, sh *lineShard, name string, keys []
 	return req
 }
 
-// settle ends the call in flight for the key named name: the key is
-// forgotten when nothing waits behind it, else a goroutine sends what
-// waits.
+// idleLines are lines of no key, for join to take.
+var idleLines = sync.Pool{New: func() any { return new(line) }}
+
+// settle ends a call in flight for the key named name, the caller's own:
+// a goroutine sends what waits behind it, if anything does.
 func (t *Table[K]) settle(sh *lineShard, name string) {
 	sh.mu.Lock()
 	ln := sh.m[name]
-	if ln == nil || len(ln.waiting) == 0 {
-		delete(sh.m, name)
-		sh.mu.Unlock()
-		return
-	}
+	batch := t.ended(sh, name, ln)
 	sh.mu.Unlock()
-	go t.serve(sh, name, ln)
+	if batch != nil {
+		go t.serve(sh, name, ln, batch)
+	}
 }
 
-// serve sends the line's waiting requests in batches until none waits,
-// then forgets the key.
-func (t *Table[K]) serve(sh *lineShard, name string, ln *line) {
-	limit := MaxBatch
+// ended counts a call for the key out of flight, and returns the next
+// batch to send (counted in flight), or nil when nothing waits; the key
+// is forgotten when nothing is left in flight either. The caller holds
+// the shard's lock.
+func (t *Table[K]) ended(sh *lineShard, name string, ln *line) []*request {
+	ln.inflight--
+	n := min(len(ln.waiting), MaxBatch)
 	if t.hasLog {
-		limit = MaxLogBatch
+		n = min(n, MaxLogBatch)
 	}
-	var batch []*request
-	for {
-		sh.mu.Lock()
-		n := min(len(ln.waiting), limit)
-		if n == 0 {
+	if n == 0 {
+		if ln.inflight == 0 {
 			delete(sh.m, name)
-			sh.mu.Unlock()
-			return
+			ln.keys = nil
+			ln.waiting = ln.waiting[:0]
+			idleLines.Put(ln)
 		}
-		batch = append(batch[:0], ln.waiting[:n]...)
-		for _, req := range batch {
-			req.state = sent
-		}
-		rest := copy(ln.waiting, ln.waiting[n:])
-		clear(ln.waiting[rest:])
-		ln.waiting = ln.waiting[:rest]
-		sh.mu.Unlock()
+		return nil
+	}
+	ln.inflight++
+	batch := slices.Clone(ln.waiting[:n])
+	for _, req := range batch {
+		req.state = sent
+	}
+	rest := copy(ln.waiting, ln.waiting[n:])
+	clear(ln.waiting[rest:])
+	ln.waiting = ln.waiting[:rest]
+	return batch
+}
+
+// serve sends batch, then every batch that waits behind it, until none
+// does.
+func (t *Table[K]) serve(sh *lineShard, name string, ln *line, batch []*request) {
+	for batch != nil {
 		t.send(ln.keys, batch)
-		clear(batch)
+		sh.mu.Lock()
+		batch = t.ended(sh, name, ln)
+		sh.mu.Unlock()
 	}
 }
 

@@ -118,6 +118,34 @@ func waitQueued(t *testing.T, tab *Table[string], key string, n int) {
 	t.Fatalf("%d requests never waited in line", n)
 }
 
+// busy starts MaxInFlight Takes of key, at 1, 2…, which go alone, and
+// returns their calls, unanswered, and their outcomes.
+func busy(t *testing.T, tab *Table[string], run *fakeRunner, key string) ([]*evalCall, []chan outcome) {
+	t.Helper()
+	var calls []*evalCall
+	var outs []chan outcome
+	for i := range MaxInFlight {
+		outs = append(outs, take(t.Context(), tab, key, int64(1+i)))
+		c := next(t, run)
+		if c.script != tab.script {
+			t.Fatalf("a Take with fewer than MaxInFlight in flight ran %s, want the decision script", c.script.Name)
+		}
+		calls = append(calls, c)
+	}
+	return calls, outs
+}
+
+// answer answers calls and checks their outcomes.
+func answer(t *testing.T, calls []*evalCall, outs []chan outcome) {
+	t.Helper()
+	for i, c := range calls {
+		c.answer <- evalAnswer{reply: c.replyFor(t)}
+		if o := result(t, outs[i]); o.err != nil {
+			t.Fatalf("a Take alone: %v", o.err)
+		}
+	}
+}
+
 type outcome struct {
 	r   algorithm.Result
 	err error
@@ -161,20 +189,13 @@ func result(t *testing.T, ch chan outcome) outcome {
 func TestCoalesceInOrder(t *testing.T) {
 	tab, run := coalescingTable(t)
 	ctx := t.Context()
-	first := take(ctx, tab, "k", 1)
-	alone := next(t, run)
-	if alone.script != tab.script {
-		t.Fatalf("the first Take ran %s, want the decision script", alone.script.Name)
-	}
+	alone, first := busy(t, tab, run, "k")
 	var later []chan outcome
 	for i := range 5 {
 		later = append(later, take(ctx, tab, "k", int64(10+i)))
 		waitQueued(t, tab, "k", i+1)
 	}
-	alone.answer <- evalAnswer{reply: alone.replyFor(t)}
-	if o := result(t, first); o.err != nil || o.r.Remaining != 999 {
-		t.Fatalf("first Take: %+v", o)
-	}
+	answer(t, alone[:1], first[:1])
 	batch := next(t, run)
 	if batch.script != tab.batch {
 		t.Fatalf("the waiting Takes ran %s, want the batch script", batch.script.Name)
@@ -189,6 +210,7 @@ func TestCoalesceInOrder(t *testing.T) {
 			t.Errorf("Take %d: %+v, want its own result", i, o)
 		}
 	}
+	answer(t, alone[1:], first[1:])
 	waitForgotten(t, tab)
 }
 
@@ -215,8 +237,7 @@ func waitForgotten(t *testing.T, tab *Table[string]) {
 // the others go without it.
 func TestCoalesceQueuedLeaves(t *testing.T) {
 	tab, run := coalescingTable(t)
-	first := take(t.Context(), tab, "k", 1)
-	alone := next(t, run)
+	alone, first := busy(t, tab, run, "k")
 	ctx, cancel := context.WithCancel(t.Context())
 	leaving := take(ctx, tab, "k", 2)
 	waitQueued(t, tab, "k", 1)
@@ -227,8 +248,7 @@ func TestCoalesceQueuedLeaves(t *testing.T) {
 		t.Fatalf("the Take whose context ended: %v, want store.ErrUnavailable and context.Canceled", o.err)
 	}
 	waitQueued(t, tab, "k", 1)
-	alone.answer <- evalAnswer{reply: alone.replyFor(t)}
-	result(t, first)
+	answer(t, alone, first)
 	c := next(t, run)
 	if nows, _ := c.requests(t); fmt.Sprint(nows) != "[3]" {
 		t.Fatalf("sent %v, want only the Take that stayed", nows)
@@ -248,8 +268,7 @@ func TestCoalesceDeadlines(t *testing.T) {
 	for _, latest := range []time.Duration{0, time.Hour} {
 		t.Run(fmt.Sprint("latest=", latest), func(t *testing.T) {
 			tab, run := coalescingTable(t)
-			first := take(t.Context(), tab, "k", 1)
-			alone := next(t, run)
+			alone, first := busy(t, tab, run, "k")
 			short, cancelShort := context.WithTimeout(t.Context(), 100*time.Millisecond)
 			defer cancelShort()
 			hurried := take(short, tab, "k", 2)
@@ -262,8 +281,7 @@ func TestCoalesceDeadlines(t *testing.T) {
 			}
 			patient := take(long, tab, "k", 3)
 			waitQueued(t, tab, "k", 2)
-			alone.answer <- evalAnswer{reply: alone.replyFor(t)}
-			result(t, first)
+			answer(t, alone, first)
 			batch := next(t, run)
 			d, ok := batch.ctx.Deadline()
 			want, wantOK := long.Deadline()
@@ -289,15 +307,13 @@ func TestCoalesceDeadlines(t *testing.T) {
 // answers the call, and returns the batch call and the waiting Takes.
 func batchOf(t *testing.T, tab *Table[string], run *fakeRunner, n int) (*evalCall, []chan outcome) {
 	t.Helper()
-	first := take(t.Context(), tab, "k", 1)
-	alone := next(t, run)
+	alone, first := busy(t, tab, run, "k")
 	var waiting []chan outcome
 	for i := range n {
-		waiting = append(waiting, take(t.Context(), tab, "k", int64(2+i)))
+		waiting = append(waiting, take(t.Context(), tab, "k", int64(10+i)))
 		waitQueued(t, tab, "k", i+1)
 	}
-	alone.answer <- evalAnswer{reply: alone.replyFor(t)}
-	result(t, first)
+	answer(t, alone, first)
 	return next(t, run), waiting
 }
 
