@@ -90,10 +90,11 @@ local function exec(raw, cmd, k, ...)
     end
     return out
   elseif cmd == 'HSET' then
-    local v, a = view(k), {...}
-    for i = 1, #a, 2 do
-      v.f[a[i]] = a[i + 1]
-      v.dirty[a[i]] = true
+    local v = view(k)
+    for i = 1, select('#', ...), 2 do
+      local field, value = select(i, ...)
+      v.f[field] = value
+      v.dirty[field] = true
     end
     return 0
   elseif cmd == 'PEXPIRE' and views[k] and next(views[k].dirty) then
