@@ -283,16 +283,15 @@ func TestLinearizable(t *testing.T) {
 				}
 				prefix := redistest.Prefix(t)
 				// Two Limiters, one per client library, each shared by half
-				// the clients: requests of one key through one Limiter that
-				// arrive while another is in flight are coalesced (the
-				// stores' default), so the histories hold batches.
+				// the clients, coalescing behind one call in flight: the
+				// histories hold batches.
 				var shared [2]*ratelimit.Limiter[string]
 				for c := range shared {
 					var st store.Store[string]
 					if c == 0 {
-						st, err = goredisstore.New(goredis, goredisstore.WithPrefix[string](prefix))
+						st, err = goredisstore.New(goredis, goredisstore.WithPrefix[string](prefix), goredisstore.WithCoalescing[string](1))
 					} else {
-						st, err = rueidisstore.New(rueidis, rueidisstore.WithPrefix[string](prefix))
+						st, err = rueidisstore.New(rueidis, rueidisstore.WithPrefix[string](prefix), rueidisstore.WithCoalescing[string](1))
 					}
 					if err != nil {
 						t.Fatal(err)

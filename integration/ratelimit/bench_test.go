@@ -1,9 +1,11 @@
 package ratelimit_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/go-ratelimit/ratelimit/internal/benchkit"
+	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
@@ -13,27 +15,32 @@ import (
 // redisStores are both clients' stores on a real Redis at
 // $RATELIMIT_REDIS_ADDR (the benchmarks skip when it is unset).
 func redisStores(b *testing.B) []benchkit.Store {
-	return redisStoresCoalescing(b, true)
+	return redisStoresCoalescing(b, redistable.DefaultInFlight)
 }
 
-// redisStoresCoalescing is redisStores with coalescing on or off; off,
-// the stores' names end in "-single".
-func redisStoresCoalescing(b *testing.B, on bool) []benchkit.Store {
+// redisStoresCoalescing is redisStores with WithCoalescing(inFlight);
+// the stores' names end in "-single" with coalescing off (0), in
+// "-inflight1" with 1.
+func redisStoresCoalescing(b *testing.B, inFlight int) []benchkit.Store {
 	target := redistest.Standalone(b)
 	suffix := ""
-	if !on {
+	switch inFlight {
+	case 0:
 		suffix = "-single"
+	case redistable.DefaultInFlight:
+	default:
+		suffix = fmt.Sprint("-inflight", inFlight)
 	}
 	return []benchkit.Store{
 		{Name: "goredis" + suffix, Remote: true, New: func(b *testing.B) store.Store[string] {
-			st, err := goredisstore.New[string](redistest.GoRedis(b, target), goredisstore.WithPrefix[string](redistest.Prefix(b)), goredisstore.WithCoalescing[string](on))
+			st, err := goredisstore.New[string](redistest.GoRedis(b, target), goredisstore.WithPrefix[string](redistest.Prefix(b)), goredisstore.WithCoalescing[string](inFlight))
 			if err != nil {
 				b.Fatal(err)
 			}
 			return st
 		}},
 		{Name: "rueidis" + suffix, Remote: true, New: func(b *testing.B) store.Store[string] {
-			st, err := rueidisstore.New[string](redistest.Rueidis(b, target), rueidisstore.WithPrefix[string](redistest.Prefix(b)), rueidisstore.WithCoalescing[string](on))
+			st, err := rueidisstore.New[string](redistest.Rueidis(b, target), rueidisstore.WithPrefix[string](redistest.Prefix(b)), rueidisstore.WithCoalescing[string](inFlight))
 			if err != nil {
 				b.Fatal(err)
 			}

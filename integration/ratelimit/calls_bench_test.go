@@ -14,14 +14,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // BenchmarkCalls is issue 27's benchmark shape: a token bucket never
-// reached, through both clients with coalescing (the default) and without
-// ("-single"), on one hot key and on 10,000 keys, with 1, 8 and 64 goroutines,
-// through both clients. Besides decisions/s it reports p50 and p99
+// reached (limits=1), or a Policy of it and a fixed window (limits=2),
+// through both clients with coalescing as by default (8 calls in flight
+// per key), with 1 in flight ("-inflight1") and without ("-single"), on
+// one hot key and on 10,000 keys, with 1, 8 and 64 goroutines. Besides decisions/s it reports p50 and p99
 // latency, and from INFO commandstats (EVAL, EVALSHA and EVALSHA_RO
 // together) the script calls per decision and Redis µs per decision. The
 // server at $RATELIMIT_REDIS_ADDR should have no other clients:
@@ -38,26 +40,52 @@ func BenchmarkCalls(b *testing.B) {
 	for i := range many {
 		many[i] = fmt.Sprintf("route:%d", i)
 	}
-	for _, st := range append(redisStores(b), redisStoresCoalescing(b, false)...) {
+	window, err := fixedwindow.Per(1<<30, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stores := append(redisStores(b), redisStoresCoalescing(b, 1)...)
+	for _, st := range append(stores, redisStoresCoalescing(b, 0)...) {
 		for _, w := range []struct {
 			name string
 			keys []string
 		}{{"hotkey", []string{"hot"}}, {"keys=10000", many}} {
-			for _, g := range []int{1, 8, 64} {
-				b.Run(fmt.Sprintf("%s/%s/goroutines=%d", st.Name, w.name, g), func(b *testing.B) {
-					lim, err := ratelimit.New(alg, st.New(b))
-					if err != nil {
-						b.Fatal(err)
-					}
-					callsN(b, info, lim, w.keys, g)
-				})
+			for _, limits := range []int{1, 2} {
+				for _, g := range []int{1, 8, 64} {
+					b.Run(fmt.Sprintf("%s/%s/limits=%d/goroutines=%d", st.Name, w.name, limits, g), func(b *testing.B) {
+						var allow func(ctx context.Context, key string) (bool, error)
+						if limits == 1 {
+							lim, err := ratelimit.New(alg, st.New(b))
+							if err != nil {
+								b.Fatal(err)
+							}
+							allow = func(ctx context.Context, key string) (bool, error) {
+								d, err := lim.Allow(ctx, key)
+								return d.Allowed(), err
+							}
+						} else {
+							// A Policy of the bucket and a fixed window, neither
+							// ever reached: one hash per key, one HMGET and one
+							// HSET per script.
+							p, err := ratelimit.NewPolicy(st.New(b), []ratelimit.Limit{{Name: "bucket", Algorithm: alg}, {Name: "window", Algorithm: window}})
+							if err != nil {
+								b.Fatal(err)
+							}
+							allow = func(ctx context.Context, key string) (bool, error) {
+								d, err := p.Allow(ctx, key)
+								return d.Allowed(), err
+							}
+						}
+						callsN(b, info, allow, w.keys, g)
+					})
+				}
 			}
 		}
 	}
 }
 
 // callsN makes b.N decisions with g goroutines, round robin over keys.
-func callsN(b *testing.B, info redis.UniversalClient, lim *ratelimit.Limiter[string], keys []string, g int) {
+func callsN(b *testing.B, info redis.UniversalClient, allow func(ctx context.Context, key string) (bool, error), keys []string, g int) {
 	ctx := context.Background()
 	var next, failed, denied atomic.Int64
 	var mu sync.Mutex
@@ -74,11 +102,11 @@ func callsN(b *testing.B, info redis.UniversalClient, lim *ratelimit.Limiter[str
 			i := w * 7919 % len(keys)
 			for next.Add(1) <= int64(b.N) {
 				start := time.Now()
-				d, err := lim.Allow(ctx, keys[i])
+				ok, err := allow(ctx, keys[i])
 				mine = append(mine, time.Since(start))
 				if err != nil {
 					failed.Add(1)
-				} else if !d.Allowed() {
+				} else if !ok {
 					denied.Add(1)
 				}
 				if i++; i == len(keys) {

@@ -13,6 +13,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/gcra"
+	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/slidingwindow"
@@ -59,7 +60,8 @@ func hammer(t *testing.T, goroutines int, decide func(ctx context.Context, cost 
 // default), admit exactly the limit (5,000 units, nothing refilling), for
 // every algorithm and for a Policy of a bucket and a sliding log (the log
 // charged exactly what was admitted), on miniredis, Redis and the
-// cluster, with the local clock and with Redis's. With go-redis the
+// cluster, with the local clock and with Redis's, with the stores' default
+// calls in flight per key and with one. With go-redis the
 // script calls are counted: far fewer than the decisions, or the test
 // would not have tested coalescing.
 func TestCoalescedExact(t *testing.T) {
@@ -84,20 +86,24 @@ func TestCoalescedExact(t *testing.T) {
 	}
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		for _, client := range []string{"goredis", "rueidis"} {
-			for _, clk := range []clock.Clock{clock.Local(), clock.Server()} {
+			for _, c := range []struct {
+				clk      clock.Clock
+				inFlight int
+			}{{clock.Local(), redistable.DefaultInFlight}, {clock.Server(), redistable.DefaultInFlight}, {clock.Local(), 1}} {
+				clk := c.clk
 				newStore := func(t *testing.T) (store.Store[string], *scriptCounter) {
 					switch client {
 					case "goredis":
-						c := redistest.GoRedis(t, target)
+						rc := redistest.GoRedis(t, target)
 						calls := &scriptCounter{}
-						c.AddHook(calls)
-						st, err := goredisstore.New[string](c, goredisstore.WithPrefix[string](redistest.Prefix(t)))
+						rc.AddHook(calls)
+						st, err := goredisstore.New[string](rc, goredisstore.WithPrefix[string](redistest.Prefix(t)), goredisstore.WithCoalescing[string](c.inFlight))
 						if err != nil {
 							t.Fatal(err)
 						}
 						return st, calls
 					default:
-						st, err := rueidisstore.New[string](redistest.Rueidis(t, target), rueidisstore.WithPrefix[string](redistest.Prefix(t)))
+						st, err := rueidisstore.New[string](redistest.Rueidis(t, target), rueidisstore.WithPrefix[string](redistest.Prefix(t)), rueidisstore.WithCoalescing[string](c.inFlight))
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -117,7 +123,7 @@ func TestCoalescedExact(t *testing.T) {
 						}
 					}
 				}
-				name := fmt.Sprintf("%s/%s", client, map[bool]string{true: "server", false: "local"}[clock.IsServer(clk)])
+				name := fmt.Sprintf("%s/%s/inflight=%d", client, map[bool]string{true: "server", false: "local"}[clock.IsServer(clk)], c.inFlight)
 				for _, a := range algs {
 					t.Run(name+"/"+a.name, func(t *testing.T) {
 						alg, err := a.new()

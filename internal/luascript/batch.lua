@@ -69,24 +69,25 @@ local function exec(raw, cmd, k, ...)
     end
     return x
   elseif cmd == 'HMGET' then
-    local v, fields = view(k), {...}
-    for _, field in ipairs(fields) do
-      if v.f[field] == nil then
-        local got = raw('HMGET', k, unpack(fields))
+    local v, n = view(k), select('#', ...)
+    for i = 1, n do
+      if v.f[(select(i, ...))] == nil then
+        local got = raw('HMGET', k, ...)
         if got.err then
           return got
         end
-        for i, g in ipairs(fields) do
-          if v.f[g] == nil then
-            v.f[g] = got[i]
+        for j = 1, n do
+          local field = (select(j, ...))
+          if v.f[field] == nil then
+            v.f[field] = got[j]
           end
         end
         break
       end
     end
     local out = {}
-    for i, field in ipairs(fields) do
-      out[i] = v.f[field]
+    for i = 1, n do
+      out[i] = v.f[(select(i, ...))]
     end
     return out
   elseif cmd == 'HSET' then

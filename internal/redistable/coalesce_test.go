@@ -83,12 +83,17 @@ func (c *evalCall) replyFor(t *testing.T) []int64 {
 
 func coalescingTable(t *testing.T) (*Table[string], *fakeRunner) {
 	t.Helper()
+	return coalescingTableOf(t, DefaultInFlight)
+}
+
+func coalescingTableOf(t *testing.T, inFlight int) (*Table[string], *fakeRunner) {
+	t.Helper()
 	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 1000, Rate: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := &fakeRunner{calls: make(chan *evalCall)}
-	tab, err := Open[string](run, Config[string]{Coalesce: true}, store.LimitsOf(alg), clock.Local())
+	tab, err := Open[string](run, Config[string]{InFlight: inFlight}, store.LimitsOf(alg), clock.Local())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,17 +123,17 @@ func waitQueued(t *testing.T, tab *Table[string], key string, n int) {
 	t.Fatalf("%d requests never waited in line", n)
 }
 
-// busy starts MaxInFlight Takes of key, at 1, 2…, which go alone, and
+// busy starts DefaultInFlight Takes of key, at 1, 2…, which go alone, and
 // returns their calls, unanswered, and their outcomes.
 func busy(t *testing.T, tab *Table[string], run *fakeRunner, key string) ([]*evalCall, []chan outcome) {
 	t.Helper()
 	var calls []*evalCall
 	var outs []chan outcome
-	for i := range MaxInFlight {
+	for i := range tab.inFlight {
 		outs = append(outs, take(t.Context(), tab, key, int64(1+i)))
 		c := next(t, run)
 		if c.script != tab.script {
-			t.Fatalf("a Take with fewer than MaxInFlight in flight ran %s, want the decision script", c.script.Name)
+			t.Fatalf("a Take with fewer than DefaultInFlight in flight ran %s, want the decision script", c.script.Name)
 		}
 		calls = append(calls, c)
 	}
@@ -187,7 +192,13 @@ func result(t *testing.T, ch chan outcome) outcome {
 // it returns, in one batch call carrying them in arrival order, and each
 // gets its own result; the key is then forgotten.
 func TestCoalesceInOrder(t *testing.T) {
-	tab, run := coalescingTable(t)
+	for _, inFlight := range []int{1, 3, DefaultInFlight} {
+		t.Run(fmt.Sprint("inflight=", inFlight), func(t *testing.T) { testCoalesceInOrder(t, inFlight) })
+	}
+}
+
+func testCoalesceInOrder(t *testing.T, inFlight int) {
+	tab, run := coalescingTableOf(t, inFlight)
 	ctx := t.Context()
 	alone, first := busy(t, tab, run, "k")
 	var later []chan outcome
@@ -435,4 +446,13 @@ func TestCoalesceEveryRequestOnce(t *testing.T) {
 		t.Errorf("%d requests sent, want %d", got, goroutines*each)
 	}
 	waitForgotten(t, tab)
+}
+
+// TestInFlightChecked: a negative number of calls in flight is a
+// configuration error, not a panic or coalescing off.
+func TestInFlightChecked(t *testing.T) {
+	cfg := Config[string]{InFlight: -1}
+	if err := cfg.Check(); !errors.Is(err, algorithm.ErrInvalidConfig) {
+		t.Fatalf("InFlight -1: %v, want algorithm.ErrInvalidConfig", err)
+	}
 }

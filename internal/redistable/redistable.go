@@ -100,10 +100,11 @@ type Config[K comparable] struct {
 	// escaping, the prefix and the state ID) a table accepts; 0 means
 	// store.DefaultMaxKeyBytes.
 	MaxKeyBytes int
-	// Coalesce makes Takes of one key that arrive while one is in flight
-	// wait for it, then go together in one batch script call (see
-	// coalesce.go); the stores turn it on by default.
-	Coalesce bool
+	// InFlight, when above 0, coalesces Takes: once InFlight calls for a
+	// key are in flight, further Takes of it wait, then go together in
+	// one batch script call (see coalesce.go). 0 turns coalescing off;
+	// the stores' default is DefaultInFlight.
+	InFlight int
 	// Evictions, when not nil, checks the servers' maxmemory-policy when
 	// a table is opened. A store shares one among its tables.
 	Evictions *EvictionCheck
@@ -115,6 +116,9 @@ type Config[K comparable] struct {
 func (c *Config[K]) Check() error {
 	if err := CheckPrefix(c.Prefix); err != nil {
 		return err
+	}
+	if c.InFlight < 0 {
+		return fmt.Errorf("%w: coalescing: %d calls in flight per key; want 0 (off) or more", algorithm.ErrInvalidConfig, c.InFlight)
 	}
 	if c.TTLMargin < 0 || c.TTLMargin > time.Duration(algorithm.MaxDuration)*time.Microsecond {
 		return fmt.Errorf("%w: TTL margin %v out of range", algorithm.ErrInvalidConfig, c.TTLMargin)
@@ -163,6 +167,7 @@ type Table[K comparable] struct {
 	maxKey   int                                       // the longest encoding of a key accepted
 	warnings []error                                   // found by cfg.Evictions
 	lines    *lines                                    // keys in flight, nil without coalescing
+	inFlight int                                       // Config.InFlight
 	batch    *luascript.Script                         // the batch script of script
 	hasLog   bool                                      // a limit is a sliding log
 }
@@ -239,7 +244,8 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	}
 	t.script = script
 	t.specs = specs
-	if cfg.Coalesce {
+	if cfg.InFlight > 0 {
+		t.inFlight = cfg.InFlight
 		t.lines = newLines()
 		t.batch = luascript.Batch(script)
 	}

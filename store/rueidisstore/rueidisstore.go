@@ -109,22 +109,30 @@ func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
 	return func(s *Store[K]) { s.cfg.TTLMargin = margin }
 }
 
-// WithCoalescing turns coalescing on (the default) or off. With it on,
-// a Take of a key that arrives while another Take of the same key through
-// the same Limiter or Policy is in flight waits for that call to return,
-// then goes with every other one that waited, up to 64 (16 with a sliding
-// log), in one script call that decides them in arrival order, each
-// exactly as if it had come alone after the ones before. A Take of a key
-// with nothing in flight goes at once, as without coalescing, so nothing
-// waits at low load; under load a hot key costs Redis one call per batch
-// instead of one per decision. Each caller keeps its own deadline: the
-// batch's call lasts as long as its latest one, a caller whose context
-// ends while still waiting leaves uncharged, and one whose context ends
-// while its batch is in flight gets an error with an unknown outcome, as
-// from a single call. A lost reply fails every request of the batch, none
-// is sent again. Peeks, Reset and bookings are never batched.
-func WithCoalescing[K comparable](on bool) Option[K] {
-	return func(s *Store[K]) { s.cfg.Coalesce = on }
+// WithCoalescing sets how many calls for one key the store has in
+// flight at once, per Limiter or Policy, before further Takes of the key
+// wait and go together (default redistable.DefaultInFlight, 8; 0 turns
+// coalescing off). A Take of a key with fewer calls in flight goes at
+// once, as without coalescing, so nothing waits at low load and there is
+// no timer. Once inFlight are in flight, further Takes of the key wait in
+// the process; when a call returns, those waiting go, up to 64 (16 with a
+// sliding log), in one script call that decides them in arrival order,
+// each exactly as if it had come alone after the ones before. A hot key
+// then costs Redis one call per batch instead of one per decision. Fewer
+// in flight make larger batches, so less Redis time per decision (1 is
+// the least: worth it when many processes share one hot key, at the cost
+// of some latency in each); more keep a key asked by a few callers at
+// once off the line.
+//
+// Each caller keeps its own deadline: a batch's call lasts as long as the
+// latest one in it, a caller whose context ends while still waiting
+// leaves uncharged, and one whose context ends while its batch is in
+// flight gets an error with an unknown outcome, as from a single call. A
+// lost reply fails every request of its batch; none is sent again.
+// Peeks, Reset and bookings always go alone. A negative inFlight fails
+// New with algorithm.ErrInvalidConfig.
+func WithCoalescing[K comparable](inFlight int) Option[K] {
+	return func(s *Store[K]) { s.cfg.InFlight = inFlight }
 }
 
 // WithMaxKeyBytes sets the longest key the store accepts, in bytes of its
@@ -182,7 +190,7 @@ func New[K comparable](client rueidis.Client, opts ...Option[K]) (*Store[K], err
 	if client == nil {
 		return nil, fmt.Errorf("%w: rueidisstore: nil client", algorithm.ErrInvalidConfig)
 	}
-	s := &Store[K]{client: client, cfg: redistable.Config[K]{Prefix: DefaultPrefix, TTLMargin: redistable.DefaultTTLMargin, Coalesce: true}}
+	s := &Store[K]{client: client, cfg: redistable.Config[K]{Prefix: DefaultPrefix, TTLMargin: redistable.DefaultTTLMargin, InFlight: redistable.DefaultInFlight}}
 	for _, o := range opts {
 		o(s)
 	}
