@@ -83,11 +83,14 @@ func startLoad(t *testing.T, c *cluster, targets []target) *load {
 	t.Cleanup(ru.Close)
 	var lims [2][]*ratelimit.Limiter[string]
 	for _, tg := range targets {
-		gs, err := goredisstore.New(gr, goredisstore.WithPrefix[string](tg.prefix))
+		// Coalescing behind one call in flight: the load's few workers per
+		// key form batches, so a failover meets batches in flight (a
+		// lost batch reply is every request's unknown, none resent).
+		gs, err := goredisstore.New(gr, goredisstore.WithPrefix[string](tg.prefix), goredisstore.WithCoalescing[string](1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs, err := rueidisstore.New(ru, rueidisstore.WithPrefix[string](tg.prefix))
+		rs, err := rueidisstore.New(ru, rueidisstore.WithPrefix[string](tg.prefix), rueidisstore.WithCoalescing[string](1))
 		if err != nil {
 			t.Fatal(err)
 		}
