@@ -290,11 +290,7 @@ func (t *Table[K]) nowArg(now int64) string {
 // and cost, and returns its combined result, each limit's in out when
 // not nil.
 func (t *Table[K]) callAlone(ctx context.Context, keys []string, now string, cost int64, out []algorithm.Result) (algorithm.Result, error) {
-	args := Args{Now: now, Cost: strconv.FormatInt(cost, 10), Rest: t.rest, RestAny: t.restAny}
-	if cost >= 0 && cost < int64(len(smallCosts)) {
-		args.CostAny = smallCosts[cost]
-	}
-	reply, err := t.retry(ctx, t.script, false, keys, args, nil)
+	reply, err := t.retry(ctx, t.script, false, keys, t.decisionArgs(now, cost), nil)
 	if err != nil {
 		return algorithm.Result{}, err
 	}

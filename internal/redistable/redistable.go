@@ -279,6 +279,25 @@ type scratch struct {
 	reply []int64
 }
 
+// release returns sc to the pool with keys, its keys slice as a call
+// used it, holding no strings.
+func (sc *scratch) release(keys []string) {
+	clear(keys)
+	sc.keys = keys[:0]
+	scratches.Put(sc)
+}
+
+// decisionArgs are the decision script's arguments at now (ARGV[1] as
+// the call sends it) for cost: a cost below 100, the common one, is a
+// string strconv keeps, boxed once.
+func (t *Table[K]) decisionArgs(now string, cost int64) Args {
+	args := Args{Now: now, Cost: strconv.FormatInt(cost, 10), Rest: t.rest, RestAny: t.restAny}
+	if cost >= 0 && cost < int64(len(smallCosts)) {
+		args.CostAny = smallCosts[cost]
+	}
+	return args
+}
+
 var scratches = sync.Pool{New: func() any {
 	return &scratch{keys: make([]string, 0, 4), reply: make([]int64, 0, 12)}
 }}
@@ -430,23 +449,13 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, now, cost int
 		name := keys[0]
 		sh := t.lines.shard(name)
 		if req := t.join(ctx, sh, name, keys, now, cost); req != nil {
-			clear(keys)
-			sc.keys = keys[:0]
-			scratches.Put(sc)
+			sc.release(keys)
 			return t.await(ctx, sh, name, req, out)
 		}
 		defer t.settle(sh, name)
 	}
-	args := Args{Now: nowArg, Cost: strconv.FormatInt(cost, 10), Rest: t.rest, RestAny: t.restAny}
-	if cost >= 0 && cost < int64(len(smallCosts)) {
-		args.CostAny = smallCosts[cost]
-	}
-	defer func() {
-		clear(keys) // hold no strings while pooled
-		sc.keys = keys[:0]
-		scratches.Put(sc)
-	}()
-	reply, err := t.retry(ctx, t.script, readOnly, keys, args, sc.reply)
+	defer sc.release(keys)
+	reply, err := t.retry(ctx, t.script, readOnly, keys, t.decisionArgs(nowArg, cost), sc.reply)
 	if err != nil {
 		return algorithm.Result{}, err
 	}
