@@ -23,11 +23,17 @@ import (
 // drawAlgorithm draws one of the six algorithms with a small limit, so
 // that histories reach it.
 func drawAlgorithm(t *rapid.T, label string) algorithm.Algorithm {
+	return drawOfKind(t, label, rapid.IntRange(0, 5).Draw(t, label+"-kind"))
+}
+
+// drawOfKind draws an algorithm of the kind numbered k (as drawAlgorithm
+// numbers them) with a small limit.
+func drawOfKind(t *rapid.T, label string, k int) algorithm.Algorithm {
 	limit := rapid.Int64Range(1, 8).Draw(t, label+"-limit")
 	window := time.Duration(rapid.Int64Range(1, 50).Draw(t, label+"-ms")) * time.Millisecond
 	var alg algorithm.Algorithm
 	var err error
-	switch rapid.IntRange(0, 5).Draw(t, label+"-kind") {
+	switch k {
 	case 0:
 		alg, err = tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: float64(limit) / window.Seconds()})
 	case 1:
@@ -65,13 +71,20 @@ func TestBatchMirror(t *testing.T) {
 			n := rapid.IntRange(1, 3).Draw(rt, "limits")
 			limits := make([]luascript.Limit, n)
 			maxCost := int64(algorithm.MaxLimit)
+			kinds := make([]int, n)
 			for i := range limits {
-				alg := drawAlgorithm(rt, fmt.Sprint("limit", i))
+				kinds[i] = rapid.IntRange(0, 5).Draw(rt, fmt.Sprint("limit", i, "-kind"))
+				alg := drawOfKind(rt, fmt.Sprint("limit", i), kinds[i])
 				maxCost = min(maxCost, alg.Limit())
 				limits[i] = luascript.LimitOf(alg, fmt.Sprint("id", i))
 				// Costs run from 1 to the smallest limit: the stores
 				// refuse larger ones before any script runs.
 				limits[i].ResetOnMismatch = rapid.Bool().Draw(rt, fmt.Sprint("afresh", i))
+				// A state of the same algorithm under other parameters
+				// (foreign, below) is carried by the limit's rule.
+				if kinds[i] != 5 && rapid.Bool().Draw(rt, fmt.Sprint("proportional", i)) {
+					limits[i].Rule = algorithm.Proportional
+				}
 			}
 			single, params, err := luascript.For(limits...)
 			if err != nil {
@@ -94,8 +107,16 @@ func TestBatchMirror(t *testing.T) {
 			// What the keys hold before: a foreign state under the first
 			// ID, or a history of single calls on both.
 			now := time.Now().UnixMicro()
-			if rapid.IntRange(0, 4).Draw(rt, "foreign") == 0 {
-				other := luascript.LimitOf(drawAlgorithm(rt, "foreign"), ids[0])
+			// A foreign state is another algorithm's, or, as often, the same
+			// algorithm's under other parameters (a limit changed on a
+			// live key), which every request of the batch converts until
+			// one admission writes the state under its own.
+			if rapid.IntRange(0, 2).Draw(rt, "foreign") == 0 {
+				kind := kinds[0]
+				if rapid.Bool().Draw(rt, "foreign-other-kind") {
+					kind = rapid.IntRange(0, 5).Draw(rt, "foreign-kind")
+				}
+				other := luascript.LimitOf(drawOfKind(rt, "foreign", kind), ids[0])
 				s, p, err := luascript.For(other)
 				if err != nil {
 					rt.Fatal(err)

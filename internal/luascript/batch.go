@@ -24,7 +24,12 @@ func Batch(decision *Script) *Script {
 	if s, ok := batches.Load(decision.SHA1); ok {
 		return s.(*Script)
 	}
-	src := strings.Replace(batchSource, "--@decision\n", decision.Source, 1)
+	head, limits, tail := composeParts(strings.Split(decision.Name, "+"), true)
+	src := strings.NewReplacer(
+		"--@head\n", head,
+		"--@decision\n", prelude+limits,
+		"--@tail\n", tail,
+	).Replace(batchSource)
 	source := withoutComments(src)
 	sum := sha1.Sum([]byte(source))
 	s := &Script{Name: "batch:" + decision.Name, Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: decision.Limits}

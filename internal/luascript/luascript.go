@@ -161,6 +161,30 @@ func split(text string) (body, error) {
 func compose(names []string) *Script {
 	var src strings.Builder
 	src.WriteString(prelude)
+	head, limits, _ := composeParts(names, false)
+	src.WriteString(head)
+	src.WriteString(limits)
+	source := withoutComments(src.String())
+	sum := sha1.Sum([]byte(source))
+	return &Script{Name: strings.Join(names, "+"), Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
+}
+
+// composeParts writes the parts of a script deciding for limits of the
+// named algorithms: head, which names the keys (and, in a batch, reads
+// the limits' fields of the hash once); limits, which decides one request
+// and returns its reply; and, in a batch, tail, which writes the fields
+// the batch's requests changed (batch.lua puts a batch together).
+//
+// The decision script (batch false) reads each field in its load and
+// writes it in its store. In a batch, the head reads the fields of all
+// the limits kept in the hash into Lua variables (cur1, cur2… by limit),
+// each load reads its variable instead of Redis, each store sets it
+// (after removing what must go first, as a single store does), and the
+// tail writes every field that was set with one HSET, and the key's TTL
+// once, the longest any request asked for. A sliding log's commands go to
+// Redis as they come: its state is a sorted set of its own.
+func composeParts(names []string, batch bool) (head, limits, tail string) {
+	var src strings.Builder
 	// KEYS holds the keys the script must find on the node it runs on:
 	// the hash when a limit keeps its state there, then each sliding
 	// log's sorted set (redistable.Table declares no more, so that a
@@ -176,42 +200,54 @@ func compose(names []string) *Script {
 		}
 	}
 	src.WriteString("local hkey = KEYS[1]\n")
-	// hmget: with several limits keeping state in the hash, the script
-	// reads all their fields with one HMGET before any limit's load, and
-	// each load takes its value from the reply (hgetLine's replacement)
-	// instead of an HGET of its own. An error reply (WRONGTYPE: the key
-	// is not a hash) stands for every field, as HGET's would have.
-	hashed := 0
-	for _, name := range names {
-		if bodies[name].kind != algorithm.KindSlidingLog {
-			hashed++
-		}
-	}
-	hmget := len(names) > 1 && hashed > 1
-	if hmget {
-		src.WriteString("local hv = redis.pcall('HMGET', hkey")
-		at := 3
-		for _, name := range names {
-			b := bodies[name]
-			if b.kind != algorithm.KindSlidingLog {
-				fmt.Fprintf(&src, ", ARGV[%d]", at+1)
-			}
-			at += fixedArgs + b.params
-		}
-		src.WriteString(")\nif hv.err then\n  hv = {err = hv}\nend\n")
-	}
-	field := 0 // the limit's place in the HMGET, from 1
 	if logs == len(names) {
 		// Logs alone: KEYS[1] is the first log's sorted set, the hash's
 		// name followed by its ID ("{}" for the empty one).
 		fmt.Fprintf(&src, "if #KEYS == %d then\n  hkey = string.sub(hkey, 1, #hkey - (ARGV[%d] == '' and 2 or #ARGV[%d]))\nend\n", logs, 3+1, 3+1)
 	}
+	// hmget: with several limits keeping state in the hash, the script
+	// reads all their fields with one HMGET before any limit's load, and
+	// each load takes its value from the reply (hgetLine's replacement)
+	// instead of an HGET of its own. An error reply (WRONGTYPE: the key
+	// is not a hash) stands for every field, as HGET's would have.
+	hashed := len(names) - logs
+	fieldArgs := make([]int, 0, hashed) // the ARGV index of each hashed limit's ID
+	at := 3
+	for _, name := range names {
+		b := bodies[name]
+		if b.kind != algorithm.KindSlidingLog {
+			fieldArgs = append(fieldArgs, at+1)
+		}
+		at += fixedArgs + b.params
+	}
+	hmget := hashed > 1
+	if hmget {
+		src.WriteString("local hv = redis.pcall('HMGET', hkey")
+		for _, a := range fieldArgs {
+			fmt.Fprintf(&src, ", ARGV[%d]", a)
+		}
+		src.WriteString(")\nif hv.err then\n  hv = {err = hv}\nend\n")
+	}
+	if batch {
+		for i, a := range fieldArgs {
+			if hmget {
+				fmt.Fprintf(&src, "local cur%d, set%d = hv.err or hv[%d], false\n", i+1, i+1, i+1)
+			} else {
+				fmt.Fprintf(&src, "local cur%d, set%d = redis.pcall('HGET', hkey, ARGV[%d]), false\n", i+1, i+1, a)
+			}
+		}
+		src.WriteString("local httl = 0\n")
+	}
+	head = src.String()
+	src.Reset()
+
 	// A log's sorted set is named once per script (zkeyOf); a limit whose
 	// state is in the hash looks at its ID's sorted set only on a miss or
 	// to wipe it, so it names it there ($zkey), and a decision on the fast
 	// path builds no string for it.
-	argv := 3 // the ARGV index before the next limit's arguments
-	n := 0    // the limit's number, from 1
+	argv := 3  // the ARGV index before the next limit's arguments
+	n := 0     // the limit's number, from 1
+	field := 0 // the limit's place among those kept in the hash, from 1
 	withArgs := func(part string) string { return substitute(part, argv, n) }
 	// decide is a limit's first part: for a state kept in the hash, the
 	// common load (load.lua), then the body's own.
@@ -219,24 +255,29 @@ func compose(names []string) *Script {
 		if b.kind == algorithm.KindSlidingLog {
 			return withArgs(b.decide)
 		}
-		if hmget {
-			field++
-			load := strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = hv.err or hv[%d]\n", field), 1)
-			return withArgs(load + b.decide)
+		field++
+		switch {
+		case batch:
+			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = cur%d\n", field), 1) + b.decide)
+		case hmget:
+			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = hv.err or hv[%d]\n", field), 1) + b.decide)
 		}
 		return withArgs(loadHash + b.decide)
 	}
 	// commit is a limit's third part: for a state kept in the hash, the
 	// body's own, then the common write (store.lua); with several limits,
-	// the field joins the script's one HSET (storeMany, hsetMany).
+	// the field joins the script's one HSET (storeMany, hsetMany); in a
+	// batch, the field's variable (storeBatch).
 	commit := func(b body) string {
-		if b.kind == algorithm.KindSlidingLog {
+		switch {
+		case b.kind == algorithm.KindSlidingLog:
 			return withArgs(b.commit)
+		case batch:
+			return withArgs(b.commit + wipeFirst + strings.ReplaceAll(storeBatch, "$f", strconv.Itoa(field)))
+		case len(names) > 1:
+			return withArgs(b.commit + wipeFirst + storeMany)
 		}
-		if len(names) > 1 {
-			return withArgs(b.commit + storeMany)
-		}
-		return withArgs(b.commit + storeHash)
+		return withArgs(b.commit + wipeFirst + storeHash)
 	}
 	if len(names) == 1 {
 		// One limit: the parts inline, with no closure to allocate.
@@ -255,7 +296,10 @@ func compose(names []string) *Script {
 		// Several: every limit's first part, each in a block of its own
 		// that leaves its report and commit parts behind as closures;
 		// then either every report or every commit.
-		src.WriteString("local all = true\nlocal hset, httl = {}, 0\n")
+		src.WriteString("local all = true\n")
+		if !batch {
+			src.WriteString("local hset, httl = {}, 0\n")
+		}
 		for i, name := range names {
 			b := bodies[name]
 			n = i + 1
@@ -279,12 +323,25 @@ func compose(names []string) *Script {
 		for i := range names {
 			fmt.Fprintf(&src, "out[%d], out[%d] = commit%d()\nout[%d] = 0\n", 3*i+1, 3*i+3, i+1, 3*i+2)
 		}
-		src.WriteString(hsetMany)
+		if !batch {
+			src.WriteString(hsetMany)
+		}
 		src.WriteString("return out\n")
 	}
-	source := withoutComments(src.String())
-	sum := sha1.Sum([]byte(source))
-	return &Script{Name: strings.Join(names, "+"), Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
+	limits = src.String()
+	if !batch {
+		return head, limits, ""
+	}
+	src.Reset()
+	src.WriteString("local hset = {}\n")
+	for i, a := range fieldArgs {
+		fmt.Fprintf(&src, "if set%d then\n  hset[#hset + 1] = ARGV[%d]\n  hset[#hset + 1] = cur%d\nend\n", i+1, a, i+1)
+	}
+	if hashed > 0 {
+		src.WriteString("local margin = tonumber(ARGV[3])\n")
+		src.WriteString(hsetMany)
+	}
+	return head, limits, src.String()
 }
 
 // substitute returns a part of a limit's body with its references to its
@@ -341,15 +398,29 @@ func withoutComments(src string) string {
 // string-state limits replaces by a look into its one HMGET's reply.
 const hgetLine = "local v = redis.pcall('HGET', hkey, ARGV[$id])\n"
 
-// storeMany is store.lua for a limit of several: what must go first goes,
-// and the field joins hset, written by hsetMany with the longest TTL.
-const storeMany = `if wipe == 1 and redis.call('TYPE', hkey)['ok'] ~= 'hash' then
+// wipeFirst removes, before a limit's state is written, what its load
+// found in the way and started afresh over (wipe): the key, when it is
+// not a hash, or the sorted set of the same ID (a sliding log's).
+const wipeFirst = `if wipe == 1 and redis.call('TYPE', hkey)['ok'] ~= 'hash' then
   redis.call('DEL', hkey)
 elseif wipe == 2 then
   redis.call('DEL', $zkey)
 end
-hset[#hset + 1] = ARGV[$id]
+`
+
+// storeMany is store.lua for a limit of several: the field joins hset,
+// written by hsetMany with the longest TTL.
+const storeMany = `hset[#hset + 1] = ARGV[$id]
 hset[#hset + 1] = ARGV[$hdr] .. value
+if ttl > httl then
+  httl = ttl
+end
+`
+
+// storeBatch is store.lua in a batch, for the limit whose field is the
+// $f-th kept in the hash: the value goes to the field's variable, which
+// later requests read and the batch's tail writes, with the longest TTL.
+const storeBatch = `cur$f, set$f = ARGV[$hdr] .. value, true
 if ttl > httl then
   httl = ttl
 end

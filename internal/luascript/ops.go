@@ -135,11 +135,11 @@ func composeOp(op Op, names []string) *Script {
 		if log {
 			fmt.Fprintf(&src, "book%d = function(act)\n%s\nreturn rem, reset, ''\nend\n", n, part(b.book))
 		} else {
-			fmt.Fprintf(&src, "book%d = function(act)\n%s\n%s\nreturn rem, reset, ARGV[%d] .. value\nend\n", n, part(b.book), part(storeMany), argv+2)
+			fmt.Fprintf(&src, "book%d = function(act)\n%s\n%s\nreturn rem, reset, ARGV[%d] .. value\nend\n", n, part(b.book), part(wipeFirst+storeMany), argv+2)
 		}
 		fmt.Fprintf(&src, "refund%d = function(n)\n%s\n", n, part(b.refund))
 		if !log {
-			fmt.Fprintf(&src, "if value then\n%s\nend\n", part(storeMany))
+			fmt.Fprintf(&src, "if value then\n%s\nend\n", part(wipeFirst+storeMany))
 		}
 		src.WriteString("return rem, retry, reset\nend\n")
 		unused := b.unused

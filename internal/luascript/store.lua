@@ -3,11 +3,6 @@
 -- 2): the field, then the key's TTL, which is the longest its fields
 -- need: PEXPIRE GT extends a shorter one, and NX sets it on a key that
 -- has none (GT treats no TTL as an infinite one, and answers 0).
-if wipe == 1 and redis.call('TYPE', hkey)['ok'] ~= 'hash' then
-  redis.call('DEL', hkey)
-elseif wipe == 2 then
-  redis.call('DEL', $zkey)
-end
 redis.call('HSET', hkey, ARGV[$id], ARGV[$hdr] .. value)
 ttl = ttl + margin
 if redis.call('PEXPIRE', hkey, ttl, 'GT') == 0 then
