@@ -16,8 +16,11 @@
 --
 -- The script is the decision script's parts (luascript.go, composeParts)
 -- in this frame: the head reads the limits' fields of the key's hash once
--- into Lua variables; decide is the decision script of one request, whose
--- loads read those variables and whose stores set them; the tail writes
+-- into a Lua table (cur, by the field's place); decide is the decision
+-- script of one request, whose loads read cur and whose stores set it
+-- (a table rather than a local per field: decide reads them as upvalues,
+-- of which Lua allows a function 60, and a Policy may have more limits
+-- than that); the tail writes
 -- every field set, with one HSET, and the key's TTL once, the longest any
 -- request asked for. So n decisions cost one read and one write of the
 -- hash, not n of each, and no decision parses its arguments into a table

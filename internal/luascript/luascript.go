@@ -177,8 +177,8 @@ func compose(names []string) *Script {
 //
 // The decision script (batch false) reads each field in its load and
 // writes it in its store. In a batch, the head reads the fields of all
-// the limits kept in the hash into Lua variables (cur1, cur2… by limit),
-// each load reads its variable instead of Redis, each store sets it
+// the limits kept in the hash into a Lua table (cur, by the field's place),
+// each load reads its place in cur instead of Redis, each store sets it
 // (after removing what must go first, as a single store does), and the
 // tail writes every field that was set with one HSET, and the key's TTL
 // once, the longest any request asked for. A sliding log's commands go to
@@ -222,21 +222,35 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 	}
 	hmget := hashed > 1
 	if hmget {
+		// Up to 32 fields as the call's arguments; more through a table
+		// (a call's arguments take a register each, and Lua allows a
+		// function 250, which a Policy of a few hundred limits would pass).
 		src.WriteString("local hv = redis.pcall('HMGET', hkey")
-		for _, a := range fieldArgs {
-			fmt.Fprintf(&src, ", ARGV[%d]", a)
+		if len(fieldArgs) > 32 {
+			src.WriteString(", unpack({")
+		}
+		for i, a := range fieldArgs {
+			if i > 0 || len(fieldArgs) <= 32 {
+				src.WriteString(", ")
+			}
+			fmt.Fprintf(&src, "ARGV[%d]", a)
+		}
+		if len(fieldArgs) > 32 {
+			src.WriteString("})")
 		}
 		src.WriteString(")\nif hv.err then\n  hv = {err = hv}\nend\n")
 	}
 	if batch {
+		// Tables indexed by the field's place, not a local per field: the
+		// request's function reads them as upvalues, of which Lua allows 60.
+		src.WriteString("local cur, set, httl = {}, {}, 0\n")
 		for i, a := range fieldArgs {
 			if hmget {
-				fmt.Fprintf(&src, "local cur%d, set%d = hv.err or hv[%d], false\n", i+1, i+1, i+1)
+				fmt.Fprintf(&src, "cur[%d] = hv.err or hv[%d]\n", i+1, i+1)
 			} else {
-				fmt.Fprintf(&src, "local cur%d, set%d = redis.pcall('HGET', hkey, ARGV[%d]), false\n", i+1, i+1, a)
+				fmt.Fprintf(&src, "cur[%d] = redis.pcall('HGET', hkey, ARGV[%d])\n", i+1, a)
 			}
 		}
-		src.WriteString("local httl = 0\n")
 	}
 	head = src.String()
 	src.Reset()
@@ -258,7 +272,7 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		field++
 		switch {
 		case batch:
-			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = cur%d\n", field), 1) + b.decide)
+			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = cur[%d]\n", field), 1) + b.decide)
 		case hmget:
 			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = hv.err or hv[%d]\n", field), 1) + b.decide)
 		}
@@ -267,7 +281,7 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 	// commit is a limit's third part: for a state kept in the hash, the
 	// body's own, then the common write (store.lua); with several limits,
 	// the field joins the script's one HSET (storeMany, hsetMany); in a
-	// batch, the field's variable (storeBatch).
+	// batch, the field's place in cur (storeBatch).
 	commit := func(b body) string {
 		switch {
 		case b.kind == algorithm.KindSlidingLog:
@@ -296,32 +310,34 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		// Several: every limit's first part, each in a block of its own
 		// that leaves its report and commit parts behind as closures;
 		// then either every report or every commit.
-		src.WriteString("local all = true\n")
+		// The closures go in tables, not a local each: Lua allows a function
+		// 200 locals, and a Policy may have more limits than that.
+		src.WriteString("local all = true\nlocal report, commit = {}, {}\n")
 		if !batch {
 			src.WriteString("local hset, httl = {}, 0\n")
 		}
 		for i, name := range names {
 			b := bodies[name]
 			n = i + 1
-			fmt.Fprintf(&src, "local report%d, commit%d\ndo\n-- limit %d: %s\n", n, n, n, name)
+			fmt.Fprintf(&src, "do\n-- limit %d: %s\n", n, name)
 			if b.kind == algorithm.KindSlidingLog {
 				src.WriteString(withArgs(zkeyOf))
 			}
 			src.WriteString(decide(b))
-			fmt.Fprintf(&src, "all = all and fits\nreport%d = function()\n", n)
+			fmt.Fprintf(&src, "all = all and fits\nreport[%d] = function()\n", n)
 			src.WriteString(withArgs(b.report))
-			fmt.Fprintf(&src, "return rem, retry, reset\nend\ncommit%d = function()\n", n)
+			fmt.Fprintf(&src, "return rem, retry, reset\nend\ncommit[%d] = function()\n", n)
 			src.WriteString(commit(b))
 			src.WriteString("return rem, reset\nend\nend\n")
 			argv += fixedArgs + b.params
 		}
 		src.WriteString("local out = {}\nif peek or not all then\n")
 		for i := range names {
-			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = report%d()\n", 3*i+1, 3*i+2, 3*i+3, i+1)
+			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = report[%d]()\n", 3*i+1, 3*i+2, 3*i+3, i+1)
 		}
 		src.WriteString("return out\nend\n")
 		for i := range names {
-			fmt.Fprintf(&src, "out[%d], out[%d] = commit%d()\nout[%d] = 0\n", 3*i+1, 3*i+3, i+1, 3*i+2)
+			fmt.Fprintf(&src, "out[%d], out[%d] = commit[%d]()\nout[%d] = 0\n", 3*i+1, 3*i+3, i+1, 3*i+2)
 		}
 		if !batch {
 			src.WriteString(hsetMany)
@@ -335,7 +351,7 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 	src.Reset()
 	src.WriteString("local hset = {}\n")
 	for i, a := range fieldArgs {
-		fmt.Fprintf(&src, "if set%d then\n  hset[#hset + 1] = ARGV[%d]\n  hset[#hset + 1] = cur%d\nend\n", i+1, a, i+1)
+		fmt.Fprintf(&src, "if set[%d] then\n  hset[#hset + 1] = ARGV[%d]\n  hset[#hset + 1] = cur[%d]\nend\n", i+1, a, i+1)
 	}
 	if hashed > 0 {
 		src.WriteString("local margin = tonumber(ARGV[3])\n")
@@ -418,9 +434,9 @@ end
 `
 
 // storeBatch is store.lua in a batch, for the limit whose field is the
-// $f-th kept in the hash: the value goes to the field's variable, which
+// $f-th kept in the hash: the value goes to the field's place in cur, which
 // later requests read and the batch's tail writes, with the longest TTL.
-const storeBatch = `cur$f, set$f = ARGV[$hdr] .. value, true
+const storeBatch = `cur[$f], set[$f] = ARGV[$hdr] .. value, true
 if ttl > httl then
   httl = ttl
 end

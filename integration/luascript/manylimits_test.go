@@ -1,0 +1,82 @@
+package luascript_test
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/internal/redistest"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// TestManyLimits runs the decision script and the batch script of Policies
+// of many limits (a Policy has no bound on them): Lua allows a function 200
+// locals and 60 upvalues, which a script with a variable or two per limit
+// would pass, failing to compile on every call.
+func TestManyLimits(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		client := redistest.GoRedis(t, target)
+		ctx := t.Context()
+		base := redistest.Prefix(t)
+		bucket, err := tokenbucket.New(tokenbucket.Config{Capacity: 10, Rate: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		window, err := fixedwindow.Per(10, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logl, err := slidinglog.Per(10, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{2, 61, 130, 300} {
+			limits := make([]luascript.Limit, n)
+			ids := make([]string, n)
+			for i := range limits {
+				ids[i] = fmt.Sprint("l", i)
+				switch {
+				case i%10 == 9:
+					limits[i] = luascript.LimitOf(logl, ids[i])
+				case i%2 == 0:
+					limits[i] = luascript.LimitOf(bucket, ids[i])
+				default:
+					limits[i] = luascript.LimitOf(window, ids[i])
+				}
+			}
+			single, params, err := luascript.For(limits...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := luascript.Batch(single)
+			keys := luascript.Keys(fmt.Sprintf("%s{%d}", base, n), ids...)
+			now := time.Now().UnixMicro()
+			args := []any{strconv.FormatInt(now, 10), "1", "1000"}
+			got, err := client.Eval(ctx, single.Source, keys, append(args, anys(params)...)...).Int64Slice()
+			if err != nil || len(got) != 3*n || got[1] != 0 {
+				t.Fatalf("%d limits, one request: %v, %v", n, got, err)
+			}
+			args = []any{"3"}
+			for i := range 3 {
+				args = append(args, strconv.FormatInt(now+int64(i), 10), "1")
+			}
+			args = append(args, "1000")
+			got, err = client.Eval(ctx, batch.Source, keys, append(args, anys(params)...)...).Int64Slice()
+			if err != nil || len(got) != 3*3*n {
+				t.Fatalf("%d limits, a batch of 3: %v, %v", n, got, err)
+			}
+			for r := range 3 {
+				for l := range n {
+					// Each limit of 10 had 1 taken before: 8, 7, 6 remain.
+					if rem, retry := got[3*(r*n+l)], got[3*(r*n+l)+1]; rem != int64(8-r) || retry != 0 {
+						t.Fatalf("%d limits, request %d, limit %d: remaining %d, retry %d; want %d, 0", n, r, l, rem, retry, 8-r)
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,122 @@
+package ratelimit_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
+	"github.com/go-ratelimit/ratelimit/internal/redistest"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/goredisstore"
+	"github.com/go-ratelimit/ratelimit/store/memorystore"
+	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// TestBigPolicy runs Policies of many limits (NewPolicy sets no bound) on
+// every store: Takes, coalesced Takes, a booking, its cancel and a
+// refund. The Redis stores' scripts hold a few locals and registers per
+// limit, of which Lua allows a function 200 and 250: a script that kept
+// one per limit failed to compile on every call past a hundred limits
+// (past 33 for the booking scripts).
+func TestBigPolicy(t *testing.T) {
+	limits := func(n int) []ratelimit.Limit {
+		out := make([]ratelimit.Limit, n)
+		for i := range out {
+			// Limits of 100 and more, each configured apart (alike, two
+			// would need state IDs of their own), refilling too slowly to
+			// give anything back while the test runs.
+			limit := int64(100 + i)
+			var alg algorithm.Algorithm
+			var err error
+			switch i % 6 {
+			case 0:
+				alg, err = tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: 1e-3})
+			case 1:
+				alg, err = tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: 1, Interval: time.Hour})
+			case 2:
+				alg, err = gcra.Per(limit, 24*time.Hour)
+			case 3:
+				alg, err = fixedwindow.Per(limit, 24*time.Hour)
+			case 4:
+				alg, err = slidingwindow.Per(limit, 24*time.Hour)
+			default:
+				alg, err = slidinglog.Per(limit, 24*time.Hour)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = ratelimit.Limit{Name: fmt.Sprint("limit", i), Algorithm: alg}
+		}
+		return out
+	}
+	run := func(t *testing.T, st store.Store[string]) {
+		for _, n := range []int{40, 130, 300} {
+			p, err := ratelimit.NewPolicy(st, limits(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			key := fmt.Sprint("big", n)
+			d, err := p.AllowN(ctx, key, 2)
+			if err != nil || !d.Allowed() {
+				t.Fatalf("%d limits: AllowN: %+v, %v", n, d, err)
+			}
+			// Concurrent Takes, which the Redis stores coalesce.
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if d, err := p.AllowN(ctx, key, 1); err != nil || !d.Allowed() {
+						t.Errorf("%d limits: concurrent AllowN: %+v, %v", n, d, err)
+					}
+				}()
+			}
+			wg.Wait()
+			r, err := p.ReserveN(ctx, key, 3, time.Second)
+			if err != nil || !r.OK() {
+				t.Fatalf("%d limits: ReserveN: %v, %v", n, r, err)
+			}
+			if err := r.Cancel(ctx); err != nil {
+				t.Fatalf("%d limits: Cancel: %v", n, err)
+			}
+			if _, err := p.Refund(ctx, key, 1); err != nil {
+				t.Fatalf("%d limits: Refund: %v", n, err)
+			}
+			// 2 + 16 taken, 3 booked for now (due at once: its Cancel
+			// gives nothing back), 1 refunded.
+			pd, err := p.Peek(ctx, key)
+			if err != nil {
+				t.Fatalf("%d limits: Peek: %v", n, err)
+			}
+			if pd.Remaining() != 100-20 {
+				t.Fatalf("%d limits: %d remaining after 20 units, want %d", n, pd.Remaining(), 100-20)
+			}
+		}
+	}
+	t.Run("memory", func(t *testing.T) { run(t, memorystore.New[string]()) })
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		t.Run("goredis", func(t *testing.T) {
+			st, err := goredisstore.New[string](redistest.GoRedis(t, target), goredisstore.WithPrefix[string](redistest.Prefix(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run(t, st)
+		})
+		t.Run("rueidis", func(t *testing.T) {
+			st, err := rueidisstore.New[string](redistest.Rueidis(t, target), rueidisstore.WithPrefix[string](redistest.Prefix(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run(t, st)
+		})
+	})
+}
