@@ -22,8 +22,11 @@ elseif (index + 1) * window <= now then
 end
 local count = 0
 if state then
-  local stored, counted = string.match(state, '^(%-?%d+) (%d+)$', at)
+  local stored, counted
+--#parse stored, counted
+  stored, counted = string.match(state, '^(%-?%d+) (%d+)$', at)
   stored, counted = tonumber(stored), tonumber(counted)
+--#parsed
   if stored and counted and stored >= -9007199254740992 and stored <= 9007199254740992 and counted <= 2 * (old0 or limit) then
     if old0 and counted > 0 then
       -- Written under limit old0 and window old1 (design §2.4, §2.8):
@@ -131,8 +134,9 @@ local ttl = math.ceil(ends / 1000)
 if ttl < 2 then
   ttl = 2
 end
-local value = string.format('%.0f %.0f', index, count)
 local rem, reset = limit - count, ends
+--#encode index, count
+local value = string.format('%.0f %.0f', index, count)
 
 --@book
 -- The booking of cost due at act, in the window of act, index+j: the

@@ -11,10 +11,13 @@ local tau = tonumber(ARGV[$1]) * every
 -- debt: µs from now until TAT; 0 once it has passed.
 local debt = 0
 if state then
-  local tat = string.match(state, '^(%-?%d+)$', at)
+  local tat
+--#parse tat
+  tat = string.match(state, '^(%-?%d+)$', at)
   if tat then
     tat = tonumber(tat) -- not tonumber(nil): miniredis's Lua raises an error
   end
+--#parsed
   if tat and tat >= -9007199254740992 and tat <= 9007199254740992 and not (old0 and old0 * old1 > 281474976710656) then
     debt = tat - now
     if debt < 0 then
@@ -98,8 +101,10 @@ local ttl = math.ceil(debt / 1000)
 if ttl < 2 then
   ttl = 2
 end
-local value = string.format('%.0f', now + debt)
 local rem, reset = left(debt), debt
+local tat = now + debt
+--#encode tat
+local value = string.format('%.0f', tat)
 
 --@book
 -- Booked at now for act (Go: Meter.Book): the TAT a Take at act would

@@ -66,7 +66,34 @@ type body struct {
 	book, refund, unused, earliest string
 	params                         int  // $1…$params
 	kind                           byte // its algorithm.Tag's Kind
+	// carry is how a batch keeps the state in Lua numbers from one request
+	// to the next, for a body that marks it (every string-state body).
+	carry *carry
 }
+
+// carry holds a body's two marked regions. In its decide part, the lines
+// between "--#parse a, b" and "--#parsed" read its state's body (state,
+// from at) into the numbers a, b (locals declared before them); in its
+// commit part, the lines from "--#encode x, y" to the part's end set
+// value, the state's body, from the numbers x, y (and the body's
+// parameters, nothing else that varies between requests). Encoding x, y
+// and parsing the result gives x, y back, exactly.
+//
+// A decision script runs the parts as written. A batch parses a field
+// only until a request of the batch writes it: then it keeps the numbers
+// that request encoded (cv1, cv2… in the batch's tables), which later
+// requests take in place of the parse, and encodes once, in its tail,
+// with the encode region made a function of those numbers.
+type carry struct {
+	parseVars, encodeVars []string
+	// decide = beforeParse + parse + afterParse;
+	// commit = beforeEncode + encode.
+	beforeParse, parse, afterParse string
+	beforeEncode, encode           string
+}
+
+// maxCarried is the most numbers a body's state carries.
+const maxCarried = 3
 
 var (
 	bodies = map[string]body{}
@@ -153,6 +180,37 @@ func split(text string) (body, error) {
 	for _, m := range paramRef.FindAllStringSubmatch(text, -1) {
 		b.params = max(b.params, int(m[1][0]-'0'))
 	}
+	if !strings.Contains(b.decide, "\n--#parse ") && !strings.Contains(b.commit, "\n--#encode ") {
+		return b, nil
+	}
+	c := &carry{}
+	var vars, tail string
+	var ok bool
+	if c.beforeParse, rest, ok = strings.Cut(b.decide, "\n--#parse "); !ok {
+		return body{}, fmt.Errorf("--#encode without --#parse")
+	}
+	if vars, rest, ok = strings.Cut(rest, "\n"); !ok {
+		return body{}, fmt.Errorf("--#parse: no lines")
+	}
+	c.parseVars = strings.Split(vars, ", ")
+	if c.parse, tail, ok = strings.Cut(rest, "\n--#parsed\n"); !ok {
+		return body{}, fmt.Errorf("--#parse without --#parsed")
+	}
+	c.beforeParse += "\n"
+	c.parse += "\n"
+	c.afterParse = tail
+	if c.beforeEncode, rest, ok = strings.Cut(b.commit, "\n--#encode "); !ok {
+		return body{}, fmt.Errorf("--#parse without --#encode")
+	}
+	if vars, c.encode, ok = strings.Cut(rest, "\n"); !ok {
+		return body{}, fmt.Errorf("--#encode: no lines")
+	}
+	c.beforeEncode += "\n"
+	c.encodeVars = strings.Split(vars, ", ")
+	if len(c.parseVars) != len(c.encodeVars) || len(c.parseVars) > maxCarried {
+		return body{}, fmt.Errorf("--#parse %v and --#encode %v: not as many numbers, or more than %d", c.parseVars, c.encodeVars, maxCarried)
+	}
+	b.carry = c
 	return b, nil
 }
 
@@ -243,12 +301,12 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 	if batch {
 		// Tables indexed by the field's place, not a local per field: the
 		// request's function reads them as upvalues, of which Lua allows 60.
-		src.WriteString("local cur, set, httl = {}, {}, 0\n")
+		src.WriteString("local fcur, fset, fown, fenc, fcv1, fcv2, fcv3, httl = {}, {}, {}, {}, {}, {}, {}, 0\n")
 		for i, a := range fieldArgs {
 			if hmget {
-				fmt.Fprintf(&src, "cur[%d] = hv.err or hv[%d]\n", i+1, i+1)
+				fmt.Fprintf(&src, "fcur[%d] = hv.err or hv[%d]\n", i+1, i+1)
 			} else {
-				fmt.Fprintf(&src, "cur[%d] = redis.pcall('HGET', hkey, ARGV[%d])\n", i+1, a)
+				fmt.Fprintf(&src, "fcur[%d] = redis.pcall('HGET', hkey, ARGV[%d])\n", i+1, a)
 			}
 		}
 	}
@@ -271,8 +329,20 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		}
 		field++
 		switch {
+		case batch && b.carry != nil:
+			c := b.carry
+			var carried strings.Builder
+			fmt.Fprintf(&carried, "if fown[%d] then\n  %s = ", field, strings.Join(c.parseVars, ", "))
+			for i := range c.parseVars {
+				if i > 0 {
+					carried.WriteString(", ")
+				}
+				fmt.Fprintf(&carried, "fcv%d[%d]", i+1, field)
+			}
+			carried.WriteString("\nelse\n" + c.parse + "end\n")
+			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = fcur[%d]\n", field), 1) + c.beforeParse + carried.String() + c.afterParse)
 		case batch:
-			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = cur[%d]\n", field), 1) + b.decide)
+			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = fcur[%d]\n", field), 1) + b.decide)
 		case hmget:
 			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = hv.err or hv[%d]\n", field), 1) + b.decide)
 		}
@@ -286,6 +356,20 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		switch {
 		case b.kind == algorithm.KindSlidingLog:
 			return withArgs(b.commit)
+		case batch && b.carry != nil:
+			c := b.carry
+			var keep strings.Builder
+			fmt.Fprintf(&keep, "fown[%d] = true\n", field)
+			for i := range c.encodeVars {
+				if i > 0 {
+					keep.WriteString(", ")
+				}
+				fmt.Fprintf(&keep, "fcv%d[%d]", i+1, field)
+			}
+			fmt.Fprintf(&keep, " = %s\n", strings.Join(c.encodeVars, ", "))
+			fmt.Fprintf(&keep, "if not fenc[%d] then\n  fenc[%d] = function(%s)\n%s\nreturn value\nend\nend\n", field, field, strings.Join(c.encodeVars, ", "), c.encode)
+			fmt.Fprintf(&keep, "fcur[%d], fset[%d] = ARGV[$hdr], true\nif ttl > httl then\n  httl = ttl\nend\n", field, field)
+			return withArgs(c.beforeEncode + wipeFirst + keep.String())
 		case batch:
 			return withArgs(b.commit + wipeFirst + strings.ReplaceAll(storeBatch, "$f", strconv.Itoa(field)))
 		case len(names) > 1:
@@ -350,8 +434,27 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 	}
 	src.Reset()
 	src.WriteString("local hset = {}\n")
-	for i, a := range fieldArgs {
-		fmt.Fprintf(&src, "if set[%d] then\n  hset[#hset + 1] = ARGV[%d]\n  hset[#hset + 1] = cur[%d]\nend\n", i+1, a, i+1)
+	f := 0
+	for _, name := range names {
+		c := bodies[name].carry
+		if bodies[name].kind == algorithm.KindSlidingLog {
+			continue
+		}
+		a := fieldArgs[f]
+		f++
+		fmt.Fprintf(&src, "if fset[%d] then\n  hset[#hset + 1] = ARGV[%d]\n", f, a)
+		if c == nil {
+			fmt.Fprintf(&src, "  hset[#hset + 1] = fcur[%d]\nend\n", f)
+			continue
+		}
+		fmt.Fprintf(&src, "  hset[#hset + 1] = ARGV[%d] .. fenc[%d](", a+1, f)
+		for i := range c.encodeVars {
+			if i > 0 {
+				src.WriteString(", ")
+			}
+			fmt.Fprintf(&src, "fcv%d[%d]", i+1, f)
+		}
+		src.WriteString(")\nend\n")
 	}
 	if hashed > 0 {
 		src.WriteString("local margin = tonumber(ARGV[3])\n")
@@ -436,7 +539,7 @@ end
 // storeBatch is store.lua in a batch, for the limit whose field is the
 // $f-th kept in the hash: the value goes to the field's place in cur, which
 // later requests read and the batch's tail writes, with the longest TTL.
-const storeBatch = `cur[$f], set[$f] = ARGV[$hdr] .. value, true
+const storeBatch = `fcur[$f], fset[$f] = ARGV[$hdr] .. value, true
 if ttl > httl then
   httl = ttl
 end

@@ -60,8 +60,11 @@ end
 
 local count, prev = 0, 0
 if state then
-  local i, c, p = string.match(state, '^(%-?%d+) (%d+) (%d+)$', at)
+  local i, c, p
+--#parse i, c, p
+  i, c, p = string.match(state, '^(%-?%d+) (%d+) (%d+)$', at)
   i, c, p = tonumber(i), tonumber(c), tonumber(p)
+--#parsed
   if i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 2199023255552 and p <= 1099511627776 then
     if c > 2 * (old0 or limit) then
       c = 2 * (old0 or limit)
@@ -217,8 +220,9 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
-local value = string.format('%.0f %.0f %.0f', index, count, prev)
 local rem = limit - used - cost
+--#encode index, count, prev
+local value = string.format('%.0f %.0f %.0f', index, count, prev)
 
 --@book
 -- The booking of cost due at act, in the window of act, index+j: the

@@ -21,8 +21,11 @@ end
 
 local tokens, last = capacity, now
 if state then
-  local k, l = string.match(state, '^(%-?%d+) (%-?%d+)$', at)
+  local k, l
+--#parse k, l
+  k, l = string.match(state, '^(%-?%d+) (%-?%d+)$', at)
   k, l = tonumber(k), tonumber(l)
+--#parsed
   if k and l and k >= -9007199254740992 and k <= 9007199254740992 and l >= -9007199254740992 and l <= 9007199254740992 then
     tokens, last = k, l
     if old0 then
@@ -109,8 +112,9 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
-local value = string.format('%.0f %.0f', tokens, last)
 local rem = tokens
+--#encode tokens, last
+local value = string.format('%.0f %.0f', tokens, last)
 
 --@book
 -- Booked at now for act (Go: IntervalBucket.Book): what a Take at act

@@ -55,6 +55,7 @@ end
 local tokens, last = capacity, now
 if state then
   local k, l = 1e300, 0 -- out of range: not 16 bytes
+--#parse k, l
   if #state == at + 15 then
     if struct then
       k, l = struct.unpack('<dd', state, at)
@@ -62,6 +63,7 @@ if state then
       k, l = dec(state, at), dec(state, at + 8)
     end
   end
+--#parsed
   -- Tokens within ±2^53 (below zero, a debt: booked ahead), a whole
   -- instant within ±2^53: NaN fails every comparison, and text that
   -- happens to be 16 bytes long decodes to a fraction of an instant.
@@ -149,13 +151,14 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
+local rem = math.floor(tokens)
+--#encode tokens, last
 local value
 if struct then
   value = struct.pack('<dd', tokens, last)
 else
   value = enc(tokens) .. enc(last)
 end
-local rem = math.floor(tokens)
 
 --@book
 -- Booked at now for act (Go: Bucket.Book): dated max(last, now), holding
