@@ -21,14 +21,27 @@ import (
 // nothing in flight takes the single call's path, with no wait and no
 // allocation more.
 
-// MaxBatch is the most requests one batch script decides; MaxLogBatch is
-// that for a table with a sliding log, whose decisions each cost O(log n)
-// and may trim up to 1000 members, so that a batch stays well within a
-// script's few milliseconds.
+// MaxBatch is the most limit decisions one batch script makes (its
+// requests times the table's limits); MaxLogBatch is that for a table
+// with a sliding log, whose decisions each cost O(log n) and may trim up
+// to 1000 members. So a batch stays well within a script's few
+// milliseconds whatever the Policy: a batch of a Policy of 300 limits
+// holds one request.
 const (
 	MaxBatch    = 64
 	MaxLogBatch = 16
 )
+
+// batchBound returns the most requests a batch of a table of limits
+// holds: MaxBatch (MaxLogBatch with a sliding log) limit decisions, and
+// at least one request.
+func batchBound(limits int, log bool) int {
+	per := MaxBatch
+	if log {
+		per = MaxLogBatch
+	}
+	return max(1, per/max(limits, 1))
+}
 
 // lineShards is how many locks the lines of a table are spread over.
 const lineShards = 32
@@ -151,10 +164,7 @@ func (t *Table[K]) settle(sh *lineShard, name string) {
 // the shard's lock.
 func (t *Table[K]) ended(sh *lineShard, name string, ln *line) []*request {
 	ln.inflight--
-	n := min(len(ln.waiting), MaxBatch)
-	if t.hasLog {
-		n = min(n, MaxLogBatch)
-	}
+	n := min(len(ln.waiting), t.maxBatch)
 	if n == 0 {
 		if ln.inflight == 0 {
 			delete(sh.m, name)

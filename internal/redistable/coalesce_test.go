@@ -400,7 +400,8 @@ func TestCoalesceFailures(t *testing.T) {
 
 // TestCoalesceEveryRequestOnce: many goroutines on a few keys, a runner
 // answering at once: every request is sent exactly once, in a call of at
-// most MaxBatch, and gets its own answer; nothing stays in flight.
+// most MaxBatch (the table has one limit), and gets its own answer;
+// nothing stays in flight.
 func TestCoalesceEveryRequestOnce(t *testing.T) {
 	tab, run := coalescingTable(t)
 	var sent atomic.Int64
@@ -413,7 +414,7 @@ func TestCoalesceEveryRequestOnce(t *testing.T) {
 			select {
 			case c := <-run.calls:
 				nows, _ := c.requests(t)
-				if len(nows) > MaxBatch {
+				if len(nows) > tab.maxBatch || tab.maxBatch != MaxBatch {
 					t.Errorf("a batch of %d", len(nows))
 				}
 				sent.Add(int64(len(nows)))
@@ -454,5 +455,23 @@ func TestInFlightChecked(t *testing.T) {
 	cfg := Config[string]{InFlight: -1}
 	if err := cfg.Check(); !errors.Is(err, algorithm.ErrInvalidConfig) {
 		t.Fatalf("InFlight -1: %v, want algorithm.ErrInvalidConfig", err)
+	}
+}
+
+// A batch holds at most MaxBatch limit decisions (MaxLogBatch with a
+// sliding log), and at least one request: a Policy's batches are shorter,
+// so that no script runs long.
+func TestBatchBound(t *testing.T) {
+	for _, c := range []struct {
+		limits int
+		log    bool
+		want   int
+	}{
+		{1, false, 64}, {2, false, 32}, {3, false, 21}, {64, false, 1}, {300, false, 1},
+		{1, true, 16}, {2, true, 8}, {16, true, 1}, {40, true, 1},
+	} {
+		if got := batchBound(c.limits, c.log); got != c.want {
+			t.Errorf("batchBound(%d, %v) = %d, want %d", c.limits, c.log, got, c.want)
+		}
 	}
 }

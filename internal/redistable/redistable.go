@@ -169,7 +169,7 @@ type Table[K comparable] struct {
 	lines    *lines                                    // keys in flight, nil without coalescing
 	inFlight int                                       // Config.InFlight
 	batch    *luascript.Script                         // the batch script of script
-	hasLog   bool                                      // a limit is a sliding log
+	maxBatch int                                       // the most requests in a batch (batchBound)
 }
 
 var (
@@ -230,7 +230,7 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 		t.declared = append(t.declared, t.suffixes[0])
 	}
 	t.declared = append(t.declared, logs...)
-	t.hasLog = len(logs) > 0
+	t.maxBatch = batchBound(len(limits), len(logs) > 0)
 	t.resetAny = make([]any, len(t.ids))
 	for i, id := range t.ids {
 		t.resetAny[i] = id
