@@ -92,6 +92,11 @@ type carry struct {
 	beforeEncode, encode           string
 }
 
+// localLimits is the most limits whose closures a script keeps in a
+// local each (2 per limit for a decision, 6 for a booking script); past
+// it, they go in tables, one lookup slower, within Lua's 200 locals.
+const localLimits = 24
+
 // maxCarried is the most numbers a body's state carries.
 const maxCarried = 3
 
@@ -394,34 +399,48 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		// Several: every limit's first part, each in a block of its own
 		// that leaves its report and commit parts behind as closures;
 		// then either every report or every commit.
-		// The closures go in tables, not a local each: Lua allows a function
-		// 200 locals, and a Policy may have more limits than that.
-		src.WriteString("local all = true\nlocal report, commit = {}, {}\n")
+		// The closures are a local each, or, past localLimits limits, in
+		// tables: Lua allows a function 200 locals, and a Policy may have
+		// more limits than that.
+		tables := len(names) > localLimits
+		slot := func(name string, n int) string {
+			if tables {
+				return fmt.Sprintf("%s[%d]", name, n)
+			}
+			return fmt.Sprintf("%s%d", name, n)
+		}
+		src.WriteString("local all = true\n")
+		if tables {
+			src.WriteString("local report, commit = {}, {}\n")
+		}
 		if !batch {
 			src.WriteString("local hset, httl = {}, 0\n")
 		}
 		for i, name := range names {
 			b := bodies[name]
 			n = i + 1
+			if !tables {
+				fmt.Fprintf(&src, "local report%d, commit%d\n", n, n)
+			}
 			fmt.Fprintf(&src, "do\n-- limit %d: %s\n", n, name)
 			if b.kind == algorithm.KindSlidingLog {
 				src.WriteString(withArgs(zkeyOf))
 			}
 			src.WriteString(decide(b))
-			fmt.Fprintf(&src, "all = all and fits\nreport[%d] = function()\n", n)
+			fmt.Fprintf(&src, "all = all and fits\n%s = function()\n", slot("report", n))
 			src.WriteString(withArgs(b.report))
-			fmt.Fprintf(&src, "return rem, retry, reset\nend\ncommit[%d] = function()\n", n)
+			fmt.Fprintf(&src, "return rem, retry, reset\nend\n%s = function()\n", slot("commit", n))
 			src.WriteString(commit(b))
 			src.WriteString("return rem, reset\nend\nend\n")
 			argv += fixedArgs + b.params
 		}
 		src.WriteString("local out = {}\nif peek or not all then\n")
 		for i := range names {
-			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = report[%d]()\n", 3*i+1, 3*i+2, 3*i+3, i+1)
+			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = %s()\n", 3*i+1, 3*i+2, 3*i+3, slot("report", i+1))
 		}
 		src.WriteString("return out\nend\n")
 		for i := range names {
-			fmt.Fprintf(&src, "out[%d], out[%d] = commit[%d]()\nout[%d] = 0\n", 3*i+1, 3*i+3, i+1, 3*i+2)
+			fmt.Fprintf(&src, "out[%d], out[%d] = %s()\nout[%d] = 0\n", 3*i+1, 3*i+3, slot("commit", i+1), 3*i+2)
 		}
 		if !batch {
 			src.WriteString(hsetMany)

@@ -108,39 +108,51 @@ func composeOp(op Op, names []string) *Script {
 		src.WriteString("local refundn = cost\ncost = 1\n")
 	}
 	src.WriteString("local hset, httl = {}, 0\n")
-	// Each limit's closures go in tables, not locals: Lua allows a
-	// function 200 locals, and a Policy may have more than 33 limits.
-	src.WriteString("local rep, earliest, book, refund, unused, raw = {}, {}, {}, {}, {}, {}\n")
+	// Each limit's closures are locals, or, past localLimits limits, in
+	// tables: Lua allows a function 200 locals, 6 per limit here.
+	tables := len(names) > localLimits
+	slot := func(name string, n int) string {
+		if tables {
+			return fmt.Sprintf("%s[%d]", name, n)
+		}
+		return fmt.Sprintf("%s%d", name, n)
+	}
+	if tables {
+		src.WriteString("local rep, earliest, book, refund, unused, raw = {}, {}, {}, {}, {}, {}\n")
+	}
 	argv := 3
 	for i, name := range names {
 		b := bodies[name]
 		n := i + 1
 		log := b.kind == algorithm.KindSlidingLog
 		part := func(p string) string { return substitute(p, argv, n) }
+		if !tables {
+			fmt.Fprintf(&src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\n", n, n, n, n, n, n)
+		}
 		fmt.Fprintf(&src, "do\n-- limit %d: %s\n", n, name)
 		if log {
 			src.WriteString(part(zkeyOf))
 			src.WriteString(part(b.decide))
 		} else {
 			src.WriteString(part(loadHash + b.decide))
-			fmt.Fprintf(&src, "raw[%d] = state or ''\n", n)
+			fmt.Fprintf(&src, "%s = state or ''\n", slot("raw", n))
 		}
 		// The report part, in a block: its locals must not hide the body's
 		// from the closures below.
-		fmt.Fprintf(&src, "do\n%s\nrep[%d] = {rem, retry, reset}\nend\n", part(b.report), n)
+		fmt.Fprintf(&src, "do\n%s\n%s = {rem, retry, reset}\nend\n", part(b.report), slot("rep", n))
 		earliest := b.earliest
 		if earliest == "" {
-			earliest = fmt.Sprintf("local act = math.max(from, now + rep[%d][2])\n", n)
+			earliest = fmt.Sprintf("local act = math.max(from, now + %s[2])\n", slot("rep", n))
 		}
-		fmt.Fprintf(&src, "earliest[%d] = function(from)\n%s\nreturn act\nend\n", n, part(earliest))
+		fmt.Fprintf(&src, "%s = function(from)\n%s\nreturn act\nend\n", slot("earliest", n), part(earliest))
 		// book: the part, then (for a state in the hash) the write, and
 		// the value after, which a cancel compares.
 		if log {
-			fmt.Fprintf(&src, "book[%d] = function(act)\n%s\nreturn rem, reset, ''\nend\n", n, part(b.book))
+			fmt.Fprintf(&src, "%s = function(act)\n%s\nreturn rem, reset, ''\nend\n", slot("book", n), part(b.book))
 		} else {
-			fmt.Fprintf(&src, "book[%d] = function(act)\n%s\n%s\nreturn rem, reset, ARGV[%d] .. value\nend\n", n, part(b.book), part(wipeFirst+storeMany), argv+2)
+			fmt.Fprintf(&src, "%s = function(act)\n%s\n%s\nreturn rem, reset, ARGV[%d] .. value\nend\n", slot("book", n), part(b.book), part(wipeFirst+storeMany), argv+2)
 		}
-		fmt.Fprintf(&src, "refund[%d] = function(n)\n%s\n", n, part(b.refund))
+		fmt.Fprintf(&src, "%s = function(n)\n%s\n", slot("refund", n), part(b.refund))
 		if !log {
 			fmt.Fprintf(&src, "if value then\n%s\nend\n", part(wipeFirst+storeMany))
 		}
@@ -149,7 +161,7 @@ func composeOp(op Op, names []string) *Script {
 		if unused == "" {
 			unused = "local give = 0\n"
 		}
-		fmt.Fprintf(&src, "unused[%d] = function(act, bcost)\n%s\nreturn give\nend\n", n, part(unused))
+		fmt.Fprintf(&src, "%s = function(act, bcost)\n%s\nreturn give\nend\n", slot("unused", n), part(unused))
 		src.WriteString("end\n")
 		argv += fixedArgs + b.params
 	}
@@ -161,28 +173,28 @@ func composeOp(op Op, names []string) *Script {
 		// algorithm.MaxBookingRounds rounds and until now + maxDelay.
 		fmt.Fprintf(&src, "local latest = now + tonumber(ARGV[%d])\nlocal act, ok = now, false\nfor _ = 1, %d do\n  local nxt = act\n", opa, algorithm.MaxBookingRounds)
 		for i := range names {
-			fmt.Fprintf(&src, "  nxt = math.max(nxt, earliest[%d](act))\n", i+1)
+			fmt.Fprintf(&src, "  nxt = math.max(nxt, %s(act))\n", slot("earliest", i+1))
 		}
 		src.WriteString("  if nxt > latest then\n    act = nxt\n    break\n  end\n  if nxt == act then\n    ok = true\n    break\n  end\n  act = nxt\nend\n")
 		src.WriteString("local out = {'0', " + num("act") + "}\nif not ok then\n")
 		for i := range names {
 			n := i + 1
-			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = %s, %s, %s\n", 3*i+3, 3*i+4, 3*i+5, num(fmt.Sprintf("rep[%d][1]", n)), num(fmt.Sprintf("rep[%d][2]", n)), num(fmt.Sprintf("rep[%d][3]", n)))
+			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = %s, %s, %s\n", 3*i+3, 3*i+4, 3*i+5, num(slot("rep", n)+"[1]"), num(slot("rep", n)+"[2]"), num(slot("rep", n)+"[3]"))
 		}
 		fmt.Fprintf(&src, "for i = %d, %d do\n  out[i] = ''\nend\n", 3+3*len(names), 2+5*len(names))
 		src.WriteString("return out\nend\nout[1] = '1'\n")
 		for i := range names {
 			n := i + 1
 			base := 3 + 3*len(names) + 2*i
-			fmt.Fprintf(&src, "do\nlocal rem, reset, post = book[%d](act)\nout[%d], out[%d], out[%d] = %s, %s, %s\nout[%d], out[%d] = raw[%d] or '', post\nend\n",
-				n, 3*i+3, 3*i+4, 3*i+5, num("rem"), num("act - now"), num("reset"), base, base+1, n)
+			fmt.Fprintf(&src, "do\nlocal rem, reset, post = %s(act)\nout[%d], out[%d], out[%d] = %s, %s, %s\nout[%d], out[%d] = %s or '', post\nend\n",
+				slot("book", n), 3*i+3, 3*i+4, 3*i+5, num("rem"), num("act - now"), num("reset"), base, base+1, slot("raw", n))
 		}
 		src.WriteString(hsetMany)
 		src.WriteString("return out\n")
 	case OpRefund:
 		src.WriteString("local out = {}\n")
 		for i := range names {
-			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = refund[%d](refundn)\n", 3*i+1, 3*i+2, 3*i+3, i+1)
+			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = %s(refundn)\n", 3*i+1, 3*i+2, 3*i+3, slot("refund", i+1))
 		}
 		src.WriteString(hsetMany)
 		src.WriteString("return out\n")
@@ -197,12 +209,12 @@ func composeOp(op Op, names []string) *Script {
 			if b.kind != algorithm.KindSlidingLog {
 				// The state is still the one the booking left: the one
 				// before comes back, exactly.
-				fmt.Fprintf(&src, "  if ARGV[%d] ~= '' and raw[%d] == ARGV[%d] then\n", post, n, post)
+				fmt.Fprintf(&src, "  if ARGV[%d] ~= '' and %s == ARGV[%d] then\n", post, slot("raw", n), post)
 				fmt.Fprintf(&src, "    if ARGV[%d] == '' then\n      redis.call('HDEL', hkey, ARGV[%d])\n    else\n      redis.call('HSET', hkey, ARGV[%d], ARGV[%d])\n    end\n    out[%d] = bcost\n  else\n", pre, argv+1, argv+1, pre, n)
 			} else {
 				src.WriteString("  do\n")
 			}
-			fmt.Fprintf(&src, "    local give = unused[%d](act, bcost)\n    if give > 0 then\n      refund[%d](give)\n    end\n    out[%d] = give\n  end\nend\n", n, n, n)
+			fmt.Fprintf(&src, "    local give = %s(act, bcost)\n    if give > 0 then\n      %s(give)\n    end\n    out[%d] = give\n  end\nend\n", slot("unused", n), slot("refund", n), n)
 			argv += fixedArgs + b.params
 		}
 		src.WriteString(hsetMany)
