@@ -42,13 +42,7 @@ func TestBatchCost(t *testing.T) {
 	ctx := t.Context()
 	c := redis.NewClient(&redis.Options{Addr: target.Addrs[0], MaxRetries: -1})
 	defer c.Close()
-	must := func(alg algorithm.Algorithm, err error) algorithm.Algorithm {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return alg
-	}
+	must := func(alg algorithm.Algorithm, err error) algorithm.Algorithm { return mustAlg(t, alg, err) }
 	const hour = time.Hour
 	cases := []struct {
 		name   string
@@ -63,28 +57,7 @@ func TestBatchCost(t *testing.T) {
 		{"tokenbucket+fixedwindow", []algorithm.Algorithm{must(tokenbucket.New(tokenbucket.Config{Capacity: 1 << 30, Rate: 1e6})),
 			must(fixedwindow.New(fixedwindow.Config{Limit: 1 << 30, Window: hour}))}},
 	}
-	evalsha := func() (n, usec int64) {
-		info, err := c.Info(ctx, "commandstats").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(info, "\r\n") {
-			rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
-			if !ok {
-				continue
-			}
-			for _, f := range strings.Split(rest, ",") {
-				k, v, _ := strings.Cut(f, "=")
-				switch k {
-				case "calls":
-					n, _ = strconv.ParseInt(v, 10, 64)
-				case "usec":
-					usec, _ = strconv.ParseInt(v, 10, 64)
-				}
-			}
-		}
-		return n, usec
-	}
+	evalsha := func() (n, usec int64) { return evalshaStats(ctx, t, c) }
 	now := time.Now().UnixMicro()
 	const requests = 64 // redistable's MaxBatch
 	const calls = 2000

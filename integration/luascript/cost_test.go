@@ -42,13 +42,7 @@ func TestScriptCost(t *testing.T) {
 	ctx := t.Context()
 	c := redis.NewClient(&redis.Options{Addr: target.Addrs[0], MaxRetries: -1})
 	defer c.Close()
-	must := func(alg algorithm.Algorithm, err error) algorithm.Algorithm {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return alg
-	}
+	must := func(alg algorithm.Algorithm, err error) algorithm.Algorithm { return mustAlg(t, alg, err) }
 	const hour = time.Hour
 	cases := []struct {
 		name            string
@@ -81,28 +75,7 @@ func TestScriptCost(t *testing.T) {
 			must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: hour}))},
 	}
 	const calls = 20_000
-	evalsha := func() (n, usec int64) {
-		info, err := c.Info(ctx, "commandstats").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(info, "\r\n") {
-			rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
-			if !ok {
-				continue
-			}
-			for _, f := range strings.Split(rest, ",") {
-				k, v, _ := strings.Cut(f, "=")
-				switch k {
-				case "calls":
-					n, _ = strconv.ParseInt(v, 10, 64)
-				case "usec":
-					usec, _ = strconv.ParseInt(v, 10, 64)
-				}
-			}
-		}
-		return n, usec
-	}
+	evalsha := func() (n, usec int64) { return evalshaStats(ctx, t, c) }
 	now := time.Now().UnixMicro()
 	// run calls the script calls times round the keys, pipelined, and
 	// returns the server µs per call; each reply must be want.
