@@ -16,17 +16,19 @@
 --
 -- The script is the decision script's parts (luascript.go, composeParts)
 -- in this frame: the head reads the limits' fields of the key's hash once
--- into a Lua table (cur, by the field's place); decide is the decision
--- script of one request, whose loads read cur and whose stores set it
--- (a table rather than a local per field: decide reads them as upvalues,
--- of which Lua allows a function 60, and a Policy may have more limits
--- than that); the tail writes
--- every field set, with one HSET, and the key's TTL once, the longest any
--- request asked for. So n decisions cost one read and one write of the
--- hash, not n of each, and no decision parses its arguments into a table
--- of its own. Within decide, ARGV is the table below: the decision
--- script's arguments, with the request's now and cost in ARGV[1] and
--- ARGV[2].
+-- into a Lua table (fcur, by the field's place); decide is the decision
+-- script of one request, whose loads read fcur. A request that writes a
+-- field keeps the state's numbers (fcv1…, marked in fown) for the next
+-- request, which takes them in place of parsing the state (each body
+-- marks its parse and its encode: luascript.go, carry); the tail encodes
+-- every field written once, writes them with one HSET, and the key's TTL
+-- once, the longest any request asked for. So n decisions cost one read
+-- and one write of the hash, not n of each, and one parse and one encode
+-- of each state. Tables rather than a local per field: decide reads them
+-- as upvalues, of which Lua allows a function 60, and a Policy may have
+-- more limits than that. Within decide, ARGV is the table below: the
+-- decision script's arguments, with the request's now and cost in
+-- ARGV[1] and ARGV[2].
 local A = ARGV
 local n = tonumber(A[1])
 local ARGV = {}

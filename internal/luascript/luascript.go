@@ -143,6 +143,9 @@ func init() {
 			panic(fmt.Sprintf("luascript: %s.lua: %v", name, err)) // a bug in an embedded file
 		}
 		b.kind = kinds[name]
+		if (b.carry == nil) != (b.kind == algorithm.KindSlidingLog) {
+			panic(fmt.Sprintf("luascript: %s.lua: a state kept in the hash needs --#parse and --#encode marks, and only there", name)) // a bug in an embedded file
+		}
 		bodies[name] = b
 		single[name] = compose([]string{name})
 	}
@@ -240,12 +243,13 @@ func compose(names []string) *Script {
 //
 // The decision script (batch false) reads each field in its load and
 // writes it in its store. In a batch, the head reads the fields of all
-// the limits kept in the hash into a Lua table (cur, by the field's place),
-// each load reads its place in cur instead of Redis, each store sets it
-// (after removing what must go first, as a single store does), and the
-// tail writes every field that was set with one HSET, and the key's TTL
-// once, the longest any request asked for. A sliding log's commands go to
-// Redis as they come: its state is a sorted set of its own.
+// the limits kept in the hash into a Lua table (fcur, by the field's
+// place), each load reads its place there instead of Redis, and each store
+// keeps the state's numbers (carry) after removing what must go first, as
+// a single store does; the tail encodes and writes every field that was
+// set with one HSET, and the key's TTL once, the longest any request asked
+// for. A sliding log's commands go to Redis as they come: its state is a
+// sorted set of its own.
 func composeParts(names []string, batch bool) (head, limits, tail string) {
 	var src strings.Builder
 	// KEYS holds the keys the script must find on the node it runs on:
@@ -334,7 +338,7 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		}
 		field++
 		switch {
-		case batch && b.carry != nil:
+		case batch:
 			c := b.carry
 			var carried strings.Builder
 			fmt.Fprintf(&carried, "if fown[%d] then\n  %s = ", field, strings.Join(c.parseVars, ", "))
@@ -346,8 +350,6 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 			}
 			carried.WriteString("\nelse\n" + c.parse + "end\n")
 			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = fcur[%d]\n", field), 1) + c.beforeParse + carried.String() + c.afterParse)
-		case batch:
-			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = fcur[%d]\n", field), 1) + b.decide)
 		case hmget:
 			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = hv.err or hv[%d]\n", field), 1) + b.decide)
 		}
@@ -356,12 +358,13 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 	// commit is a limit's third part: for a state kept in the hash, the
 	// body's own, then the common write (store.lua); with several limits,
 	// the field joins the script's one HSET (storeMany, hsetMany); in a
-	// batch, the field's place in cur (storeBatch).
+	// batch, the state's numbers are kept for the next request and the
+	// tail (carry).
 	commit := func(b body) string {
 		switch {
 		case b.kind == algorithm.KindSlidingLog:
 			return withArgs(b.commit)
-		case batch && b.carry != nil:
+		case batch:
 			c := b.carry
 			var keep strings.Builder
 			fmt.Fprintf(&keep, "fown[%d] = true\n", field)
@@ -375,8 +378,6 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 			fmt.Fprintf(&keep, "if not fenc[%d] then\n  fenc[%d] = function(%s)\n%s\nreturn value\nend\nend\n", field, field, strings.Join(c.encodeVars, ", "), c.encode)
 			fmt.Fprintf(&keep, "fcur[%d], fset[%d] = ARGV[$hdr], true\nif ttl > httl then\n  httl = ttl\nend\n", field, field)
 			return withArgs(c.beforeEncode + wipeFirst + keep.String())
-		case batch:
-			return withArgs(b.commit + wipeFirst + strings.ReplaceAll(storeBatch, "$f", strconv.Itoa(field)))
 		case len(names) > 1:
 			return withArgs(b.commit + wipeFirst + storeMany)
 		}
@@ -456,16 +457,12 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 	f := 0
 	for _, name := range names {
 		c := bodies[name].carry
-		if bodies[name].kind == algorithm.KindSlidingLog {
-			continue
+		if c == nil {
+			continue // a sliding log
 		}
 		a := fieldArgs[f]
 		f++
 		fmt.Fprintf(&src, "if fset[%d] then\n  hset[#hset + 1] = ARGV[%d]\n", f, a)
-		if c == nil {
-			fmt.Fprintf(&src, "  hset[#hset + 1] = fcur[%d]\nend\n", f)
-			continue
-		}
 		fmt.Fprintf(&src, "  hset[#hset + 1] = ARGV[%d] .. fenc[%d](", a+1, f)
 		for i := range c.encodeVars {
 			if i > 0 {
@@ -550,15 +547,6 @@ end
 // written by hsetMany with the longest TTL.
 const storeMany = `hset[#hset + 1] = ARGV[$id]
 hset[#hset + 1] = ARGV[$hdr] .. value
-if ttl > httl then
-  httl = ttl
-end
-`
-
-// storeBatch is store.lua in a batch, for the limit whose field is the
-// $f-th kept in the hash: the value goes to the field's place in cur, which
-// later requests read and the batch's tail writes, with the longest TTL.
-const storeBatch = `fcur[$f], fset[$f] = ARGV[$hdr] .. value, true
 if ttl > httl then
   httl = ttl
 end
