@@ -36,22 +36,21 @@ for j = 3, #A - 2 * n + 1 do
   ARGV[j] = A[j + 2 * n - 1]
 end
 --@head
-local function decide()
+-- replies: each request's reply in turn, which decide(roff) writes from
+-- replies[roff + 1] on; decide returns nothing, or an error reply.
+local replies = {}
+local function decide(roff)
 --@decision
 end
-local out = {}
 for i = 1, n do
   ARGV[1], ARGV[2] = A[2 * i], A[2 * i + 1]
-  local r = decide()
-  if r.err then
+  local err = decide(#replies)
+  if err then
     if i == 1 then
-      return r
+      return err
     end
     break
   end
-  for j = 1, #r do
-    out[#out + 1] = r[j]
-  end
 end
 --@tail
-return out
+return replies

@@ -383,6 +383,14 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		}
 		return withArgs(b.commit + wipeFirst + storeHash)
 	}
+	// A decision script returns its reply; a batch's decide writes it into
+	// the batch's replies, from index roff + 1 (no table per request).
+	reply := func(k int) string {
+		if batch {
+			return fmt.Sprintf("replies[roff + %d]", k)
+		}
+		return fmt.Sprintf("out[%d]", k)
+	}
 	if len(names) == 1 {
 		// One limit: the parts inline, with no closure to allocate.
 		b := bodies[names[0]]
@@ -393,9 +401,15 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		src.WriteString(decide(b))
 		src.WriteString("if peek or not fits then\n")
 		src.WriteString(withArgs(b.report))
-		src.WriteString("return {rem, retry, reset}\nend\n")
-		src.WriteString(commit(b))
-		src.WriteString("return {rem, 0, reset}\n")
+		if batch {
+			fmt.Fprintf(&src, "%s, %s, %s = rem, retry, reset\nreturn\nend\n", reply(1), reply(2), reply(3))
+			src.WriteString(commit(b))
+			fmt.Fprintf(&src, "%s, %s, %s = rem, 0, reset\n", reply(1), reply(2), reply(3))
+		} else {
+			src.WriteString("return {rem, retry, reset}\nend\n")
+			src.WriteString(commit(b))
+			src.WriteString("return {rem, 0, reset}\n")
+		}
 	} else {
 		// Several: every limit's first part, each in a block of its own
 		// that leaves its report and commit parts behind as closures;
@@ -435,18 +449,24 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 			src.WriteString("return rem, reset\nend\nend\n")
 			argv += fixedArgs + b.params
 		}
-		src.WriteString("local out = {}\nif peek or not all then\n")
-		for i := range names {
-			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = %s()\n", 3*i+1, 3*i+2, 3*i+3, slot("report", i+1))
+		ret := "return out\n"
+		if batch {
+			ret = "return\n"
+		} else {
+			src.WriteString("local out = {}\n")
 		}
-		src.WriteString("return out\nend\n")
+		src.WriteString("if peek or not all then\n")
 		for i := range names {
-			fmt.Fprintf(&src, "out[%d], out[%d] = %s()\nout[%d] = 0\n", 3*i+1, 3*i+3, slot("commit", i+1), 3*i+2)
+			fmt.Fprintf(&src, "%s, %s, %s = %s()\n", reply(3*i+1), reply(3*i+2), reply(3*i+3), slot("report", i+1))
+		}
+		src.WriteString(ret + "end\n")
+		for i := range names {
+			fmt.Fprintf(&src, "%s, %s = %s()\n%s = 0\n", reply(3*i+1), reply(3*i+3), slot("commit", i+1), reply(3*i+2))
 		}
 		if !batch {
 			src.WriteString(hsetMany)
+			src.WriteString(ret)
 		}
-		src.WriteString("return out\n")
 	}
 	limits = src.String()
 	if !batch {
