@@ -412,8 +412,10 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		}
 	} else {
 		// Several: every limit's first part, each in a block of its own
-		// that leaves its report and commit parts behind as closures;
-		// then either every report or every commit.
+		// that leaves its report and commit parts behind as one closure
+		// (decided(true) commits, decided(false) reports: one closure to
+		// allocate per limit, not two); then either every report or every
+		// commit.
 		// The closures are a local each, or, past localLimits limits, in
 		// tables: Lua allows a function 200 locals, and a Policy may have
 		// more limits than that.
@@ -426,7 +428,7 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		}
 		src.WriteString("local all = true\n")
 		if tables {
-			src.WriteString("local report, commit = {}, {}\n")
+			src.WriteString("local decided = {}\n")
 		}
 		if !batch {
 			src.WriteString("local hset, httl = {}, 0\n")
@@ -435,18 +437,18 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 			b := bodies[name]
 			n = i + 1
 			if !tables {
-				fmt.Fprintf(&src, "local report%d, commit%d\n", n, n)
+				fmt.Fprintf(&src, "local decided%d\n", n)
 			}
 			fmt.Fprintf(&src, "do\n-- limit %d: %s\n", n, name)
 			if b.kind == algorithm.KindSlidingLog {
 				src.WriteString(withArgs(zkeyOf))
 			}
 			src.WriteString(decide(b))
-			fmt.Fprintf(&src, "all = all and fits\n%s = function()\n", slot("report", n))
+			fmt.Fprintf(&src, "all = all and fits\n%s = function(charge)\nif not charge then\n", slot("decided", n))
 			src.WriteString(withArgs(b.report))
-			fmt.Fprintf(&src, "return rem, retry, reset\nend\n%s = function()\n", slot("commit", n))
+			src.WriteString("return rem, retry, reset\nend\n")
 			src.WriteString(commit(b))
-			src.WriteString("return rem, reset\nend\nend\n")
+			src.WriteString("return rem, 0, reset\nend\nend\n")
 			argv += fixedArgs + b.params
 		}
 		ret := "return out\n"
@@ -457,11 +459,11 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		}
 		src.WriteString("if peek or not all then\n")
 		for i := range names {
-			fmt.Fprintf(&src, "%s, %s, %s = %s()\n", reply(3*i+1), reply(3*i+2), reply(3*i+3), slot("report", i+1))
+			fmt.Fprintf(&src, "%s, %s, %s = %s(false)\n", reply(3*i+1), reply(3*i+2), reply(3*i+3), slot("decided", i+1))
 		}
 		src.WriteString(ret + "end\n")
 		for i := range names {
-			fmt.Fprintf(&src, "%s, %s = %s()\n%s = 0\n", reply(3*i+1), reply(3*i+3), slot("commit", i+1), reply(3*i+2))
+			fmt.Fprintf(&src, "%s, %s, %s = %s(true)\n", reply(3*i+1), reply(3*i+2), reply(3*i+3), slot("decided", i+1))
 		}
 		if !batch {
 			src.WriteString(hsetMany)
