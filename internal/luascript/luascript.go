@@ -81,7 +81,7 @@ type body struct {
 //
 // A decision script runs the parts as written. A batch parses a field
 // only until a request of the batch writes it: then it keeps the numbers
-// that request encoded (cv1, cv2… in the batch's tables), which later
+// that request encoded (fcv1, fcv2… in the batch's tables), which later
 // requests take in place of the parse, and encodes once, in its tail,
 // with the encode region made a function of those numbers.
 type carry struct {
@@ -90,6 +90,16 @@ type carry struct {
 	// commit = beforeEncode + encode.
 	beforeParse, parse, afterParse string
 	beforeEncode, encode           string
+}
+
+// carried names the numbers a batch carries for the field-th limit kept
+// in the hash: "fcv1[field], fcv2[field]" for two.
+func carried(field, n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("fcv%d[%d]", i+1, field)
+	}
+	return strings.Join(names, ", ")
 }
 
 // localLimits is the most limits whose closures a script keeps in a
@@ -124,6 +134,7 @@ const fixedArgs = 3
 var (
 	paramRef = regexp.MustCompile(`\$([1-9])`)
 	fixedRef = regexp.MustCompile(`\$(id|hdr|mode|n)\b`)
+	luaName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 func init() {
@@ -218,6 +229,16 @@ func split(text string) (body, error) {
 	if len(c.parseVars) != len(c.encodeVars) || len(c.parseVars) > maxCarried {
 		return body{}, fmt.Errorf("--#parse %v and --#encode %v: not as many numbers, or more than %d", c.parseVars, c.encodeVars, maxCarried)
 	}
+	// The encode region becomes a function of its numbers, which returns
+	// value: they must be names, and it must set value.
+	for _, v := range append(c.parseVars, c.encodeVars...) {
+		if !luaName.MatchString(v) {
+			return body{}, fmt.Errorf("--#parse / --#encode: %q is not a name", v)
+		}
+	}
+	if !strings.Contains(c.encode, "value =") {
+		return body{}, fmt.Errorf("--#encode: the region does not set value")
+	}
 	b.carry = c
 	return b, nil
 }
@@ -292,25 +313,20 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		// Up to 32 fields as the call's arguments; more through a table
 		// (a call's arguments take a register each, and Lua allows a
 		// function 250, which a Policy of a few hundred limits would pass).
-		src.WriteString("local hv = redis.pcall('HMGET', hkey")
-		if len(fieldArgs) > 32 {
-			src.WriteString(", unpack({")
-		}
+		ids := make([]string, len(fieldArgs))
 		for i, a := range fieldArgs {
-			if i > 0 || len(fieldArgs) <= 32 {
-				src.WriteString(", ")
-			}
-			fmt.Fprintf(&src, "ARGV[%d]", a)
+			ids[i] = fmt.Sprintf("ARGV[%d]", a)
 		}
-		if len(fieldArgs) > 32 {
-			src.WriteString("})")
+		args := strings.Join(ids, ", ")
+		if len(ids) > 32 {
+			args = "unpack({" + args + "})"
 		}
-		src.WriteString(")\nif hv.err then\n  hv = {err = hv}\nend\n")
+		fmt.Fprintf(&src, "local hv = redis.pcall('HMGET', hkey, %s)\nif hv.err then\n  hv = {err = hv}\nend\n", args)
 	}
 	if batch {
 		// Tables indexed by the field's place, not a local per field: the
 		// request's function reads them as upvalues, of which Lua allows 60.
-		src.WriteString("local fcur, fset, fown, fenc, fcv1, fcv2, fcv3, httl = {}, {}, {}, {}, {}, {}, {}, 0\n")
+		src.WriteString("local fcur, fown, fenc, fcv1, fcv2, fcv3, httl = {}, {}, {}, {}, {}, {}, 0\n")
 		for i, a := range fieldArgs {
 			if hmget {
 				fmt.Fprintf(&src, "fcur[%d] = hv.err or hv[%d]\n", i+1, i+1)
@@ -340,16 +356,8 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		switch {
 		case batch:
 			c := b.carry
-			var carried strings.Builder
-			fmt.Fprintf(&carried, "if fown[%d] then\n  %s = ", field, strings.Join(c.parseVars, ", "))
-			for i := range c.parseVars {
-				if i > 0 {
-					carried.WriteString(", ")
-				}
-				fmt.Fprintf(&carried, "fcv%d[%d]", i+1, field)
-			}
-			carried.WriteString("\nelse\n" + c.parse + "end\n")
-			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = fcur[%d]\n", field), 1) + c.beforeParse + carried.String() + c.afterParse)
+			parse := fmt.Sprintf("if fown[%d] then\n  %s = %s\nelse\n%send\n", field, strings.Join(c.parseVars, ", "), carried(field, len(c.parseVars)), c.parse)
+			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = fcur[%d]\n", field), 1) + c.beforeParse + parse + c.afterParse)
 		case hmget:
 			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = hv.err or hv[%d]\n", field), 1) + b.decide)
 		}
@@ -367,16 +375,10 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		case batch:
 			c := b.carry
 			var keep strings.Builder
-			fmt.Fprintf(&keep, "fown[%d] = true\n", field)
-			for i := range c.encodeVars {
-				if i > 0 {
-					keep.WriteString(", ")
-				}
-				fmt.Fprintf(&keep, "fcv%d[%d]", i+1, field)
-			}
-			fmt.Fprintf(&keep, " = %s\n", strings.Join(c.encodeVars, ", "))
-			fmt.Fprintf(&keep, "if not fenc[%d] then\n  fenc[%d] = function(%s)\n%s\nreturn value\nend\nend\n", field, field, strings.Join(c.encodeVars, ", "), c.encode)
-			fmt.Fprintf(&keep, "fcur[%d], fset[%d] = ARGV[$hdr], true\nif ttl > httl then\n  httl = ttl\nend\n", field, field)
+			vars := strings.Join(c.encodeVars, ", ")
+			fmt.Fprintf(&keep, "fown[%d] = true\n%s = %s\n", field, carried(field, len(c.encodeVars)), vars)
+			fmt.Fprintf(&keep, "if not fenc[%d] then\n  fenc[%d] = function(%s)\n%s\nreturn value\nend\nend\n", field, field, vars, c.encode)
+			fmt.Fprintf(&keep, "fcur[%d] = ARGV[$hdr]\nif ttl > httl then\n  httl = ttl\nend\n", field)
 			return withArgs(c.beforeEncode + wipeFirst + keep.String())
 		case len(names) > 1:
 			return withArgs(b.commit + wipeFirst + storeMany)
@@ -484,15 +486,8 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		}
 		a := fieldArgs[f]
 		f++
-		fmt.Fprintf(&src, "if fset[%d] then\n  hset[#hset + 1] = ARGV[%d]\n", f, a)
-		fmt.Fprintf(&src, "  hset[#hset + 1] = ARGV[%d] .. fenc[%d](", a+1, f)
-		for i := range c.encodeVars {
-			if i > 0 {
-				src.WriteString(", ")
-			}
-			fmt.Fprintf(&src, "fcv%d[%d]", i+1, f)
-		}
-		src.WriteString(")\nend\n")
+		fmt.Fprintf(&src, "if fown[%d] then\n  hset[#hset + 1] = ARGV[%d]\n", f, a)
+		fmt.Fprintf(&src, "  hset[#hset + 1] = ARGV[%d] .. fenc[%d](%s)\nend\n", a+1, f, carried(f, len(c.encodeVars)))
 	}
 	if hashed > 0 {
 		src.WriteString("local margin = tonumber(ARGV[3])\n")
