@@ -66,24 +66,7 @@ func hammer(t *testing.T, goroutines int, decide func(ctx context.Context, cost 
 // would not have tested coalescing.
 func TestCoalescedExact(t *testing.T) {
 	const limit, goroutines = 5000, 64
-	// Nothing refills or expires during the test.
-	// (windows of 2^47 µs, about 4.5 years, end next in December 2027).
-	slow := time.Duration(1<<47) * time.Microsecond
-	algs := []struct {
-		name string
-		new  func() (algorithm.Algorithm, error)
-	}{
-		{"tokenbucket", func() (algorithm.Algorithm, error) {
-			return tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: 1e-4})
-		}},
-		{"tokenbucket-interval", func() (algorithm.Algorithm, error) {
-			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: limit, Interval: 1000 * time.Hour})
-		}},
-		{"gcra", func() (algorithm.Algorithm, error) { return gcra.Per(limit, slow) }},
-		{"fixedwindow", func() (algorithm.Algorithm, error) { return fixedwindow.Per(limit, slow) }},
-		{"slidingwindow", func() (algorithm.Algorithm, error) { return slidingwindow.Per(limit, slow) }},
-		{"slidinglog", func() (algorithm.Algorithm, error) { return slidinglog.Per(limit, time.Hour) }},
-	}
+	algs := unrefilled(limit)
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		for _, client := range []string{"goredis", "rueidis"} {
 			for _, c := range []struct {
@@ -173,6 +156,189 @@ func TestCoalescedExact(t *testing.T) {
 					}
 					if got := d.Limits()[1].Remaining(); got != 2*limit-admitted {
 						t.Errorf("the log holds %d, want %d: charged other than what was admitted", 2*limit-got, admitted)
+					}
+				})
+			}
+		}
+	})
+}
+
+// unrefilled are the algorithms of limit units that nothing refills or
+// expires during a test: windows of 2^47 µs, about 4.5 years (they end
+// next in December 2027).
+func unrefilled(limit int64) []struct {
+	name string
+	new  func() (algorithm.Algorithm, error)
+} {
+	slow := time.Duration(1<<47) * time.Microsecond
+	return []struct {
+		name string
+		new  func() (algorithm.Algorithm, error)
+	}{
+		{"tokenbucket", func() (algorithm.Algorithm, error) {
+			return tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: 1e-4})
+		}},
+		{"tokenbucket-interval", func() (algorithm.Algorithm, error) {
+			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: limit, Interval: 1000 * time.Hour})
+		}},
+		{"gcra", func() (algorithm.Algorithm, error) { return gcra.Per(limit, slow) }},
+		{"fixedwindow", func() (algorithm.Algorithm, error) { return fixedwindow.Per(limit, slow) }},
+		{"slidingwindow", func() (algorithm.Algorithm, error) { return slidingwindow.Per(limit, slow) }},
+		{"slidinglog", func() (algorithm.Algorithm, error) { return slidinglog.Per(limit, time.Hour) }},
+	}
+}
+
+// bookingLimiter is what TestCoalescedBookings asks of a Limiter or a
+// Policy.
+type bookingLimiter interface {
+	AllowN(ctx context.Context, key string, n int) (bool, error)
+	ReserveN(ctx context.Context, key string, n int) (bool, error)
+	Refund(ctx context.Context, key string, n int) error
+	Remaining(ctx context.Context, key string) (int64, error)
+}
+
+type limiterBooking struct{ l *ratelimit.Limiter[string] }
+
+func (b limiterBooking) AllowN(ctx context.Context, key string, n int) (bool, error) {
+	d, err := b.l.AllowN(ctx, key, n)
+	return d.Allowed(), err
+}
+
+func (b limiterBooking) ReserveN(ctx context.Context, key string, n int) (bool, error) {
+	r, err := b.l.ReserveN(ctx, key, n, 0)
+	return err == nil && r.OK(), err
+}
+
+func (b limiterBooking) Refund(ctx context.Context, key string, n int) error {
+	_, err := b.l.Refund(ctx, key, n)
+	return err
+}
+
+func (b limiterBooking) Remaining(ctx context.Context, key string) (int64, error) {
+	d, err := b.l.Peek(ctx, key)
+	return d.Remaining(), err
+}
+
+type policyBooking struct{ p *ratelimit.Policy[string] }
+
+func (b policyBooking) AllowN(ctx context.Context, key string, n int) (bool, error) {
+	d, err := b.p.AllowN(ctx, key, n)
+	return d.Allowed(), err
+}
+
+func (b policyBooking) ReserveN(ctx context.Context, key string, n int) (bool, error) {
+	r, err := b.p.ReserveN(ctx, key, n, 0)
+	return err == nil && r.OK(), err
+}
+
+func (b policyBooking) Refund(ctx context.Context, key string, n int) error {
+	_, err := b.p.Refund(ctx, key, n)
+	return err
+}
+
+// Remaining is the Policy's first limit's.
+func (b policyBooking) Remaining(ctx context.Context, key string) (int64, error) {
+	d, err := b.p.Peek(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	return d.Limits()[0].Remaining(), nil
+}
+
+// TestCoalescedBookings: bookings and refunds of a hot key wait in its
+// line as Takes do and go in batches of their kind, exactly: 64
+// goroutines, half booking now or not at all (ReserveN with no delay),
+// half taking, admit exactly the limit for every algorithm and for a
+// Policy (a bucket and a sliding log of twice its size), on both stores
+// with coalescing on, on miniredis, Redis and the cluster; then 64
+// concurrent refunds of one unit each leave exactly 64 units to take.
+// With go-redis the script calls are counted: far fewer than the
+// operations.
+func TestCoalescedBookings(t *testing.T) {
+	const limit, goroutines = 2000, 64
+	cases := unrefilled(limit)
+	cases = append(cases, struct {
+		name string
+		new  func() (algorithm.Algorithm, error)
+	}{"policy", nil})
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		for _, client := range []string{"goredis", "rueidis"} {
+			for _, a := range cases {
+				t.Run(client+"/"+a.name, func(t *testing.T) {
+					var st store.Store[string]
+					var calls *scriptCounter
+					var err error
+					if client == "goredis" {
+						rc := redistest.GoRedis(t, target)
+						calls = &scriptCounter{}
+						rc.AddHook(calls)
+						st, err = goredisstore.New[string](rc, goredisstore.WithPrefix[string](redistest.Prefix(t)))
+					} else {
+						st, err = rueidisstore.New[string](redistest.Rueidis(t, target), rueidisstore.WithPrefix[string](redistest.Prefix(t)))
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					var lim bookingLimiter
+					if a.new == nil {
+						bucket, err := cases[0].new()
+						if err != nil {
+							t.Fatal(err)
+						}
+						log, err := slidinglog.Per(2*limit, time.Hour)
+						if err != nil {
+							t.Fatal(err)
+						}
+						p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}})
+						if err != nil {
+							t.Fatal(err)
+						}
+						lim = policyBooking{p}
+					} else {
+						alg, err := a.new()
+						if err != nil {
+							t.Fatal(err)
+						}
+						l, err := ratelimit.New(alg, st)
+						if err != nil {
+							t.Fatal(err)
+						}
+						lim = limiterBooking{l}
+					}
+					var turn atomic.Int64
+					admitted, decisions := hammer(t, goroutines, func(ctx context.Context, cost int) (bool, error) {
+						if turn.Add(1)%2 == 0 {
+							return lim.AllowN(ctx, "hot", cost)
+						}
+						return lim.ReserveN(ctx, "hot", cost)
+					})
+					if admitted != limit {
+						t.Errorf("admitted %d units, want exactly %d", admitted, limit)
+					}
+					var wg sync.WaitGroup
+					for range goroutines {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							if err := lim.Refund(t.Context(), "hot", 1); err != nil {
+								t.Error(err)
+							}
+						}()
+					}
+					wg.Wait()
+					left, err := lim.Remaining(t.Context(), "hot")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if left != goroutines {
+						t.Errorf("%d refunds of 1 left %d to take, want %d", goroutines, left, goroutines)
+					}
+					if calls != nil {
+						n, ops := calls.n.Load(), decisions+goroutines+1
+						t.Logf("%d operations in %d script calls", ops, n)
+						if n*2 > ops {
+							t.Errorf("%d script calls for %d operations: coalescing did not happen", n, ops)
+						}
 					}
 				})
 			}

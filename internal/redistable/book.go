@@ -3,6 +3,7 @@ package redistable
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -69,8 +70,7 @@ func (t *Table[K]) op(op luascript.Op) (*luascript.Script, error) {
 
 // Book runs the booking script (luascript.OpBook).
 func (t *Table[K]) Book(ctx context.Context, key K, now, cost, maxDelay int64, out []algorithm.Result) (algorithm.Result, store.Booking, bool, error) {
-	s, err := t.op(luascript.OpBook)
-	if err != nil {
+	if _, err := t.op(luascript.OpBook); err != nil {
 		return algorithm.Result{}, store.Booking{}, false, err
 	}
 	keys, _, err := t.keys(nil, key, t.declared, nil)
@@ -80,30 +80,11 @@ func (t *Table[K]) Book(ctx context.Context, key K, now, cost, maxDelay int64, o
 	if maxDelay < 0 || maxDelay > algorithm.MaxDuration {
 		maxDelay = algorithm.MaxDuration
 	}
-	args := t.opArgs(now, cost, strconv.FormatInt(maxDelay, 10)).All()
-	var reply []string
-	if err := t.call(ctx, s, func() (err error) {
-		reply, err = t.run.EvalStrings(ctx, s, keys, args)
-		return err
-	}); err != nil {
-		return algorithm.Result{}, store.Booking{}, false, err
+	o := t.submit(ctx, keys, luascript.OpBook, now, cost, []string{strconv.FormatInt(maxDelay, 10)}, out)
+	if o.err != nil || !o.booked {
+		return o.r, store.Booking{}, false, o.err
 	}
-	n := len(t.limits)
-	ints := make([]int64, 2+3*n)
-	if len(reply) != 2+5*n {
-		return algorithm.Result{}, store.Booking{}, false, fmt.Errorf("%w: %s script replied %d values, want %d", store.ErrUnavailable, s.Name, len(reply), 2+5*n)
-	}
-	for i := range ints {
-		if ints[i], err = strconv.ParseInt(reply[i], 10, 64); err != nil {
-			return algorithm.Result{}, store.Booking{}, false, fmt.Errorf("%w: %s script replied %q, not a whole number", store.ErrUnavailable, s.Name, reply[i])
-		}
-	}
-	booked, act := ints[0] == 1, ints[1]
-	r, err := t.result(ints[2:], out)
-	if err != nil || !booked {
-		return r, store.Booking{}, false, err
-	}
-	return r, store.Booking{Act: act, Cost: cost, Undo: bookingUndo{table: t, values: reply[2+3*n:]}}, true, nil
+	return o.r, store.Booking{Act: o.act, Cost: cost, Undo: bookingUndo{table: t, values: o.undo}}, true, nil
 }
 
 // bookingUndo is a Redis booking's record for Cancel: each limit's value
@@ -122,38 +103,130 @@ func (t *Table[K]) Cancel(ctx context.Context, key K, now int64, b store.Booking
 	if !t.server && b.Act <= now {
 		return nil // due: used (the script decides it on the server's clock)
 	}
-	s, err := t.op(luascript.OpCancel)
-	if err != nil {
+	if _, err := t.op(luascript.OpCancel); err != nil {
 		return err
 	}
 	keys, _, err := t.keys(nil, key, t.declared, nil)
 	if err != nil {
 		return err
 	}
-	args := t.opArgs(now, b.Cost, append([]string{strconv.FormatInt(b.Act, 10)}, u.values...)...)
-	return t.call(ctx, s, func() error {
-		_, err := t.run.Eval(ctx, s, false, keys, args, nil)
-		return err
-	})
+	extra := append([]string{strconv.FormatInt(b.Act, 10)}, u.values...)
+	return t.submit(ctx, keys, luascript.OpCancel, now, b.Cost, extra, nil).err
 }
 
 // Refund runs the refund script (luascript.OpRefund).
 func (t *Table[K]) Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {
-	s, err := t.op(luascript.OpRefund)
-	if err != nil {
+	if _, err := t.op(luascript.OpRefund); err != nil {
 		return algorithm.Result{}, err
 	}
 	keys, _, err := t.keys(nil, key, t.declared, nil)
 	if err != nil {
 		return algorithm.Result{}, err
 	}
-	args := t.opArgs(now, n)
-	var reply []int64
-	if err := t.call(ctx, s, func() (err error) {
-		reply, err = t.run.Eval(ctx, s, false, keys, args, nil)
-		return err
-	}); err != nil {
-		return algorithm.Result{}, err
+	o := t.submit(ctx, keys, luascript.OpRefund, now, n, nil, out)
+	return o.r, o.err
+}
+
+// submit runs a booking operation for keys: alone, or, with coalescing,
+// behind the key's calls in flight, in a batch of its kind (coalesce.go).
+func (t *Table[K]) submit(ctx context.Context, keys []string, op luascript.Op, now, cost int64, extra []string, out []algorithm.Result) outcome {
+	if t.lines != nil {
+		name := keys[0]
+		sh := t.lines.shard(name)
+		if req := t.join(ctx, sh, name, keys, op, now, cost, extra); req != nil {
+			return t.await(ctx, sh, name, req, out)
+		}
+		defer t.settle(sh, name)
 	}
-	return t.result(reply, out)
+	req := t.newRequest(ctx, op, now, cost, extra)
+	t.sendOps(ctx, keys, []*request{req})
+	<-req.done
+	return req.took(out)
+}
+
+// opReplyLen is how many values op's script replies per request.
+func (t *Table[K]) opReplyLen(op luascript.Op) int {
+	n := len(t.limits)
+	switch op {
+	case luascript.OpBook:
+		return 2 + 5*n // booked, the instant, each limit's result, then its values before and after
+	case luascript.OpRefund:
+		return 3 * n
+	}
+	return n // OpCancel: what each limit gave back
+}
+
+// sendOps runs batch, requests of one booking operation, in order: one
+// request as its op's script, several as its batch script
+// (luascript.OpBatch), in one call either way; each request gets its
+// outcome and its done.
+func (t *Table[K]) sendOps(ctx context.Context, keys []string, batch []*request) {
+	op := batch[0].op
+	s := t.ops[op]
+	var args Args
+	if len(batch) == 1 {
+		req := batch[0]
+		args = t.opArgs(req.now, req.cost, req.extra...)
+	} else {
+		s = t.opBatch[op]
+		m := 2 + len(batch[0].extra)
+		argv := make([]string, 0, 2+m*len(batch))
+		argv = append(argv, strconv.Itoa(len(batch)), strconv.Itoa(m))
+		for _, req := range batch {
+			argv = append(append(argv, t.nowArg(req.now), strconv.FormatInt(req.cost, 10)), req.extra...)
+		}
+		args = Args{Batch: argv, Rest: t.rest, RestAny: t.restAny}
+	}
+	var strs []string
+	var ints []int64
+	err := t.call(ctx, s, func() (err error) {
+		if op == luascript.OpBook {
+			strs, err = t.run.EvalStrings(ctx, s, keys, args.All())
+			return err
+		}
+		ints, err = t.run.Eval(ctx, s, false, keys, args, nil)
+		return err
+	})
+	per := t.opReplyLen(op)
+	got := len(ints) + len(strs)
+	if err == nil && (got%per != 0 || got > per*len(batch) || got == 0) {
+		err = fmt.Errorf("%w: %s script replied %d values for %d requests, want %d each", store.ErrUnavailable, s.Name, got, len(batch), per)
+	}
+	for i, req := range batch {
+		switch {
+		case err != nil:
+			req.outcome = outcome{err: err}
+		case (i+1)*per > got:
+			// A request before it found a state it cannot read, so the
+			// batch stopped there: this one did not run.
+			req.outcome = outcome{err: fmt.Errorf("%w: %s script stopped before this request, at a state it cannot read", store.ErrStateMismatch, s.Name)}
+		case op == luascript.OpBook:
+			req.outcome = t.booked(s, strs[i*per:(i+1)*per], req.rs)
+		case op == luascript.OpRefund:
+			req.r, req.err = t.result(ints[i*per:(i+1)*per], req.rs)
+		}
+		req.done <- struct{}{}
+	}
+}
+
+// booked reads a booking script's reply for one request (opReplyLen),
+// each limit's result into out.
+func (t *Table[K]) booked(s *luascript.Script, reply []string, out []algorithm.Result) outcome {
+	n := len(t.limits)
+	ints := make([]int64, 2+3*n)
+	for i := range ints {
+		var err error
+		if ints[i], err = strconv.ParseInt(reply[i], 10, 64); err != nil {
+			return outcome{err: fmt.Errorf("%w: %s script replied %q, not a whole number", store.ErrUnavailable, s.Name, reply[i])}
+		}
+	}
+	r, err := t.result(ints[2:], out)
+	if err != nil {
+		return outcome{err: err}
+	}
+	o := outcome{r: r, booked: ints[0] == 1, act: ints[1]}
+	if o.booked {
+		o.undo = slices.Clone(reply[2+3*n:])
+	}
+	return o
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
@@ -19,7 +20,9 @@ import (
 // sends those waiting as batches (luascript.Batch), each deciding its
 // requests in arrival order in one script call. A Take of a key with
 // nothing in flight takes the single call's path, with no wait and no
-// allocation more.
+// allocation more. Bookings, cancels and refunds (book.go) take the same
+// line: a batch holds requests of one kind, the first waiting and those
+// of its kind behind it (see ended).
 
 // MaxBatch is the most limit decisions one batch script makes (its
 // requests times the table's limits); MaxLogBatch is that for a table
@@ -99,25 +102,38 @@ const (
 	sent          // in a batch taken from the line
 )
 
-// request is a Take waiting in a line.
+// request is a Take, or a booking operation, waiting in a line.
 type request struct {
 	ctx       context.Context
+	op        luascript.Op // 0 for a Take
 	now, cost int64
+	extra     []string // the op's own arguments (Book: maxDelay; Cancel: the booking's)
 	state     int
 	rs        []algorithm.Result // each limit's result, when decided
-	r         algorithm.Result
-	err       error
-	done      chan struct{} // receives once r, rs and err are set
+	outcome
+	done chan struct{} // receives once rs and the outcome are set
+}
+
+// outcome is what a request's call left: its combined result or error,
+// and, for a booking, whether it booked, the instant and the values
+// Cancel needs.
+type outcome struct {
+	r      algorithm.Result
+	err    error
+	booked bool
+	act    int64
+	undo   []string
 }
 
 var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 
-// join reports whether the caller's Take of the key named name, whose
-// Redis keys are keys, goes alone (fewer than Config.InFlight calls for the
-// key are in flight and nothing waits: the call is counted in flight, and
-// the caller calls settle when it is over), or else returns the request
-// it waits on, queued in the key's line.
-func (t *Table[K]) join(ctx context.Context, sh *lineShard, name string, keys []string, now, cost int64) *request {
+// join reports whether the caller's Take (op 0) or booking operation of
+// the key named name, whose Redis keys are keys, goes alone (fewer than
+// Config.InFlight calls for the key are in flight and nothing waits: the
+// call is counted in flight, and the caller calls settle when it is
+// over), or else returns the request it waits on, queued in the key's
+// line.
+func (t *Table[K]) join(ctx context.Context, sh *lineShard, name string, keys []string, op luascript.Op, now, cost int64, extra []string) *request {
 	sh.mu.Lock()
 	ln := sh.m[name]
 	if ln == nil {
@@ -132,15 +148,27 @@ func (t *Table[K]) join(ctx context.Context, sh *lineShard, name string, keys []
 	if ln.keys == nil {
 		ln.keys = slices.Clone(keys)
 	}
+	req := t.newRequest(ctx, op, now, cost, extra)
+	ln.waiting = append(ln.waiting, req)
+	sh.mu.Unlock()
+	return req
+}
+
+// newRequest returns a request from the pool, queued, for t's limits.
+func (t *Table[K]) newRequest(ctx context.Context, op luascript.Op, now, cost int64, extra []string) *request {
 	req := requests.Get().(*request)
-	req.ctx, req.now, req.cost, req.state = ctx, now, cost, queued
+	req.ctx, req.op, req.now, req.cost, req.extra, req.state = ctx, op, now, cost, extra, queued
 	if cap(req.rs) < len(t.limits) {
 		req.rs = make([]algorithm.Result, len(t.limits))
 	}
 	req.rs = req.rs[:len(t.limits)]
-	ln.waiting = append(ln.waiting, req)
-	sh.mu.Unlock()
 	return req
+}
+
+// release returns req to the pool, holding nothing of its caller's.
+func (req *request) release() {
+	req.ctx, req.extra, req.outcome = nil, nil, outcome{}
+	requests.Put(req)
 }
 
 // idleLines are lines of no key, for join to take.
@@ -162,10 +190,19 @@ func (t *Table[K]) settle(sh *lineShard, name string) {
 // batch to send (counted in flight), or nil when nothing waits; the key
 // is forgotten when nothing is left in flight either. The caller holds
 // the shard's lock.
+//
+// A batch is of one kind (Takes, or one booking operation): the first
+// request waiting and those of its kind behind it, in arrival order, at
+// most maxBatch; requests of other kinds keep their places. Every request
+// waiting is in its caller's call (none has returned), so they are all
+// concurrent, and any order of them is one in which they could have
+// arrived: a Take that arrived after a booking may be decided before it.
+// Taking the run of one kind at the head alone would make a key that
+// mixes kinds send batches of one request. The head goes first, so no
+// kind waits behind another for long.
 func (t *Table[K]) ended(sh *lineShard, name string, ln *line) []*request {
 	ln.inflight--
-	n := min(len(ln.waiting), t.maxBatch)
-	if n == 0 {
+	if len(ln.waiting) == 0 {
 		if ln.inflight == 0 {
 			delete(sh.m, name)
 			ln.keys = nil
@@ -175,13 +212,25 @@ func (t *Table[K]) ended(sh *lineShard, name string, ln *line) []*request {
 		return nil
 	}
 	ln.inflight++
-	batch := slices.Clone(ln.waiting[:n])
-	for _, req := range batch {
-		req.state = sent
+	op := ln.waiting[0].op
+	batch := make([]*request, 0, min(len(ln.waiting), t.maxBatch))
+	rest := ln.waiting[:0]
+	for i, req := range ln.waiting {
+		switch {
+		case len(batch) == t.maxBatch:
+			rest = append(rest, ln.waiting[i:]...)
+		case req.op == op:
+			req.state = sent
+			batch = append(batch, req)
+			continue
+		default:
+			rest = append(rest, req)
+			continue
+		}
+		break
 	}
-	rest := copy(ln.waiting, ln.waiting[n:])
-	clear(ln.waiting[rest:])
-	ln.waiting = ln.waiting[:rest]
+	clear(ln.waiting[len(rest):])
+	ln.waiting = rest
 	return batch
 }
 
@@ -204,6 +253,10 @@ func (t *Table[K]) serve(sh *lineShard, name string, ln *line, batch []*request)
 func (t *Table[K]) send(keys []string, batch []*request) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
+	if batch[0].op != 0 {
+		t.sendOps(ctx, keys, batch)
+		return
+	}
 	if len(batch) == 1 {
 		req := batch[0]
 		req.r, req.err = t.callAlone(ctx, keys, t.nowArg(req.now), req.cost, req.rs)
@@ -258,16 +311,10 @@ func batchContext(batch []*request) (context.Context, context.CancelFunc) {
 // charged; one already sent has an unknown outcome, as a single call
 // whose context ends in flight has. Either way the error is
 // store.ErrUnavailable with the context's error.
-func (t *Table[K]) await(ctx context.Context, sh *lineShard, name string, req *request, out []algorithm.Result) (algorithm.Result, error) {
+func (t *Table[K]) await(ctx context.Context, sh *lineShard, name string, req *request, out []algorithm.Result) outcome {
 	select {
 	case <-req.done:
-		r, err := req.r, req.err
-		if out != nil && err == nil {
-			copy(out, req.rs)
-		}
-		req.ctx, req.err = nil, nil
-		requests.Put(req)
-		return r, err
+		return req.took(out)
 	case <-ctx.Done():
 	}
 	sh.mu.Lock()
@@ -280,12 +327,27 @@ func (t *Table[K]) await(ctx context.Context, sh *lineShard, name string, req *r
 		}
 	}
 	sh.mu.Unlock()
+	s := t.script
+	if req.op != 0 {
+		s = t.ops[req.op]
+	}
 	if state == queued {
-		return algorithm.Result{}, fmt.Errorf("%w: %s script: %w (before it was sent)", store.ErrUnavailable, t.script.Name, ctx.Err())
+		return outcome{err: fmt.Errorf("%w: %s script: %w (before it was sent)", store.ErrUnavailable, s.Name, ctx.Err())}
 	}
 	// Sent: the batch goroutine still writes req and its done; it is
 	// left to the collector, not pooled.
-	return algorithm.Result{}, fmt.Errorf("%w: %s script: %w (its batch was in flight)", store.ErrUnavailable, t.batch.Name, ctx.Err())
+	return outcome{err: fmt.Errorf("%w: %s script: %w (its batch was in flight)", store.ErrUnavailable, s.Name, ctx.Err())}
+}
+
+// took returns req's outcome, its limits' results copied to out (when
+// not nil and it has no error), and returns req to the pool.
+func (req *request) took(out []algorithm.Result) outcome {
+	o := req.outcome
+	if out != nil && o.err == nil {
+		copy(out, req.rs)
+	}
+	req.release()
+	return o
 }
 
 // nowArg is ARGV's time for now: empty with the server clock.

@@ -28,6 +28,7 @@ type evalCall struct {
 
 type evalAnswer struct {
 	reply []int64
+	strs  []string // an EvalStrings's reply
 	err   error
 }
 
@@ -47,8 +48,15 @@ func (r *fakeRunner) Eval(ctx context.Context, s *luascript.Script, _ bool, _ []
 	}
 }
 
-func (r *fakeRunner) EvalStrings(context.Context, *luascript.Script, []string, []string) ([]string, error) {
-	return nil, errors.New("not in this test")
+func (r *fakeRunner) EvalStrings(ctx context.Context, s *luascript.Script, _ []string, args []string) ([]string, error) {
+	c := &evalCall{ctx: ctx, script: s, argv: args, answer: make(chan evalAnswer, 1)}
+	r.calls <- c
+	select {
+	case a := <-c.answer:
+		return a.strs, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (r *fakeRunner) Del(context.Context, []string) error { return nil }
@@ -125,10 +133,10 @@ func waitQueued(t *testing.T, tab *Table[string], key string, n int) {
 
 // busy starts DefaultInFlight Takes of key, at 1, 2…, which go alone, and
 // returns their calls, unanswered, and their outcomes.
-func busy(t *testing.T, tab *Table[string], run *fakeRunner, key string) ([]*evalCall, []chan outcome) {
+func busy(t *testing.T, tab *Table[string], run *fakeRunner, key string) ([]*evalCall, []chan taken) {
 	t.Helper()
 	var calls []*evalCall
-	var outs []chan outcome
+	var outs []chan taken
 	for i := range tab.inFlight {
 		outs = append(outs, take(t.Context(), tab, key, int64(1+i)))
 		c := next(t, run)
@@ -141,7 +149,7 @@ func busy(t *testing.T, tab *Table[string], run *fakeRunner, key string) ([]*eva
 }
 
 // answer answers calls and checks their outcomes.
-func answer(t *testing.T, calls []*evalCall, outs []chan outcome) {
+func answer(t *testing.T, calls []*evalCall, outs []chan taken) {
 	t.Helper()
 	for i, c := range calls {
 		c.answer <- evalAnswer{reply: c.replyFor(t)}
@@ -151,17 +159,17 @@ func answer(t *testing.T, calls []*evalCall, outs []chan outcome) {
 	}
 }
 
-type outcome struct {
+type taken struct {
 	r   algorithm.Result
 	err error
 }
 
-// take starts a Take of key at now; its outcome arrives on the channel.
-func take(ctx context.Context, tab *Table[string], key string, now int64) chan outcome {
-	out := make(chan outcome, 1)
+// take starts a Take of key at now; its result arrives on the channel.
+func take(ctx context.Context, tab *Table[string], key string, now int64) chan taken {
+	out := make(chan taken, 1)
 	go func() {
 		r, err := tab.Take(ctx, key, now, 1, nil)
-		out <- outcome{r, err}
+		out <- taken{r, err}
 	}()
 	return out
 }
@@ -177,14 +185,14 @@ func next(t *testing.T, run *fakeRunner) *evalCall {
 	}
 }
 
-func result(t *testing.T, ch chan outcome) outcome {
+func result(t *testing.T, ch chan taken) taken {
 	t.Helper()
 	select {
 	case o := <-ch:
 		return o
 	case <-time.After(10 * time.Second):
 		t.Fatal("a Take never returned")
-		return outcome{}
+		return taken{}
 	}
 }
 
@@ -201,7 +209,7 @@ func testCoalesceInOrder(t *testing.T, inFlight int) {
 	tab, run := coalescingTableOf(t, inFlight)
 	ctx := t.Context()
 	alone, first := busy(t, tab, run, "k")
-	var later []chan outcome
+	var later []chan taken
 	for i := range 5 {
 		later = append(later, take(ctx, tab, "k", int64(10+i)))
 		waitQueued(t, tab, "k", i+1)
@@ -274,7 +282,7 @@ func TestCoalesceQueuedLeaves(t *testing.T) {
 // TestCoalesceDeadlines: a batch's call lasts until the latest deadline
 // of its requests (none when one has none), not the first one's: a
 // client choosing a short deadline cannot fail the others' requests. Its
-// own Take returns at its deadline, with an unknown outcome.
+// own Take returns at its deadline, with an unknown taken.
 func TestCoalesceDeadlines(t *testing.T) {
 	for _, latest := range []time.Duration{0, time.Hour} {
 		t.Run(fmt.Sprint("latest=", latest), func(t *testing.T) {
@@ -316,10 +324,10 @@ func TestCoalesceDeadlines(t *testing.T) {
 
 // batchOf starts a call in flight with n Takes waiting behind it,
 // answers the call, and returns the batch call and the waiting Takes.
-func batchOf(t *testing.T, tab *Table[string], run *fakeRunner, n int) (*evalCall, []chan outcome) {
+func batchOf(t *testing.T, tab *Table[string], run *fakeRunner, n int) (*evalCall, []chan taken) {
 	t.Helper()
 	alone, first := busy(t, tab, run, "k")
-	var waiting []chan outcome
+	var waiting []chan taken
 	for i := range n {
 		waiting = append(waiting, take(t.Context(), tab, "k", int64(10+i)))
 		waitQueued(t, tab, "k", i+1)

@@ -163,6 +163,7 @@ type Table[K comparable] struct {
 	limits   []int64 // each limit's Limit
 	specs    []luascript.Limit
 	ops      [luascript.OpCancel + 1]*luascript.Script // the booking scripts, by Op; nil for an algorithm without them
+	opBatch  [luascript.OpCancel + 1]*luascript.Script // their batch scripts (luascript.OpBatch), with coalescing
 	opsErr   error                                     // why they are nil
 	maxKey   int                                       // the longest encoding of a key accepted
 	warnings []error                                   // found by cfg.Evictions
@@ -253,6 +254,9 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 		t.ops[op], _, t.opsErr = luascript.ForOp(op, specs...)
 		if t.opsErr != nil {
 			break
+		}
+		if t.lines != nil {
+			t.opBatch[op] = luascript.OpBatch(t.ops[op])
 		}
 	}
 	t.rest = append([]string{strconv.FormatInt(cfg.TTLMargin.Milliseconds(), 10)}, params...)
@@ -448,9 +452,10 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, now, cost int
 	if !readOnly && t.lines != nil {
 		name := keys[0]
 		sh := t.lines.shard(name)
-		if req := t.join(ctx, sh, name, keys, now, cost); req != nil {
+		if req := t.join(ctx, sh, name, keys, 0, now, cost, nil); req != nil {
 			sc.release(keys)
-			return t.await(ctx, sh, name, req, out)
+			o := t.await(ctx, sh, name, req, out)
+			return o.r, o.err
 		}
 		defer t.settle(sh, name)
 	}
