@@ -160,3 +160,33 @@ func scriptStats(b testing.TB, c redis.UniversalClient) (calls, usec int64) {
 	}
 	return calls, usec
 }
+
+// BenchmarkBookings is BenchmarkCalls for bookings: ReserveN of one unit
+// with no delay (booked now or not at all) on one key, a limit never
+// reached, with coalescing (the stores' default) and without ("-single"),
+// 1, 8 and 64 goroutines: bookings/s as decisions/s, latency, script calls
+// and Redis µs per booking.
+//
+//	RATELIMIT_REDIS_ADDR=127.0.0.1:6379 go test -run '^$' -bench Bookings ./ratelimit   (in integration/)
+func BenchmarkBookings(b *testing.B) {
+	target := redistest.Standalone(b)
+	info := redistest.GoRedis(b, target)
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 1 << 30, Rate: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, st := range append(redisStores(b), redisStoresCoalescing(b, 0)...) {
+		for _, g := range []int{1, 8, 64} {
+			b.Run(fmt.Sprintf("%s/hotkey/goroutines=%d", st.Name, g), func(b *testing.B) {
+				lim, err := ratelimit.New(alg, st.New(b))
+				if err != nil {
+					b.Fatal(err)
+				}
+				callsN(b, info, func(ctx context.Context, key string) (bool, error) {
+					r, err := lim.ReserveN(ctx, key, 1, 0)
+					return err == nil && r.OK(), err
+				}, []string{"hot"}, g)
+			})
+		}
+	}
+}

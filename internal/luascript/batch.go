@@ -22,8 +22,8 @@ var batches sync.Map
 // order, each as decision would alone after the ones before it
 // (batch.lua): ARGV[1] the number of requests n, then each request's now
 // and cost, then decision's ARGV[3…]; the reply is each request's reply in
-// turn. decision is a script of For (a Take's; peeks and bookings are
-// not batched).
+// turn. decision is a script of For (a Take's; peeks are not batched,
+// and bookings have OpBatch).
 func Batch(decision *Script) *Script {
 	if s, ok := batches.Load(decision.SHA1); ok {
 		return s.(*Script)

@@ -137,7 +137,8 @@ func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
 // leaves uncharged, and one whose context ends while its batch is in
 // flight gets an error with an unknown outcome, as from a single call. A
 // lost reply fails every request of its batch; none is sent again.
-// Peeks, Reset and bookings always go alone. A negative inFlight fails
+// Bookings, cancels and refunds wait in the same line and go in batches
+// of their kind; peeks and Reset always go alone. A negative inFlight fails
 // New with algorithm.ErrInvalidConfig.
 func WithCoalescing[K comparable](inFlight int) Option[K] {
 	return func(s *Store[K]) { s.cfg.InFlight = inFlight }
