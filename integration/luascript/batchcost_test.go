@@ -32,8 +32,9 @@ const envAgainst = "RATELIMIT_MEASURE_AGAINST"
 //	  go test -run TestBatchCost -v ./luascript   (in integration/)
 //
 // With RATELIMIT_MEASURE_AGAINST=dir, it also measures the batch scripts
-// in dir (one per case, named as the case, "tokenbucket.lua"…), to compare
-// a change of the batch script with the one before it.
+// in dir (one per case, named as the case, "tokenbucket.lua"…) and the
+// decision scripts there ("single-tokenbucket.lua"…), to compare a change
+// of the scripts with the version before it.
 func TestBatchCost(t *testing.T) {
 	if os.Getenv(envMeasureScripts) != "1" {
 		t.Skipf("a measurement, not a test: set %s=1 (and %s) to run it", envMeasureScripts, redistest.EnvAddr)
@@ -64,7 +65,7 @@ func TestBatchCost(t *testing.T) {
 	var out strings.Builder
 	fmt.Fprintf(&out, "| limits | decision script: µs/call | batch of %d (16 for a log): µs/request |", requests)
 	if os.Getenv(envAgainst) != "" {
-		out.WriteString(" $" + envAgainst + "'s batch: µs/request |\n| --- | ---: | ---: | ---: |\n")
+		out.WriteString(" $" + envAgainst + "'s decision script: µs/call | its batch: µs/request |\n| --- | ---: | ---: | ---: | ---: |\n")
 	} else {
 		out.WriteString("\n| --- | ---: | ---: |\n")
 	}
@@ -122,30 +123,35 @@ func TestBatchCost(t *testing.T) {
 		if strings.Contains(tc.name, "slidinglog") {
 			size = 16 // redistable's MaxLogBatch
 		}
-		var against *luascript.Script
+		var against, againstSingle *luascript.Script
 		if dir := os.Getenv(envAgainst); dir != "" {
-			src, err := os.ReadFile(dir + "/" + tc.name + ".lua")
-			if err != nil {
-				t.Fatal(err)
+			load := func(file string) *luascript.Script {
+				src, err := os.ReadFile(dir + "/" + file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := &luascript.Script{Name: "against:" + file, Source: string(src)}
+				if s.SHA1, err = c.ScriptLoad(ctx, s.Source).Result(); err != nil {
+					t.Fatal(err)
+				}
+				return s
 			}
-			against = &luascript.Script{Name: "against:" + tc.name, Source: string(src)}
-			if against.SHA1, err = c.ScriptLoad(ctx, against.Source).Result(); err != nil {
-				t.Fatal(err)
-			}
+			against, againstSingle = load(tc.name+".lua"), load("single-"+tc.name+".lua")
 		}
 		// Alternated rounds, the median of each: the machine's noise
 		// moves rounds more than the differences measured.
-		var single, batch, other []float64
+		var single, batch, otherSingle, other []float64
 		for range 3 {
 			single = append(single, measure(s, 0))
 			batch = append(batch, measure(b, size))
 			if against != nil {
+				otherSingle = append(otherSingle, measure(againstSingle, 0))
 				other = append(other, measure(against, size))
 			}
 		}
 		fmt.Fprintf(&out, "| %s | %.2f | %.2f |", tc.name, median(single), median(batch))
 		if against != nil {
-			fmt.Fprintf(&out, " %.2f |", median(other))
+			fmt.Fprintf(&out, " %.2f | %.2f |", median(otherSingle), median(other))
 		}
 		out.WriteString("\n")
 	}

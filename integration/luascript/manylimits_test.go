@@ -2,21 +2,28 @@ package luascript_test
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // TestManyLimits runs the decision script and the batch script of Policies
 // of many limits (a Policy has no bound on them): Lua allows a function 200
 // locals and 60 upvalues, which a script with a variable or two per limit
-// would pass, failing to compile on every call.
+// would pass, failing to compile on every call. So does a script that nests
+// its limits' parts (up to 4 limits), where every limit's locals are live at
+// once: Policies of 2 to 4 limits of each algorithm, the largest bodies,
+// run too.
 func TestManyLimits(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		client := redistest.GoRedis(t, target)
@@ -34,26 +41,53 @@ func TestManyLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		interval, err := tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 10, Tokens: 1, Interval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cell, err := gcra.Per(10, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sliding, err := slidingwindow.Per(10, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var policies [][]algorithm.Algorithm
 		for _, n := range []int{2, 61, 130, 300} {
-			limits := make([]luascript.Limit, n)
-			ids := make([]string, n)
-			for i := range limits {
-				ids[i] = fmt.Sprint("l", i)
+			algs := make([]algorithm.Algorithm, n)
+			for i := range algs {
 				switch {
 				case i%10 == 9:
-					limits[i] = luascript.LimitOf(logl, ids[i])
+					algs[i] = logl
 				case i%2 == 0:
-					limits[i] = luascript.LimitOf(bucket, ids[i])
+					algs[i] = bucket
 				default:
-					limits[i] = luascript.LimitOf(window, ids[i])
+					algs[i] = window
 				}
+			}
+			policies = append(policies, algs)
+		}
+		for _, alg := range []algorithm.Algorithm{bucket, interval, cell, window, sliding, logl} {
+			for n := 2; n <= 4; n++ {
+				policies = append(policies, slices.Repeat([]algorithm.Algorithm{alg}, n))
+			}
+		}
+		policies = append(policies, []algorithm.Algorithm{logl, sliding, interval, bucket})
+		for p, algs := range policies {
+			n := len(algs)
+			limits := make([]luascript.Limit, n)
+			ids := make([]string, n)
+			for i, alg := range algs {
+				ids[i] = fmt.Sprint("l", i)
+				limits[i] = luascript.LimitOf(alg, ids[i])
 			}
 			single, params, err := luascript.For(limits...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			batch := luascript.Batch(single)
-			keys := luascript.Keys(fmt.Sprintf("%s{%d}", base, n), ids...)
+			keys := luascript.Keys(fmt.Sprintf("%s{%d}", base, p), ids...)
 			now := time.Now().UnixMicro()
 			args := []any{strconv.FormatInt(now, 10), "1", "1000"}
 			got, err := client.Eval(ctx, single.Source, keys, append(args, anys(params)...)...).Int64Slice()

@@ -107,6 +107,12 @@ func carried(field, n int) string {
 // it, they go in tables, one lookup slower, within Lua's 200 locals.
 const localLimits = 24
 
+// nestLimits is the most limits whose parts a script nests (composeParts)
+// rather than leaving closures behind: nested, every limit's locals stay
+// live until the innermost block, and Lua allows a function 200 locals
+// and 250 registers, which 4 of the largest bodies stay well within.
+const nestLimits = 4
+
 // maxCarried is the most numbers a body's state carries.
 const maxCarried = 3
 
@@ -412,8 +418,44 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 			src.WriteString(commit(b))
 			src.WriteString("return {rem, 0, reset}\n")
 		}
+	} else if len(names) <= nestLimits {
+		// A few: every limit's first part in a block of its own, each
+		// block inside the one before, so that in the innermost every
+		// limit's locals are in scope (a later limit's hiding an earlier
+		// one's of the same name only until its block ends) and it is
+		// known whether all admit. Each block then ends with its limit's
+		// report or commit part, the innermost first: no closure to
+		// allocate per limit, where the closures below cost a request
+		// one each and one upvalue per local they capture.
+		src.WriteString("local all = true\n")
+		if !batch {
+			src.WriteString("local hset, httl, out = {}, 0, {}\n")
+		}
+		ends := make([]string, len(names))
+		for i, name := range names {
+			b := bodies[name]
+			n = i + 1
+			fmt.Fprintf(&src, "do\n-- limit %d: %s\n", n, name)
+			if b.kind == algorithm.KindSlidingLog {
+				src.WriteString(withArgs(zkeyOf))
+			}
+			src.WriteString(decide(b))
+			src.WriteString("all = all and fits\n")
+			r1, r2, r3 := reply(3*i+1), reply(3*i+2), reply(3*i+3)
+			ends[i] = "if peek or not all then\n" + withArgs(b.report) +
+				fmt.Sprintf("%s, %s, %s = rem, retry, reset\nelse\n", r1, r2, r3) +
+				commit(b) + fmt.Sprintf("%s, %s, %s = rem, 0, reset\nend\nend\n", r1, r2, r3)
+			argv += fixedArgs + b.params
+		}
+		for i := len(ends) - 1; i >= 0; i-- {
+			src.WriteString(ends[i])
+		}
+		if !batch {
+			src.WriteString(hsetMany)
+			src.WriteString("return out\n")
+		}
 	} else {
-		// Several: every limit's first part, each in a block of its own
+		// Many: every limit's first part, each in a block of its own
 		// that leaves its report and commit parts behind as one closure
 		// (decided(true) commits, decided(false) reports: one closure to
 		// allocate per limit, not two); then either every report or every
