@@ -28,3 +28,39 @@ func TestSplitCarryMarks(t *testing.T) {
 		t.Fatalf("split: %+v, %v", b.carry, err)
 	}
 }
+
+// split cuts a body's setup marks into its region, and refuses a region
+// that does not end, names that are not names, or lines that read what
+// varies between requests (a batch runs them once for all its requests).
+func TestSplitSetupMarks(t *testing.T) {
+	tail := "local fits = true\n--@report\nlocal rem = 1\n--@commit\nlocal ttl = 2\n"
+	for _, bad := range []string{
+		"--#setup a\nlocal a = tonumber(ARGV[$1])\n" + tail,                    // no --#setupend
+		"--#setup a + 1\nlocal a = 1\n--#setupend\n" + tail,                    // not a name
+		"--#setup a\nlocal a = now + 1\n--#setupend\n" + tail,                  // the request's time
+		"--#setup a\nlocal a = tonumber(ARGV[2])\n--#setupend\n" + tail,        // its cost
+		"--#setup a\nlocal a = state and 1 or 2\n--#setupend\n" + tail,         // its state
+		"--#setup a\nlocal a = 1\n" + tail + "--#setupend\nlocal value = ''\n", // not in the decide part
+	} {
+		if _, err := split(bad); err == nil {
+			t.Errorf("split accepted:\n%s", bad)
+		}
+	}
+	region := "--#setup a, f\nlocal a = tonumber(ARGV[$1]) -- its limit\nlocal function f(x)\n  return x * a\nend\n--#setupend\n"
+	b, err := split("-- a body\n" + region + tail)
+	if err != nil || b.setup == nil || b.setup.region != region || strings.Join(b.setup.vars, " ") != "a f" || !strings.HasPrefix(b.setup.text, "local a =") {
+		t.Fatalf("split: %+v, %v", b.setup, err)
+	}
+	// Every body of this package that marks a setup has it hoisted in a
+	// batch: its region is gone from the request's part.
+	for name, b := range bodies {
+		if b.setup == nil {
+			t.Errorf("%s.lua: no --#setup region", name)
+			continue
+		}
+		src := Batch(compose([]string{name})).Source
+		if !strings.Contains(src, "local "+strings.Join(b.setup.vars, ", ")+" = s1_") {
+			t.Errorf("%s: the batch script does not take its setup from once per batch", name)
+		}
+	}
+}

@@ -10,8 +10,10 @@
 -- fresh rather than make every wait that long. A value that is not such a
 -- state, or a count above twice its writer's limit (no window books
 -- further), is refused with an RLMISMATCH error (or started afresh).
+--#setup limit, window
 local limit = tonumber(ARGV[$1])
 local window = tonumber(ARGV[$2])
+--#setupend
 
 -- The window of now, ⌊now/window⌋, exact for whole numbers below 2^53.
 local index = math.floor(now / window)

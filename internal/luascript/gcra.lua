@@ -5,8 +5,10 @@
 -- with an RLMISMATCH error (or started afresh).
 -- The key is at rest once TAT has passed. Every number is a whole number
 -- below 2^53, so the arithmetic is exact, as in Go.
+--#setup every, tau
 local every = tonumber(ARGV[$2])
 local tau = tonumber(ARGV[$1]) * every
+--#setupend
 
 -- debt: µs from now until TAT; 0 once it has passed.
 local debt = 0

@@ -69,7 +69,26 @@ type body struct {
 	// carry is how a batch keeps the state in Lua numbers from one request
 	// to the next, for a body that marks it (every string-state body).
 	carry *carry
+	// setup is the body's lines that read only its parameters, which a
+	// batch runs once rather than per request, for a body that marks them.
+	setup *setup
 }
+
+// setup is a body's region, at the start of its decide part, from
+// "--#setup a, b" to "--#setupend": lines that set the locals a, b from
+// the body's parameters alone (its ARGV, constants, functions of their
+// arguments), nothing that varies between requests. A decision script
+// runs them as written; a batch of few limits (composeParts) runs them
+// once, before its requests, and each request takes the locals' values.
+type setup struct {
+	vars   []string
+	region string // the marked lines, marks included, as decide holds them
+	text   string // the lines between the marks
+}
+
+// perRequest finds, in a setup region, what varies between requests: the
+// request's time, cost and ARGV[1] or ARGV[2], and what the load found.
+var perRequest = regexp.MustCompile(`\b(now|cost|peek|state|at|old0|old1|wipe|afresh|hkey)\b|ARGV\[[12]\]`)
 
 // carry holds a body's two marked regions. In its decide part, the lines
 // between "--#parse a, b" and "--#parsed" read its state's body (state,
@@ -204,6 +223,23 @@ func split(text string) (body, error) {
 	}
 	for _, m := range paramRef.FindAllStringSubmatch(text, -1) {
 		b.params = max(b.params, int(m[1][0]-'0'))
+	}
+	if _, rest, ok := strings.Cut("\n"+b.decide, "\n--#setup "); ok {
+		vars, rest, _ := strings.Cut(rest, "\n")
+		inner, _, ok := strings.Cut(rest, "--#setupend\n")
+		if !ok {
+			return body{}, fmt.Errorf("--#setup without --#setupend in the decide part")
+		}
+		su := &setup{vars: strings.Split(vars, ", "), region: "--#setup " + vars + "\n" + inner + "--#setupend\n", text: inner}
+		for _, v := range su.vars {
+			if !luaName.MatchString(v) {
+				return body{}, fmt.Errorf("--#setup: %q is not a name", v)
+			}
+		}
+		if m := perRequest.FindString(withoutComments("--\n" + inner)); m != "" {
+			return body{}, fmt.Errorf("--#setup: the region reads %s, which varies between requests", m)
+		}
+		b.setup = su
 	}
 	if !strings.Contains(b.decide, "\n--#parse ") && !strings.Contains(b.commit, "\n--#encode ") {
 		return b, nil
@@ -343,7 +379,6 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 	}
 	head = src.String()
 	src.Reset()
-
 	// A log's sorted set is named once per script (zkeyOf); a limit whose
 	// state is in the hash looks at its ID's sorted set only on a miss or
 	// to wipe it, so it names it there ($zkey), and a decision on the fast
@@ -352,18 +387,43 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 	n := 0     // the limit's number, from 1
 	field := 0 // the limit's place among those kept in the hash, from 1
 	withArgs := func(part string) string { return substitute(part, argv, n) }
+	// hoisted: in a batch of few limits (a single one, or nested), each
+	// body's setup (its parameters, once per batch) before the requests'
+	// function, in locals named by the limit ("s2_capacity"), which the
+	// limit's part in each request takes in its own names. Not for more:
+	// the request's function would read them as upvalues, of which Lua
+	// allows 60.
+	var hoisted strings.Builder
+	hoist := batch && len(names) <= nestLimits
+	// setupOf returns the lines of b's decide that stand for its setup:
+	// the region itself, or, hoisted, taking the values set once.
+	setupOf := func(b body) (region, lines string) {
+		su := b.setup
+		if su == nil || !hoist {
+			return "", ""
+		}
+		own := make([]string, len(su.vars))
+		for i, v := range su.vars {
+			own[i] = fmt.Sprintf("s%d_%s", n, v)
+		}
+		vars, owns := strings.Join(su.vars, ", "), strings.Join(own, ", ")
+		fmt.Fprintf(&hoisted, "local %s\ndo\n%s%s = %s\nend\n", owns, withArgs(su.text), owns, vars)
+		return su.region, fmt.Sprintf("local %s = %s\n", vars, owns)
+	}
+
 	// decide is a limit's first part: for a state kept in the hash, the
 	// common load (load.lua), then the body's own.
 	decide := func(b body) string {
+		region, lines := setupOf(b)
 		if b.kind == algorithm.KindSlidingLog {
-			return withArgs(b.decide)
+			return withArgs(strings.Replace(b.decide, region, lines, 1))
 		}
 		field++
 		switch {
 		case batch:
 			c := b.carry
 			parse := fmt.Sprintf("if fown[%d] then\n  %s = %s\nelse\n%send\n", field, strings.Join(c.parseVars, ", "), carried(field, len(c.parseVars)), c.parse)
-			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = fcur[%d]\n", field), 1) + c.beforeParse + parse + c.afterParse)
+			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = fcur[%d]\n", field), 1) + strings.Replace(c.beforeParse, region, lines, 1) + parse + c.afterParse)
 		case hmget:
 			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = hv.err or hv[%d]\n", field), 1) + b.decide)
 		}
@@ -518,6 +578,7 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 	if !batch {
 		return head, limits, ""
 	}
+	head += hoisted.String()
 	src.Reset()
 	src.WriteString("local hset = {}\n")
 	f := 0

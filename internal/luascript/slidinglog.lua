@@ -24,10 +24,12 @@
 -- A set of an older format (without the header), a key of another type,
 -- or members or scores out of range are refused with an RLMISMATCH
 -- error, never misread (or started afresh).
+--#setup limit, window, modulus, trim
 local limit = tonumber(ARGV[$1])
 local window = tonumber(ARGV[$2])
 local modulus = 4503599627370496 -- 2^52
 local trim = 1000
+--#setupend
 
 -- The sorted set starts with its header member, ARGV[$hdr] ("#L" and
 -- the window) at score -inf: the load checks it and every rank below

@@ -17,16 +17,9 @@
 -- rather than make every wait that long. The count is at most 2^41 and
 -- the previous count 2^40 (no limit is larger); a value that is not such a
 -- state is refused with an RLMISMATCH error (or started afresh).
+--#setup limit, window, muldiv
 local limit = tonumber(ARGV[$1])
 local window = tonumber(ARGV[$2])
-
--- The window of now, ⌊now/window⌋, exact for whole numbers below 2^53.
-local index = math.floor(now / window)
-if index * window > now then
-  index = index - 1
-elseif (index + 1) * window <= now then
-  index = index + 1
-end
 -- muldiv(a, b, c): ⌊a·b/c⌋ and the remainder, exact for whole numbers
 -- 0 ≤ a ≤ 2^40, 0 ≤ b ≤ 2^48 and 1 ≤ c ≤ 2^48 (the quotients needed are
 -- below 2^49). A product below 2^53 is exact as it is; a larger one (up to
@@ -56,6 +49,15 @@ local function muldiv(a, b, c)
     q, r = q * 16 + d, x - d * c
   end
   return q, r
+end
+--#setupend
+
+-- The window of now, ⌊now/window⌋, exact for whole numbers below 2^53.
+local index = math.floor(now / window)
+if index * window > now then
+  index = index - 1
+elseif (index + 1) * window <= now then
+  index = index + 1
 end
 
 local count, prev = 0, 0

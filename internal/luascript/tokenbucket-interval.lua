@@ -4,6 +4,7 @@
 -- refill µs>", tokens within ±2^53 (below zero, a debt: booked ahead), the
 -- instant within ±2^53; anything else is refused with an RLMISMATCH error
 -- (or started afresh).
+--#setup capacity, per, interval, floordiv
 local capacity = tonumber(ARGV[$1])
 local per = tonumber(ARGV[$2])
 local interval = tonumber(ARGV[$3])
@@ -18,7 +19,7 @@ local function floordiv(a, b)
   end
   return q
 end
-
+--#setupend
 local tokens, last = capacity, now
 if state then
   local k, l

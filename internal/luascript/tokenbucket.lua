@@ -4,6 +4,7 @@
 -- update in µs as two little-endian IEEE 754 doubles: exact, and shorter
 -- than text with 17 digits. Anything else is refused with an RLMISMATCH
 -- error (or started afresh).
+--#setup capacity, per_micro, struct, enc, dec
 local capacity = tonumber(ARGV[$1])
 local per_micro = tonumber(ARGV[$2]) / 1e6
 
@@ -51,7 +52,7 @@ if not struct then
     return x
   end
 end
-
+--#setupend
 local tokens, last = capacity, now
 if state then
   local k, l = 1e300, 0 -- out of range: not 16 bytes
