@@ -5,9 +5,24 @@
 -- with an RLMISMATCH error (or started afresh).
 -- The key is at rest once TAT has passed. Every number is a whole number
 -- below 2^53, so the arithmetic is exact, as in Go.
---#setup every, tau
+--#setup every, tau, left
 local every = tonumber(ARGV[$2])
 local tau = tonumber(ARGV[$1]) * every
+
+-- left: ⌊(tau − d)/every⌋, the units that fit with debt d, corrected
+-- where the division rounds.
+local function left(d)
+  if d >= tau then
+    return 0
+  end
+  local n = math.floor((tau - d) / every)
+  if n * every > tau - d then
+    n = n - 1
+  elseif (n + 1) * every <= tau - d then
+    n = n + 1
+  end
+  return n
+end
 --#setupend
 
 -- debt: µs from now until TAT; 0 once it has passed.
@@ -76,20 +91,6 @@ end
 local after = debt + cost * every
 local fits = after <= tau
 
--- left: ⌊(tau − d)/every⌋, the units that fit with debt d, corrected
--- where the division rounds.
-local function left(d)
-  if d >= tau then
-    return 0
-  end
-  local n = math.floor((tau - d) / every)
-  if n * every > tau - d then
-    n = n - 1
-  elseif (n + 1) * every <= tau - d then
-    n = n + 1
-  end
-  return n
-end
 
 --@report
 local rem, retry, reset = left(debt), after - tau, debt

@@ -4,7 +4,7 @@
 -- refill µs>", tokens within ±2^53 (below zero, a debt: booked ahead), the
 -- instant within ±2^53; anything else is refused with an RLMISMATCH error
 -- (or started afresh).
---#setup capacity, per, interval, floordiv
+--#setup capacity, per, interval, floordiv, wait
 local capacity = tonumber(ARGV[$1])
 local per = tonumber(ARGV[$2])
 local interval = tonumber(ARGV[$3])
@@ -18,6 +18,17 @@ local function floordiv(a, b)
     q = q + 1
   end
   return q
+end
+
+-- wait: µs from now_us until the bucket holds target tokens, given that
+-- it holds held, refilled last at at_us (the state's last). A function of
+-- its arguments, not a closure over the state, so that a batch makes it
+-- once.
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
 end
 --#setupend
 local tokens, last = capacity, now
@@ -93,22 +104,15 @@ elseif now > last then
   end
 end
 
--- wait: µs from now until the bucket holds target tokens.
-local function wait(held, target)
-  if held >= target then
-    return 0
-  end
-  return last + floordiv(target - held + per - 1, per) * interval - now
-end
 
 local fits = cost <= tokens
 
 --@report
-local rem, retry, reset = math.max(tokens, 0), wait(tokens, cost), wait(tokens, capacity)
+local rem, retry, reset = math.max(tokens, 0), wait(tokens, cost, last, now), wait(tokens, capacity, last, now)
 
 --@commit
 tokens = tokens - cost
-local reset = wait(tokens, capacity)
+local reset = wait(tokens, capacity, last, now)
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
@@ -139,7 +143,7 @@ if ticks <= floordiv(9007199254740992, per) then
   owed = ticks * per
 end
 tokens, last = held - cost - owed, la - ticks * interval
-local reset = wait(tokens, capacity)
+local reset = wait(tokens, capacity, last, now)
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
@@ -159,7 +163,7 @@ if tokens < capacity then
   end
   value = string.format('%.0f %.0f', tokens, last)
 end
-local rem, retry, reset = math.max(tokens, 0), wait(tokens, 1), wait(tokens, capacity)
+local rem, retry, reset = math.max(tokens, 0), wait(tokens, 1, last, now), wait(tokens, capacity, last, now)
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2

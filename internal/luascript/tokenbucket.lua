@@ -4,7 +4,7 @@
 -- update in µs as two little-endian IEEE 754 doubles: exact, and shorter
 -- than text with 17 digits. Anything else is refused with an RLMISMATCH
 -- error (or started afresh).
---#setup capacity, per_micro, struct, enc, dec
+--#setup capacity, per_micro, struct, enc, dec, wait
 local capacity = tonumber(ARGV[$1])
 local per_micro = tonumber(ARGV[$2]) / 1e6
 
@@ -51,6 +51,24 @@ if not struct then
     end
     return x
   end
+end
+
+-- wait: µs from now_us until the bucket holds target tokens, given that
+-- it holds held then and held_at tokens at at_us (the state's tokens and
+-- last); exact, as the refill below computes it. A function of its
+-- arguments, not a closure over the state, so that a batch makes it once.
+local function wait(target, held, held_at, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  local e = math.ceil((target - held_at) / per_micro)
+  while held_at + e * per_micro < target do
+    e = e + 1
+  end
+  while e > 0 and held_at + (e - 1) * per_micro >= target do
+    e = e - 1
+  end
+  return at_us + e - now_us
 end
 --#setupend
 local tokens, last = capacity, now
@@ -117,21 +135,6 @@ if avail > capacity then
   avail = capacity
 end
 
--- wait: µs from now until the bucket holds target tokens, given that it
--- holds held now; exact, as the refill above computes it.
-local function wait(target, held)
-  if held >= target then
-    return 0
-  end
-  local e = math.ceil((target - tokens) / per_micro)
-  while tokens + e * per_micro < target do
-    e = e + 1
-  end
-  while e > 0 and tokens + (e - 1) * per_micro >= target do
-    e = e - 1
-  end
-  return last + e - now
-end
 
 local fits = cost <= avail
 
@@ -140,14 +143,14 @@ local rem = 0 -- none while in debt
 if avail > 0 then
   rem = math.floor(avail)
 end
-local retry, reset = wait(cost, avail), wait(capacity, avail)
+local retry, reset = wait(cost, avail, tokens, last, now), wait(capacity, avail, tokens, last, now)
 
 --@commit
 tokens = avail - cost
 if now > last then
   last = now
 end
-local reset = wait(capacity, tokens)
+local reset = wait(capacity, tokens, tokens, last, now)
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
@@ -184,7 +187,7 @@ tokens = held - cost - owed * per_micro
 if tokens < -9007199254740992 then
   tokens = -9007199254740992
 end
-local reset = wait(capacity, tokens)
+local reset = wait(capacity, tokens, tokens, last, now)
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
@@ -237,7 +240,7 @@ local rem = 0
 if avail > 0 then
   rem = math.floor(avail)
 end
-local retry, reset = wait(1, avail), wait(capacity, avail)
+local retry, reset = wait(1, avail, tokens, last, now), wait(capacity, avail, tokens, last, now)
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
