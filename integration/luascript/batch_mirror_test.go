@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
@@ -175,16 +176,24 @@ func TestBatchMirror(t *testing.T) {
 			case !slices.Equal(got, want):
 				rt.Fatalf("batch replied\n%v\none by one\n%v", got, want)
 			}
-			for i := range one {
-				a, b := snapshot1(t, client, one[i]), snapshot1(t, client, many[i])
-				if a != b {
-					rt.Fatalf("key %d holds %s one by one, %s after the batch", i, a, b)
-				}
-				ta, tb := client.PTTL(ctx, one[i]).Val(), client.PTTL(ctx, many[i]).Val()
-				if d := ta - tb; d < -50*time.Millisecond || d > 50*time.Millisecond {
-					rt.Fatalf("key %d: TTL %v one by one, %v after the batch", i, ta, tb)
-				}
-			}
+			sameKeys(t, rt, client, one, many, "the batch")
 		})
 	})
+}
+
+// sameKeys fails rt unless the keys one and many, pairwise, hold the same
+// (every hash field, every sorted set member and score) with TTLs within
+// 50 ms of each other: the keys a history left one request at a time, and
+// those after, a batch.
+func sameKeys(t *testing.T, rt *rapid.T, client redis.UniversalClient, one, many []string, after string) {
+	for i := range one {
+		a, b := snapshot1(t, client, one[i]), snapshot1(t, client, many[i])
+		if a != b {
+			rt.Fatalf("key %d holds %s one by one, %s after %s", i, a, b, after)
+		}
+		ta, tb := client.PTTL(t.Context(), one[i]).Val(), client.PTTL(t.Context(), many[i]).Val()
+		if d := ta - tb; d < -50*time.Millisecond || d > 50*time.Millisecond {
+			rt.Fatalf("key %d: TTL %v one by one, %v after %s", i, ta, tb, after)
+		}
+	}
 }

@@ -171,16 +171,7 @@ func TestOpBatchMirror(t *testing.T) {
 			case fmt.Sprint(got) != fmt.Sprint(want):
 				rt.Fatalf("%v batch replied\n%v\none by one\n%v", op, got, want)
 			}
-			for i := range one {
-				a, b := snapshot1(t, client, one[i]), snapshot1(t, client, many[i])
-				if a != b {
-					rt.Fatalf("key %d holds %s one by one, %s after the %v batch", i, a, b, op)
-				}
-				ta, tb := client.PTTL(ctx, one[i]).Val(), client.PTTL(ctx, many[i]).Val()
-				if d := ta - tb; d < -50*time.Millisecond || d > 50*time.Millisecond {
-					rt.Fatalf("key %d: TTL %v one by one, %v after the %v batch", i, ta, tb, op)
-				}
-			}
+			sameKeys(t, rt, client, one, many, fmt.Sprintf("the %v batch", op))
 		})
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
@@ -45,17 +44,6 @@ func cancelBooking(ctx context.Context, tab *Table[string], key string, now int6
 		out <- opDone{err: tab.Cancel(ctx, key, now, b)}
 	}()
 	return out
-}
-
-func opResult(t *testing.T, ch chan opDone) opDone {
-	t.Helper()
-	select {
-	case o := <-ch:
-		return o
-	case <-time.After(10 * time.Second):
-		t.Fatal("a booking operation never returned")
-		return opDone{}
-	}
 }
 
 // bookReply is a book script's reply to a request at now: booked at now +
@@ -102,7 +90,7 @@ func TestCoalesceOpsInOrder(t *testing.T) {
 	}
 	c.answer <- evalAnswer{strs: append(bookReply("100"), bookReply("102")...)}
 	for i, ch := range []chan opDone{b1, b2} {
-		o := opResult(t, ch)
+		o := result(t, ch)
 		now := int64(100 + 2*i)
 		want := bookingUndo{table: tab, values: []string{fmt.Sprint("pre", now), fmt.Sprint("post", now)}}
 		if o.err != nil || !o.booked || o.booking.Act != now+10 || o.booking.Cost != int64(2+i) || o.r.Remaining != 1000-now ||
@@ -130,7 +118,7 @@ func TestCoalesceOpsInOrder(t *testing.T) {
 		t.Fatalf("the waiting refund ran %s with %v, want the refund script with its now and count", c.script.Name, c.argv)
 	}
 	c.answer <- evalAnswer{reply: []int64{7, 0, 0}}
-	if o := opResult(t, rf); o.err != nil || o.r.Remaining != 7 {
+	if o := result(t, rf); o.err != nil || o.r.Remaining != 7 {
 		t.Fatalf("refund: %+v", o)
 	}
 
@@ -139,7 +127,7 @@ func TestCoalesceOpsInOrder(t *testing.T) {
 		t.Fatalf("the waiting cancel ran %s with %v, want the cancel script with the booking's instant and values", c.script.Name, c.argv)
 	}
 	c.answer <- evalAnswer{reply: []int64{5}}
-	if o := opResult(t, cn); o.err != nil {
+	if o := result(t, cn); o.err != nil {
 		t.Fatalf("cancel: %v", o.err)
 	}
 	answer(t, alone[1:], first[1:])
@@ -174,7 +162,7 @@ func TestCoalesceOpsFailure(t *testing.T) {
 				t.Fatalf("ran %s, want the refund batch script", c.script.Name)
 			}
 			c.answer <- tc.ans
-			o1, o2 := opResult(t, r1), opResult(t, r2)
+			o1, o2 := result(t, r1), result(t, r2)
 			if tc.first != nil {
 				if !errors.Is(o1.err, tc.first) || !errors.Is(o2.err, tc.first) {
 					t.Fatalf("refunds: %v, %v; want both %v", o1.err, o2.err, tc.first)

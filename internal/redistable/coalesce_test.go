@@ -185,14 +185,17 @@ func next(t *testing.T, run *fakeRunner) *evalCall {
 	}
 }
 
-func result(t *testing.T, ch chan taken) taken {
+// result receives what a call started in a goroutine returned (a Take's
+// or a booking operation's).
+func result[T any](t *testing.T, ch chan T) T {
 	t.Helper()
 	select {
 	case o := <-ch:
 		return o
 	case <-time.After(10 * time.Second):
-		t.Fatal("a Take never returned")
-		return taken{}
+		t.Fatal("a call never returned")
+		var zero T
+		return zero
 	}
 }
 
