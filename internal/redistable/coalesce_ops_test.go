@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
@@ -179,4 +180,39 @@ func TestCoalesceOpsFailure(t *testing.T) {
 			waitForgotten(t, tab)
 		})
 	}
+}
+
+// TestCoalesceOpsDeadlines: a booking batch's call is bounded by the
+// latest deadline in it (none here, as one has none), and a booking whose
+// short deadline ends while its batch is in flight returns at once,
+// unknown, without ending the call for the others.
+func TestCoalesceOpsDeadlines(t *testing.T) {
+	tab, run := coalescingTable(t)
+	alone, first := busy(t, tab, run, "k")
+	short, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	hurried := book(short, tab, "k", 100, 1)
+	waitQueued(t, tab, "k", 1)
+	patient := book(t.Context(), tab, "k", 101, 1)
+	waitQueued(t, tab, "k", 2)
+	answer(t, alone[:1], first[:1])
+	c := next(t, run)
+	if c.script != tab.opBatch[luascript.OpBook] {
+		t.Fatalf("ran %s, want the book batch script", c.script.Name)
+	}
+	if d, ok := c.ctx.Deadline(); ok {
+		t.Fatalf("the batch's call has a deadline, %v, where one of its requests has none", d)
+	}
+	if o := result(t, hurried); !errors.Is(o.err, store.ErrUnavailable) || !errors.Is(o.err, context.DeadlineExceeded) {
+		t.Fatalf("the booking with the short deadline: %v", o.err)
+	}
+	if err := c.ctx.Err(); err != nil {
+		t.Fatalf("the batch's call ended with the short deadline: %v", err)
+	}
+	c.answer <- evalAnswer{strs: append(bookReply("100"), bookReply("101")...)}
+	if o := result(t, patient); o.err != nil || !o.booked || o.booking.Act != 111 {
+		t.Fatalf("the booking with no deadline: %+v", o)
+	}
+	answer(t, alone[1:], first[1:])
+	waitForgotten(t, tab)
 }
