@@ -135,33 +135,43 @@ func composeOp(op Op, names []string) *Script {
 			src.WriteString(part(b.decide))
 		} else {
 			src.WriteString(part(loadHash + b.decide))
-			fmt.Fprintf(&src, "%s = state or ''\n", slot("raw", n))
+			if op != OpRefund {
+				fmt.Fprintf(&src, "%s = state or ''\n", slot("raw", n))
+			}
 		}
-		// The report part, in a block: its locals must not hide the body's
-		// from the closures below.
-		fmt.Fprintf(&src, "do\n%s\n%s = {rem, retry, reset}\nend\n", part(b.report), slot("rep", n))
-		earliest := b.earliest
-		if earliest == "" {
-			earliest = fmt.Sprintf("local act = math.max(from, now + %s[2])\n", slot("rep", n))
+		// Only the closures op calls are made: each costs a call its
+		// allocation and an upvalue per local it reads.
+		if op == OpBook {
+			// The report part, in a block: its locals must not hide the
+			// body's from the closures below.
+			fmt.Fprintf(&src, "do\n%s\n%s = {rem, retry, reset}\nend\n", part(b.report), slot("rep", n))
+			earliest := b.earliest
+			if earliest == "" {
+				earliest = fmt.Sprintf("local act = math.max(from, now + %s[2])\n", slot("rep", n))
+			}
+			fmt.Fprintf(&src, "%s = function(from)\n%s\nreturn act\nend\n", slot("earliest", n), part(earliest))
+			// book: the part, then (for a state in the hash) the write,
+			// and the value after, which a cancel compares.
+			if log {
+				fmt.Fprintf(&src, "%s = function(act)\n%s\nreturn rem, reset, ''\nend\n", slot("book", n), part(b.book))
+			} else {
+				fmt.Fprintf(&src, "%s = function(act)\n%s\n%s\nreturn rem, reset, ARGV[%d] .. value\nend\n", slot("book", n), part(b.book), part(wipeFirst+storeMany), argv+2)
+			}
 		}
-		fmt.Fprintf(&src, "%s = function(from)\n%s\nreturn act\nend\n", slot("earliest", n), part(earliest))
-		// book: the part, then (for a state in the hash) the write, and
-		// the value after, which a cancel compares.
-		if log {
-			fmt.Fprintf(&src, "%s = function(act)\n%s\nreturn rem, reset, ''\nend\n", slot("book", n), part(b.book))
-		} else {
-			fmt.Fprintf(&src, "%s = function(act)\n%s\n%s\nreturn rem, reset, ARGV[%d] .. value\nend\n", slot("book", n), part(b.book), part(wipeFirst+storeMany), argv+2)
+		if op == OpRefund || op == OpCancel {
+			fmt.Fprintf(&src, "%s = function(n)\n%s\n", slot("refund", n), part(b.refund))
+			if !log {
+				fmt.Fprintf(&src, "if value then\n%s\nend\n", part(wipeFirst+storeMany))
+			}
+			src.WriteString("return rem, retry, reset\nend\n")
 		}
-		fmt.Fprintf(&src, "%s = function(n)\n%s\n", slot("refund", n), part(b.refund))
-		if !log {
-			fmt.Fprintf(&src, "if value then\n%s\nend\n", part(wipeFirst+storeMany))
+		if op == OpCancel {
+			unused := b.unused
+			if unused == "" {
+				unused = "local give = 0\n"
+			}
+			fmt.Fprintf(&src, "%s = function(act, bcost)\n%s\nreturn give\nend\n", slot("unused", n), part(unused))
 		}
-		src.WriteString("return rem, retry, reset\nend\n")
-		unused := b.unused
-		if unused == "" {
-			unused = "local give = 0\n"
-		}
-		fmt.Fprintf(&src, "%s = function(act, bcost)\n%s\nreturn give\nend\n", slot("unused", n), part(unused))
 		src.WriteString("end\n")
 		argv += fixedArgs + b.params
 	}
