@@ -163,18 +163,18 @@ func TestCoalescedExact(t *testing.T) {
 	})
 }
 
+// namedAlgorithm makes an algorithm a test names.
+type namedAlgorithm struct {
+	name string
+	new  func() (algorithm.Algorithm, error)
+}
+
 // unrefilled are the algorithms of limit units that nothing refills or
 // expires during a test: windows of 2^47 µs, about 4.5 years (they end
 // next in December 2027).
-func unrefilled(limit int64) []struct {
-	name string
-	new  func() (algorithm.Algorithm, error)
-} {
+func unrefilled(limit int64) []namedAlgorithm {
 	slow := time.Duration(1<<47) * time.Microsecond
-	return []struct {
-		name string
-		new  func() (algorithm.Algorithm, error)
-	}{
+	return []namedAlgorithm{
 		{"tokenbucket", func() (algorithm.Algorithm, error) {
 			return tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: 1e-4})
 		}},
@@ -257,10 +257,7 @@ func (b policyBooking) Remaining(ctx context.Context, key string) (int64, error)
 func TestCoalescedBookings(t *testing.T) {
 	const limit, goroutines = 2000, 64
 	cases := unrefilled(limit)
-	cases = append(cases, struct {
-		name string
-		new  func() (algorithm.Algorithm, error)
-	}{"policy", nil})
+	cases = append(cases, namedAlgorithm{"policy", nil})
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		for _, client := range []string{"goredis", "rueidis"} {
 			for _, a := range cases {

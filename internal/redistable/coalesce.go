@@ -216,18 +216,16 @@ func (t *Table[K]) ended(sh *lineShard, name string, ln *line) []*request {
 	batch := make([]*request, 0, min(len(ln.waiting), t.maxBatch))
 	rest := ln.waiting[:0]
 	for i, req := range ln.waiting {
-		switch {
-		case len(batch) == t.maxBatch:
+		if len(batch) == t.maxBatch {
 			rest = append(rest, ln.waiting[i:]...)
-		case req.op == op:
+			break
+		}
+		if req.op == op {
 			req.state = sent
 			batch = append(batch, req)
-			continue
-		default:
+		} else {
 			rest = append(rest, req)
-			continue
 		}
-		break
 	}
 	clear(ln.waiting[len(rest):])
 	ln.waiting = rest
