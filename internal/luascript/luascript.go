@@ -446,6 +446,8 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 			fmt.Fprintf(&keep, "if not fenc[%d] then\n  fenc[%d] = function(%s)\n%s\nreturn value\nend\nend\n", field, field, vars, c.encode)
 			fmt.Fprintf(&keep, "fcur[%d] = ARGV[$hdr]\nif ttl > httl then\n  httl = ttl\nend\n", field)
 			return withArgs(c.beforeEncode + wipeFirst + keep.String())
+		case len(names) > 1 && len(names) <= nestLimits:
+			return withArgs(b.commit + wipeFirst + fmt.Sprintf(storeNested, 2*field-1, 2*field))
 		case len(names) > 1:
 			return withArgs(b.commit + wipeFirst + storeMany)
 		}
@@ -487,9 +489,15 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		// report or commit part, the innermost first: no closure to
 		// allocate per limit, where the closures below cost a request
 		// one each and one upvalue per local they capture.
+		// The replies' slots (and, in a decision script, the HSET's) are
+		// filled in order first: the innermost limit reports first, and a
+		// Lua table filled from a later index on keeps those entries in
+		// its hash part, to be rehashed as the earlier ones come.
 		src.WriteString("local all = true\n")
-		if !batch {
-			src.WriteString("local hset, httl, out = {}, 0, {}\n")
+		if batch {
+			fmt.Fprintf(&src, "for j = roff + 1, roff + %d do\n  replies[j] = 0\nend\n", 3*len(names))
+		} else {
+			fmt.Fprintf(&src, "local hset, httl, out = {%s}, 0, {%s}\n", slots("false", 2*hashed), slots("0", 3*len(names)))
 		}
 		ends := make([]string, len(names))
 		for i, name := range names {
@@ -511,7 +519,13 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 			src.WriteString(ends[i])
 		}
 		if !batch {
-			src.WriteString(hsetMany)
+			if hashed > 0 {
+				args := make([]string, 2*hashed)
+				for i := range args {
+					args[i] = fmt.Sprintf("hset[%d]", i+1)
+				}
+				fmt.Fprintf(&src, hsetNested, strings.Join(args, ", "))
+			}
 			src.WriteString("return out\n")
 		}
 	} else {
@@ -671,6 +685,33 @@ if ttl > httl then
   httl = ttl
 end
 `
+
+// storeNested is storeMany in a nested Policy, where every field kept
+// in the hash is written when any is (all limits admit): the limit's
+// field and value go to their own slots of hset (the field's place
+// times two, less one, and times two).
+const storeNested = `hset[%d], hset[%d] = ARGV[$id], ARGV[$hdr] .. value
+if ttl > httl then
+  httl = ttl
+end
+`
+
+// hsetNested is hsetMany for storeNested's slots, given as the call's
+// arguments (no unpack).
+const hsetNested = `if hset[1] then
+  redis.call('HSET', hkey, %s)
+  httl = httl + margin
+  if redis.call('PEXPIRE', hkey, httl, 'GT') == 0 then
+    redis.call('PEXPIRE', hkey, httl, 'NX')
+  end
+end
+`
+
+// slots returns n copies of v, separated by commas: a table
+// constructor's list, which makes its array part n long at once.
+func slots(v string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(v+", ", n), ", ")
+}
 
 // hsetMany writes the fields of several limits with one HSET, and the
 // key's TTL once, as store.lua does for one.
