@@ -80,9 +80,14 @@ func ForOp(op Op, limits ...Limit) (*Script, []string, error) {
 }
 
 // composeOp puts together op's script for limits of the named algorithms.
-// Every limit's load and decide parts run in a block of their own (for a
-// cost of 1 in a refund), with its report part, which leave the op's parts
-// behind as closures; the op then calls them.
+// Every limit's load and decide parts run first (for a cost of 1 in a
+// refund), then its report part for a booking; the op's own parts
+// (earliest, book, refund, unused) are functions of a few arguments. With
+// several limits each runs in a block of its own that leaves the op's
+// parts behind as closures, which the op then calls. With one, the parts
+// are written where the op calls them, in a block that binds their
+// arguments: no closure to allocate, and the body's locals are the
+// script's (a booking's Redis time fell by about a quarter).
 func composeOp(op Op, names []string) *Script {
 	var src strings.Builder
 	fmt.Fprintf(&src, "-- %s: %s\n", op, strings.Join(names, "+"))
@@ -108,6 +113,7 @@ func composeOp(op Op, names []string) *Script {
 		src.WriteString("local refundn = cost\ncost = 1\n")
 	}
 	src.WriteString("local hset, httl = {}, 0\n")
+	inline := len(names) == 1
 	// Each limit's closures are locals, or, past localLimits limits, in
 	// tables: Lua allows a function 200 locals, 6 per limit here.
 	tables := len(names) > localLimits
@@ -117,62 +123,112 @@ func composeOp(op Op, names []string) *Script {
 		}
 		return fmt.Sprintf("%s%d", name, n)
 	}
+	// rep is the k-th number of limit n's report: its table's, or, inline,
+	// a local's.
+	rep := func(n, k int) string {
+		if inline {
+			return fmt.Sprintf("rep%d_%d", n, k)
+		}
+		return fmt.Sprintf("%s[%d]", slot("rep", n), k)
+	}
 	if tables {
 		src.WriteString("local rep, earliest, book, refund, unused, raw = {}, {}, {}, {}, {}, {}\n")
+	}
+	// parts: each limit's op parts, by name, as functions (part): with
+	// several limits defined as closures here, called below; inline,
+	// written where they are called.
+	type part struct {
+		params, body, results string
+	}
+	parts := make([]map[string]part, len(names))
+	define := func(n int, name string, p part) {
+		parts[n-1][name] = p
+		if !inline {
+			fmt.Fprintf(&src, "%s = function(%s)\n%sreturn %s\nend\n", slot(name, n), p.params, p.body, p.results)
+		}
+	}
+	// call writes the call of limit n's part name with args, its results
+	// assigned to into: a call of the closure, or, inline, the part in a
+	// block that binds its parameters (when they are not the args' names)
+	// and assigns its results. into must not be a name the part declares.
+	call := func(n int, name, args, into string) string {
+		p := parts[n-1][name]
+		if !inline {
+			return fmt.Sprintf("%s = %s(%s)\n", into, slot(name, n), args)
+		}
+		bind := ""
+		if p.params != args {
+			bind = fmt.Sprintf("local %s = %s\n", p.params, args)
+		}
+		return fmt.Sprintf("do\n%s%s%s = %s\nend\n", bind, p.body, into, p.results)
 	}
 	argv := 3
 	for i, name := range names {
 		b := bodies[name]
 		n := i + 1
+		parts[i] = map[string]part{}
 		log := b.kind == algorithm.KindSlidingLog
-		part := func(p string) string { return substitute(p, argv, n) }
-		if !tables {
+		sub := func(p string) string { return substitute(p, argv, n) }
+		switch {
+		case inline:
+			fmt.Fprintf(&src, "local raw%d\n", n)
+		case !tables:
 			fmt.Fprintf(&src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\n", n, n, n, n, n, n)
 		}
-		fmt.Fprintf(&src, "do\n-- limit %d: %s\n", n, name)
+		if !inline {
+			fmt.Fprintf(&src, "do\n")
+		}
+		fmt.Fprintf(&src, "-- limit %d: %s\n", n, name)
 		if log {
-			src.WriteString(part(zkeyOf))
-			src.WriteString(part(b.decide))
+			src.WriteString(sub(zkeyOf))
+			src.WriteString(sub(b.decide))
 		} else {
-			src.WriteString(part(loadHash + b.decide))
+			src.WriteString(sub(loadHash + b.decide))
 			if op != OpRefund {
 				fmt.Fprintf(&src, "%s = state or ''\n", slot("raw", n))
 			}
 		}
-		// Only the closures op calls are made: each costs a call its
+		// Only the parts op calls are made: a closure costs a call its
 		// allocation and an upvalue per local it reads.
 		if op == OpBook {
 			// The report part, in a block: its locals must not hide the
-			// body's from the closures below.
-			fmt.Fprintf(&src, "do\n%s\n%s = {rem, retry, reset}\nend\n", part(b.report), slot("rep", n))
+			// body's from the parts below.
+			if inline {
+				fmt.Fprintf(&src, "local %s, %s, %s\n", rep(n, 1), rep(n, 2), rep(n, 3))
+				fmt.Fprintf(&src, "do\n%s\n%s, %s, %s = rem, retry, reset\nend\n", sub(b.report), rep(n, 1), rep(n, 2), rep(n, 3))
+			} else {
+				fmt.Fprintf(&src, "do\n%s\n%s = {rem, retry, reset}\nend\n", sub(b.report), slot("rep", n))
+			}
 			earliest := b.earliest
 			if earliest == "" {
-				earliest = fmt.Sprintf("local act = math.max(from, now + %s[2])\n", slot("rep", n))
+				earliest = fmt.Sprintf("local act = math.max(from, now + %s)\n", rep(n, 2))
 			}
-			fmt.Fprintf(&src, "%s = function(from)\n%s\nreturn act\nend\n", slot("earliest", n), part(earliest))
+			define(n, "earliest", part{"from", sub(earliest) + "\n", "act"})
 			// book: the part, then (for a state in the hash) the write,
 			// and the value after, which a cancel compares.
 			if log {
-				fmt.Fprintf(&src, "%s = function(act)\n%s\nreturn rem, reset, ''\nend\n", slot("book", n), part(b.book))
+				define(n, "book", part{"act", sub(b.book) + "\n", "rem, reset, ''"})
 			} else {
-				fmt.Fprintf(&src, "%s = function(act)\n%s\n%s\nreturn rem, reset, ARGV[%d] .. value\nend\n", slot("book", n), part(b.book), part(wipeFirst+storeMany), argv+2)
+				define(n, "book", part{"act", sub(b.book) + "\n" + sub(wipeFirst+storeMany) + "\n", fmt.Sprintf("rem, reset, ARGV[%d] .. value", argv+2)})
 			}
 		}
 		if op == OpRefund || op == OpCancel {
-			fmt.Fprintf(&src, "%s = function(n)\n%s\n", slot("refund", n), part(b.refund))
+			body := sub(b.refund) + "\n"
 			if !log {
-				fmt.Fprintf(&src, "if value then\n%s\nend\n", part(wipeFirst+storeMany))
+				body += fmt.Sprintf("if value then\n%s\nend\n", sub(wipeFirst+storeMany))
 			}
-			src.WriteString("return rem, retry, reset\nend\n")
+			define(n, "refund", part{"n", body, "rem, retry, reset"})
 		}
 		if op == OpCancel {
 			unused := b.unused
 			if unused == "" {
 				unused = "local give = 0\n"
 			}
-			fmt.Fprintf(&src, "%s = function(act, bcost)\n%s\nreturn give\nend\n", slot("unused", n), part(unused))
+			define(n, "unused", part{"act, bcost", sub(unused) + "\n", "give"})
 		}
-		src.WriteString("end\n")
+		if !inline {
+			src.WriteString("end\n")
+		}
 		argv += fixedArgs + b.params
 	}
 	num := func(x string) string { return "string.format('%.0f', " + x + ")" }
@@ -181,30 +237,30 @@ func composeOp(op Op, names []string) *Script {
 		// The search of algorithm.EarliestAll: the latest of the limits'
 		// earliest instants, again until none moves it, at most
 		// algorithm.MaxBookingRounds rounds and until now + maxDelay.
-		fmt.Fprintf(&src, "local latest = now + tonumber(ARGV[%d])\nlocal act, ok = now, false\nfor _ = 1, %d do\n  local nxt = act\n", opa, algorithm.MaxBookingRounds)
+		fmt.Fprintf(&src, "local latest = now + tonumber(ARGV[%d])\nlocal act, ok, ea = now, false, nil\nfor _ = 1, %d do\n  local nxt = act\n", opa, algorithm.MaxBookingRounds)
 		for i := range names {
-			fmt.Fprintf(&src, "  nxt = math.max(nxt, %s(act))\n", slot("earliest", i+1))
+			fmt.Fprintf(&src, "%s  nxt = math.max(nxt, ea)\n", call(i+1, "earliest", "act", "ea"))
 		}
 		src.WriteString("  if nxt > latest then\n    act = nxt\n    break\n  end\n  if nxt == act then\n    ok = true\n    break\n  end\n  act = nxt\nend\n")
 		src.WriteString("local out = {'0', " + num("act") + "}\nif not ok then\n")
 		for i := range names {
 			n := i + 1
-			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = %s, %s, %s\n", 3*i+3, 3*i+4, 3*i+5, num(slot("rep", n)+"[1]"), num(slot("rep", n)+"[2]"), num(slot("rep", n)+"[3]"))
+			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = %s, %s, %s\n", 3*i+3, 3*i+4, 3*i+5, num(rep(n, 1)), num(rep(n, 2)), num(rep(n, 3)))
 		}
 		fmt.Fprintf(&src, "for i = %d, %d do\n  out[i] = ''\nend\n", 3+3*len(names), 2+5*len(names))
 		src.WriteString("return out\nend\nout[1] = '1'\n")
 		for i := range names {
 			n := i + 1
 			base := 3 + 3*len(names) + 2*i
-			fmt.Fprintf(&src, "do\nlocal rem, reset, post = %s(act)\nout[%d], out[%d], out[%d] = %s, %s, %s\nout[%d], out[%d] = %s or '', post\nend\n",
-				slot("book", n), 3*i+3, 3*i+4, 3*i+5, num("rem"), num("act - now"), num("reset"), base, base+1, slot("raw", n))
+			fmt.Fprintf(&src, "do\nlocal brem, breset, bpost\n%sout[%d], out[%d], out[%d] = %s, %s, %s\nout[%d], out[%d] = %s or '', bpost\nend\n",
+				call(n, "book", "act", "brem, breset, bpost"), 3*i+3, 3*i+4, 3*i+5, num("brem"), num("act - now"), num("breset"), base, base+1, slot("raw", n))
 		}
 		src.WriteString(hsetMany)
 		src.WriteString("return out\n")
 	case OpRefund:
 		src.WriteString("local out = {}\n")
 		for i := range names {
-			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = %s(refundn)\n", 3*i+1, 3*i+2, 3*i+3, slot("refund", i+1))
+			src.WriteString(call(i+1, "refund", "refundn", fmt.Sprintf("out[%d], out[%d], out[%d]", 3*i+1, 3*i+2, 3*i+3)))
 		}
 		src.WriteString(hsetMany)
 		src.WriteString("return out\n")
@@ -224,7 +280,7 @@ func composeOp(op Op, names []string) *Script {
 			} else {
 				src.WriteString("  do\n")
 			}
-			fmt.Fprintf(&src, "    local give = %s(act, bcost)\n    if give > 0 then\n      %s(give)\n    end\n    out[%d] = give\n  end\nend\n", slot("unused", n), slot("refund", n), n)
+			fmt.Fprintf(&src, "local given\n%sif given > 0 then\n%send\nout[%d] = given\nend\nend\n", call(n, "unused", "act, bcost", "given"), call(n, "refund", "given", "local _"), n)
 			argv += fixedArgs + b.params
 		}
 		src.WriteString(hsetMany)
