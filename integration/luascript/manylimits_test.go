@@ -23,7 +23,8 @@ import (
 // would pass, failing to compile on every call. So does a script that nests
 // its limits' parts (up to 4 limits), where every limit's locals are live at
 // once: Policies of 2 to 4 limits of each algorithm, the largest bodies,
-// run too.
+// run too. Each Policy also books, cancels and refunds: the booking
+// scripts nest up to 4 limits as well.
 func TestManyLimits(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		client := redistest.GoRedis(t, target)
@@ -109,6 +110,38 @@ func TestManyLimits(t *testing.T) {
 					if rem, retry := got[3*(r*n+l)], got[3*(r*n+l)+1]; rem != int64(8-r) || retry != 0 {
 						t.Fatalf("%d limits, request %d, limit %d: remaining %d, retry %d; want %d, 0", n, r, l, rem, retry, 8-r)
 					}
+				}
+			}
+			// The booking scripts, which nest up to 4 limits too: a booking
+			// of 8 (6 remain: it waits for refills), its cancel before it is
+			// due (each limit gives the 8 back), then a refund of 1.
+			at := strconv.FormatInt(now+3, 10)
+			script := func(op luascript.Op) string {
+				s, _, err := luascript.ForOp(op, limits...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s.Source
+			}
+			booked, err := client.Eval(ctx, script(luascript.OpBook), keys, append(append([]any{at, "8", "1000"}, anys(params)...), "100000000")...).StringSlice()
+			if err != nil || len(booked) != 2+5*n || booked[0] != "1" || booked[1] <= at {
+				t.Fatalf("%d limits, a booking of 8: %q, %v", n, booked, err)
+			}
+			cancel := append(append([]any{at, "8", "1000"}, anys(params)...), booked[1])
+			for _, s := range booked[2+3*n:] {
+				cancel = append(cancel, s)
+			}
+			given, err := client.Eval(ctx, script(luascript.OpCancel), keys, cancel...).Int64Slice()
+			if err != nil || len(given) != n || slices.ContainsFunc(given, func(g int64) bool { return g != 8 }) {
+				t.Fatalf("%d limits, its cancel: %v, %v", n, given, err)
+			}
+			got, err = client.Eval(ctx, script(luascript.OpRefund), keys, append([]any{at, "1", "1000"}, anys(params)...)...).Int64Slice()
+			if err != nil || len(got) != 3*n {
+				t.Fatalf("%d limits, a refund of 1: %v, %v", n, got, err)
+			}
+			for l := range n {
+				if got[3*l] != 7 {
+					t.Fatalf("%d limits, a refund of 1: limit %d has %d remaining, want 7 (%v)", n, l, got[3*l], got)
 				}
 			}
 		}

@@ -81,22 +81,35 @@ func ForOp(op Op, limits ...Limit) (*Script, []string, error) {
 
 // composeOp puts together op's script for limits of the named algorithms.
 // Every limit's load and decide parts run first (for a cost of 1 in a
-// refund), then its report part for a booking; the op's own parts
-// (earliest, book, refund, unused) are functions of a few arguments. With
-// several limits each runs in a block of its own that leaves the op's
-// parts behind as closures, which the op then calls. With one, the parts
-// are written where the op calls them, in a block that binds their
-// arguments: no closure to allocate, and the body's locals are the
-// script's (a booking's Redis time fell by about a quarter).
+// refund), then, for a booking, its report part. The op's own parts
+// (earliest, book, refund, unused) are functions of a few arguments
+// (opPart), which the op calls: the search of a booking's instant calls
+// every limit's earliest in each round; then each limit books, refunds or
+// gives back its unused units (its end).
+//
+// A few limits (at most nestLimits, each with the default earliest, which
+// reads only the limit's report) nest as the decision script's do: each
+// limit's block opens inside the one before, the op's search runs in the
+// innermost, and each block ends with the limit's end, the innermost
+// first, its parts written there in a block that binds their arguments.
+// No closure is made: each costs a call its allocation and an upvalue
+// per local it reads (a booking of one limit took about a quarter less
+// Redis time without them). More limits run each in a block of its own
+// that leaves its parts behind as closures, and the ends follow.
 func composeOp(op Op, names []string) *Script {
 	var src strings.Builder
 	fmt.Fprintf(&src, "-- %s: %s\n", op, strings.Join(names, "+"))
 	src.WriteString(prelude)
 	src.WriteString("local hkey = KEYS[1]\n")
 	logs := 0
+	nested := len(names) <= nestLimits
 	for _, name := range names {
-		if bodies[name].kind == algorithm.KindSlidingLog {
+		b := bodies[name]
+		if b.kind == algorithm.KindSlidingLog {
 			logs++
+		}
+		if b.earliest != "" {
+			nested = false
 		}
 	}
 	if logs == len(names) {
@@ -113,9 +126,19 @@ func composeOp(op Op, names []string) *Script {
 		src.WriteString("local refundn = cost\ncost = 1\n")
 	}
 	src.WriteString("local hset, httl = {}, 0\n")
-	inline := len(names) == 1
+	// The reply, its slots made at once (a nested op fills them from the
+	// last limit's on).
+	switch op {
+	case OpBook:
+		fmt.Fprintf(&src, "local out = {%s}\nlocal bact = now\n", slots("''", 2+5*len(names)))
+	case OpRefund:
+		fmt.Fprintf(&src, "local out = {%s}\n", slots("0", 3*len(names)))
+	case OpCancel:
+		fmt.Fprintf(&src, "local out = {%s}\nlocal cact = tonumber(ARGV[%d])\n", slots("0", len(names)), opa)
+	}
 	// Each limit's closures are locals, or, past localLimits limits, in
-	// tables: Lua allows a function 200 locals, 6 per limit here.
+	// tables: Lua allows a function 200 locals, 6 per limit here. Nested,
+	// a limit's report and its state as read are locals of the script's.
 	tables := len(names) > localLimits
 	slot := func(name string, n int) string {
 		if tables {
@@ -123,10 +146,8 @@ func composeOp(op Op, names []string) *Script {
 		}
 		return fmt.Sprintf("%s%d", name, n)
 	}
-	// rep is the k-th number of limit n's report: its table's, or, inline,
-	// a local's.
 	rep := func(n, k int) string {
-		if inline {
+		if nested {
 			return fmt.Sprintf("rep%d_%d", n, k)
 		}
 		return fmt.Sprintf("%s[%d]", slot("rep", n), k)
@@ -134,51 +155,42 @@ func composeOp(op Op, names []string) *Script {
 	if tables {
 		src.WriteString("local rep, earliest, book, refund, unused, raw = {}, {}, {}, {}, {}, {}\n")
 	}
-	// parts: each limit's op parts, by name, as functions (part): with
-	// several limits defined as closures here, called below; inline,
-	// written where they are called.
-	type part struct {
-		params, body, results string
+	if nested {
+		for i := range names {
+			fmt.Fprintf(&src, "local raw%d\n", i+1)
+			if op == OpBook {
+				fmt.Fprintf(&src, "local %s, %s, %s\n", rep(i+1, 1), rep(i+1, 2), rep(i+1, 3))
+			}
+		}
 	}
-	parts := make([]map[string]part, len(names))
-	define := func(n int, name string, p part) {
+	parts := make([]map[string]opPart, len(names))
+	// define makes limit n's part name: a closure, or, nested, a part
+	// that call writes where it is called.
+	define := func(n int, name string, p opPart) {
 		parts[n-1][name] = p
-		if !inline {
+		if !nested {
 			fmt.Fprintf(&src, "%s = function(%s)\n%sreturn %s\nend\n", slot(name, n), p.params, p.body, p.results)
 		}
 	}
 	// call writes the call of limit n's part name with args, its results
-	// assigned to into: a call of the closure, or, inline, the part in a
-	// block that binds its parameters (when they are not the args' names)
-	// and assigns its results. into must not be a name the part declares.
+	// assigned to into (which must not be a name the part declares).
 	call := func(n int, name, args, into string) string {
-		p := parts[n-1][name]
-		if !inline {
+		if !nested {
 			return fmt.Sprintf("%s = %s(%s)\n", into, slot(name, n), args)
 		}
-		bind := ""
-		if p.params != args {
-			bind = fmt.Sprintf("local %s = %s\n", p.params, args)
-		}
-		return fmt.Sprintf("do\n%s%s%s = %s\nend\n", bind, p.body, into, p.results)
+		return parts[n-1][name].inline(args, into)
 	}
 	argv := 3
 	for i, name := range names {
 		b := bodies[name]
 		n := i + 1
-		parts[i] = map[string]part{}
+		parts[i] = map[string]opPart{}
 		log := b.kind == algorithm.KindSlidingLog
 		sub := func(p string) string { return substitute(p, argv, n) }
-		switch {
-		case inline:
-			fmt.Fprintf(&src, "local raw%d\n", n)
-		case !tables:
+		if !nested && !tables {
 			fmt.Fprintf(&src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\n", n, n, n, n, n, n)
 		}
-		if !inline {
-			fmt.Fprintf(&src, "do\n")
-		}
-		fmt.Fprintf(&src, "-- limit %d: %s\n", n, name)
+		fmt.Fprintf(&src, "do\n-- limit %d: %s\n", n, name)
 		if log {
 			src.WriteString(sub(zkeyOf))
 			src.WriteString(sub(b.decide))
@@ -188,13 +200,11 @@ func composeOp(op Op, names []string) *Script {
 				fmt.Fprintf(&src, "%s = state or ''\n", slot("raw", n))
 			}
 		}
-		// Only the parts op calls are made: a closure costs a call its
-		// allocation and an upvalue per local it reads.
+		// Only the parts op calls are made.
 		if op == OpBook {
 			// The report part, in a block: its locals must not hide the
 			// body's from the parts below.
-			if inline {
-				fmt.Fprintf(&src, "local %s, %s, %s\n", rep(n, 1), rep(n, 2), rep(n, 3))
+			if nested {
 				fmt.Fprintf(&src, "do\n%s\n%s, %s, %s = rem, retry, reset\nend\n", sub(b.report), rep(n, 1), rep(n, 2), rep(n, 3))
 			} else {
 				fmt.Fprintf(&src, "do\n%s\n%s = {rem, retry, reset}\nend\n", sub(b.report), slot("rep", n))
@@ -203,13 +213,13 @@ func composeOp(op Op, names []string) *Script {
 			if earliest == "" {
 				earliest = fmt.Sprintf("local act = math.max(from, now + %s)\n", rep(n, 2))
 			}
-			define(n, "earliest", part{"from", sub(earliest) + "\n", "act"})
+			define(n, "earliest", opPart{"from", sub(earliest) + "\n", "act"})
 			// book: the part, then (for a state in the hash) the write,
 			// and the value after, which a cancel compares.
 			if log {
-				define(n, "book", part{"act", sub(b.book) + "\n", "rem, reset, ''"})
+				define(n, "book", opPart{"act", sub(b.book) + "\n", "rem, reset, ''"})
 			} else {
-				define(n, "book", part{"act", sub(b.book) + "\n" + sub(wipeFirst+storeMany) + "\n", fmt.Sprintf("rem, reset, ARGV[%d] .. value", argv+2)})
+				define(n, "book", opPart{"act", sub(b.book) + "\n" + sub(wipeFirst+storeMany) + "\n", fmt.Sprintf("rem, reset, ARGV[%d] .. value", argv+2)})
 			}
 		}
 		if op == OpRefund || op == OpCancel {
@@ -217,76 +227,98 @@ func composeOp(op Op, names []string) *Script {
 			if !log {
 				body += fmt.Sprintf("if value then\n%s\nend\n", sub(wipeFirst+storeMany))
 			}
-			define(n, "refund", part{"n", body, "rem, retry, reset"})
+			define(n, "refund", opPart{"n", body, "rem, retry, reset"})
 		}
 		if op == OpCancel {
 			unused := b.unused
 			if unused == "" {
 				unused = "local give = 0\n"
 			}
-			define(n, "unused", part{"act, bcost", sub(unused) + "\n", "give"})
+			define(n, "unused", opPart{"act, bcost", sub(unused) + "\n", "give"})
 		}
-		if !inline {
+		if !nested {
 			src.WriteString("end\n")
 		}
 		argv += fixedArgs + b.params
 	}
 	num := func(x string) string { return "string.format('%.0f', " + x + ")" }
-	switch op {
-	case OpBook:
+	if op == OpBook {
 		// The search of algorithm.EarliestAll: the latest of the limits'
 		// earliest instants, again until none moves it, at most
-		// algorithm.MaxBookingRounds rounds and until now + maxDelay.
+		// algorithm.MaxBookingRounds rounds and until now + maxDelay. A
+		// booking that is not made replies each limit's report; nothing
+		// has been written.
 		fmt.Fprintf(&src, "local latest = now + tonumber(ARGV[%d])\nlocal act, ok, ea = now, false, nil\nfor _ = 1, %d do\n  local nxt = act\n", opa, algorithm.MaxBookingRounds)
 		for i := range names {
 			fmt.Fprintf(&src, "%s  nxt = math.max(nxt, ea)\n", call(i+1, "earliest", "act", "ea"))
 		}
 		src.WriteString("  if nxt > latest then\n    act = nxt\n    break\n  end\n  if nxt == act then\n    ok = true\n    break\n  end\n  act = nxt\nend\n")
-		src.WriteString("local out = {'0', " + num("act") + "}\nif not ok then\n")
+		src.WriteString("out[2] = " + num("act") + "\nif not ok then\nout[1] = '0'\n")
 		for i := range names {
 			n := i + 1
 			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = %s, %s, %s\n", 3*i+3, 3*i+4, 3*i+5, num(rep(n, 1)), num(rep(n, 2)), num(rep(n, 3)))
 		}
-		fmt.Fprintf(&src, "for i = %d, %d do\n  out[i] = ''\nend\n", 3+3*len(names), 2+5*len(names))
-		src.WriteString("return out\nend\nout[1] = '1'\n")
-		for i := range names {
-			n := i + 1
+		src.WriteString("return out\nend\nout[1] = '1'\nbact = act\n")
+	}
+	// end writes limit n's end: its booking, its refund, or its share of
+	// a cancel.
+	end := func(n int, name string) {
+		i := n - 1
+		switch op {
+		case OpBook:
 			base := 3 + 3*len(names) + 2*i
 			fmt.Fprintf(&src, "do\nlocal brem, breset, bpost\n%sout[%d], out[%d], out[%d] = %s, %s, %s\nout[%d], out[%d] = %s or '', bpost\nend\n",
-				call(n, "book", "act", "brem, breset, bpost"), 3*i+3, 3*i+4, 3*i+5, num("brem"), num("act - now"), num("breset"), base, base+1, slot("raw", n))
-		}
-		src.WriteString(hsetMany)
-		src.WriteString("return out\n")
-	case OpRefund:
-		src.WriteString("local out = {}\n")
-		for i := range names {
-			src.WriteString(call(i+1, "refund", "refundn", fmt.Sprintf("out[%d], out[%d], out[%d]", 3*i+1, 3*i+2, 3*i+3)))
-		}
-		src.WriteString(hsetMany)
-		src.WriteString("return out\n")
-	case OpCancel:
-		fmt.Fprintf(&src, "local act = tonumber(ARGV[%d])\nlocal out = {}\n", opa)
-		argv := 3
-		for i, name := range names {
-			n := i + 1
-			b := bodies[name]
+				call(n, "book", "bact", "brem, breset, bpost"), 3*i+3, 3*i+4, 3*i+5, num("brem"), num("bact - now"), num("breset"), base, base+1, slot("raw", n))
+		case OpRefund:
+			src.WriteString(call(n, "refund", "refundn", fmt.Sprintf("out[%d], out[%d], out[%d]", 3*i+1, 3*i+2, 3*i+3)))
+		case OpCancel:
+			idArg := 3 + 1
+			for _, nm := range names[:i] {
+				idArg += fixedArgs + bodies[nm].params
+			}
 			pre, post := opa+1+2*i, opa+2+2*i
-			fmt.Fprintf(&src, "out[%d] = 0\nif act > now then\n", n)
-			if b.kind != algorithm.KindSlidingLog {
+			src.WriteString("if cact > now then\n")
+			if bodies[name].kind != algorithm.KindSlidingLog {
 				// The state is still the one the booking left: the one
 				// before comes back, exactly.
 				fmt.Fprintf(&src, "  if ARGV[%d] ~= '' and %s == ARGV[%d] then\n", post, slot("raw", n), post)
-				fmt.Fprintf(&src, "    if ARGV[%d] == '' then\n      redis.call('HDEL', hkey, ARGV[%d])\n    else\n      redis.call('HSET', hkey, ARGV[%d], ARGV[%d])\n    end\n    out[%d] = bcost\n  else\n", pre, argv+1, argv+1, pre, n)
+				fmt.Fprintf(&src, "    if ARGV[%d] == '' then\n      redis.call('HDEL', hkey, ARGV[%d])\n    else\n      redis.call('HSET', hkey, ARGV[%d], ARGV[%d])\n    end\n    out[%d] = bcost\n  else\n", pre, idArg, idArg, pre, n)
 			} else {
 				src.WriteString("  do\n")
 			}
-			fmt.Fprintf(&src, "local given\n%sif given > 0 then\n%send\nout[%d] = given\nend\nend\n", call(n, "unused", "act, bcost", "given"), call(n, "refund", "given", "local _"), n)
-			argv += fixedArgs + b.params
+			fmt.Fprintf(&src, "local given\n%sif given > 0 then\n%send\nout[%d] = given\nend\nend\n", call(n, "unused", "cact, bcost", "given"), call(n, "refund", "given", "local _"), n)
 		}
-		src.WriteString(hsetMany)
-		src.WriteString("return out\n")
 	}
+	if nested {
+		for i := len(names) - 1; i >= 0; i-- {
+			end(i+1, names[i])
+			src.WriteString("end\n")
+		}
+	} else {
+		for i, name := range names {
+			end(i+1, name)
+		}
+	}
+	src.WriteString(hsetMany)
+	src.WriteString("return out\n")
 	source := withoutComments(src.String())
 	sum := sha1.Sum([]byte(source))
 	return &Script{Name: op.String() + ":" + strings.Join(names, "+"), Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
+}
+
+// opPart is one of a limit's op parts as a function: its parameters, its
+// body, and the expressions it returns (which its body declares).
+type opPart struct {
+	params, body, results string
+}
+
+// inline returns the part written where it is called with args, in a
+// block that binds its parameters to them (unless they are the args'
+// own names) and assigns its results to into.
+func (p opPart) inline(args, into string) string {
+	bind := ""
+	if p.params != args {
+		bind = fmt.Sprintf("local %s = %s\n", p.params, args)
+	}
+	return fmt.Sprintf("do\n%s%s%s = %s\nend\n", bind, p.body, into, p.results)
 }
