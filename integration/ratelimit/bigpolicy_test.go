@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/gcra"
+	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/slidingwindow"
@@ -20,12 +22,14 @@ import (
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
-// TestBigPolicy runs Policies of many limits (NewPolicy sets no bound) on
-// every store: Takes, coalesced Takes, a booking, its cancel and a
-// refund. The Redis stores' scripts hold a few locals and registers per
-// limit, of which Lua allows a function 200 and 250: a script that kept
-// one per limit failed to compile on every call past a hundred limits
-// (past 33 for the booking scripts).
+// TestBigPolicy runs Policies of many limits on every store: Takes,
+// coalesced Takes, a booking, its cancel and a refund. The Redis stores'
+// scripts hold a few locals and registers per limit, of which Lua allows
+// a function 200 and 250: a script that kept one per limit failed to
+// compile on every call past a hundred limits (past 33 for the booking
+// scripts). The Redis stores decide for at most redistable.MaxLimits: a
+// Policy of that many decides, and one more is refused when it is made,
+// with store.ErrAlgorithmUnsupported (the memory store takes it).
 func TestBigPolicy(t *testing.T) {
 	limits := func(n int) []ratelimit.Limit {
 		out := make([]ratelimit.Limit, n)
@@ -100,6 +104,17 @@ func TestBigPolicy(t *testing.T) {
 			if pd.Remaining() != 100-20 {
 				t.Fatalf("%d limits: %d remaining after 20 units, want %d", n, pd.Remaining(), 100-20)
 			}
+		}
+		p, err := ratelimit.NewPolicy(st, limits(redistable.MaxLimits))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := p.AllowN(t.Context(), "biggest", 2); err != nil || !d.Allowed() || d.Remaining() != 100-2 {
+			t.Fatalf("%d limits: AllowN: %+v, %v", redistable.MaxLimits, d, err)
+		}
+		_, err = ratelimit.NewPolicy(st, limits(redistable.MaxLimits+1))
+		if _, memory := st.(*memorystore.Store[string]); memory != (err == nil) || (err != nil && !errors.Is(err, store.ErrAlgorithmUnsupported)) {
+			t.Fatalf("%d limits on %T: %v", redistable.MaxLimits+1, st, err)
 		}
 	}
 	t.Run("memory", func(t *testing.T) { run(t, memorystore.New[string]()) })
