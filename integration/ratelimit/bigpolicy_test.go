@@ -11,7 +11,6 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/gcra"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/slidingwindow"
@@ -27,9 +26,10 @@ import (
 // scripts hold a few locals and registers per limit, of which Lua allows
 // a function 200 and 250: a script that kept one per limit failed to
 // compile on every call past a hundred limits (past 33 for the booking
-// scripts). The Redis stores decide for at most redistable.MaxLimits: a
-// Policy of that many decides, and one more is refused when it is made,
-// with store.ErrAlgorithmUnsupported (the memory store takes it).
+// scripts). The Redis stores take at most goredisstore.MaxLimits (and
+// rueidisstore.MaxLimits, the same): a Policy of that many runs every
+// operation, and one more is refused when it is made, with
+// store.ErrAlgorithmUnsupported (the memory store takes it).
 func TestBigPolicy(t *testing.T) {
 	limits := func(n int) []ratelimit.Limit {
 		out := make([]ratelimit.Limit, n)
@@ -62,7 +62,9 @@ func TestBigPolicy(t *testing.T) {
 		return out
 	}
 	run := func(t *testing.T, st store.Store[string]) {
-		for _, n := range []int{24, 25, 40, 130, 300} { // 24: the most whose closures are locals
+		// 24: the most whose closures are locals; the last, the most a
+		// Redis store takes.
+		for _, n := range []int{24, 25, 40, 130, goredisstore.MaxLimits} {
 			p, err := ratelimit.NewPolicy(st, limits(n))
 			if err != nil {
 				t.Fatal(err)
@@ -105,16 +107,9 @@ func TestBigPolicy(t *testing.T) {
 				t.Fatalf("%d limits: %d remaining after 20 units, want %d", n, pd.Remaining(), 100-20)
 			}
 		}
-		p, err := ratelimit.NewPolicy(st, limits(redistable.MaxLimits))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d, err := p.AllowN(t.Context(), "biggest", 2); err != nil || !d.Allowed() || d.Remaining() != 100-2 {
-			t.Fatalf("%d limits: AllowN: %+v, %v", redistable.MaxLimits, d, err)
-		}
-		_, err = ratelimit.NewPolicy(st, limits(redistable.MaxLimits+1))
+		_, err := ratelimit.NewPolicy(st, limits(goredisstore.MaxLimits+1))
 		if _, memory := st.(*memorystore.Store[string]); memory != (err == nil) || (err != nil && !errors.Is(err, store.ErrAlgorithmUnsupported)) {
-			t.Fatalf("%d limits on %T: %v", redistable.MaxLimits+1, st, err)
+			t.Fatalf("%d limits on %T: %v", goredisstore.MaxLimits+1, st, err)
 		}
 	}
 	t.Run("memory", func(t *testing.T) { run(t, memorystore.New[string]()) })

@@ -185,6 +185,12 @@ func WithEvictionCheck[K comparable](check EvictionCheck) Option[K] {
 	return func(s *Store[K]) { s.eviction = check }
 }
 
+// MaxLimits is the most limits of a Policy on this store: one of more is
+// refused when it is made, with store.ErrAlgorithmUnsupported. Each
+// decision runs every limit's part in one script; a real Policy has a
+// handful of limits.
+const MaxLimits = redistable.MaxLimits
+
 // New returns a store on client, a standalone, sentinel or cluster client.
 // Errors wrap algorithm.ErrInvalidConfig or store.ErrKeyType.
 func New[K comparable](client rueidis.Client, opts ...Option[K]) (*Store[K], error) {
