@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 )
@@ -69,7 +70,9 @@ func isNoScript(err error) bool { return strings.HasPrefix(err.Error(), "NOSCRIP
 //     of them;
 //   - the deepest search: a cost of the whole limit denied on a full log,
 //     whose RetryAfter is when the last of its 2^15 entries leaves;
-//   - a peek at a full log.
+//   - a peek at a full log;
+//   - a batch of coalesced admissions (redistable.MaxLogBatch) on a full
+//     log that has left the window, each trimming 1000.
 //
 // Each case runs 7 times on the same state and the median counts (this
 // machine is shared; the median is the call's own cost). It also reports
@@ -193,6 +196,40 @@ func TestSlidingLogWorstCase(t *testing.T) {
 	if n, err := c.ZCard(ctx, luascript.LogKey(full, "w")).Result(); err != nil || n != limit-7*1000+7+1 {
 		t.Errorf("ZCARD after 7 admissions past the window = %d, %v; want %d", n, err, limit-7*1000+7+1)
 	}
+
+	// A batch of coalesced admissions (redistable.MaxLogBatch requests,
+	// its bound for a log) once a full log has left the window: each
+	// request trims 1000, as it would alone. Each run on a copy of the
+	// same full log.
+	batch := luascript.Batch(script)
+	if err := c.ScriptLoad(ctx, batch.Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	source := prefix + "{source}"
+	fill(source)
+	r := result{name: fmt.Sprintf("a batch of %d admissions, each trimming 1000", redistable.MaxLogBatch)}
+	for i := range 7 {
+		key := fmt.Sprintf("%s{batch%d}", prefix, i)
+		if err := c.Copy(ctx, luascript.LogKey(source, "w"), luascript.LogKey(key, "w"), 0, false).Err(); err != nil {
+			t.Fatal(err)
+		}
+		bargs := []any{strconv.Itoa(redistable.MaxLogBatch)}
+		for j := range redistable.MaxLogBatch {
+			bargs = append(bargs, strconv.FormatInt(later+int64(j), 10), "1")
+		}
+		d, reply := serverTime(t, c, batch, key, append(bargs, args(0, 0)[2:]...))
+		for j := range redistable.MaxLogBatch {
+			got := algorithm.Result{Remaining: reply[3*j], RetryAfter: reply[3*j+1], ResetAfter: reply[3*j+2]}
+			if got != (algorithm.Result{Remaining: limit - 1 - int64(j), ResetAfter: w}) {
+				t.Fatalf("%s, run %d, request %d: unexpected reply %+v", r.name, i, j, got)
+			}
+		}
+		if n, err := c.ZCard(ctx, luascript.LogKey(key, "w")).Result(); err != nil || n != limit-int64(redistable.MaxLogBatch)*1000+int64(redistable.MaxLogBatch)+1 {
+			t.Fatalf("ZCARD after the batch = %d, %v; want %d", n, err, limit-int64(redistable.MaxLogBatch)*1000+int64(redistable.MaxLogBatch)+1)
+		}
+		r.times = append(r.times, d)
+	}
+	results = append(results, r)
 
 	// A key is deleted in one piece when its TTL ends (or on Reset).
 	largest := prefix + "{largest}"
