@@ -71,8 +71,9 @@ func isNoScript(err error) bool { return strings.HasPrefix(err.Error(), "NOSCRIP
 //   - the deepest search: a cost of the whole limit denied on a full log,
 //     whose RetryAfter is when the last of its 2^15 entries leaves;
 //   - a peek at a full log;
-//   - a batch of coalesced admissions (redistable.MaxLogBatch) on a full
-//     log that has left the window, each trimming 1000.
+//   - a batch of coalesced admissions (redistable.MaxLogBatch), and one
+//     of bookings, on a full log that has left the window, each request
+//     trimming 1000.
 //
 // Each case runs 7 times on the same state and the median counts (this
 // machine is shared; the median is the call's own cost). It also reports
@@ -228,6 +229,48 @@ func TestSlidingLogWorstCase(t *testing.T) {
 			t.Fatalf("ZCARD after the batch = %d, %v; want %d", n, err, limit-int64(redistable.MaxLogBatch)*1000+int64(redistable.MaxLogBatch)+1)
 		}
 		r.times = append(r.times, d)
+	}
+	results = append(results, r)
+	// The same for a batch of bookings (luascript.OpBatch, each
+	// request's booking script whole): of 1 unit, no delay.
+	book, _, err := luascript.ForOp(luascript.OpBook, luascript.LimitOf(alg, "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	books := luascript.OpBatch(book)
+	if err := c.ScriptLoad(ctx, books.Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r = result{name: fmt.Sprintf("a batch of %d bookings, each trimming 1000", redistable.MaxLogBatch)}
+	for i := range 7 {
+		key := fmt.Sprintf("%s{books%d}", prefix, i)
+		if err := c.Copy(ctx, luascript.LogKey(source, "w"), luascript.LogKey(key, "w"), 0, false).Err(); err != nil {
+			t.Fatal(err)
+		}
+		bargs := []any{strconv.Itoa(redistable.MaxLogBatch), "3"}
+		for j := range redistable.MaxLogBatch {
+			bargs = append(bargs, strconv.FormatInt(later+int64(j), 10), "1", "0")
+		}
+		pipe := c.Pipeline()
+		before := pipe.Time(ctx)
+		eval := pipe.EvalSha(ctx, books.SHA1, luascript.Keys(key, "w"), append(bargs, args(0, 0)[2:]...)...)
+		after := pipe.Time(ctx)
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		reply, err := eval.StringSlice()
+		if err != nil || len(reply) != 7*redistable.MaxLogBatch {
+			t.Fatalf("%s: reply %q, %v", r.name, reply, err)
+		}
+		for j := range redistable.MaxLogBatch {
+			if got := reply[7*j : 7*j+3]; got[0] != "1" || got[2] != strconv.FormatInt(limit-1-int64(j), 10) {
+				t.Fatalf("%s, run %d, request %d: unexpected reply %q", r.name, i, j, reply[7*j:7*j+7])
+			}
+		}
+		if n, err := c.ZCard(ctx, luascript.LogKey(key, "w")).Result(); err != nil || n != limit-int64(redistable.MaxLogBatch)*1000+int64(redistable.MaxLogBatch)+1 {
+			t.Fatalf("ZCARD after the bookings = %d, %v; want %d", n, err, limit-int64(redistable.MaxLogBatch)*1000+int64(redistable.MaxLogBatch)+1)
+		}
+		r.times = append(r.times, after.Val().Sub(before.Val()))
 	}
 	results = append(results, r)
 
