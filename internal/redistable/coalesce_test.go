@@ -479,7 +479,7 @@ func TestBatchBound(t *testing.T) {
 		want   int
 	}{
 		{1, false, 64}, {2, false, 32}, {3, false, 21}, {64, false, 1}, {300, false, 1},
-		{1, true, 16}, {2, true, 8}, {16, true, 1}, {40, true, 1},
+		{1, true, 8}, {2, true, 4}, {3, true, 2}, {8, true, 1}, {16, true, 1}, {40, true, 1},
 	} {
 		if got := batchBound(c.limits, c.log); got != c.want {
 			t.Errorf("batchBound(%d, %v) = %d, want %d", c.limits, c.log, got, c.want)
