@@ -489,14 +489,15 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		// report or commit part, the innermost first: no closure to
 		// allocate per limit, where the closures below cost a request
 		// one each and one upvalue per local they capture.
-		// The replies' slots (and, in a decision script, the HSET's) are
-		// filled in order first: the innermost limit reports first, and a
-		// Lua table filled from a later index on keeps those entries in
-		// its hash part, to be rehashed as the earlier ones come.
+		// A decision script makes its reply's and its HSET's slots at
+		// once: the innermost limit reports first, and an empty Lua table
+		// filled from a later index on keeps those entries in its hash
+		// part, to be rehashed as the earlier ones come. (A batch's
+		// replies grow in powers of two, so a request's slots are mostly
+		// in its array part already: filling them first cost more than
+		// it saved.)
 		src.WriteString("local all = true\n")
-		if batch {
-			fmt.Fprintf(&src, "for j = roff + 1, roff + %d do\n  replies[j] = 0\nend\n", 3*len(names))
-		} else {
+		if !batch {
 			fmt.Fprintf(&src, "local hset, httl, out = {%s}, 0, {%s}\n", slots("false", 2*hashed), slots("0", 3*len(names)))
 		}
 		ends := make([]string, len(names))
