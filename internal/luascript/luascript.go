@@ -335,35 +335,11 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		// name followed by its ID ("{}" for the empty one).
 		fmt.Fprintf(&src, "if #KEYS == %d then\n  hkey = string.sub(hkey, 1, #hkey - (ARGV[%d] == '' and 2 or #ARGV[%d]))\nend\n", logs, 3+1, 3+1)
 	}
-	// hmget: with several limits keeping state in the hash, the script
-	// reads all their fields with one HMGET before any limit's load, and
-	// each load takes its value from the reply (hgetLine's replacement)
-	// instead of an HGET of its own. An error reply (WRONGTYPE: the key
-	// is not a hash) stands for every field, as HGET's would have.
-	hashed := len(names) - logs
-	fieldArgs := make([]int, 0, hashed) // the ARGV index of each hashed limit's ID
-	at := 3
-	for _, name := range names {
-		b := bodies[name]
-		if b.kind != algorithm.KindSlidingLog {
-			fieldArgs = append(fieldArgs, at+1)
-		}
-		at += fixedArgs + b.params
-	}
+	fieldArgs := hashFields(names)
+	hashed := len(fieldArgs)
 	hmget := hashed > 1
 	if hmget {
-		// Up to 32 fields as the call's arguments; more through a table
-		// (a call's arguments take a register each, and Lua allows a
-		// function 250, which a Policy of a few hundred limits would pass).
-		ids := make([]string, len(fieldArgs))
-		for i, a := range fieldArgs {
-			ids[i] = fmt.Sprintf("ARGV[%d]", a)
-		}
-		args := strings.Join(ids, ", ")
-		if len(ids) > 32 {
-			args = "unpack({" + args + "})"
-		}
-		fmt.Fprintf(&src, "local hv = redis.pcall('HMGET', hkey, %s)\nif hv.err then\n  hv = {err = hv}\nend\n", args)
+		src.WriteString(hmgetLine(fieldArgs))
 	}
 	if batch {
 		// Tables indexed by the field's place, not a local per field: the
@@ -425,7 +401,7 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 			parse := fmt.Sprintf("if fown[%d] then\n  %s = %s\nelse\n%send\n", field, strings.Join(c.parseVars, ", "), carried(field, len(c.parseVars)), c.parse)
 			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = fcur[%d]\n", field), 1) + strings.Replace(c.beforeParse, region, lines, 1) + parse + c.afterParse)
 		case hmget:
-			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = hv.err or hv[%d]\n", field), 1) + b.decide)
+			return withArgs(loadFrom(field) + b.decide)
 		}
 		return withArgs(loadHash + b.decide)
 	}
@@ -612,6 +588,47 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		src.WriteString(hsetMany)
 	}
 	return head, limits, src.String()
+}
+
+// hashFields returns the ARGV index of the state ID of each of the named
+// limits that keeps its state in the key's hash (every one but a sliding
+// log), in order.
+func hashFields(names []string) []int {
+	var fields []int
+	at := 3
+	for _, name := range names {
+		b := bodies[name]
+		if b.kind != algorithm.KindSlidingLog {
+			fields = append(fields, at+1)
+		}
+		at += fixedArgs + b.params
+	}
+	return fields
+}
+
+// hmgetLine reads the fields of several limits kept in the hash with one
+// HMGET, before any limit's load: each load then takes its value from the
+// reply, hv (loadFrom), instead of an HGET of its own. An error reply
+// (WRONGTYPE: the key is not a hash) stands for every field, as HGET's
+// would have. Up to 32 fields go as the call's arguments; more through a
+// table (a call's arguments take a register each, and Lua allows a
+// function 250, which a Policy of a few hundred limits would pass).
+func hmgetLine(fieldArgs []int) string {
+	ids := make([]string, len(fieldArgs))
+	for i, a := range fieldArgs {
+		ids[i] = fmt.Sprintf("ARGV[%d]", a)
+	}
+	args := strings.Join(ids, ", ")
+	if len(ids) > 32 {
+		args = "unpack({" + args + "})"
+	}
+	return fmt.Sprintf("local hv = redis.pcall('HMGET', hkey, %s)\nif hv.err then\n  hv = {err = hv}\nend\n", args)
+}
+
+// loadFrom is load.lua for the limit whose field is the field-th kept in
+// the hash (from 1), reading it from hmgetLine's reply.
+func loadFrom(field int) string {
+	return strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = hv.err or hv[%d]\n", field), 1)
 }
 
 // substitute returns a part of a limit's body with its references to its

@@ -121,6 +121,14 @@ func composeOp(op Op, names []string) *Script {
 		opa += fixedArgs + bodies[name].params
 	}
 	opa++
+	// Several limits in the hash are read with one HMGET, as in a
+	// decision script.
+	fieldArgs := hashFields(names)
+	hmget := len(fieldArgs) > 1
+	if hmget {
+		src.WriteString(hmgetLine(fieldArgs))
+	}
+	field := 0 // the limit's place among those kept in the hash, from 1
 	src.WriteString("local bcost = cost\n")
 	if op == OpRefund {
 		src.WriteString("local refundn = cost\ncost = 1\n")
@@ -195,7 +203,12 @@ func composeOp(op Op, names []string) *Script {
 			src.WriteString(sub(zkeyOf))
 			src.WriteString(sub(b.decide))
 		} else {
-			src.WriteString(sub(loadHash + b.decide))
+			field++
+			load := loadHash
+			if hmget {
+				load = loadFrom(field)
+			}
+			src.WriteString(sub(load + b.decide))
 			if op != OpRefund {
 				fmt.Fprintf(&src, "%s = state or ''\n", slot("raw", n))
 			}
