@@ -465,6 +465,7 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		// report or commit part, the innermost first: no closure to
 		// allocate per limit, where the closures below cost a request
 		// one each and one upvalue per local they capture.
+		//
 		// A decision script makes its reply's and its HSET's slots at
 		// once: the innermost limit reports first, and an empty Lua table
 		// filled from a later index on keeps those entries in its hash
@@ -716,14 +717,7 @@ end
 
 // hsetNested is hsetMany for storeNested's slots, given as the call's
 // arguments (no unpack).
-const hsetNested = `if hset[1] then
-  redis.call('HSET', hkey, %s)
-  httl = httl + margin
-  if redis.call('PEXPIRE', hkey, httl, 'GT') == 0 then
-    redis.call('PEXPIRE', hkey, httl, 'NX')
-  end
-end
-`
+const hsetNested = "if hset[1] then\n  redis.call('HSET', hkey, %s)\n" + expireHash + "end\n"
 
 // slots returns n copies of v, separated by commas: a table
 // constructor's list, which makes its array part n long at once.
@@ -733,13 +727,14 @@ func slots(v string, n int) string {
 
 // hsetMany writes the fields of several limits with one HSET, and the
 // key's TTL once, as store.lua does for one.
-const hsetMany = `if #hset > 0 then
-  redis.call('HSET', hkey, unpack(hset))
-  httl = httl + margin
+const hsetMany = "if #hset > 0 then\n  redis.call('HSET', hkey, unpack(hset))\n" + expireHash + "end\n"
+
+// expireHash extends the key's TTL to the longest the fields written
+// asked for (httl), plus the margin, never shortening it.
+const expireHash = `  httl = httl + margin
   if redis.call('PEXPIRE', hkey, httl, 'GT') == 0 then
     redis.call('PEXPIRE', hkey, httl, 'NX')
   end
-end
 `
 
 // Scripts returns the script of one limit of every algorithm, for tests

@@ -165,7 +165,9 @@ func composeOp(op Op, names []string) *Script {
 	}
 	if nested {
 		for i := range names {
-			fmt.Fprintf(&src, "local raw%d\n", i+1)
+			if op != OpRefund {
+				fmt.Fprintf(&src, "local raw%d\n", i+1)
+			}
 			if op == OpBook {
 				fmt.Fprintf(&src, "local %s, %s, %s\n", rep(i+1, 1), rep(i+1, 2), rep(i+1, 3))
 			}
@@ -188,10 +190,12 @@ func composeOp(op Op, names []string) *Script {
 		}
 		return parts[n-1][name].inline(args, into)
 	}
+	idArgs := make([]int, len(names)) // the ARGV index of each limit's state ID
 	argv := 3
 	for i, name := range names {
 		b := bodies[name]
 		n := i + 1
+		idArgs[i] = argv + 1
 		parts[i] = map[string]opPart{}
 		log := b.kind == algorithm.KindSlidingLog
 		sub := func(p string) string { return substitute(p, argv, n) }
@@ -285,10 +289,7 @@ func composeOp(op Op, names []string) *Script {
 		case OpRefund:
 			src.WriteString(call(n, "refund", "refundn", fmt.Sprintf("out[%d], out[%d], out[%d]", 3*i+1, 3*i+2, 3*i+3)))
 		case OpCancel:
-			idArg := 3 + 1
-			for _, nm := range names[:i] {
-				idArg += fixedArgs + bodies[nm].params
-			}
+			idArg := idArgs[i]
 			pre, post := opa+1+2*i, opa+2+2*i
 			src.WriteString("if cact > now then\n")
 			if bodies[name].kind != algorithm.KindSlidingLog {
