@@ -11,6 +11,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/slidingwindow"
@@ -18,7 +19,7 @@ import (
 )
 
 // TestManyLimits runs the decision script and the batch script of Policies
-// of many limits (a Policy has no bound on them): Lua allows a function 200
+// of many limits (up to redistable.MaxLimits): Lua allows a function 200
 // locals and 60 upvalues, which a script with a variable or two per limit
 // would pass, failing to compile on every call. So does a script that nests
 // its limits' parts (up to 4 limits), where every limit's locals are live at
@@ -30,32 +31,15 @@ func TestManyLimits(t *testing.T) {
 		client := redistest.GoRedis(t, target)
 		ctx := t.Context()
 		base := redistest.Prefix(t)
-		bucket, err := tokenbucket.New(tokenbucket.Config{Capacity: 10, Rate: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		window, err := fixedwindow.Per(10, time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logl, err := slidinglog.Per(10, time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		interval, err := tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 10, Tokens: 1, Interval: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cell, err := gcra.Per(10, time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sliding, err := slidingwindow.Per(10, time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		must := func(alg algorithm.Algorithm, err error) algorithm.Algorithm { return mustAlg(t, alg, err) }
+		bucket := must(tokenbucket.New(tokenbucket.Config{Capacity: 10, Rate: 1}))
+		window := must(fixedwindow.Per(10, time.Second))
+		logl := must(slidinglog.Per(10, time.Second))
+		interval := must(tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 10, Tokens: 1, Interval: time.Second}))
+		cell := must(gcra.Per(10, time.Second))
+		sliding := must(slidingwindow.Per(10, time.Second))
 		var policies [][]algorithm.Algorithm
-		for _, n := range []int{2, 61, 130, 300} {
+		for _, n := range []int{2, 61, 130, redistable.MaxLimits} {
 			algs := make([]algorithm.Algorithm, n)
 			for i := range algs {
 				switch {
