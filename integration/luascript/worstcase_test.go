@@ -27,6 +27,18 @@ const budget = 5 * time.Millisecond
 // with its reply.
 func serverTime(t *testing.T, c *redis.Client, s *luascript.Script, key string, args []any) (time.Duration, []int64) {
 	t.Helper()
+	d, eval := serverCall(t, c, s, key, args)
+	reply, err := eval.Int64Slice()
+	if err != nil {
+		t.Fatalf("EVALSHA %s: %v", s.Name, err)
+	}
+	return d, reply
+}
+
+// serverCall is serverTime for a reply of any kind: it returns the call's
+// command, which has run.
+func serverCall(t *testing.T, c *redis.Client, s *luascript.Script, key string, args []any) (time.Duration, *redis.Cmd) {
+	t.Helper()
 	ctx := t.Context()
 	var before, after *redis.TimeCmd
 	var eval *redis.Cmd
@@ -49,11 +61,7 @@ func serverTime(t *testing.T, c *redis.Client, s *luascript.Script, key string, 
 			t.Fatal(err)
 		}
 	}
-	reply, err := eval.Int64Slice()
-	if err != nil {
-		t.Fatalf("EVALSHA %s: %v", s.Name, err)
-	}
-	return after.Val().Sub(before.Val()), reply
+	return after.Val().Sub(before.Val()), eval
 }
 
 // isNoScript reports a NOSCRIPT reply: the server does not hold the script.
@@ -199,78 +207,77 @@ func TestSlidingLogWorstCase(t *testing.T) {
 	}
 
 	// A batch of coalesced admissions (redistable.MaxLogBatch requests,
-	// its bound for a log) once a full log has left the window: each
-	// request trims 1000, as it would alone. Each run on a copy of the
-	// same full log.
-	batch := luascript.Batch(script)
-	if err := c.ScriptLoad(ctx, batch.Source).Err(); err != nil {
-		t.Fatal(err)
-	}
+	// its bound for a log), and one of bookings (luascript.OpBatch, each
+	// request's booking script whole; of 1 unit, no delay), once a full
+	// log has left the window: each request trims 1000, as it would alone.
+	// Each run on a copy of the same full log.
+	const size = redistable.MaxLogBatch
 	source := prefix + "{source}"
 	fill(source)
-	r := result{name: fmt.Sprintf("a batch of %d admissions, each trimming 1000", redistable.MaxLogBatch)}
-	for i := range 7 {
-		key := fmt.Sprintf("%s{batch%d}", prefix, i)
+	copyFull := func(name string, i int) string {
+		key := fmt.Sprintf("%s{%s%d}", prefix, name, i)
 		if err := c.Copy(ctx, luascript.LogKey(source, "w"), luascript.LogKey(key, "w"), 0, false).Err(); err != nil {
 			t.Fatal(err)
 		}
-		bargs := []any{strconv.Itoa(redistable.MaxLogBatch)}
-		for j := range redistable.MaxLogBatch {
-			bargs = append(bargs, strconv.FormatInt(later+int64(j), 10), "1")
-		}
-		d, reply := serverTime(t, c, batch, key, append(bargs, args(0, 0)[2:]...))
-		for j := range redistable.MaxLogBatch {
-			got := algorithm.Result{Remaining: reply[3*j], RetryAfter: reply[3*j+1], ResetAfter: reply[3*j+2]}
-			if got != (algorithm.Result{Remaining: limit - 1 - int64(j), ResetAfter: w}) {
-				t.Fatalf("%s, run %d, request %d: unexpected reply %+v", r.name, i, j, got)
-			}
-		}
-		if n, err := c.ZCard(ctx, luascript.LogKey(key, "w")).Result(); err != nil || n != limit-int64(redistable.MaxLogBatch)*1000+int64(redistable.MaxLogBatch)+1 {
-			t.Fatalf("ZCARD after the batch = %d, %v; want %d", n, err, limit-int64(redistable.MaxLogBatch)*1000+int64(redistable.MaxLogBatch)+1)
-		}
-		r.times = append(r.times, d)
+		return key
 	}
-	results = append(results, r)
-	// The same for a batch of bookings (luascript.OpBatch, each
-	// request's booking script whole): of 1 unit, no delay.
+	// left checks the members a batch left: the full log less size×1000
+	// trimmed, plus the batch's own entries and the header.
+	left := func(what, key string) {
+		t.Helper()
+		want := int64(limit - size*1000 + size + 1)
+		if n, err := c.ZCard(ctx, luascript.LogKey(key, "w")).Result(); err != nil || n != want {
+			t.Fatalf("ZCARD after %s = %d, %v; want %d", what, n, err, want)
+		}
+	}
+	batch := luascript.Batch(script)
 	book, _, err := luascript.ForOp(luascript.OpBook, luascript.LimitOf(alg, "w"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	books := luascript.OpBatch(book)
-	if err := c.ScriptLoad(ctx, books.Source).Err(); err != nil {
-		t.Fatal(err)
-	}
-	r = result{name: fmt.Sprintf("a batch of %d bookings, each trimming 1000", redistable.MaxLogBatch)}
-	for i := range 7 {
-		key := fmt.Sprintf("%s{books%d}", prefix, i)
-		if err := c.Copy(ctx, luascript.LogKey(source, "w"), luascript.LogKey(key, "w"), 0, false).Err(); err != nil {
+	for _, s := range []*luascript.Script{batch, books} {
+		if err := c.ScriptLoad(ctx, s.Source).Err(); err != nil {
 			t.Fatal(err)
 		}
-		bargs := []any{strconv.Itoa(redistable.MaxLogBatch), "3"}
-		for j := range redistable.MaxLogBatch {
+	}
+	r := result{name: fmt.Sprintf("a batch of %d admissions, each trimming 1000", size)}
+	for i := range 7 {
+		key := copyFull("batch", i)
+		bargs := []any{strconv.Itoa(size)}
+		for j := range size {
+			bargs = append(bargs, strconv.FormatInt(later+int64(j), 10), "1")
+		}
+		d, reply := serverTime(t, c, batch, key, append(bargs, args(0, 0)[2:]...))
+		for j := range size {
+			got := algorithm.Result{Remaining: reply[3*j], RetryAfter: reply[3*j+1], ResetAfter: reply[3*j+2]}
+			if got != (algorithm.Result{Remaining: limit - 1 - int64(j), ResetAfter: w}) {
+				t.Fatalf("%s, run %d, request %d: unexpected reply %+v", r.name, i, j, got)
+			}
+		}
+		left("the batch", key)
+		r.times = append(r.times, d)
+	}
+	results = append(results, r)
+	r = result{name: fmt.Sprintf("a batch of %d bookings, each trimming 1000", size)}
+	for i := range 7 {
+		key := copyFull("books", i)
+		bargs := []any{strconv.Itoa(size), "3"}
+		for j := range size {
 			bargs = append(bargs, strconv.FormatInt(later+int64(j), 10), "1", "0")
 		}
-		pipe := c.Pipeline()
-		before := pipe.Time(ctx)
-		eval := pipe.EvalSha(ctx, books.SHA1, luascript.Keys(key, "w"), append(bargs, args(0, 0)[2:]...)...)
-		after := pipe.Time(ctx)
-		if _, err := pipe.Exec(ctx); err != nil {
-			t.Fatalf("%s: %v", r.name, err)
-		}
+		d, eval := serverCall(t, c, books, key, append(bargs, args(0, 0)[2:]...))
 		reply, err := eval.StringSlice()
-		if err != nil || len(reply) != 7*redistable.MaxLogBatch {
+		if err != nil || len(reply) != 7*size {
 			t.Fatalf("%s: reply %q, %v", r.name, reply, err)
 		}
-		for j := range redistable.MaxLogBatch {
+		for j := range size {
 			if got := reply[7*j : 7*j+3]; got[0] != "1" || got[2] != strconv.FormatInt(limit-1-int64(j), 10) {
 				t.Fatalf("%s, run %d, request %d: unexpected reply %q", r.name, i, j, reply[7*j:7*j+7])
 			}
 		}
-		if n, err := c.ZCard(ctx, luascript.LogKey(key, "w")).Result(); err != nil || n != limit-int64(redistable.MaxLogBatch)*1000+int64(redistable.MaxLogBatch)+1 {
-			t.Fatalf("ZCARD after the bookings = %d, %v; want %d", n, err, limit-int64(redistable.MaxLogBatch)*1000+int64(redistable.MaxLogBatch)+1)
-		}
-		r.times = append(r.times, after.Val().Sub(before.Val()))
+		left("the bookings", key)
+		r.times = append(r.times, d)
 	}
 	results = append(results, r)
 
