@@ -13,9 +13,9 @@ var _ algorithm.Inheritor = (*Window)(nil)
 // and length W = from.P1), as this window's state at now (design
 // state-format.md §2.4). The count c of the old window is read as the old
 // window does at now: 0 once that window has ended, or when it starts
-// more than algorithm.MaxDuration after now's; a fill pointer booked past
-// the old window of now counts only its part in that window, at most L
-// (the bookings beyond it are not carried). A count still running (or
+// more than algorithm.MaxDuration after now's; of a fill pointer booked
+// past the old window of now, its part in that window, at most L (the rest
+// below). A count still running (or
 // ahead of now, for a clock that stepped back) is carried into this
 // window's window of now (into the same window when W is this window's
 // length):
@@ -23,8 +23,13 @@ var _ algorithm.Inheritor = (*Window)(nil)
 //	AsIs:         min(c, Limit)
 //	Proportional: min(⌈c·Limit/L⌉, Limit)       rounded toward more used
 //
-// Its wait and its reset are then at most one Window. Any rule but
-// Proportional is AsIs.
+// Its wait and its reset are then at most one Window. When W is this
+// window's length, units booked into the window after it (a pointer above
+// L) stay counted under either rule, Limit in each window from that one
+// on but the last, as this window books them, and the window before them
+// counts as full: a limit changed after a booking does not hand its units
+// out a second time. Under another length they are not
+// carried. Any rule but Proportional is AsIs.
 //
 // A state under a from of another Kind, with a limit or a length outside
 // the ranges New accepts, or a count outside [0, 2·L] (no window books
@@ -42,6 +47,7 @@ func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 	}
 	old := Window{limit: limit, window: length}
 	i, c := old.at(s, now)
+	booked := max(c-limit, 0) // counted into the window after i's
 	c = min(c, limit)
 	if c == 0 {
 		return algorithm.State{N0: index}
@@ -53,6 +59,14 @@ func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 	}
 	if length == w.window {
 		index = i
+		if booked > 0 {
+			// Window i was full and stays so; the units booked after it
+			// stay counted, under either rule: Limit in each window but
+			// the last (as this window books them), as far ahead as a
+			// window is read.
+			full := min((booked-1)/w.limit, index+algorithm.MaxDuration/w.window-i)
+			index, c = i+full, w.limit+min(booked-full*w.limit, w.limit)
+		}
 	}
 	return algorithm.State{N0: index, N1: c}
 }

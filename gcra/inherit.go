@@ -14,13 +14,15 @@ var _ algorithm.Inheritor = (*Meter)(nil)
 // now (design state-format.md §2.3). The key's debt d = max(TAT − now, 0)
 // is carried as
 //
-//	AsIs:         d′ = min(⌈d·Every/E⌉, Burst·Every)   the units used, clamped to Burst
-//	Proportional: d′ = min(⌈d·Burst·Every/τ⌉, Burst·Every)
+//	AsIs:         d′ = min(⌈min(d, τ)·Every/E⌉, Burst·Every) + x   the units used, clamped to Burst
+//	Proportional: d′ = ⌈min(d, τ)·Burst·Every/τ⌉ + x
 //
 // with exact 128-bit products, rounded toward more used, and the new TAT
-// is now + d′. The min only acts, under Proportional, on a TAT more than
-// τ after now (a clock that stepped back), which it clamps as AsIs does,
-// so that no debt is ever more than the meter's own τ. Any rule but
+// is now + d′. Beyond a full burst (d > τ) the key is in debt: units Book
+// charged ahead (or a clock that stepped back). Under either rule the debt
+// carries as the same units at this meter's interval, x = min(⌈min(d −
+// τ, 2^48)·Every/E⌉, 2^48) (algorithm.MaxDuration), so that a limit changed after a
+// booking does not hand its units out a second time. Any rule but
 // Proportional is AsIs.
 //
 // A state under a from of another Kind, or whose burst, interval or τ is
@@ -43,13 +45,18 @@ func (m *Meter) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule a
 	if s.N0 > now { // not s.N0-now: a fresh key's TAT is math.MinInt64
 		debt = uint64(s.N0) - uint64(now)
 	}
+	var beyond uint64
+	if debt > tau {
+		beyond = min(debt-tau, uint64(algorithm.MaxDuration)) // as the script's long division needs
+		debt, beyond = tau, min(mulDivUp(beyond, uint64(m.every), uint64(every)), uint64(algorithm.MaxDuration))
+	}
 	var d uint64
 	if rule == algorithm.Proportional {
 		d = mulDivUp(debt, uint64(m.tau), tau)
 	} else {
-		d = mulDivUp(debt, uint64(m.every), uint64(every))
+		d = min(mulDivUp(debt, uint64(m.every), uint64(every)), uint64(m.tau))
 	}
-	return algorithm.State{N0: now + int64(min(d, uint64(m.tau)))}
+	return algorithm.State{N0: now + int64(d+beyond)}
 }
 
 // mulDivUp returns ⌈a·b/c⌉ for c > 0, the product taken in 128 bits, or

@@ -51,7 +51,7 @@ func TestInheritExtremes(t *testing.T) {
 		{fine, coarse, algorithm.MaxDuration, algorithm.AsIs, algorithm.MaxDuration},                 // clamped to τ′
 		{coarse, fine, algorithm.MaxDuration - 1, algorithm.AsIs, 256},                               // ⌈(2^48−1)·256/2^48⌉: one unit
 		{coarse, fine, algorithm.MaxDuration - 1, algorithm.Proportional, algorithm.MaxDuration - 1}, // τ′ = τ
-		{coarse, fine, algorithm.MaxDuration + 5, algorithm.Proportional, algorithm.MaxDuration},     // a clock that stepped back: clamped to τ′
+		{coarse, fine, algorithm.MaxDuration + 5, algorithm.Proportional, algorithm.MaxDuration + 1}, // 5µs beyond τ: ⌈5·256/2^48⌉, a debt of units kept
 	} {
 		next := c.to.Inherit(c.from.Tag(), algorithm.State{N0: now + c.debt}, now, c.rule)
 		if got := next.N0 - now; got != c.want {

@@ -25,7 +25,11 @@ import (
 // state at its instant (old's Tag, new.Inherit), since nothing is written
 // before; after it, new decides on its own state. The script's replies
 // must be Go's, call for call.
-func mirrorInherit(t *testing.T, client redis.UniversalClient, old, new algorithm.Algorithm, rule algorithm.Rule, key string, hist, calls []call) {
+//
+// books, when given, are booked after hist (through old's booking script
+// and Go's Book, whose replies must agree), each within its maxDelay, so
+// that the state converted may hold units booked ahead: a debt.
+func mirrorInherit(t *testing.T, client redis.UniversalClient, old, new algorithm.Algorithm, rule algorithm.Rule, key string, hist, calls []call, books ...bookCall) {
 	t.Helper()
 	inh, ok := new.(algorithm.Inheritor)
 	if !ok {
@@ -34,6 +38,9 @@ func mirrorInherit(t *testing.T, client redis.UniversalClient, old, new algorith
 	from, _ := algorithm.TagOf(old)
 	var s algorithm.State
 	mirror(t, client, old, key, hist, func(_ int, st algorithm.State) { s = st })
+	for _, bk := range books {
+		s = bookOnKey(t, client, old, key, s, bk)
+	}
 	ctx := t.Context()
 	l := luascript.LimitOf(new, "m")
 	l.Rule = rule
@@ -77,6 +84,116 @@ func mirrorInherit(t *testing.T, client redis.UniversalClient, old, new algorith
 	}
 }
 
+// bookCall is a booking of cost at now, within maxDelay µs.
+type bookCall struct{ now, cost, maxDelay int64 }
+
+// bookOnKey books bk on key (under the state ID "m") through alg's
+// booking script and through Go, as mirrorBookings does, from s, the Go
+// state equivalent to what key holds, and returns the Go state after it.
+func bookOnKey(t *testing.T, client redis.UniversalClient, alg algorithm.Algorithm, key string, s algorithm.State, bk bookCall) algorithm.State {
+	t.Helper()
+	b := alg.(algorithm.Booker)
+	l := luascript.LimitOf(alg, "m")
+	script, params, err := luascript.ForOp(luascript.OpBook, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]any{strconv.FormatInt(bk.now, 10), strconv.FormatInt(bk.cost, 10), "600000"}, anys(params)...)
+	args = append(args, strconv.FormatInt(bk.maxDelay, 10))
+	reply, err := client.Eval(t.Context(), script.Source, luascript.Keys(key, "m")[:1], args...).StringSlice()
+	if err != nil || len(reply) != 7 {
+		t.Fatalf("%v: book %+v: %v %v", alg, bk, reply, err)
+	}
+	act, ok := algorithm.EarliestAll([]algorithm.Algorithm{b}, []algorithm.State{s}, bk.now, algorithm.BookingDeadline(bk.now, bk.maxDelay), bk.cost)
+	var r algorithm.Result
+	booked := int64(0)
+	if ok {
+		s, r = b.Book(s, bk.now, act, bk.cost)
+		booked = 1
+	} else {
+		r = b.Peek(s, bk.now, bk.cost)
+	}
+	if want := fmt.Sprint([]int64{booked, act, r.Remaining, r.RetryAfter, r.ResetAfter}); fmt.Sprint(reply[:5]) != want {
+		t.Fatalf("%v: book %+v: script replied %v, Go %v", alg, bk, reply[:5], want)
+	}
+	return s
+}
+
+// TestInheritBookedMirror is TestInheritMirror on keys that hold bookings
+// when the limit changes (units booked up to 2^48µs ahead, the debt of
+// the buckets and GCRA, the count booked into later windows): the script
+// carries them as Go's Inherit does, call for call, on every target.
+func TestInheritBookedMirror(t *testing.T) {
+	limits := []int64{1, 3, 10, 100, 1000, 1 << 20, algorithm.MaxLimit}
+	durations := []int64{1, 7, 1000, 1_000_000, 60_000_000, 3_600_000_000, algorithm.MaxDuration}
+	redistest.Each(t, func(t *testing.T, target redistest.Target) {
+		client := redistest.GoRedis(t, target)
+		for name, mk := range inheritMakers {
+			if name == "slidinglog" {
+				continue // its bookings are members of its set, kept as they are
+			}
+			t.Run(name, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(26, uint64(len(name))))
+				runs := 0
+				for runs < 40 {
+					old, err := mk(limits[rng.IntN(len(limits))], durations[rng.IntN(len(durations))])
+					if err != nil {
+						continue // a configuration New refuses
+					}
+					new, err := mk(limits[rng.IntN(len(limits))], durations[rng.IntN(len(durations))])
+					if err != nil {
+						continue
+					}
+					rule := algorithm.Rule(rng.IntN(2))
+					runs++
+					span := durations[rng.IntN(len(durations))]
+					now := int64(1_763_700_000_000_000) + rng.Int64N(1_000_000_000)
+					hist := []call{{now, old.Limit()}} // used to the full: what follows is booked ahead
+					var books []bookCall
+					for range 1 + rng.IntN(3) {
+						now += rng.Int64N(span/8 + 1)
+						maxDelay := min(rng.Int64N(4*span+1), algorithm.MaxDuration) // as the limiter passes it
+						if rng.IntN(4) == 0 {
+							maxDelay = algorithm.MaxDuration
+						}
+						books = append(books, bookCall{now, 1 + rng.Int64N(old.Limit()), maxDelay})
+					}
+					var calls []call
+					for range 1 + rng.IntN(8) {
+						now += rng.Int64N(span/2 + 1)
+						calls = append(calls, call{now, rng.Int64N(min(new.Limit(), 4) + 1)})
+					}
+					key := redistest.Prefix(t) + fmt.Sprintf("{booked%d}", runs)
+					mirrorInherit(t, client, old, new, rule, key, hist, calls, books...)
+				}
+			})
+		}
+	})
+}
+
+// inheritMakers make an algorithm of each kind from a limit and a
+// duration in µs (a window, an interval, a fill time).
+var inheritMakers = map[string]func(limit, d int64) (algorithm.Algorithm, error){
+	"tokenbucket": func(limit, d int64) (algorithm.Algorithm, error) {
+		return tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: float64(limit) * 1e6 / float64(d)})
+	},
+	"tokenbucket-interval": func(limit, d int64) (algorithm.Algorithm, error) {
+		return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: max(limit/7, 1), Interval: time.Duration(d) * time.Microsecond})
+	},
+	"gcra": func(limit, d int64) (algorithm.Algorithm, error) {
+		return gcra.New(gcra.Config{Burst: limit, Every: time.Duration(max(d/limit, 1)) * time.Microsecond})
+	},
+	"fixedwindow": func(limit, d int64) (algorithm.Algorithm, error) {
+		return fixedwindow.New(fixedwindow.Config{Limit: limit, Window: time.Duration(d) * time.Microsecond})
+	},
+	"slidingwindow": func(limit, d int64) (algorithm.Algorithm, error) {
+		return slidingwindow.New(slidingwindow.Config{Limit: limit, Window: time.Duration(d) * time.Microsecond})
+	},
+	"slidinglog": func(limit, d int64) (algorithm.Algorithm, error) {
+		return slidinglog.New(slidinglog.Config{Limit: min(limit, slidinglog.MaxLimit), Window: time.Duration(d) * time.Microsecond})
+	},
+}
+
 // TestInheritMirror changes the limit of keys with random histories, on
 // every algorithm and both rules (as-is only for the log): limits from 1
 // to 2^40 (2^15 for the log), windows and intervals from 1 µs to 2^48 µs;
@@ -85,26 +202,7 @@ func mirrorInherit(t *testing.T, client redis.UniversalClient, old, new algorith
 func TestInheritMirror(t *testing.T) {
 	limits := []int64{1, 3, 10, 100, 1000, 1 << 20, algorithm.MaxLimit}
 	durations := []int64{1, 7, 1000, 1_000_000, 60_000_000, 3_600_000_000, algorithm.MaxDuration}
-	makers := map[string]func(limit, d int64) (algorithm.Algorithm, error){
-		"tokenbucket": func(limit, d int64) (algorithm.Algorithm, error) {
-			return tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: float64(limit) * 1e6 / float64(d)})
-		},
-		"tokenbucket-interval": func(limit, d int64) (algorithm.Algorithm, error) {
-			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: max(limit/7, 1), Interval: time.Duration(d) * time.Microsecond})
-		},
-		"gcra": func(limit, d int64) (algorithm.Algorithm, error) {
-			return gcra.New(gcra.Config{Burst: limit, Every: time.Duration(max(d/limit, 1)) * time.Microsecond})
-		},
-		"fixedwindow": func(limit, d int64) (algorithm.Algorithm, error) {
-			return fixedwindow.New(fixedwindow.Config{Limit: limit, Window: time.Duration(d) * time.Microsecond})
-		},
-		"slidingwindow": func(limit, d int64) (algorithm.Algorithm, error) {
-			return slidingwindow.New(slidingwindow.Config{Limit: limit, Window: time.Duration(d) * time.Microsecond})
-		},
-		"slidinglog": func(limit, d int64) (algorithm.Algorithm, error) {
-			return slidinglog.New(slidinglog.Config{Limit: min(limit, slidinglog.MaxLimit), Window: time.Duration(d) * time.Microsecond})
-		},
-	}
+	makers := inheritMakers
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		client := redistest.GoRedis(t, target)
 		for name, mk := range makers {

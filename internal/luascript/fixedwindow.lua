@@ -59,7 +59,9 @@ if state then
           counted = 0
         end
       end
+      local booked = 0 -- counted into the window after stored's
       if counted > old0 then
+        booked = counted - old0
         counted = old0
       end
       if old1 ~= window then
@@ -86,6 +88,22 @@ if state then
       end
       if counted > limit then
         counted = limit
+      end
+      if booked > 0 and old1 == window then
+        -- stored was full and stays so; what was booked after it stays
+        -- counted, limit in each window but the last, as far ahead as a
+        -- window is read (oahead windows past oi, the same windows).
+        local full = math.floor((booked - 1) / limit)
+        if full * limit > booked - 1 then
+          full = full - 1
+        elseif (full + 1) * limit <= booked - 1 then
+          full = full + 1
+        end
+        if full > oi + oahead - stored then
+          full = oi + oahead - stored
+        end
+        stored = stored + full
+        counted = limit + math.min(booked - full * limit, limit)
       end
     end
     local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1

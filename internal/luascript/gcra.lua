@@ -65,14 +65,26 @@ if state then
         end
         return q
       end
-      local otau = old0 * old1
-      if debt > 281474976710656 then
-        debt = 281474976710656 -- a clock that stepped back years: 2^48 keeps mulup exact
+      -- Beyond the old tau (units booked ahead, or a clock that stepped
+      -- back) the debt carries as the same units at this interval, at
+      -- most 2^48.
+      local otau, beyond = old0 * old1, 0
+      if debt > otau then
+        beyond = debt - otau -- apart: miniredis's Lua assigns a list in turn
+        debt = otau
+        if beyond > 281474976710656 then
+          beyond = 281474976710656 -- a clock that stepped back years: 2^48 keeps mulup exact
+        end
+        if beyond / old1 * every > 562949953421312 then
+          beyond = 281474976710656 -- far over 2^48: no need to be exact
+        else
+          beyond = mulup(beyond, every, old1)
+          if beyond > 281474976710656 then
+            beyond = 281474976710656
+          end
+        end
       end
       if ARGV[$mode] == '1' or ARGV[$mode] == '3' then
-        if debt > otau then
-          debt = otau -- a clock that stepped back: at most all used
-        end
         debt = mulup(debt, tau, otau)
       elseif debt / old1 * every > 2 * tau then
         debt = tau -- far more than tau: no need to be exact
@@ -82,6 +94,7 @@ if state then
           debt = tau
         end
       end
+      debt = debt + beyond
     end
   elseif not afresh then
     return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' holds ' .. #state .. ' bytes that are not a GCRA state')

@@ -55,10 +55,16 @@ if state then
           tokens, last = tokens + ticks * per, last + ticks * interval
         end
       end
-      if ARGV[$mode] == '1' or ARGV[$mode] == '3' then
+      if ARGV[$mode] ~= '1' and ARGV[$mode] ~= '3' then
+        local least = 0
         if tokens < 0 then
-          tokens = 0 -- a debt carries as nothing held
+          least = tokens -- a debt (units booked ahead) is kept
         end
+        tokens = tokens + capacity - old0
+        if tokens < least then
+          tokens = least
+        end
+      elseif tokens >= 0 then
         -- muldiv returns ⌊a·b/c⌋ for whole numbers 0 ≤ a, b ≤ 2^40, 1 ≤ c ≤ 2^40:
         -- a product below 2^53 is exact as it is, a larger one is divided by
         -- long division, 4 bits of b at a time.
@@ -76,11 +82,13 @@ if state then
           return q
         end
         tokens = muldiv(tokens, capacity, old0)
-      else
-        tokens = tokens + capacity - old0
-        if tokens < 0 then
-          tokens = 0
-        end
+      end
+      local most = floordiv(281474976710656, interval) * per -- no debt beyond 2^48 µs of refill, nor 2^53
+      if most > 9007199254740992 then
+        most = 9007199254740992
+      end
+      if tokens < -most then
+        tokens = -most
       end
       if tokens >= capacity then
         last = math.max(last, now)

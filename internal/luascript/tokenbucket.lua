@@ -92,7 +92,7 @@ if state then
       -- Written under capacity old0 (design §2.1): the tokens refilled
       -- at this bucket's rate up to now, capped at the old capacity, then
       -- what was used stays used (as-is) or the fraction held carries
-      -- (proportional).
+      -- (proportional). A debt (units booked ahead) is kept under both.
       local e = now - last
       if e < 0 then
         e = 0
@@ -101,19 +101,26 @@ if state then
       if a > old0 then
         a = old0
       end
-      if ARGV[$mode] == '1' or ARGV[$mode] == '3' then
+      if ARGV[$mode] ~= '1' and ARGV[$mode] ~= '3' then
+        local least = 0
         if a < 0 then
-          a = 0 -- a debt carries as nothing held
+          least = a
         end
+        tokens = a + (capacity - old0)
+        if tokens < least then
+          tokens = least
+        end
+      elseif a >= 0 then
         tokens = a * capacity / old0
         if tokens > capacity then
           tokens = capacity
         end
       else
-        tokens = a + (capacity - old0)
-        if tokens < 0 then
-          tokens = 0
-        end
+        tokens = a
+      end
+      local most = 281474976710656 * per_micro -- no debt beyond 2^48 µs of refill
+      if tokens < -most then
+        tokens = -most
       end
       if now > last then
         last = now

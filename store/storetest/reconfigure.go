@@ -57,6 +57,7 @@ func testReconfigure(t *testing.T, k kind, st store.Store[string]) {
 			"peek":        r.capped(r.peek),
 			"reset":       r.capped(r.reset),
 			"reconfigure": r.capped(r.reconfigure),
+			"reserve":     r.capped(r.reserve),
 		}
 		if afresh {
 			actions["switch"] = r.capped(r.switchKind)
@@ -211,6 +212,46 @@ func (r *reconfig) allow(t *rapid.T) {
 	}
 	i := r.match(t, fmt.Sprintf("AllowN(%s, %d)", name, cost), cost, got, err, rs)
 	if rs[i].Allowed() {
+		r.keys[name] = &carried{s: next[i], writer: r.s.alg}
+	}
+}
+
+// reserve books a request within a random delay. The store converts the
+// key's state first, as for a decision, and a booking then stays counted
+// under every later limit: the reference books on the state it carries,
+// and converts the booked state at the next call as any other.
+func (r *reconfig) reserve(t *rapid.T) {
+	name, key := r.key(t)
+	cost := rapid.Int64Range(1, r.s.limit).Draw(t, "cost")
+	maxDelay := rapid.OneOf(rapid.Int64Range(0, 4*r.s.period), rapid.Int64Range(0, 2*r.s.period*r.s.limit)).Draw(t, "max delay µs")
+	res, err := r.lim.ReserveN(t.Context(), key, int(cost), micros(maxDelay))
+	if err != nil {
+		t.Fatalf("%s: ReserveN(%s, %d, %dµs): %v", r.at(), name, cost, maxDelay, err)
+	}
+	b, ok := r.s.alg.(algorithm.Booker)
+	if !ok {
+		t.Fatalf("%v books through the limiter but is no algorithm.Booker", r.s.alg)
+	}
+	cands := r.candidates(t, r.keys[name])
+	until := algorithm.BookingDeadline(r.now, maxDelay)
+	next := make([]algorithm.State, len(cands))
+	booked := make([]bool, len(cands))
+	rs := make([]algorithm.Result, len(cands))
+	for i, c := range cands {
+		var act int64
+		act, booked[i] = algorithm.EarliestAll([]algorithm.Algorithm{b}, []algorithm.State{c}, r.now, until, cost)
+		if booked[i] {
+			next[i], rs[i] = b.Book(c, r.now, act, cost)
+		} else {
+			rs[i] = b.Peek(c, r.now, cost)
+			rs[i].RetryAfter = max(rs[i].RetryAfter, act-r.now)
+		}
+	}
+	i := r.match(t, fmt.Sprintf("ReserveN(%s, %d, %dµs)", name, cost, maxDelay), cost, res.Decision(), err, rs)
+	if res.OK() != booked[i] {
+		t.Fatalf("%s: ReserveN(%s, %d, %dµs): OK %v, the reference %v", r.at(), name, cost, maxDelay, res.OK(), booked[i])
+	}
+	if booked[i] {
 		r.keys[name] = &carried{s: next[i], writer: r.s.alg}
 	}
 }
