@@ -23,13 +23,13 @@ var _ algorithm.Inheritor = (*Window)(nil)
 //	AsIs:         min(c, Limit)
 //	Proportional: min(⌈c·Limit/L⌉, Limit)       rounded toward more used
 //
-// Its wait and its reset are then at most one Window. When W is this
-// window's length, units booked into the window after it (a pointer above
-// L) stay counted under either rule, Limit in each window from that one
-// on but the last, as this window books them, and the window before them
-// counts as full: a limit changed after a booking does not hand its units
-// out a second time. Under another length they are not
-// carried. Any rule but Proportional is AsIs.
+// Its wait and its reset are then at most one Window. Units booked past
+// the old window (a pointer above L) stay counted under either rule: the
+// window they are carried into counts as full, and they count Limit in
+// each window after it but the last, which holds the rest, as this window
+// books them one by one, as far ahead as a window is read. A limit changed
+// after a booking thus does not hand its units out a second time. Any rule
+// but Proportional is AsIs.
 //
 // A state under a from of another Kind, with a limit or a length outside
 // the ranges New accepts, or a count outside [0, 2·L] (no window books
@@ -57,18 +57,18 @@ func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 	} else {
 		c = min(c, w.limit)
 	}
+	base := index
 	if length == w.window {
-		index = i
-		if booked > 0 {
-			// Window i was full and stays so; the units booked after it
-			// stay counted, under either rule: Limit in each window but
-			// the last (as this window books them), as far ahead as a
-			// window is read.
-			full := min((booked-1)/w.limit, index+algorithm.MaxDuration/w.window-i)
-			index, c = i+full, w.limit+min(booked-full*w.limit, w.limit)
-		}
+		base = i
 	}
-	return algorithm.State{N0: index, N1: c}
+	if booked > 0 {
+		// The window was full and stays so; the units booked after it stay
+		// counted, under either rule: Limit in each window but the last
+		// (as this window books them), as far ahead as a window is read.
+		full := min((booked-1)/w.limit, index+algorithm.MaxDuration/w.window-base)
+		base, c = base+full, w.limit+min(booked-full*w.limit, w.limit)
+	}
+	return algorithm.State{N0: base, N1: c}
 }
 
 // mulDivUp returns ⌈a·b/c⌉ for c > 0, the product taken in 128 bits, or

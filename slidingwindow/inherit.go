@@ -17,7 +17,16 @@ var _ algorithm.Inheritor = (*Window)(nil)
 // count (a fill pointer, above L with bookings) clamped to 2·L first,
 // which only an earlier release's state carried as-is from a larger limit
 // exceeds; of the count, only the part in the window of now is carried,
-// at most L (bookings beyond it are not).
+// at most L (bookings beyond it: below).
+//
+// Units booked past the old counter's window of now (a pointer above L)
+// stay counted under either rule: the window they are carried into (the
+// same one when W is this counter's Window, else this counter's window of
+// now, with nothing before it) counts as full, and they fill the windows
+// after it as this counter books them one by one (Limit − 1 in each but
+// the last, which holds the rest; one in every other window for a limit of
+// 1), as far ahead as a window is read. A limit changed after a booking thus does not hand its
+// units out a second time.
 //
 // When W is this counter's Window, the windows are the same: AsIs keeps
 // the counts as they are (the estimate at every instant is the old one,
@@ -62,7 +71,39 @@ func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 	old := Window{limit: limit, window: length}
 	s.N1 = min(s.N1, 2*limit)
 	v := old.at(s, now)
+	booked := max(v.count-limit, 0) // counted into the window after v's
 	v.count = min(v.count, limit)
+	if booked > 0 {
+		// The window was full and stays so; the units booked after it stay
+		// counted, under either rule: Limit in each window but the last
+		// (as this counter books them one by one), as far ahead as a
+		// window is read.
+		base, prev := index, int64(0)
+		if length == w.window {
+			base, prev = v.index, v.prev
+			if rule == algorithm.Proportional {
+				prev = carry(v.prev)
+			}
+		}
+		// One by one, this counter books Limit − 1 units in each window
+		// after a full one (the previous window's share, rounded up, keeps
+		// one unit back until the window ends), and a limit of 1 one unit
+		// every two windows.
+		var full, rest int64
+		if w.limit == 1 {
+			full, rest = 2*booked-1, 1
+		} else {
+			full = (booked - 1) / (w.limit - 1)
+			rest = booked - full*(w.limit-1)
+		}
+		if most := index + algorithm.MaxDuration/w.window - base; full > most {
+			full, rest = most, w.limit
+		}
+		if full > 0 {
+			prev = w.limit
+		}
+		return algorithm.State{N0: base + full, N1: w.limit + rest, N2: prev}
+	}
 	if length != w.window {
 		return algorithm.State{N0: index, N1: carry(old.used(v))}
 	}

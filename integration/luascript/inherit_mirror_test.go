@@ -135,7 +135,7 @@ func TestInheritBookedMirror(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(26, uint64(len(name))))
 				runs := 0
-				for runs < 40 {
+				for runs < 100 {
 					old, err := mk(limits[rng.IntN(len(limits))], durations[rng.IntN(len(durations))])
 					if err != nil {
 						continue // a configuration New refuses

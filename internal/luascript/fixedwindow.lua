@@ -89,18 +89,24 @@ if state then
       if counted > limit then
         counted = limit
       end
-      if booked > 0 and old1 == window then
-        -- stored was full and stays so; what was booked after it stays
-        -- counted, limit in each window but the last, as far ahead as a
-        -- window is read (oahead windows past oi, the same windows).
+      if booked > 0 then
+        -- The window stored was full and stays so; what was booked after
+        -- it stays counted, limit in each window but the last, as far
+        -- ahead as a window is read (⌊2^48/window⌋ past index).
+        local nahead = math.floor(281474976710656 / window)
+        if nahead * window > 281474976710656 then
+          nahead = nahead - 1
+        elseif (nahead + 1) * window <= 281474976710656 then
+          nahead = nahead + 1
+        end
         local full = math.floor((booked - 1) / limit)
         if full * limit > booked - 1 then
           full = full - 1
         elseif (full + 1) * limit <= booked - 1 then
           full = full + 1
         end
-        if full > oi + oahead - stored then
-          full = oi + oahead - stored
+        if full > index + nahead - stored then
+          full = index + nahead - stored
         end
         stored = stored + full
         counted = limit + math.min(booked - full * limit, limit)

@@ -104,7 +104,9 @@ if state then
           op = math.min(c - old0, old0)
         end
       end
+      local booked = 0 -- counted into the window after ox
       if oc > old0 then
+        booked = oc - old0
         oc = old0
       end
       if old1 ~= window then
@@ -142,6 +144,49 @@ if state then
           q = q + 1
         end
         p = math.min(q, limit)
+      end
+      if booked > 0 then
+        -- The window was full and stays so (ox's under the same window,
+        -- else index's with nothing before it); what was booked after it
+        -- stays counted, limit in each window but the last, as far ahead
+        -- as a window is read (⌊2^48/window⌋ past index).
+        local base, bp = index, 0
+        if old1 == window then
+          base, bp = ox, op
+          if prop then
+            local q, r = muldiv(op, limit, old0)
+            if r > 0 then
+              q = q + 1
+            end
+            bp = math.min(q, limit)
+          end
+        end
+        local nahead = math.floor(281474976710656 / window)
+        if nahead * window > 281474976710656 then
+          nahead = nahead - 1
+        elseif (nahead + 1) * window <= 281474976710656 then
+          nahead = nahead + 1
+        end
+        -- One by one, this counter books limit − 1 units in each window
+        -- after a full one, and a limit of 1 one every two windows.
+        local full, rest = 2 * booked - 1, 1
+        if limit > 1 then
+          local per = limit - 1
+          full = math.floor((booked - 1) / per)
+          if full * per > booked - 1 then
+            full = full - 1
+          elseif (full + 1) * per <= booked - 1 then
+            full = full + 1
+          end
+          rest = booked - full * per
+        end
+        if full > index + nahead - base then
+          full, rest = index + nahead - base, limit
+        end
+        if full > 0 then
+          bp = limit
+        end
+        i, c, p = base + full, limit + rest, bp
       end
     end
     local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1
