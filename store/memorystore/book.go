@@ -21,9 +21,15 @@ var (
 // booking replaced and the one it left (a sliding log's, whose Log
 // changes in place, is given back by its Unused instead: exact false).
 type undo struct {
-	pre, post []algorithm.State
-	exact     []bool
-	made      []bool // the booking made the key's entry: giving it back drops it, as a Redis HDEL
+	// pre is each entry's state as it was kept before the booking, under
+	// the config preCfg (not converted to the booking limit's terms);
+	// post is the state the booking wrote, under postCfg. A cancel that
+	// finds post still there puts pre back as it was, as a Redis store
+	// puts the value back, whatever limit is in force by then.
+	pre, post       []algorithm.State
+	preCfg, postCfg []uint32
+	exact           []bool
+	made            []bool // the booking made the key's entry: giving it back drops it, as a Redis HDEL
 }
 
 func (h *handle[K]) one() *policy[K] {
@@ -121,16 +127,26 @@ func (p *policy[K]) Book(_ context.Context, key K, now, cost, maxDelay int64, ou
 	if !ok {
 		for i, b := range bs {
 			rs[i] = b.Peek(states[i], now, cost)
+			if hd.made[i] {
+				// Nothing booked: the key has no state, as before (a state
+				// made now would read otherwise after a clock's step back).
+				t.dropLocked(key, p.limits[i].id, hd.es[i])
+				hd.es[i] = nil
+			}
 		}
 		r := algorithm.Combine(rs)
 		r.RetryAfter = max(r.RetryAfter, act-now)
 		return r, store.Booking{}, false, nil
 	}
-	u := &undo{pre: make([]algorithm.State, len(bs)), post: make([]algorithm.State, len(bs)), exact: make([]bool, len(bs)), made: hd.made}
+	u := &undo{pre: make([]algorithm.State, len(bs)), post: make([]algorithm.State, len(bs)),
+		preCfg: make([]uint32, len(bs)), postCfg: make([]uint32, len(bs)), exact: make([]bool, len(bs)), made: hd.made}
 	for i, b := range bs {
 		l, e, n := &p.limits[i], hd.es[i], hd.ns[i]
 		u.exact[i] = algorithm.ExactUndo(l.alg)
-		u.pre[i] = states[i]
+		if u.exact[i] && !hd.made[i] {
+			u.pre[i], u.preCfg[i] = t.state(e, n, t.reg.cfg(e.cfg).wide), e.cfg
+		}
+		u.postCfg[i] = l.cfg
 		var next algorithm.State
 		next, rs[i] = b.Book(states[i], now, act, cost)
 		u.post[i] = next
@@ -166,14 +182,16 @@ func (p *policy[K]) Cancel(_ context.Context, key K, now int64, b store.Booking)
 			continue // forgotten since: nothing to give back
 		}
 		s := states[i]
-		if u.exact[i] && e.cfg == l.cfg && s.N0 == u.post[i].N0 && s.N1 == u.post[i].N1 && s.N2 == u.post[i].N2 {
-			if u.made[i] {
-				t.dropLocked(key, l.id, e) // the key had no state: it has none again
-				hd.es[i] = nil
-			} else {
-				t.write(e, n, l, u.pre[i])
+		if u.exact[i] && e.cfg == u.postCfg[i] {
+			if raw := t.state(e, n, t.reg.cfg(e.cfg).wide); raw.N0 == u.post[i].N0 && raw.N1 == u.post[i].N1 && raw.N2 == u.post[i].N2 {
+				if u.made[i] {
+					t.dropLocked(key, l.id, e) // the key had no state: it has none again
+					hd.es[i] = nil
+				} else {
+					t.put(e, n, u.preCfg[i], t.reg.cfg(u.preCfg[i]).wide, u.pre[i])
+				}
+				continue
 			}
-			continue
 		}
 		if give := bk.Unused(s, now, b.Act, b.Cost); give > 0 {
 			s, _ = bk.Refund(s, now, give)

@@ -124,13 +124,19 @@ func (t *table[K]) read(e *entry[K], n uint32, l *limitRef, now int64) (algorith
 // config, and retires the entry's standing denial. The caller holds e's
 // lock.
 func (t *table[K]) write(e *entry[K], n uint32, l *limitRef, s algorithm.State) {
-	if e.cfg != l.cfg && !l.wide {
+	t.put(e, n, l.cfg, l.wide, s)
+}
+
+// put makes s entry n's state under config cfg, which is wide or not, and
+// retires the entry's standing denial. The caller holds e's lock.
+func (t *table[K]) put(e *entry[K], n uint32, cfg uint32, wide bool, s algorithm.State) {
+	if e.cfg != cfg && !wide {
 		if w := t.arena.wideOf(n); w != nil { // a wide state's rest, now no one's
 			w.n2, w.log = 0, nil
 		}
 	}
-	t.keep(e, n, l.wide, s)
-	e.cfg = l.cfg
+	t.keep(e, n, wide, s)
+	e.cfg = cfg
 	e.admitted()
 }
 
@@ -294,11 +300,12 @@ func (p *policy[K]) Take(_ context.Context, key K, now, cost int64, out []algori
 	}
 	var ebuf [4]*entry[K]
 	var nbuf [4]uint32
-	hd := held[K]{ebuf[:], nbuf[:], nil}
+	var mbuf [4]bool
+	hd := held[K]{ebuf[:], nbuf[:], mbuf[:]}
 	if len(p.limits) > len(ebuf) {
-		hd = held[K]{make([]*entry[K], len(p.limits)), make([]uint32, len(p.limits)), nil}
+		hd = held[K]{make([]*entry[K], len(p.limits)), make([]uint32, len(p.limits)), make([]bool, len(p.limits))}
 	}
-	hd.es, hd.ns = hd.es[:len(p.limits)], hd.ns[:len(p.limits)]
+	hd.es, hd.ns, hd.made = hd.es[:len(p.limits)], hd.ns[:len(p.limits)], hd.made[:len(p.limits)]
 	if !p.lockAll(hd, key, now, true) {
 		return algorithm.Result{}, t.errFull
 	}
@@ -338,6 +345,13 @@ func (p *policy[K]) Take(_ context.Context, key K, now, cost int64, out []algori
 			t.write(e, n, l, taken[i])
 		case !l.wide && rs[i].Allowed(): // refused: it admitted on a copy, so it reports its state
 			rs[i] = l.alg.Peek(states[i], now, cost)
+		}
+		if !all && hd.made[i] {
+			// Refused: the key has no state under this limit, as before (a
+			// state made now would read otherwise after a clock's step
+			// back, and a Redis script writes nothing).
+			t.dropLocked(key, l.id, e)
+			continue
 		}
 		e.mu.Unlock()
 	}

@@ -11,7 +11,9 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
 	"pgregory.net/rapid"
 )
 
@@ -402,5 +404,98 @@ func testBookingErrors(t *testing.T, st store.Store[string]) {
 	// Nothing was charged by the refused calls.
 	if d, err := lim.Peek(ctx, "k"); err != nil || d.Remaining() != 5 {
 		t.Errorf("Peek after refused calls: %v, %v; want 5 left", d, err)
+	}
+}
+
+// testFailedBookingWritesNothing books on a key of a Policy whose bucket
+// has no state (a cancelled booking made it, then gave it back) and whose
+// log refuses the delay asked for: nothing is booked, and the bucket must
+// still have no state, as a Redis script that writes nothing leaves it.
+// The clock steps back between the calls (another server's), which is
+// where a state made at an earlier call's instant and one made at the
+// next call's differ: the last booking's waits must be those of a bucket
+// that is fresh at its own instant.
+func testFailedBookingWritesNothing(t *testing.T, st store.Store[string]) {
+	ctx := context.Background()
+	bucket, err := tokenbucket.Per(1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := slidinglog.Per(1, time.Microsecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.UnixMicro(epoch))
+	p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Algorithm: bucket, StateID: "fb-bucket"}, {Algorithm: log, StateID: "fb-log"}},
+		ratelimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := p.ReserveN(ctx, "fb", 1, -1)
+	if err != nil || !first.OK() {
+		t.Fatalf("first ReserveN: %v, %v", first, err)
+	}
+	clk.Advance(-2 * time.Microsecond)
+	if err := first.Cancel(ctx); err != nil { // the bucket's state goes; the log's stays
+		t.Fatalf("Cancel: %v", err)
+	}
+	if r, err := p.ReserveN(ctx, "fb", 1, 0); err != nil || r.OK() {
+		t.Fatalf("ReserveN with no delay while the log is full: %v, %v; want it refused", r, err)
+	}
+	clk.Advance(-time.Microsecond)
+	now := epoch - 3
+	last, err := p.ReserveN(ctx, "fb", 1, -1)
+	if err != nil || !last.OK() {
+		t.Fatalf("last ReserveN: %v, %v", last, err)
+	}
+	act := now + last.Delay().Microseconds()
+	_, want := bucket.Book(bucket.Init(algorithm.State{}, now), now, act, 1)
+	limits := last.Limits()
+	if got := limits.Limits()[0]; got.ResetAfter() != micros(want.ResetAfter) || got.RetryAfter() != micros(want.RetryAfter) {
+		t.Fatalf("the bucket's booking at %dµs: %v, want %+v (a bucket fresh at its instant)", now-epoch, got, want)
+	}
+}
+
+// testRefusedTakeWritesNothing has a Policy refuse a request because of a
+// limit whose key is full (a log, filled by a Limiter of its own under the
+// same state ID), while its other limit (a bucket) has no state: the
+// bucket must still have none afterwards, so that a Limiter of the bucket
+// alone, deciding after the clock stepped back, finds a key fresh at its
+// own instant (a Redis script that refuses writes nothing).
+func testRefusedTakeWritesNothing(t *testing.T, st store.Store[string]) {
+	ctx := context.Background()
+	bucket, err := tokenbucket.Per(1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := slidinglog.Per(1, time.Microsecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.UnixMicro(epoch))
+	p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Algorithm: log, StateID: "rt-log"}, {Algorithm: bucket, StateID: "rt-bucket"}},
+		ratelimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logOnly, err := ratelimit.New(log, st, ratelimit.WithClock(clk), ratelimit.WithStateID("rt-log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucketOnly, err := ratelimit.New(bucket, st, ratelimit.WithClock(clk), ratelimit.WithStateID("rt-bucket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := logOnly.Allow(ctx, "rt"); err != nil || !d.Allowed() {
+		t.Fatalf("the log's Allow: %v, %v", d, err)
+	}
+	clk.Advance(-time.Microsecond)
+	if d, err := p.Allow(ctx, "rt"); err != nil || d.Allowed() {
+		t.Fatalf("the Policy's Allow while the log is full: %v, %v; want it refused", d, err)
+	}
+	clk.Advance(-time.Microsecond)
+	d, err := bucketOnly.Allow(ctx, "rt")
+	if err != nil || !d.Allowed() || d.ResetAfter() != time.Second {
+		t.Fatalf("the bucket's Allow after the Policy's refusal: %v, %v; want it admitted with a reset after 1s (fresh at its instant)", d, err)
 	}
 }

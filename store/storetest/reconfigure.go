@@ -58,6 +58,7 @@ func testReconfigure(t *testing.T, k kind, st store.Store[string]) {
 			"reset":       r.capped(r.reset),
 			"reconfigure": r.capped(r.reconfigure),
 			"reserve":     r.capped(r.reserve),
+			"cancel":      r.capped(r.cancel),
 		}
 		if afresh {
 			actions["switch"] = r.capped(r.switchKind)
@@ -77,6 +78,16 @@ type reconfig struct {
 	steps int
 	seq   int
 	keys  map[string]*carried // by short name
+	books []pendingBooking    // made by reserve, not yet cancelled
+}
+
+// pendingBooking is a booking the reference may cancel: the key's carried
+// state before and after it (nil when the key had none).
+type pendingBooking struct {
+	name      string
+	res       *ratelimit.Reservation[string]
+	act, cost int64
+	pre, post *carried
 }
 
 // carried is the reference's state of one key: the state as its writer
@@ -252,7 +263,66 @@ func (r *reconfig) reserve(t *rapid.T) {
 		t.Fatalf("%s: ReserveN(%s, %d, %dµs): OK %v, the reference %v", r.at(), name, cost, maxDelay, res.OK(), booked[i])
 	}
 	if booked[i] {
+		var pre *carried
+		if c := r.keys[name]; c != nil && (len(cands) == 1 || i == 0) { // not read as fresh
+			pre = &carried{s: copyState(c.s), writer: c.writer}
+		}
 		r.keys[name] = &carried{s: next[i], writer: r.s.alg}
+		r.books = append(r.books, pendingBooking{name: name, res: res, act: r.now + res.Delay().Microseconds(), cost: cost,
+			pre: pre, post: &carried{s: copyState(next[i]), writer: r.s.alg}})
+	}
+}
+
+// cancel gives a pending booking back, under the limit that booked it
+// (a Reservation keeps it, whatever limit is in force by then). Before its
+// instant, a key whose state is still the one the booking left gets the
+// one before back (as it was kept, under its writer; none if it had none),
+// as stores undo a booking exactly; any other state is converted to the
+// booking limit's terms, which refunds what the booking's units left
+// unused (algorithm.Booker's Unused) and writes it only when that is more
+// than 0.
+func (r *reconfig) cancel(t *rapid.T) {
+	if len(r.books) == 0 {
+		t.Skip("nothing booked")
+	}
+	j := rapid.IntRange(0, len(r.books)-1).Draw(t, "booking")
+	bk := r.books[j]
+	booker := bk.post.writer
+	c := r.keys[bk.name]
+	exact := c != nil && booker == c.writer && algorithm.ExactUndo(booker) &&
+		c.s.N0 == bk.post.s.N0 && c.s.N1 == bk.post.s.N1 && c.s.N2 == bk.post.s.N2
+	var next *carried
+	if bk.act > r.now && !exact && c != nil {
+		from, _ := algorithm.TagOf(c.writer)
+		to, _ := algorithm.TagOf(booker)
+		if from.Kind != to.Kind || c.writer.Peek(copyState(c.s), r.now, 1).ResetAfter == 0 {
+			// Another kind's state (the limiter switched kinds), or one
+			// the store may have dropped: not modelled.
+			t.Skip("the state's kind changed, or it may have been dropped")
+		}
+		s := copyState(c.s)
+		if from != to {
+			s = booker.(algorithm.Inheritor).Inherit(from, s, r.now, r.rule)
+		}
+		b := booker.(algorithm.Booker)
+		if give := b.Unused(s, r.now, bk.act, bk.cost); give > 0 {
+			s, _ = b.Refund(s, r.now, give)
+			next = &carried{s: s, writer: booker}
+		}
+	}
+	r.books = append(r.books[:j], r.books[j+1:]...)
+	if err := bk.res.Cancel(t.Context()); err != nil {
+		t.Fatalf("%s: Cancel of %d booked on %s for +%dµs: %v", r.at(), bk.cost, bk.name, bk.act-r.start, err)
+	}
+	t.Logf("%s: cancelled %d booked on %s for +%dµs (exactly: %v)", r.at(), bk.cost, bk.name, bk.act-r.start, exact && bk.act > r.now)
+	switch {
+	case bk.act <= r.now:
+	case exact && bk.pre == nil:
+		delete(r.keys, bk.name)
+	case exact:
+		r.keys[bk.name] = &carried{s: copyState(bk.pre.s), writer: bk.pre.writer}
+	case next != nil:
+		r.keys[bk.name] = next
 	}
 }
 

@@ -119,6 +119,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 		t.Run("Booking", func(t *testing.T) { testBooking(t, newStore(t), nil, 3) })
 	})
 	t.Run("BookingErrors", func(t *testing.T) { testBookingErrors(t, newStore(t)) })
+	t.Run("FailedBookingWritesNothing", func(t *testing.T) { testFailedBookingWritesNothing(t, newStore(t)) })
+	t.Run("RefusedTakeWritesNothing", func(t *testing.T) { testRefusedTakeWritesNothing(t, newStore(t)) })
 }
 
 // Differential runs the same random operation sequences (rapid) on limiters
