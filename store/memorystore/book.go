@@ -224,7 +224,13 @@ func (p *policy[K]) Refund(_ context.Context, key K, now, n int64, out []algorit
 		}
 		var next algorithm.State
 		next, rs[i] = b.Refund(states[i], now, n)
-		t.write(e, en, l, next)
+		if s := states[i]; next.N0 != s.N0 || next.N1 != s.N1 || next.N2 != s.N2 || next.Log != s.Log {
+			// Something given back. A state with nothing to give back (a
+			// Refund returns it as it is) stays as its writer left it, as
+			// the scripts leave it: converted here, it would read
+			// otherwise once the limit changes again.
+			t.write(e, en, l, next)
+		}
 	}
 	return algorithm.Combine(rs), nil
 }

@@ -59,6 +59,7 @@ func testReconfigure(t *testing.T, k kind, st store.Store[string]) {
 			"reconfigure": r.capped(r.reconfigure),
 			"reserve":     r.capped(r.reserve),
 			"cancel":      r.capped(r.cancel),
+			"refund":      r.capped(r.refund),
 		}
 		if afresh {
 			actions["switch"] = r.capped(r.switchKind)
@@ -324,6 +325,48 @@ func (r *reconfig) cancel(t *rapid.T) {
 	case next != nil:
 		r.keys[bk.name] = next
 	}
+}
+
+// refund gives units back through the limit in force: the store converts
+// the key's state and refunds on it, and writes it (under the limit in
+// force) only when that gave something back, as the scripts do; a state
+// with nothing to give back stays as its writer left it.
+func (r *reconfig) refund(t *rapid.T) {
+	name, key := r.key(t)
+	n := rapid.Int64Range(1, r.s.limit+2).Draw(t, "refund")
+	got, err := r.lim.Refund(t.Context(), key, int(n))
+	cands := r.candidates(t, r.keys[name])
+	b, ok := r.s.alg.(algorithm.Booker)
+	if !ok {
+		t.Fatalf("%v refunds through the limiter but is no algorithm.Booker", r.s.alg)
+	}
+	next := make([]algorithm.State, len(cands))
+	rs := make([]algorithm.Result, len(cands))
+	for i, c := range cands {
+		next[i], rs[i] = b.Refund(copyState(c), r.now, n)
+	}
+	i := r.match(t, fmt.Sprintf("Refund(%s, %d)", name, n), 0, got, err, rs) // reported as a Peek
+	c := cands[i]
+	if next[i].N0 != c.N0 || next[i].N1 != c.N1 || next[i].N2 != c.N2 || !sameLog(next[i].Log, c.Log) {
+		r.keys[name] = &carried{s: next[i], writer: r.s.alg}
+	}
+}
+
+// sameLog reports whether two logs hold the same entries from their heads.
+func sameLog(a, b *algorithm.Log) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := a.Entries[a.Head:], b.Entries[b.Head:]
+	if len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if x[i] != y[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *reconfig) peek(t *rapid.T) {
