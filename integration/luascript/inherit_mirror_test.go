@@ -124,8 +124,6 @@ func bookOnKey(t *testing.T, client redis.UniversalClient, alg algorithm.Algorit
 // the buckets and GCRA, the count booked into later windows): the script
 // carries them as Go's Inherit does, call for call, on every target.
 func TestInheritBookedMirror(t *testing.T) {
-	limits := []int64{1, 3, 10, 100, 1000, 1 << 20, algorithm.MaxLimit}
-	durations := []int64{1, 7, 1000, 1_000_000, 60_000_000, 3_600_000_000, algorithm.MaxDuration}
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		client := redistest.GoRedis(t, target)
 		for name, mk := range inheritMakers {
@@ -134,19 +132,8 @@ func TestInheritBookedMirror(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(26, uint64(len(name))))
-				runs := 0
-				for runs < 100 {
-					old, err := mk(limits[rng.IntN(len(limits))], durations[rng.IntN(len(durations))])
-					if err != nil {
-						continue // a configuration New refuses
-					}
-					new, err := mk(limits[rng.IntN(len(limits))], durations[rng.IntN(len(durations))])
-					if err != nil {
-						continue
-					}
-					rule := algorithm.Rule(rng.IntN(2))
-					runs++
-					span := durations[rng.IntN(len(durations))]
+				for runs := 1; runs <= 100; runs++ {
+					old, new, rule, span := drawChange(rng, mk)
 					now := int64(1_763_700_000_000_000) + rng.Int64N(1_000_000_000)
 					hist := []call{{now, old.Limit()}} // used to the full: what follows is booked ahead
 					var books []bookCall
@@ -169,6 +156,31 @@ func TestInheritBookedMirror(t *testing.T) {
 			})
 		}
 	})
+}
+
+// The limits and durations (µs) the inheritance mirrors draw from: the
+// extremes and the common cases.
+var (
+	inheritLimits    = []int64{1, 3, 10, 100, 1000, 1 << 20, algorithm.MaxLimit}
+	inheritDurations = []int64{1, 7, 1000, 1_000_000, 60_000_000, 3_600_000_000, algorithm.MaxDuration}
+)
+
+// drawChange draws a limit change of mk's kind: the writer and the reader
+// (configurations New accepts), a rule, and a span of µs to move by.
+func drawChange(rng *rand.Rand, mk func(limit, d int64) (algorithm.Algorithm, error)) (old, new algorithm.Algorithm, rule algorithm.Rule, span int64) {
+	draw := func() (algorithm.Algorithm, error) {
+		return mk(inheritLimits[rng.IntN(len(inheritLimits))], inheritDurations[rng.IntN(len(inheritDurations))])
+	}
+	for {
+		var err error
+		if old, err = draw(); err != nil {
+			continue // a configuration New refuses
+		}
+		if new, err = draw(); err != nil {
+			continue
+		}
+		return old, new, algorithm.Rule(rng.IntN(2)), inheritDurations[rng.IntN(len(inheritDurations))]
+	}
 }
 
 // inheritMakers make an algorithm of each kind from a limit and a
@@ -200,30 +212,16 @@ var inheritMakers = map[string]func(limit, d int64) (algorithm.Algorithm, error)
 // the script's conversion in Lua decides as the Go Inherit methods do,
 // call for call, on every target.
 func TestInheritMirror(t *testing.T) {
-	limits := []int64{1, 3, 10, 100, 1000, 1 << 20, algorithm.MaxLimit}
-	durations := []int64{1, 7, 1000, 1_000_000, 60_000_000, 3_600_000_000, algorithm.MaxDuration}
-	makers := inheritMakers
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		client := redistest.GoRedis(t, target)
-		for name, mk := range makers {
+		for name, mk := range inheritMakers {
 			t.Run(name, func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(24, uint64(len(name))))
-				runs := 0
-				for runs < 40 {
-					old, err := mk(limits[rng.IntN(len(limits))], durations[rng.IntN(len(durations))])
-					if err != nil {
-						continue // a configuration New refuses
-					}
-					new, err := mk(limits[rng.IntN(len(limits))], durations[rng.IntN(len(durations))])
-					if err != nil {
-						continue
-					}
-					rule := algorithm.Rule(rng.IntN(2))
+				for runs := 1; runs <= 40; runs++ {
+					old, new, rule, span := drawChange(rng, mk)
 					if name == "slidinglog" {
 						rule = algorithm.AsIs
 					}
-					runs++
-					span := durations[rng.IntN(len(durations))]
 					now := int64(1_763_700_000_000_000) + rng.Int64N(1_000_000_000)
 					var hist, calls []call
 					for range 1 + rng.IntN(6) {

@@ -38,18 +38,18 @@ if state then
       -- old0) stays counted (as-is, capped at the limit) or carries as the
       -- fraction of the old limit (proportional, rounded up, capped).
       -- Under another window length it counts in the window of now.
-      local oi = math.floor(now / old1)
-      if oi * old1 > now then
-        oi = oi - 1
-      elseif (oi + 1) * old1 <= now then
-        oi = oi + 1
+      -- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below
+      -- 2^53 (defined here, off the fast path).
+      local function floordiv(a, b)
+        local q = math.floor(a / b)
+        if q * b > a then
+          q = q - 1
+        elseif (q + 1) * b <= a then
+          q = q + 1
+        end
+        return q
       end
-      local oahead = math.floor(281474976710656 / old1)
-      if oahead * old1 > 281474976710656 then
-        oahead = oahead - 1
-      elseif (oahead + 1) * old1 <= 281474976710656 then
-        oahead = oahead + 1
-      end
+      local oi, oahead = floordiv(now, old1), floordiv(281474976710656, old1)
       if stored > oi + oahead then
         counted = 0
       elseif stored < oi then
@@ -93,18 +93,8 @@ if state then
         -- The window stored was full and stays so; what was booked after
         -- it stays counted, limit in each window but the last, as far
         -- ahead as a window is read (⌊2^48/window⌋ past index).
-        local nahead = math.floor(281474976710656 / window)
-        if nahead * window > 281474976710656 then
-          nahead = nahead - 1
-        elseif (nahead + 1) * window <= 281474976710656 then
-          nahead = nahead + 1
-        end
-        local full = math.floor((booked - 1) / limit)
-        if full * limit > booked - 1 then
-          full = full - 1
-        elseif (full + 1) * limit <= booked - 1 then
-          full = full + 1
-        end
+        local nahead = floordiv(281474976710656, window)
+        local full = floordiv(booked - 1, limit)
         if full > index + nahead - stored then
           full = index + nahead - stored
         end

@@ -82,18 +82,18 @@ if state then
       -- one count in the window of now, capped (as-is) or carried as a
       -- fraction (proportional).
       local prop = ARGV[$mode] == '1' or ARGV[$mode] == '3'
-      local oi = math.floor(now / old1)
-      if oi * old1 > now then
-        oi = oi - 1
-      elseif (oi + 1) * old1 <= now then
-        oi = oi + 1
+      -- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below
+      -- 2^53 (defined here, off the fast path).
+      local function floordiv(a, b)
+        local q = math.floor(a / b)
+        if q * b > a then
+          q = q - 1
+        elseif (q + 1) * b <= a then
+          q = q + 1
+        end
+        return q
       end
-      local oahead = math.floor(281474976710656 / old1)
-      if oahead * old1 > 281474976710656 then
-        oahead = oahead - 1
-      elseif (oahead + 1) * old1 <= 281474976710656 then
-        oahead = oahead + 1
-      end
+      local oi, oahead = floordiv(now, old1), floordiv(281474976710656, old1)
       local ox, oc, op = oi, 0, 0
       if (c > 0 or p > 0) and i <= oi + oahead then
         if i >= oi then
@@ -161,23 +161,13 @@ if state then
             bp = math.min(q, limit)
           end
         end
-        local nahead = math.floor(281474976710656 / window)
-        if nahead * window > 281474976710656 then
-          nahead = nahead - 1
-        elseif (nahead + 1) * window <= 281474976710656 then
-          nahead = nahead + 1
-        end
+        local nahead = floordiv(281474976710656, window)
         -- One by one, this counter books limit − 1 units in each window
         -- after a full one, and a limit of 1 one every two windows.
         local full, rest = 2 * booked - 1, 1
         if limit > 1 then
           local per = limit - 1
-          full = math.floor((booked - 1) / per)
-          if full * per > booked - 1 then
-            full = full - 1
-          elseif (full + 1) * per <= booked - 1 then
-            full = full + 1
-          end
+          full = floordiv(booked - 1, per)
           rest = booked - full * per
         end
         if full > index + nahead - base then

@@ -417,15 +417,7 @@ func testBookingErrors(t *testing.T, st store.Store[string]) {
 // that is fresh at its own instant.
 func testFailedBookingWritesNothing(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
-	bucket, err := tokenbucket.Per(1, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log, err := slidinglog.Per(1, time.Microsecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewFake(time.UnixMicro(epoch))
+	bucket, log, clk := bucketAndLog(t)
 	p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Algorithm: bucket, StateID: "fb-bucket"}, {Algorithm: log, StateID: "fb-log"}},
 		ratelimit.WithClock(clk))
 	if err != nil {
@@ -464,15 +456,7 @@ func testFailedBookingWritesNothing(t *testing.T, st store.Store[string]) {
 // own instant (a Redis script that refuses writes nothing).
 func testRefusedTakeWritesNothing(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
-	bucket, err := tokenbucket.Per(1, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log, err := slidinglog.Per(1, time.Microsecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewFake(time.UnixMicro(epoch))
+	bucket, log, clk := bucketAndLog(t)
 	p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Algorithm: log, StateID: "rt-log"}, {Algorithm: bucket, StateID: "rt-bucket"}},
 		ratelimit.WithClock(clk))
 	if err != nil {
@@ -498,4 +482,20 @@ func testRefusedTakeWritesNothing(t *testing.T, st store.Store[string]) {
 	if err != nil || !d.Allowed() || d.ResetAfter() != time.Second {
 		t.Fatalf("the bucket's Allow after the Policy's refusal: %v, %v; want it admitted with a reset after 1s (fresh at its instant)", d, err)
 	}
+}
+
+// bucketAndLog returns a bucket of 1 per second, a log of 1 per µs, and a
+// fake clock at epoch: a Policy of them has a limit that refuses for a µs
+// and one whose state tells when it was made.
+func bucketAndLog(t *testing.T) (*tokenbucket.Bucket, *slidinglog.Log, *clock.Fake) {
+	t.Helper()
+	bucket, err := tokenbucket.Per(1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := slidinglog.Per(1, time.Microsecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bucket, log, clock.NewFake(time.UnixMicro(epoch))
 }
