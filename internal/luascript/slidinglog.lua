@@ -138,6 +138,11 @@ if last then
     end
   else
     expired = true -- every member; the newest is the base
+    if last > cut then
+      -- Carried over (basecut is later than cut): the base lies in the
+      -- window, so an admission moves it to cut, as a dead member.
+      dead = newest
+    end
   end
 end
 

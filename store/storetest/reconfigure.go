@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/store"
 	"pgregory.net/rapid"
 )
@@ -473,4 +475,50 @@ func testMismatchPair(t *testing.T, st store.Store[string], a, b kind, named boo
 			t.Errorf("the first algorithm after the state was replaced: %v, want ErrStateMismatch", err)
 		}
 	})
+}
+
+// testLogRefundThenWiderWindow widens a sliding log's window (1 per µs to
+// 2 per 2 µs) after two admissions a µs apart, and refunds the newest
+// under the wider window: the older admission, which the narrower window
+// had already forgotten, stays forgotten, through a booking and the
+// decision after it. (The script kept that admission as the log's base
+// inside the new window, counted it again, and denied the last Allow.)
+func testLogRefundThenWiderWindow(t *testing.T, st store.Store[string]) {
+	ctx := context.Background()
+	narrow, err := slidinglog.Per(1, time.Microsecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide, err := slidinglog.New(slidinglog.Config{Limit: 2, Window: 2 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.UnixMicro(epoch))
+	lim, err := ratelimit.New(narrow, st, ratelimit.WithClock(clk), ratelimit.WithStateID("lw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(what string, d ratelimit.Decision, err error, allowed bool, remaining int64) {
+		t.Helper()
+		if err != nil || d.Allowed() != allowed || d.Remaining() != remaining {
+			t.Fatalf("%s: %v, %v; want allowed=%v with %d remaining", what, d, err, allowed, remaining)
+		}
+	}
+	d, err := lim.Allow(ctx, "lw")
+	step("Allow at 0", d, err, true, 0)
+	clk.Advance(time.Microsecond)
+	d, err = lim.Allow(ctx, "lw")
+	step("Allow at 1µs", d, err, true, 0)
+	if err := lim.SetAlgorithm(wide); err != nil {
+		t.Fatal(err)
+	}
+	d, err = lim.Refund(ctx, "lw", 1)
+	step("Refund of 1 under 2 per 2µs (the admission at 0 is forgotten)", d, err, true, 2)
+	r, err := lim.ReserveN(ctx, "lw", 1, 0)
+	if err != nil || !r.OK() {
+		t.Fatalf("ReserveN: %v, %v", r, err)
+	}
+	step("ReserveN of 1", r.Decision(), nil, true, 1)
+	d, err = lim.Allow(ctx, "lw")
+	step("Allow after it", d, err, true, 0)
 }

@@ -121,6 +121,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("BookingErrors", func(t *testing.T) { testBookingErrors(t, newStore(t)) })
 	t.Run("FailedBookingWritesNothing", func(t *testing.T) { testFailedBookingWritesNothing(t, newStore(t)) })
 	t.Run("RefusedTakeWritesNothing", func(t *testing.T) { testRefusedTakeWritesNothing(t, newStore(t)) })
+	t.Run("LogRefundThenWiderWindow", func(t *testing.T) { testLogRefundThenWiderWindow(t, newStore(t)) })
 }
 
 // Differential runs the same random operation sequences (rapid) on limiters
