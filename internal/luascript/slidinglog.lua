@@ -340,6 +340,34 @@ end
 -- (decide may have run for another: a cancel's).
 local left = used
 if used > 0 and n >= 1 then
+  if oldw then
+    -- Carried over from another window: rewritten in this one's terms
+    -- first, as an admission does (the new header; the members at or
+    -- before basecut go but for the base, moved to cut at the latest),
+    -- so that what the refund leaves reads under this window's header.
+    local ndead = 0
+    if expired then
+      ndead = redis.call('ZCOUNT', zkey, '-inf', cutarg) - 1 -- not the header
+      if mh then
+        ndead = ndead - 1 -- nor the clock
+      end
+    end
+    if mh then
+      redis.call('ZREM', zkey, mh) -- first: the ranks below count from 0; put back below
+      mh = nil
+    end
+    redis.call('ZREM', zkey, '#L' .. string.format('%.0f', oldw))
+    if dead and dead[1] then
+      if ndead > 1 then
+        redis.call('ZREMRANGEBYRANK', zkey, 0, ndead - 2)
+      end
+      if tonumber(dead[2]) > cut then
+        redis.call('ZADD', zkey, string.format('%.0f', cut), dead[1])
+      end
+    end
+    redis.call('ZADD', zkey, '-inf', hdr)
+    oldw = nil
+  end
   local give = n
   if give > used then
     give = used

@@ -292,7 +292,7 @@ func (r *reconfig) cancel(t *rapid.T) {
 	bk := r.books[j]
 	booker := bk.post.writer
 	c := r.keys[bk.name]
-	exact := c != nil && booker == c.writer && algorithm.ExactUndo(booker) &&
+	exact := c != nil && sameTag(booker, c.writer) && algorithm.ExactUndo(booker) &&
 		c.s.N0 == bk.post.s.N0 && c.s.N1 == bk.post.s.N1 && c.s.N2 == bk.post.s.N2
 	var next *carried
 	if bk.act > r.now && !exact && c != nil {
@@ -352,6 +352,15 @@ func (r *reconfig) refund(t *rapid.T) {
 	if next[i].N0 != c.N0 || next[i].N1 != c.N1 || next[i].N2 != c.N2 || !sameLog(next[i].Log, c.Log) {
 		r.keys[name] = &carried{s: next[i], writer: r.s.alg}
 	}
+}
+
+// sameTag reports whether a and b write states under one Tag: a store
+// tells writers apart by their Tag alone (the header), so two limits of
+// one configuration are one writer.
+func sameTag(a, b algorithm.Algorithm) bool {
+	ta, okA := algorithm.TagOf(a)
+	tb, okB := algorithm.TagOf(b)
+	return okA && okB && ta == tb
 }
 
 // sameLog reports whether two logs hold the same entries from their heads.
@@ -521,4 +530,46 @@ func testLogRefundThenWiderWindow(t *testing.T, st store.Store[string]) {
 	step("ReserveN of 1", r.Decision(), nil, true, 1)
 	d, err = lim.Allow(ctx, "lw")
 	step("Allow after it", d, err, true, 0)
+}
+
+// testLogRefundUnderNarrowerWindow books ahead on a log of 1 per 2 µs,
+// narrows it to 1 per µs and refunds the booking there, then widens it
+// back: the refund is written in the narrower window's terms, so the
+// admission the narrower window had forgotten stays forgotten under the
+// wider one. (The script refunded but kept the wider window's header, so
+// the wider window read its own old admission as live and denied.)
+func testLogRefundUnderNarrowerWindow(t *testing.T, st store.Store[string]) {
+	ctx := context.Background()
+	wide, err := slidinglog.Per(1, 2*time.Microsecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrow, err := slidinglog.Per(1, time.Microsecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.UnixMicro(epoch))
+	lim, err := ratelimit.New(wide, st, ratelimit.WithClock(clk), ratelimit.WithStateID("ln"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := lim.ReserveN(ctx, "ln", 1, 0); err != nil || !r.OK() {
+		t.Fatalf("ReserveN at 0: %v, %v", r, err)
+	}
+	clk.Advance(time.Microsecond)
+	if r, err := lim.ReserveN(ctx, "ln", 1, time.Microsecond); err != nil || !r.OK() || r.Delay() != time.Microsecond {
+		t.Fatalf("ReserveN at 1µs within 1µs: %v, %v; want it booked for 2µs", r, err)
+	}
+	if err := lim.SetAlgorithm(narrow); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := lim.Refund(ctx, "ln", 1); err != nil || d.Remaining() != 1 {
+		t.Fatalf("Refund of 1 under 1 per µs: %v, %v; want 1 remaining", d, err)
+	}
+	if err := lim.SetAlgorithm(wide); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := lim.Allow(ctx, "ln"); err != nil || !d.Allowed() {
+		t.Fatalf("Allow under 1 per 2µs again: %v, %v; want it admitted (the admission at 0 was forgotten under 1 per µs)", d, err)
+	}
 }

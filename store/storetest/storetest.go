@@ -122,6 +122,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("FailedBookingWritesNothing", func(t *testing.T) { testFailedBookingWritesNothing(t, newStore(t)) })
 	t.Run("RefusedTakeWritesNothing", func(t *testing.T) { testRefusedTakeWritesNothing(t, newStore(t)) })
 	t.Run("LogRefundThenWiderWindow", func(t *testing.T) { testLogRefundThenWiderWindow(t, newStore(t)) })
+	t.Run("LogRefundUnderNarrowerWindow", func(t *testing.T) { testLogRefundUnderNarrowerWindow(t, newStore(t)) })
 }
 
 // Differential runs the same random operation sequences (rapid) on limiters
