@@ -194,8 +194,9 @@ func (p *policy[K]) Cancel(_ context.Context, key K, now int64, b store.Booking)
 			}
 		}
 		if give := bk.Unused(s, now, b.Act, b.Cost); give > 0 {
-			s, _ = bk.Refund(s, now, give)
-			t.write(e, n, l, s)
+			if next, _ := bk.Refund(s, now, give); changed(next, s) {
+				t.write(e, n, l, next)
+			}
 		}
 	}
 	return nil
@@ -224,11 +225,7 @@ func (p *policy[K]) Refund(_ context.Context, key K, now, n int64, out []algorit
 		}
 		var next algorithm.State
 		next, rs[i] = b.Refund(states[i], now, n)
-		if s := states[i]; next.N0 != s.N0 || next.N1 != s.N1 || next.N2 != s.N2 || next.Log != s.Log {
-			// Something given back. A state with nothing to give back (a
-			// Refund returns it as it is) stays as its writer left it, as
-			// the scripts leave it: converted here, it would read
-			// otherwise once the limit changes again.
+		if changed(next, states[i]) {
 			t.write(e, en, l, next)
 		}
 	}
@@ -247,4 +244,15 @@ func (t *table[K]) dropLocked(key K, id uint32, e *entry[K]) {
 		return
 	}
 	e.mu.Unlock()
+}
+
+// changed reports whether a Refund gave something back: it returns the
+// state it was given as it is when there is nothing to give back. Only
+// then is the state written, as the scripts write it. A state with nothing
+// to give back stays as its writer left it: converted to the limit in
+// force and written, it would read otherwise once the limit changes
+// again, and a state another kind of algorithm wrote (read as fresh by a
+// limiter that starts such keys afresh) would be lost.
+func changed(next, s algorithm.State) bool {
+	return next.N0 != s.N0 || next.N1 != s.N1 || next.N2 != s.N2 || next.Log != s.Log
 }

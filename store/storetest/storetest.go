@@ -123,6 +123,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("RefusedTakeWritesNothing", func(t *testing.T) { testRefusedTakeWritesNothing(t, newStore(t)) })
 	t.Run("LogRefundThenWiderWindow", func(t *testing.T) { testLogRefundThenWiderWindow(t, newStore(t)) })
 	t.Run("LogRefundUnderNarrowerWindow", func(t *testing.T) { testLogRefundUnderNarrowerWindow(t, newStore(t)) })
+	t.Run("CancelKeepsAnotherKindsState", func(t *testing.T) { testCancelKeepsAnotherKindsState(t, newStore(t)) })
+	t.Run("LogRefundsAcrossWidenings", func(t *testing.T) { testLogRefundsAcrossWidenings(t, newStore(t)) })
 }
 
 // Differential runs the same random operation sequences (rapid) on limiters
