@@ -361,8 +361,15 @@ if used > 0 and n >= 1 then
       if ndead > 1 then
         redis.call('ZREMRANGEBYRANK', zkey, 0, ndead - 2)
       end
-      if tonumber(dead[2]) > cut then
-        redis.call('ZADD', zkey, string.format('%.0f', cut), dead[1])
+      -- At the clock less this window at the latest: a refund does not
+      -- move the clock, and a later, wider window reads the members after
+      -- that as live.
+      local bcut = clock - window
+      if bcut > cut then
+        bcut = cut
+      end
+      if tonumber(dead[2]) > bcut then
+        redis.call('ZADD', zkey, string.format('%.0f', bcut), dead[1])
       end
     end
     redis.call('ZADD', zkey, '-inf', hdr)
