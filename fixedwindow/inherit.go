@@ -47,8 +47,17 @@ func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 	}
 	old := Window{limit: limit, window: length}
 	i, c := old.at(s, now)
-	booked := max(c-limit, 0) // counted into the window after i's
-	c = min(c, limit)
+	base := index
+	if length == w.window {
+		base = i
+	}
+	if booked := c - limit; booked > 0 { // counted into the window after i's
+		// The window was full and stays so; the units booked after it stay
+		// counted, under either rule: Limit in each window but the last
+		// (as this window books them), as far ahead as a window is read.
+		full := min((booked-1)/w.limit, index+algorithm.MaxDuration/w.window-base)
+		return algorithm.State{N0: base + full, N1: w.limit + min(booked-full*w.limit, w.limit)}
+	}
 	if c == 0 {
 		return algorithm.State{N0: index}
 	}
@@ -56,17 +65,6 @@ func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 		c = int64(min(mulDivUp(uint64(c), uint64(w.limit), uint64(limit)), uint64(w.limit)))
 	} else {
 		c = min(c, w.limit)
-	}
-	base := index
-	if length == w.window {
-		base = i
-	}
-	if booked > 0 {
-		// The window was full and stays so; the units booked after it stay
-		// counted, under either rule: Limit in each window but the last
-		// (as this window books them), as far ahead as a window is read.
-		full := min((booked-1)/w.limit, index+algorithm.MaxDuration/w.window-base)
-		base, c = base+full, w.limit+min(booked-full*w.limit, w.limit)
 	}
 	return algorithm.State{N0: base, N1: c}
 }

@@ -67,7 +67,18 @@ if state then
       if old1 ~= window then
         stored = index
       end
-      if counted > 0 and (ARGV[$mode] == '1' or ARGV[$mode] == '3') then
+      if booked > 0 then
+        -- The window stored was full and stays so; what was booked after
+        -- it stays counted, limit in each window but the last, as far
+        -- ahead as a window is read (⌊2^48/window⌋ past index).
+        local nahead = floordiv(281474976710656, window)
+        local full = floordiv(booked - 1, limit)
+        if full > index + nahead - stored then
+          full = index + nahead - stored
+        end
+        stored = stored + full
+        counted = limit + math.min(booked - full * limit, limit)
+      elseif counted > 0 and (ARGV[$mode] == '1' or ARGV[$mode] == '3') then
         -- ⌈counted·limit/old0⌉ for whole numbers up to 2^40: long
         -- division, 4 bits of limit at a time.
         local q, r = 0, 0
@@ -84,22 +95,9 @@ if state then
         if r > 0 then
           q = q + 1
         end
-        counted = q
-      end
-      if counted > limit then
+        counted = math.min(q, limit)
+      elseif counted > limit then
         counted = limit
-      end
-      if booked > 0 then
-        -- The window stored was full and stays so; what was booked after
-        -- it stays counted, limit in each window but the last, as far
-        -- ahead as a window is read (⌊2^48/window⌋ past index).
-        local nahead = floordiv(281474976710656, window)
-        local full = floordiv(booked - 1, limit)
-        if full > index + nahead - stored then
-          full = index + nahead - stored
-        end
-        stored = stored + full
-        counted = limit + math.min(booked - full * limit, limit)
       end
     end
     local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1

@@ -109,41 +109,14 @@ if state then
         booked = oc - old0
         oc = old0
       end
-      if old1 ~= window then
-        local u = oc
-        if op > 0 then
-          local el = now - ox * old1
-          if el < 0 then
-            el = 0
-          end
-          local q, r = muldiv(op, old1 - el, old1)
-          if r > 0 then
-            q = q + 1
-          end
-          u = oc + q
-        end
-        i, c, p = index, u, 0
-        if not prop then
-          c = math.min(c, limit)
-        end
-      elseif prop or oc <= limit then
-        i, c, p = ox, oc, op
-      elseif ox < index + oahead then
-        i, c, p = ox + 1, 0, oc
-      else
-        i, c, p = ox, limit, op
-      end
-      if prop then
-        local q, r = muldiv(c, limit, old0)
+      -- carried returns ⌈x·limit/old0⌉, at most limit: a count carried as
+      -- the fraction of the old limit it used (proportional), rounded up.
+      local function carried(x)
+        local q, r = muldiv(x, limit, old0)
         if r > 0 then
           q = q + 1
         end
-        c = math.min(q, limit)
-        q, r = muldiv(p, limit, old0)
-        if r > 0 then
-          q = q + 1
-        end
-        p = math.min(q, limit)
+        return math.min(q, limit)
       end
       if booked > 0 then
         -- The window was full and stays so (ox's under the same window,
@@ -154,11 +127,7 @@ if state then
         if old1 == window then
           base, bp = ox, op
           if prop then
-            local q, r = muldiv(op, limit, old0)
-            if r > 0 then
-              q = q + 1
-            end
-            bp = math.min(q, limit)
+            bp = carried(op)
           end
         end
         local nahead = floordiv(281474976710656, window)
@@ -177,6 +146,31 @@ if state then
           bp = limit
         end
         i, c, p = base + full, limit + rest, bp
+      elseif old1 ~= window then
+        local u = oc
+        if op > 0 then
+          local el = now - ox * old1
+          if el < 0 then
+            el = 0
+          end
+          local q, r = muldiv(op, old1 - el, old1)
+          if r > 0 then
+            q = q + 1
+          end
+          u = oc + q
+        end
+        i, c, p = index, math.min(u, limit), 0
+        if prop then
+          c = carried(u)
+        end
+      elseif prop then
+        i, c, p = ox, carried(oc), carried(op)
+      elseif oc <= limit then
+        i, c, p = ox, oc, op
+      elseif ox < index + oahead then
+        i, c, p = ox + 1, 0, oc
+      else
+        i, c, p = ox, limit, op
       end
     end
     local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1

@@ -311,8 +311,7 @@ func (r *reconfig) cancel(t *rapid.T) {
 			}
 			b := booker.(algorithm.Booker)
 			if give := b.Unused(s, r.now, bk.act, bk.cost); give > 0 {
-				if refunded, _ := b.Refund(copyState(s), r.now, give); refunded.N0 != s.N0 || refunded.N1 != s.N1 ||
-					refunded.N2 != s.N2 || !sameLog(refunded.Log, s.Log) {
+				if refunded, _ := b.Refund(copyState(s), r.now, give); !sameState(refunded, s) {
 					next = &carried{s: refunded, writer: booker} // written only when something comes back
 				}
 			}
@@ -354,7 +353,7 @@ func (r *reconfig) refund(t *rapid.T) {
 	}
 	i := r.match(t, fmt.Sprintf("Refund(%s, %d)", name, n), 0, got, err, rs) // reported as a Peek
 	c := cands[i]
-	if next[i].N0 != c.N0 || next[i].N1 != c.N1 || next[i].N2 != c.N2 || !sameLog(next[i].Log, c.Log) {
+	if !sameState(next[i], c) {
 		r.keys[name] = &carried{s: next[i], writer: r.s.alg}
 	}
 }
@@ -366,6 +365,12 @@ func sameTag(a, b algorithm.Algorithm) bool {
 	ta, okA := algorithm.TagOf(a)
 	tb, okB := algorithm.TagOf(b)
 	return okA && okB && ta == tb
+}
+
+// sameState reports whether a Refund returned its state as it was given
+// (nothing to give back), which a store then leaves unwritten.
+func sameState(a, b algorithm.State) bool {
+	return a.N0 == b.N0 && a.N1 == b.N1 && a.N2 == b.N2 && sameLog(a.Log, b.Log)
 }
 
 // sameLog reports whether two logs hold the same entries from their heads.
