@@ -90,8 +90,11 @@ func le(x float64) string {
 
 // TestHashTTL checks a key's TTL, which its fields share: a write that
 // needs a longer TTL extends it (PEXPIRE GT), a shorter one leaves it, and
-// a key without a TTL gets one (PEXPIRE NX, since GT counts no TTL as an
-// infinite one). The TTL is never 0.
+// a key without a TTL that holds none of the script's fields gets one
+// (PEXPIRE NX, since GT counts no TTL as an infinite one). A key that
+// holds one has a TTL, as every write sets one, unless it was made
+// persistent by hand: it then stays so (the script calls GT alone,
+// TestOneExpirePerWrite). The TTL is never 0.
 func TestHashTTL(t *testing.T) {
 	long, err := fixedwindow.Per(10, time.Hour)
 	if err != nil {
@@ -137,8 +140,20 @@ func TestHashTTL(t *testing.T) {
 		if d := pttl(); d < end-time.Second || d > end+time.Millisecond {
 			t.Fatalf("PTTL after a shorter write = %v, want %v (kept)", d, end)
 		}
-		// No TTL at all (PERSIST): the next write sets one.
+		// Made persistent by hand (PERSIST): a write of a field the key
+		// holds leaves it so.
 		if err := client.Persist(ctx, hash).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := evaler(t, client, short, "short", base)(now, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		if d := pttl(); d != -1 {
+			t.Fatalf("PTTL after a write to a persistent key that holds the field = %v, want none (-1ns)", d)
+		}
+		// No TTL, and none of the script's fields (another ID's only): the
+		// write sets one.
+		if err := client.HDel(ctx, hash, "short").Err(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := evaler(t, client, short, "short", base)(now, 1, 0); err != nil {

@@ -13,6 +13,11 @@
 --           the same ID (a sliding log's), else nil
 --   afresh  whether a state the body cannot read starts afresh (mode 2, 3)
 --           instead of failing with an RLMISMATCH error
+-- and sets the script's held (declared by its head) when the field was
+-- there: the key then has a TTL, which every write of a field sets, so
+-- the write extends it with PEXPIRE GT alone (store.lua). A batch knows
+-- held from its head's read, and drops the line: its later requests read
+-- what the ones before wrote, which Redis does not hold yet.
 local state, at, old0, old1, wipe = nil, 1, nil, nil, nil
 local afresh = ARGV[$mode] >= '2'
 do
@@ -22,6 +27,7 @@ do
   if type(v) == 'table' then
     bad, wipe = 'is not a hash', 1
   elseif v then
+    held = true
     if string.find(v, hdr, 1, true) == 1 then
       state, at = v, #hdr + 1
     else

@@ -163,8 +163,10 @@ var (
 )
 
 func init() {
-	if !strings.Contains(loadHash, hgetLine) {
-		panic("luascript: load.lua: no line " + strings.TrimSpace(hgetLine)) // a bug in an embedded file
+	for _, line := range []string{hgetLine, heldLine} {
+		if !strings.Contains(loadHash, line) {
+			panic("luascript: load.lua: no line " + strings.TrimSpace(line)) // a bug in an embedded file
+		}
 	}
 	for name, text := range map[string]string{
 		"tokenbucket":          tokenBucket,
@@ -330,6 +332,9 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		}
 	}
 	src.WriteString("local hkey = KEYS[1]\n")
+	if !batch {
+		src.WriteString("local held = false\n") // load.lua
+	}
 	if logs == len(names) {
 		// Logs alone: KEYS[1] is the first log's sorted set, the hash's
 		// name followed by its ID ("{}" for the empty one).
@@ -352,6 +357,7 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 				fmt.Fprintf(&src, "fcur[%d] = redis.pcall('HGET', hkey, ARGV[%d])\n", i+1, a)
 			}
 		}
+		src.WriteString(heldOf)
 	}
 	head = src.String()
 	src.Reset()
@@ -399,7 +405,8 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		case batch:
 			c := b.carry
 			parse := fmt.Sprintf("if fown[%d] then\n  %s = %s\nelse\n%send\n", field, strings.Join(c.parseVars, ", "), carried(field, len(c.parseVars)), c.parse)
-			return withArgs(strings.Replace(loadHash, hgetLine, fmt.Sprintf("local v = fcur[%d]\n", field), 1) + strings.Replace(c.beforeParse, region, lines, 1) + parse + c.afterParse)
+			load := strings.NewReplacer(hgetLine, fmt.Sprintf("local v = fcur[%d]\n", field), heldLine, "").Replace(loadHash)
+			return withArgs(load + strings.Replace(c.beforeParse, region, lines, 1) + parse + c.afterParse)
 		case hmget:
 			return withArgs(loadFrom(field) + b.decide)
 		}
@@ -686,6 +693,15 @@ func withoutComments(src string) string {
 // string-state limits replaces by a look into its one HMGET's reply.
 const hgetLine = "local v = redis.pcall('HGET', hkey, ARGV[$id])\n"
 
+// heldLine is load.lua's note that the key held the field (held, which
+// the script's head declares). A batch's head sets held from its own
+// read, and its loads drop the line.
+const heldLine = "    held = true\n"
+
+// heldOf is a batch's held: whether the key's hash held any of the
+// fields its head read into fcur (an error reply, WRONGTYPE, is a table).
+const heldOf = "local held = false\nfor i = 1, #fcur do\n  if type(fcur[i]) == 'string' then\n    held = true\n  end\nend\n"
+
 // wipeFirst removes, before a limit's state is written, what its load
 // found in the way and started afresh over (wipe): the key, when it is
 // not a hash, or the sorted set of the same ID (a sliding log's).
@@ -730,10 +746,13 @@ func slots(v string, n int) string {
 const hsetMany = "if #hset > 0 then\n  redis.call('HSET', hkey, unpack(hset))\n" + expireHash + "end\n"
 
 // expireHash extends the key's TTL to the longest the fields written
-// asked for (httl), plus the margin, never shortening it.
+// asked for (httl), plus the margin, never shortening it, with one
+// PEXPIRE as store.lua does.
 const expireHash = `  httl = httl + margin
-  if redis.call('PEXPIRE', hkey, httl, 'GT') == 0 then
-    redis.call('PEXPIRE', hkey, httl, 'NX')
+  if held then
+    redis.call('PEXPIRE', hkey, httl, 'GT')
+  elseif redis.call('PEXPIRE', hkey, httl, 'NX') == 0 then
+    redis.call('PEXPIRE', hkey, httl, 'GT')
   end
 `
 

@@ -100,7 +100,7 @@ func composeOp(op Op, names []string) *Script {
 	var src strings.Builder
 	fmt.Fprintf(&src, "-- %s: %s\n", op, strings.Join(names, "+"))
 	src.WriteString(prelude)
-	src.WriteString("local hkey = KEYS[1]\n")
+	src.WriteString("local hkey = KEYS[1]\nlocal held = false\n") // load.lua
 	logs := 0
 	nested := len(names) <= nestLimits
 	for _, name := range names {

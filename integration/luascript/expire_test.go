@@ -1,0 +1,179 @@
+package luascript_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/gcra"
+	"github.com/go-ratelimit/ratelimit/internal/luascript"
+	"github.com/go-ratelimit/ratelimit/internal/redistest"
+	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// monitor watches a real server's commands (MONITOR, on a connection of
+// its own) and returns seen: how many commands named cmd on key the
+// server has run since the last call of seen. seen waits for a marker
+// command of its own to come through, so that every command sent before
+// it is counted; other clients' commands, on other keys, are not.
+func monitor(t *testing.T, addr string) (seen func(cmd, key string) int) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	r := bufio.NewReader(conn)
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("MONITOR: %q, %v", line, err)
+	}
+	lines := make(chan string, 1024)
+	go func() {
+		defer close(lines)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			lines <- line
+		}
+	}()
+	client := redistest.GoRedis(t, redistest.Target{Name: "redis", Addrs: []string{addr}})
+	marks := 0
+	return func(cmd, key string) int {
+		t.Helper()
+		marks++
+		mark := fmt.Sprintf("%smark%d", redistest.Prefix(t), marks)
+		if err := client.Exists(t.Context(), mark).Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("%q %q", cmd, key)
+		n := 0
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case line, ok := <-lines:
+				if !ok {
+					t.Fatal("MONITOR's connection ended")
+				}
+				if strings.Contains(line, fmt.Sprintf("%q %q", "exists", mark)) {
+					return n
+				}
+				if strings.Contains(line, want) {
+					n++
+				}
+			case <-deadline:
+				t.Fatalf("MONITOR did not show %s within 10s", mark)
+			}
+		}
+	}
+}
+
+// TestOneExpirePerWrite checks that a script writing a key's hash sets
+// the key's TTL with one PEXPIRE, whatever the key held: NX on a key it
+// found none of its fields in (a new key has no TTL), GT on a key that
+// holds one (every write of a field sets a TTL, so it has one). Before,
+// every write called GT first and, when that set nothing (a new key, or
+// a TTL as long as the one asked for, as every write within one fixed
+// window asks), NX after it: two calls where one does. Decision scripts
+// of one limit and of several (nested, and past nestLimits, closures),
+// batches and bookings; a limit kept in a sorted set (a log) expires its
+// own key, which is not counted here.
+func TestOneExpirePerWrite(t *testing.T) {
+	target := redistest.Standalone(t)
+	client := redistest.GoRedis(t, target)
+	seen := monitor(t, target.Addrs[0])
+	must := func(a algorithm.Algorithm, err error) algorithm.Algorithm {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	bucket := must(tokenbucket.PerSecond(1000))
+	interval := must(tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 1000, Tokens: 10, Interval: time.Second}))
+	cell := must(gcra.Per(1000, time.Second))
+	fixed := must(fixedwindow.Per(1000, time.Hour))
+	sliding := must(slidingwindow.Per(1000, time.Minute))
+	logl := must(slidinglog.Per(1000, time.Minute))
+	sets := map[string][]algorithm.Algorithm{
+		"tokenbucket":          {bucket},
+		"tokenbucket-interval": {interval},
+		"gcra":                 {cell},
+		"fixedwindow":          {fixed},
+		"slidingwindow":        {sliding},
+		"bucket+window":        {bucket, fixed},
+		"log+window":           {logl, fixed},
+		"six":                  {bucket, interval, cell, fixed, sliding, logl},
+	}
+	now := time.Now().UnixMicro()
+	for name, algs := range sets {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			limits := make([]luascript.Limit, len(algs))
+			ids := make([]string, len(algs))
+			for i, a := range algs {
+				ids[i] = fmt.Sprint("l", i)
+				limits[i] = luascript.LimitOf(a, ids[i])
+			}
+			decision, params, err := luascript.For(limits...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			book, _, err := luascript.ForOp(luascript.OpBook, limits...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := luascript.Batch(decision)
+			shared := append([]any{"600000"}, anys(params)...)
+			calls := map[string]func(keys []string, now int64) error{
+				"decision": func(keys []string, now int64) error {
+					args := append([]any{strconv.FormatInt(now, 10), "1"}, shared...)
+					return client.Eval(ctx, decision.Source, keys, args...).Err()
+				},
+				"batch": func(keys []string, now int64) error {
+					args := []any{"3"}
+					for range 3 {
+						args = append(args, strconv.FormatInt(now, 10), "1")
+					}
+					return client.Eval(ctx, batch.Source, keys, append(args, shared...)...).Err()
+				},
+				"book": func(keys []string, now int64) error {
+					args := append([]any{strconv.FormatInt(now, 10), "1"}, shared...)
+					return client.Eval(ctx, book.Source, keys, append(args, "0")...).Err()
+				},
+			}
+			for what, call := range calls {
+				base := redistest.Prefix(t) + "{k}"
+				keys := luascript.Keys(base, ids...)
+				hash := keys[0]
+				t.Cleanup(func() { client.Del(ctx, keys...) })
+				seen("PEXPIRE", hash)
+				// A new key, the same instant again (the same TTL asked
+				// for), and a later one.
+				for i, at := range []int64{now, now, now + 1000} {
+					if err := call(keys, at); err != nil {
+						t.Fatalf("%s %d: %v", what, i, err)
+					}
+					if n := seen("PEXPIRE", hash); n != 1 {
+						t.Errorf("%s %d: %d PEXPIREs of the key's hash, want 1", what, i, n)
+					}
+					if d := client.PTTL(ctx, hash).Val(); d <= 0 {
+						t.Errorf("%s %d: PTTL = %v, want a TTL", what, i, d)
+					}
+				}
+			}
+		})
+	}
+}
