@@ -473,16 +473,22 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		// allocate per limit, where the closures below cost a request
 		// one each and one upvalue per local they capture.
 		//
-		// A decision script makes its reply's and its HSET's slots at
-		// once: the innermost limit reports first, and an empty Lua table
+		// A decision script keeps its reply's numbers and its HSET's
+		// arguments in locals (out1…, hset1…), and makes its reply's
+		// table once, at its end: no table for the HSET, and none filled
+		// slot by slot, the innermost limit's first (an empty Lua table
 		// filled from a later index on keeps those entries in its hash
-		// part, to be rehashed as the earlier ones come. (A batch's
-		// replies grow in powers of two, so a request's slots are mostly
-		// in its array part already: filling them first cost more than
-		// it saved.)
+		// part, to be rehashed as the earlier ones come). About 0.5 Redis
+		// µs of a bucket + window Policy's 10.5 (redis-benchmark). (A
+		// batch's replies grow in powers of two, so a request's slots are
+		// mostly in its array part already.)
 		src.WriteString("local all = true\n")
 		if !batch {
-			fmt.Fprintf(&src, "local hset, httl, out = {%s}, 0, {%s}\n", slots("false", 2*hashed), slots("0", 3*len(names)))
+			reply = func(k int) string { return fmt.Sprintf("out%d", k) }
+			fmt.Fprintf(&src, "local httl = 0\nlocal %s\n", numbered("out", 3*len(names)))
+			if hashed > 0 {
+				fmt.Fprintf(&src, "local %s\n", numbered("hset", 2*hashed))
+			}
 		}
 		ends := make([]string, len(names))
 		for i, name := range names {
@@ -505,13 +511,9 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		}
 		if !batch {
 			if hashed > 0 {
-				args := make([]string, 2*hashed)
-				for i := range args {
-					args[i] = fmt.Sprintf("hset[%d]", i+1)
-				}
-				fmt.Fprintf(&src, hsetNested, strings.Join(args, ", "))
+				fmt.Fprintf(&src, hsetNested, numbered("hset", 2*hashed))
 			}
-			src.WriteString("return out\n")
+			fmt.Fprintf(&src, "return {%s}\n", numbered("out", 3*len(names)))
 		}
 	} else {
 		// Many: every limit's first part, each in a block of its own
@@ -723,17 +725,26 @@ end
 
 // storeNested is storeMany in a nested Policy, where every field kept
 // in the hash is written when any is (all limits admit): the limit's
-// field and value go to their own slots of hset (the field's place
+// field and value go to their own locals, hset1… (the field's place
 // times two, less one, and times two).
-const storeNested = `hset[%d], hset[%d] = ARGV[$id], ARGV[$hdr] .. value
+const storeNested = `hset%d, hset%d = ARGV[$id], ARGV[$hdr] .. value
 if ttl > httl then
   httl = ttl
 end
 `
 
-// hsetNested is hsetMany for storeNested's slots, given as the call's
-// arguments (no unpack).
-const hsetNested = "if hset[1] then\n  redis.call('HSET', hkey, %s)\n" + expireHash + "end\n"
+// hsetNested is hsetMany for storeNested's locals, given as the call's
+// arguments (no table, no unpack).
+const hsetNested = "if hset1 then\n  redis.call('HSET', hkey, %s)\n" + expireHash + "end\n"
+
+// numbered returns the Lua names name1 … namen, separated by commas.
+func numbered(name string, n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%d", name, i+1)
+	}
+	return strings.Join(names, ", ")
+}
 
 // slots returns n copies of v, separated by commas: a table
 // constructor's list, which makes its array part n long at once.
