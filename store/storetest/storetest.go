@@ -114,6 +114,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("Mismatch", func(t *testing.T) { testMismatch(t, newStore(t)) })
 	t.Run("Policy", func(t *testing.T) {
 		t.Run("Model", func(t *testing.T) { testPolicyModel(t, newStore(t)) })
+		t.Run("Reconfigure", func(t *testing.T) { testPolicyReconfigure(t, newStore(t)) })
 		t.Run("Concurrent", func(t *testing.T) { testPolicyConcurrent(t, newStore(t)) })
 		t.Run("Errors", func(t *testing.T) { testPolicyErrors(t, newStore(t)) })
 		t.Run("Booking", func(t *testing.T) { testBooking(t, newStore(t), nil, 3) })
