@@ -13,15 +13,16 @@ import (
 )
 
 // testPolicyReconfigure is testReconfigure for a Policy: random sequences
-// of AllowN, Peek, Refund, Reset and clock moves on a Policy of two or
-// three limits of random kinds, each under a state ID of its own and a
-// rule of its own, while Policy.SetLimit changes one limit at a time to
+// of AllowN, Peek, Refund, ReserveN, Cancel, Reset and clock moves on a
+// Policy of two to five limits of random kinds, each under a state ID and
+// a rule of its own, while Policy.SetLimit changes one limit at a time to
 // another configuration of its kind. Every limit's decision is checked
 // against a reference that carries each limit's state of each key by the
 // algorithms' Inherit: a state written under another Tag is converted at
 // the call's instant, the cost is charged to every limit only when every
-// limit admits it (a refused request writes nothing), and a refund writes
-// a limit's state only when it gives that limit something back.
+// limit admits it (a refused request, or a booking not made, writes
+// nothing), and a refund (or a cancel's) writes a limit's state only when
+// it gives that limit something back.
 //
 // As in testReconfigure, a limit's state that its writer would report
 // fresh may have been dropped (a memory sweep; on Redis the key's hash
@@ -33,7 +34,9 @@ func testPolicyReconfigure(t *testing.T, st store.Store[string]) {
 	seq := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		seq++
-		n := rapid.IntRange(2, 3).Draw(rt, "limits")
+		// Up to 5 limits: past the 4 a Redis script nests, to its
+		// closures.
+		n := rapid.IntRange(2, 5).Draw(rt, "limits")
 		m := &policyReconfig{seq: seq, keys: map[string][]*carried{}}
 		limits := make([]ratelimit.Limit, n)
 		for i := range n {
