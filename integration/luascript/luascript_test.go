@@ -205,7 +205,7 @@ func TestShortTTLKeepsKey(t *testing.T) {
 				}
 				// Scripts flushed by another package's test: the batch
 				// again, on keys of its own, once the script is back.
-				if !isNoScript(err) || attempt == 3 {
+				if !isNoScript(err) || attempt == 20 {
 					t.Fatalf("%s: %v", c.name, err)
 				}
 				if err := client.ScriptLoad(ctx, script.Source).Err(); err != nil {
