@@ -342,34 +342,33 @@ local left = used
 if used > 0 and n >= 1 then
   if oldw then
     -- Carried over from another window: rewritten in this one's terms
-    -- first, as an admission does (the new header; the members at or
-    -- before basecut go but for the base, moved to cut at the latest),
-    -- so that what the refund leaves reads under this window's header.
-    local ndead = 0
-    if expired then
-      ndead = redis.call('ZCOUNT', zkey, '-inf', cutarg) - 1 -- not the header
-      if mh then
-        ndead = ndead - 1 -- nor the clock
-      end
-    end
+    -- first (the new header), so that what the refund leaves reads under
+    -- this window's header. A refund does not move the clock, so the
+    -- members the old header left as possibly forgotten (at or before
+    -- the clock less oldw: their predecessors may be gone) must read so
+    -- under this one, which counts as forgotten only what is at or before
+    -- the clock less this window: the newest of them, the base of the
+    -- counts, goes there at the latest, and the ones before it go. The
+    -- members after the clock less oldw are known to both headers and
+    -- stay where they are, even when this window's cut leaves them out:
+    -- a later, wider window counts them, as Go does (Inherit trims only
+    -- what is at or before the clock less the writer's window; Refund
+    -- trims nothing). An admission, which moves the clock to t, trims at
+    -- its cut instead, as Take does.
     if mh then
       redis.call('ZREM', zkey, mh) -- first: the ranks below count from 0; put back below
       mh = nil
     end
     redis.call('ZREM', zkey, '#L' .. string.format('%.0f', oldw))
-    if dead and dead[1] then
-      if ndead > 1 then
-        redis.call('ZREMRANGEBYRANK', zkey, 0, ndead - 2)
+    local fcutarg = string.format('%.0f', clock - oldw)
+    local fb = redis.call('ZREVRANGEBYSCORE', zkey, fcutarg, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if fb[1] and string.byte(fb[1], 1) ~= 35 then -- 35 is '#'
+      local nf = redis.call('ZCOUNT', zkey, '-inf', fcutarg)
+      if nf > 1 then
+        redis.call('ZREMRANGEBYRANK', zkey, 0, nf - 2)
       end
-      -- At the clock less this window at the latest: a refund does not
-      -- move the clock, and a later, wider window reads the members after
-      -- that as live.
-      local bcut = clock - window
-      if bcut > cut then
-        bcut = cut
-      end
-      if tonumber(dead[2]) > bcut then
-        redis.call('ZADD', zkey, string.format('%.0f', bcut), dead[1])
+      if tonumber(fb[2]) > clock - window then
+        redis.call('ZADD', zkey, string.format('%.0f', clock - window), fb[1])
       end
     end
     redis.call('ZADD', zkey, '-inf', hdr)

@@ -124,6 +124,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("RefusedTakeWritesNothing", func(t *testing.T) { testRefusedTakeWritesNothing(t, newStore(t)) })
 	t.Run("LogRefundThenWiderWindow", func(t *testing.T) { testLogRefundThenWiderWindow(t, newStore(t)) })
 	t.Run("LogRefundUnderNarrowerWindow", func(t *testing.T) { testLogRefundUnderNarrowerWindow(t, newStore(t)) })
+	t.Run("LogRefundKeepsKnownAdmission", func(t *testing.T) { testLogRefundKeepsKnownAdmission(t, newStore(t)) })
 	t.Run("CancelKeepsAnotherKindsState", func(t *testing.T) { testCancelKeepsAnotherKindsState(t, newStore(t)) })
 	t.Run("LogRefundsAcrossWidenings", func(t *testing.T) { testLogRefundsAcrossWidenings(t, newStore(t)) })
 }
