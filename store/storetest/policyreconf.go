@@ -379,8 +379,8 @@ func (m *policyReconfig) reserve(t *rapid.T) {
 	m.books = append(m.books, bk)
 }
 
-// cancel gives a pending booking back, each limit as reconfig.cancel
-// does for one: under the limit that booked it, exactly where the limit's
+// cancel gives a pending booking back, each limit as afterCancel has it
+// for one: under the limit that booked it, exactly where the limit's
 // state is still the one the booking left, else by refunding what the
 // booking left unused, written only when that gives something back.
 func (m *policyReconfig) cancel(t *rapid.T) {
@@ -392,27 +392,10 @@ func (m *policyReconfig) cancel(t *rapid.T) {
 	next := make([]*carried, len(m.setups))
 	exact := make([]bool, len(m.setups))
 	for i := range m.setups {
-		booker := bk.post[i].writer
-		c := m.keys[bk.name][i]
-		exact[i] = c != nil && sameTag(booker, c.writer) && algorithm.ExactUndo(booker) &&
-			c.s.N0 == bk.post[i].s.N0 && c.s.N1 == bk.post[i].s.N1 && c.s.N2 == bk.post[i].s.N2
-		if bk.act <= m.now || exact[i] || c == nil {
-			continue
-		}
-		if c.writer.Peek(copyState(c.s), m.now, 1).ResetAfter == 0 {
+		var dropped bool
+		next[i], exact[i], dropped = afterCancel(m.keys[bk.name][i], bk.pre[i], bk.post[i], m.rules[i], m.now, bk.act, bk.cost)
+		if dropped {
 			t.Skip("a limit's state may have been dropped") // not modelled: either way gives nothing back
-		}
-		from, _ := algorithm.TagOf(c.writer)
-		to, _ := algorithm.TagOf(booker)
-		s := copyState(c.s)
-		if from != to {
-			s = booker.(algorithm.Inheritor).Inherit(from, s, m.now, m.rules[i])
-		}
-		b := booker.(algorithm.Booker)
-		if give := b.Unused(s, m.now, bk.act, bk.cost); give > 0 {
-			if refunded, _ := b.Refund(copyState(s), m.now, give); !sameState(refunded, s) {
-				next[i] = &carried{s: refunded, writer: booker}
-			}
 		}
 	}
 	m.books = append(m.books[:j], m.books[j+1:]...)
@@ -420,18 +403,5 @@ func (m *policyReconfig) cancel(t *rapid.T) {
 		t.Fatalf("%s: Cancel of %d booked on %s for +%dµs: %v", m.at(), bk.cost, bk.name, bk.act-m.start, err)
 	}
 	t.Logf("%s: cancelled %d booked on %s for +%dµs (exactly: %v)", m.at(), bk.cost, bk.name, bk.act-m.start, exact)
-	if bk.act <= m.now {
-		return
-	}
-	for i := range m.setups {
-		switch {
-		case exact[i]:
-			m.keys[bk.name][i] = nil
-			if p := bk.pre[i]; p != nil {
-				m.keys[bk.name][i] = &carried{s: copyState(p.s), writer: p.writer}
-			}
-		case next[i] != nil:
-			m.keys[bk.name][i] = next[i]
-		}
-	}
+	m.keys[bk.name] = next
 }

@@ -291,46 +291,65 @@ func (r *reconfig) cancel(t *rapid.T) {
 	}
 	j := rapid.IntRange(0, len(r.books)-1).Draw(t, "booking")
 	bk := r.books[j]
-	booker := bk.post.writer
-	c := r.keys[bk.name]
-	exact := c != nil && sameTag(booker, c.writer) && algorithm.ExactUndo(booker) &&
-		c.s.N0 == bk.post.s.N0 && c.s.N1 == bk.post.s.N1 && c.s.N2 == bk.post.s.N2
-	var next *carried
-	if bk.act > r.now && !exact && c != nil {
-		from, _ := algorithm.TagOf(c.writer)
-		to, _ := algorithm.TagOf(booker)
-		if c.writer.Peek(copyState(c.s), r.now, 1).ResetAfter == 0 {
-			t.Skip("the state may have been dropped") // not modelled: either way gives nothing back
-		}
-		// Another kind's state (the limiter switched kinds, starting
-		// foreign states afresh) reads as fresh: nothing to give back.
-		if from.Kind == to.Kind {
-			s := copyState(c.s)
-			if from != to {
-				s = booker.(algorithm.Inheritor).Inherit(from, s, r.now, r.rule)
-			}
-			b := booker.(algorithm.Booker)
-			if give := b.Unused(s, r.now, bk.act, bk.cost); give > 0 {
-				if refunded, _ := b.Refund(copyState(s), r.now, give); !sameState(refunded, s) {
-					next = &carried{s: refunded, writer: booker} // written only when something comes back
-				}
-			}
-		}
+	next, exact, dropped := afterCancel(r.keys[bk.name], bk.pre, bk.post, r.rule, r.now, bk.act, bk.cost)
+	if dropped {
+		t.Skip("the state may have been dropped") // not modelled: either way gives nothing back
 	}
 	r.books = append(r.books[:j], r.books[j+1:]...)
 	if err := bk.res.Cancel(t.Context()); err != nil {
 		t.Fatalf("%s: Cancel of %d booked on %s for +%dµs: %v", r.at(), bk.cost, bk.name, bk.act-r.start, err)
 	}
-	t.Logf("%s: cancelled %d booked on %s for +%dµs (exactly: %v)", r.at(), bk.cost, bk.name, bk.act-r.start, exact && bk.act > r.now)
-	switch {
-	case bk.act <= r.now:
-	case exact && bk.pre == nil:
+	t.Logf("%s: cancelled %d booked on %s for +%dµs (exactly: %v)", r.at(), bk.cost, bk.name, bk.act-r.start, exact)
+	if next == nil {
 		delete(r.keys, bk.name)
-	case exact:
-		r.keys[bk.name] = &carried{s: copyState(bk.pre.s), writer: bk.pre.writer}
-	case next != nil:
+	} else {
 		r.keys[bk.name] = next
 	}
+}
+
+// afterCancel returns what a cancel at now leaves of a limit's carried
+// state c (nil: none), for a booking of cost at act that left post under
+// the limit that booked it (post.writer), and found pre before it (nil:
+// none). Before act, where c is still what the booking left, pre comes
+// back exactly (as stores undo a booking); any other state is converted
+// to the booking limit's terms by rule, which refunds what the booking's
+// units left unused (algorithm.Booker's Unused), written only when that
+// gives something back; another kind's state (a limiter that starts
+// foreign states afresh switched kinds) reads as fresh and has nothing to
+// give. From act on, the booking is used and c stays. exact reports the
+// exact undo; dropped, a state its writer would report fresh, which the
+// store may have dropped (not modelled: either way gives nothing back).
+func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int64) (next *carried, exact, dropped bool) {
+	if act <= now || c == nil {
+		return c, false, false
+	}
+	booker := post.writer
+	if sameTag(booker, c.writer) && algorithm.ExactUndo(booker) &&
+		c.s.N0 == post.s.N0 && c.s.N1 == post.s.N1 && c.s.N2 == post.s.N2 {
+		if pre == nil {
+			return nil, true, false
+		}
+		return &carried{s: copyState(pre.s), writer: pre.writer}, true, false
+	}
+	if c.writer.Peek(copyState(c.s), now, 1).ResetAfter == 0 {
+		return c, false, true
+	}
+	from, _ := algorithm.TagOf(c.writer)
+	to, _ := algorithm.TagOf(booker)
+	if from.Kind != to.Kind {
+		return c, false, false
+	}
+	s := copyState(c.s)
+	if from != to {
+		s = booker.(algorithm.Inheritor).Inherit(from, s, now, rule)
+	}
+	b := booker.(algorithm.Booker)
+	if give := b.Unused(s, now, act, cost); give > 0 {
+		if refunded, _ := b.Refund(copyState(s), now, give); !sameState(refunded, s) {
+			return &carried{s: refunded, writer: booker}, false, false // written only when something comes back
+		}
+	}
+	return c, false, false
 }
 
 // refund gives units back through the limit in force: the store converts
