@@ -1,0 +1,524 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+// stateIDs name each algorithm's state in the store, whatever its
+// parameters: a reload that changes a limit keeps every key's count (the
+// library carries it to the new limit, as used so far), and a key moved to
+// another algorithm starts afresh (WithResetOnMismatch).
+var stateIDs = map[string]string{
+	algFixedWindow:   "fw",
+	algSlidingWindow: "sw",
+	algSlidingLog:    "log",
+	algTokenBucket:   "tb",
+	algGCRA:          "gcra",
+}
+
+// serviceOptions are what the flags say about responses.
+type serviceOptions struct {
+	// headers adds the RateLimit-* headers of the descriptor closest to its
+	// limit to every response, as envoyproxy/ratelimit's
+	// LIMIT_RESPONSE_HEADERS_ENABLED does.
+	headers                                   bool
+	limitHeader, remainingHeader, resetHeader string
+	// metadata adds dynamic metadata to responses (the domain, the
+	// descriptors, and the metadata of the rules that passed).
+	metadata bool
+	// shadow answers OK to every request (global shadow mode).
+	shadow bool
+	// parallel asks the store for a request's descriptors concurrently
+	// (for a remote store; in memory, one after the other is cheaper).
+	parallel bool
+}
+
+// service answers ShouldRateLimit.
+type service struct {
+	rlspb.UnimplementedRateLimitServiceServer
+
+	st      store.Store[string]
+	clk     clock.Clock
+	opts    serviceOptions
+	metrics *metrics
+	log     *slog.Logger
+
+	cur atomic.Pointer[limits]
+}
+
+// limits is a configuration made ready to decide: a Limiter per rule.
+type limits struct {
+	cfg      *config
+	limiters map[*rule]*ratelimit.Limiter[string]
+
+	mu        sync.Mutex
+	overrides map[overrideKey]*overrideRule
+}
+
+type overrideKey struct {
+	rpu  uint32
+	unit rlspb.RateLimitResponse_RateLimit_Unit
+}
+
+type overrideRule struct {
+	rule *rule
+	lim  *ratelimit.Limiter[string]
+}
+
+// maxOverrides bounds the limiters kept for the limits requests carry
+// themselves (RateLimitDescriptor.limit); past it they are made per request.
+const maxOverrides = 1024
+
+func newService(st store.Store[string], clk clock.Clock, opts serviceOptions, m *metrics, log *slog.Logger) *service {
+	return &service{st: st, clk: clk, opts: opts, metrics: m, log: log}
+}
+
+// setConfig makes cfg the configuration in force, or returns why it cannot
+// be and leaves the one in force.
+func (s *service) setConfig(cfg *config) error {
+	l, err := s.prepare(cfg)
+	if err != nil {
+		return err
+	}
+	s.cur.Store(l)
+	return nil
+}
+
+func (s *service) prepare(cfg *config) (*limits, error) {
+	l := &limits{cfg: cfg, limiters: map[*rule]*ratelimit.Limiter[string]{}, overrides: map[overrideKey]*overrideRule{}}
+	var walk func(n *node) error
+	walk = func(n *node) error {
+		if r := n.rule; r != nil && r.alg != nil {
+			lim, err := s.newLimiter(r.alg, r.algorithm, r.statsKey)
+			if err != nil {
+				return fmt.Errorf("%w: %s: %v", errConfig, r.statsKey, err)
+			}
+			l.limiters[r] = lim
+		}
+		for _, c := range n.children {
+			if err := walk(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, dom := range cfg.domains {
+		if err := walk(dom); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func (s *service) newLimiter(alg algorithm.Algorithm, kind, name string) (*ratelimit.Limiter[string], error) {
+	opts := []ratelimit.Option{
+		ratelimit.WithStateID(stateIDs[kind]),
+		ratelimit.WithClock(s.clk),
+		ratelimit.WithResetOnMismatch(),
+		ratelimit.WithName(name),
+	}
+	if s.metrics != nil {
+		opts = append(opts, ratelimit.WithObserver(s.metrics))
+	}
+	return ratelimit.New(alg, s.st, opts...)
+}
+
+// override returns the rule and limiter of a limit a request carries.
+func (s *service) override(l *limits, o *rlcommon.RateLimitDescriptor_RateLimitOverride) (*rule, *ratelimit.Limiter[string], error) {
+	unit := rlspb.RateLimitResponse_RateLimit_Unit(o.GetUnit())
+	k := overrideKey{rpu: o.GetRequestsPerUnit(), unit: unit}
+	l.mu.Lock()
+	or, ok := l.overrides[k]
+	l.mu.Unlock()
+	if ok {
+		return or.rule, or.lim, nil
+	}
+	period, ok := units[unit]
+	if !ok {
+		return nil, nil, fmt.Errorf("the descriptor's limit has no known unit (%v)", o.GetUnit())
+	}
+	r := &rule{unit: unit, requestsPerUnit: k.rpu, algorithm: algFixedWindow, statsKey: "override"}
+	var lim *ratelimit.Limiter[string]
+	if k.rpu > 0 {
+		alg, err := fixedwindow.Per(int64(k.rpu), period)
+		if err != nil {
+			return nil, nil, err
+		}
+		r.alg = alg
+		if lim, err = s.newLimiter(alg, algFixedWindow, "override"); err != nil {
+			return nil, nil, err
+		}
+	}
+	l.mu.Lock()
+	if len(l.overrides) < maxOverrides {
+		l.overrides[k] = &overrideRule{rule: r, lim: lim}
+	}
+	l.mu.Unlock()
+	return r, lim, nil
+}
+
+// item is one descriptor of a request on its way to a status.
+type item struct {
+	m         match
+	lim       *ratelimit.Limiter[string]
+	key       string
+	hits      int64
+	negative  bool
+	unlimited bool
+	// what the store said
+	d       ratelimit.Decision
+	decided bool // d holds a decision
+	charged bool // hits were charged and may have to be given back
+	over    bool
+	err     error
+}
+
+// ShouldRateLimit decides a request: every descriptor's rule is found, each
+// is asked of the store, and the request is admitted when no descriptor
+// enforcing its limit is over it (quota_mode descriptors deny only all
+// together; shadow_mode ones never). A request that is denied is charged to
+// none of its descriptors: what the others were charged is given back.
+func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		s.metrics.request("error")
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	}
+	if len(req.GetDescriptors()) == 0 {
+		s.metrics.request("error")
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	l := s.cur.Load()
+	if l == nil {
+		s.metrics.request("error")
+		return nil, status.Error(codes.Unavailable, "no rate limit configuration loaded")
+	}
+	dom := l.cfg.domains[req.Domain]
+	items := make([]item, len(req.Descriptors))
+	replacing := map[string]bool{}
+	for i, desc := range req.Descriptors {
+		it := &items[i]
+		if o := desc.GetLimit(); o != nil {
+			r, lim, err := s.override(l, o)
+			if err != nil {
+				s.metrics.request("error")
+				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+			}
+			it.m = match{rule: r, statsKey: "override"}
+			it.lim = lim
+		} else {
+			it.m = lookup(req.Domain, dom, desc.GetEntries())
+			if it.m.rule != nil {
+				it.lim = l.limiters[it.m.rule]
+			}
+		}
+		r := it.m.rule
+		if r == nil {
+			continue
+		}
+		for _, name := range r.replaces {
+			replacing[name] = true
+		}
+		if r.unlimited {
+			it.unlimited = true
+		}
+		it.key = stateKey(req.Domain, desc.GetEntries(), it.m.patterns)
+		if h := desc.GetHitsAddend(); h != nil {
+			it.hits = int64(min(h.GetValue(), math.MaxInt32))
+		} else {
+			it.hits = int64(max(1, req.GetHitsAddend()))
+		}
+		it.negative = desc.GetIsNegativeHits()
+	}
+	for i := range items {
+		if r := items[i].m.rule; r != nil && r.name != "" && replacing[r.name] {
+			items[i].m.rule = nil
+			items[i].unlimited = false
+		}
+	}
+
+	s.decideAll(ctx, items)
+	var failed error
+	for i := range items {
+		if items[i].err != nil {
+			failed = items[i].err
+			break
+		}
+	}
+	resp := &rlspb.RateLimitResponse{Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(items))}
+	overRate, overQuota, quotas := 0, 0, 0
+	for i := range items {
+		it := &items[i]
+		r := it.m.rule
+		switch {
+		case r == nil:
+			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+			continue
+		case it.unlimited:
+			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			continue
+		}
+		if r.quota {
+			quotas++
+		}
+		if it.over {
+			switch {
+			case r.shadow:
+			case r.quota:
+				overQuota++
+			default:
+				overRate++
+			}
+		}
+	}
+	code := rlspb.RateLimitResponse_OK
+	if overRate > 0 || (quotas > 0 && quotas == overQuota) {
+		code = rlspb.RateLimitResponse_OVER_LIMIT
+	}
+	if code == rlspb.RateLimitResponse_OVER_LIMIT || failed != nil {
+		s.giveBack(ctx, items)
+	}
+	if failed != nil {
+		s.metrics.request("error")
+		s.log.Warn("store failed", "domain", req.Domain, "err", failed)
+		return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", failed)
+	}
+	for i := range items {
+		it := &items[i]
+		if it.m.rule == nil || it.unlimited {
+			continue
+		}
+		resp.Statuses[i] = s.status(it)
+		s.metrics.rule(it)
+	}
+	if s.opts.headers {
+		resp.ResponseHeadersToAdd = s.headers(items, resp.Statuses)
+	}
+	if s.opts.metadata {
+		resp.DynamicMetadata = responseMetadata(req, items)
+	}
+	if code == rlspb.RateLimitResponse_OVER_LIMIT && s.opts.shadow {
+		code = rlspb.RateLimitResponse_OK
+		s.metrics.globalShadow()
+	}
+	resp.OverallCode = code
+	s.metrics.request(code.String())
+	return resp, nil
+}
+
+// decideAll asks the store about every item with a limit, concurrently when
+// the store is remote and there is more than one.
+func (s *service) decideAll(ctx context.Context, items []item) {
+	calls := 0
+	for i := range items {
+		if s.needsStore(&items[i]) {
+			calls++
+		}
+	}
+	if !s.opts.parallel || calls < 2 {
+		for i := range items {
+			s.decide(ctx, &items[i])
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range items {
+		if !s.needsStore(&items[i]) {
+			s.decide(ctx, &items[i])
+			continue
+		}
+		wg.Add(1)
+		go func(it *item) {
+			defer wg.Done()
+			s.decide(ctx, it)
+		}(&items[i])
+	}
+	wg.Wait()
+}
+
+func (s *service) needsStore(it *item) bool {
+	return it.m.rule != nil && !it.unlimited && it.lim != nil
+}
+
+// decide asks the store about one item: a charge of its hits, a refund of
+// them (is_negative_hits), or a look at its state when it has none to add.
+func (s *service) decide(ctx context.Context, it *item) {
+	r := it.m.rule
+	if r == nil || it.unlimited {
+		return
+	}
+	if it.lim == nil { // requests_per_unit: 0
+		it.over = !it.negative
+		return
+	}
+	var err error
+	switch {
+	case it.negative && it.hits > 0:
+		it.d, err = it.lim.Refund(ctx, it.key, int(it.hits))
+	case it.hits == 0 || it.negative:
+		it.d, err = it.lim.Peek(ctx, it.key)
+		it.over = err == nil && !it.d.Allowed()
+	default:
+		it.d, err = it.lim.AllowN(ctx, it.key, int(it.hits))
+		if errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+			// More hits than the limit ever admits: over, charged nothing.
+			it.d, err = it.lim.Peek(ctx, it.key)
+			it.over = true
+		} else if err == nil {
+			it.over = !it.d.Allowed()
+			it.charged = it.d.Allowed()
+		}
+	}
+	if err != nil {
+		it.err = fmt.Errorf("%s: %w", r.statsKey, err)
+		return
+	}
+	it.decided = true
+}
+
+// giveBack refunds what a denied (or failed) request was charged.
+func (s *service) giveBack(ctx context.Context, items []item) {
+	for i := range items {
+		it := &items[i]
+		if !it.charged {
+			continue
+		}
+		d, err := it.lim.Refund(context.WithoutCancel(ctx), it.key, int(it.hits))
+		if err != nil {
+			s.metrics.refundFailed()
+			s.log.Warn("refund failed", "rule", it.m.rule.statsKey, "err", err)
+			continue
+		}
+		it.charged = false
+		it.d = d
+	}
+}
+
+// status is an item's descriptor status.
+func (s *service) status(it *item) *rlspb.RateLimitResponse_DescriptorStatus {
+	r := it.m.rule
+	st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, CurrentLimit: r.limitProto()}
+	if it.over && !r.shadow {
+		st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+	}
+	if it.lim == nil { // requests_per_unit: 0, no state: the window's end
+		period := units[r.unit]
+		now := s.clk.Now()
+		st.DurationUntilReset = durationpb.New(period - time.Duration(now.UnixNano()%int64(period)))
+		return st
+	}
+	st.LimitRemaining = uint32(min(max(it.d.Remaining(), 0), math.MaxUint32))
+	st.DurationUntilReset = durationpb.New(it.d.ResetAfter())
+	return st
+}
+
+// headers are the RateLimit-Limit, -Remaining and -Reset headers of the
+// descriptor closest to its limit, chosen as envoyproxy/ratelimit does: the
+// least remaining, or the last enforcing descriptor over its limit.
+func (s *service) headers(items []item, statuses []*rlspb.RateLimitResponse_DescriptorStatus) []*corepb.HeaderValue {
+	var pick *rlspb.RateLimitResponse_DescriptorStatus
+	least := uint32(math.MaxUint32)
+	for i, st := range statuses {
+		it := &items[i]
+		if st.CurrentLimit == nil || it.unlimited {
+			continue
+		}
+		if st.LimitRemaining < least {
+			pick, least = st, st.LimitRemaining
+		}
+		if st.Code == rlspb.RateLimitResponse_OVER_LIMIT && !it.m.rule.quota {
+			pick, least = st, 0
+		}
+	}
+	if pick == nil {
+		return nil
+	}
+	reset := pick.DurationUntilReset.AsDuration()
+	secs := int64(reset / time.Second)
+	if reset%time.Second != 0 {
+		secs++
+	}
+	return []*corepb.HeaderValue{
+		{Key: s.opts.limitHeader, Value: strconv.FormatUint(uint64(pick.CurrentLimit.RequestsPerUnit), 10)},
+		{Key: s.opts.remainingHeader, Value: strconv.FormatUint(uint64(pick.LimitRemaining), 10)},
+		{Key: s.opts.resetHeader, Value: strconv.FormatInt(secs, 10)},
+	}
+}
+
+// responseMetadata is the dynamic metadata of a response: the domain, the
+// request's descriptors and hits_addend, and the metadata of the rules of
+// the descriptors that passed, merged.
+func responseMetadata(req *rlspb.RateLimitRequest, items []item) *structpb.Struct {
+	fields := map[string]*structpb.Value{"domain": structpb.NewStringValue(req.Domain)}
+	descs := make([]*structpb.Value, 0, len(req.Descriptors))
+	for _, d := range req.Descriptors {
+		entries := make([]*structpb.Value, 0, len(d.GetEntries()))
+		for _, e := range d.GetEntries() {
+			entries = append(entries, structpb.NewStringValue(e.GetKey()+"="+e.GetValue()))
+		}
+		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
+		if d.GetLimit() != nil {
+			f["limit"] = structpb.NewStringValue(d.GetLimit().String())
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		descs = append(descs, structpb.NewStructValue(&structpb.Struct{Fields: f}))
+	}
+	fields["descriptors"] = structpb.NewListValue(&structpb.ListValue{Values: descs})
+	if h := req.GetHitsAddend(); h != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	passed := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for i := range items {
+		it := &items[i]
+		if it.m.rule == nil || it.unlimited || it.over || it.m.rule.metadata == nil {
+			continue
+		}
+		mergeStruct(passed, it.m.rule.metadata)
+	}
+	if len(passed.Fields) > 0 {
+		fields["metadata"] = structpb.NewStructValue(passed)
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+// mergeStruct adds src's fields to dst; where both hold a struct under one
+// name the two are merged, and otherwise the first value stays.
+func mergeStruct(dst, src *structpb.Struct) {
+	for k, v := range src.GetFields() {
+		old, ok := dst.Fields[k]
+		if !ok {
+			dst.Fields[k] = v
+			continue
+		}
+		if a, b := old.GetStructValue(), v.GetStructValue(); a != nil && b != nil {
+			// Copy before merging so that the rule's metadata stays as loaded.
+			c := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+			mergeStruct(c, a)
+			mergeStruct(c, b)
+			dst.Fields[k] = structpb.NewStructValue(c)
+		}
+	}
+}
