@@ -324,12 +324,15 @@ func TestLimitOverride(t *testing.T) {
 	})
 }
 
-// TestBadRequests: an empty domain or no descriptors are invalid arguments.
+// TestBadRequests: an empty domain, no descriptors or a descriptor too long
+// to keep are invalid arguments.
 func TestBadRequests(t *testing.T) {
 	s := startServer(t, targets[0], exampleConfig)
 	for _, req := range []*rlspb.RateLimitRequest{
 		{Descriptors: descs(desc("foo", "a"))},
 		{Domain: "rl"},
+		// Longer than the store keeps (maxKeyBytes): refused, not an outage.
+		{Domain: "rl", Descriptors: descs(desc("foo", strings.Repeat("x", maxKeyBytes)))},
 	} {
 		_, err := s.client.ShouldRateLimit(context.Background(), req)
 		if status.Code(err) != codes.InvalidArgument {

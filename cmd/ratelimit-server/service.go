@@ -301,6 +301,9 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	}
 	if failed != nil {
 		s.metrics.request("error")
+		if errors.Is(failed, ratelimit.ErrKeyTooLong) {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptor too long: %v", failed)
+		}
 		s.log.Warn("store failed", "domain", req.Domain, "err", failed)
 		return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", failed)
 	}
