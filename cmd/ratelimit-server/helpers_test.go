@@ -88,6 +88,11 @@ func startServer(t *testing.T, tg target, configPath string, mod ...func(*option
 		configPath:  configPath,
 		storeKind:   tg.store,
 		redisPrefix: fmt.Sprintf("rltest:server:%d:", rand.Uint64()),
+		// Real Redis counts TTLs in real time, which passes while the
+		// fake clock stands still: keep keys long enough that a slow
+		// machine cannot expire one a test still reads (each test
+		// deletes its keys at its end).
+		redisMargin: 10 * time.Minute,
 		stopTimeout: 5 * time.Second,
 		service: serviceOptions{
 			limitHeader: "RateLimit-Limit", remainingHeader: "RateLimit-Remaining", resetHeader: "RateLimit-Reset",

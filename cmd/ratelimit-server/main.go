@@ -51,6 +51,7 @@ type options struct {
 	storeKind    string
 	redisAddrs   string
 	redisPrefix  string
+	redisMargin  time.Duration
 	clockKind    string
 	mergeDomains bool
 	service      serviceOptions
@@ -67,6 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.storeKind, "store", "memory", "where limits are counted: memory (this process) or redis")
 	fs.StringVar(&o.redisAddrs, "redis", "127.0.0.1:6379", "Redis `addresses`: one for a standalone server, several (comma-separated) for a cluster")
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "ratelimit-server:", "prefix of every Redis key")
+	fs.DurationVar(&o.redisMargin, "redis-ttl-margin", time.Second, "how much longer than its state needs every Redis key lives (at least the clocks' disagreement)")
 	fs.StringVar(&o.clockKind, "clock", "local", "clock that decides: local, or server (Redis TIME; -store redis only)")
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "let several files add descriptors to one domain")
 	fs.BoolVar(&o.service.headers, "response-headers", false, "add RateLimit-Limit, -Remaining and -Reset headers to responses")
@@ -127,7 +129,7 @@ func newApp(o options, clk clock.Clock, log *slog.Logger) (*app, error) {
 	case "memory":
 		st = memorystore.New[string](memorystore.WithMaxKeyBytes(maxKeyBytes))
 	case "redis":
-		rst, closeFn, err := openRedis(o.redisAddrs, o.redisPrefix)
+		rst, closeFn, err := openRedis(o.redisAddrs, o.redisPrefix, o.redisMargin)
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +159,7 @@ func newApp(o options, clk clock.Clock, log *slog.Logger) (*app, error) {
 
 // openRedis returns a store on the Redis at addrs: a standalone server for
 // one address, a cluster for several. It fails when Redis does not answer.
-func openRedis(addrs, prefix string) (store.Store[string], func() error, error) {
+func openRedis(addrs, prefix string, margin time.Duration) (store.Store[string], func() error, error) {
 	list := strings.Split(addrs, ",")
 	for i := range list {
 		list[i] = strings.TrimSpace(list[i])
@@ -178,7 +180,8 @@ func openRedis(addrs, prefix string) (store.Store[string], func() error, error) 
 		client.Close()
 		return nil, nil, fmt.Errorf("redis %s: %w", addrs, err)
 	}
-	st, err := goredisstore.New[string](client, goredisstore.WithPrefix[string](prefix), goredisstore.WithMaxKeyBytes[string](maxKeyBytes))
+	st, err := goredisstore.New[string](client, goredisstore.WithPrefix[string](prefix),
+		goredisstore.WithMaxKeyBytes[string](maxKeyBytes), goredisstore.WithTTLMargin[string](margin))
 	if err != nil {
 		client.Close()
 		return nil, nil, err
