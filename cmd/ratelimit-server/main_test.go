@@ -217,6 +217,11 @@ func TestBinary(t *testing.T) {
 			if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 				t.Fatalf("health: %v %v", h, err)
 			}
+			res, err := http.Get("http://" + p.httpAddr + "/healthcheck")
+			if err != nil || res.StatusCode != http.StatusOK {
+				t.Fatalf("/healthcheck: %v %v", res, err)
+			}
+			res.Body.Close()
 			triggerOnRealClock(t, s)
 
 			// A reload that fails keeps the configuration in force.

@@ -189,7 +189,6 @@ type item struct {
 	unlimited bool
 	// what the store said
 	d       ratelimit.Decision
-	decided bool // d holds a decision
 	charged bool // hits were charged and may have to be given back
 	over    bool
 	err     error
@@ -395,9 +394,7 @@ func (s *service) decide(ctx context.Context, it *item) {
 	}
 	if err != nil {
 		it.err = fmt.Errorf("%s: %w", r.statsKey, err)
-		return
 	}
-	it.decided = true
 }
 
 // giveBack refunds what a denied (or failed) request was charged.
