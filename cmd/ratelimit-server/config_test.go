@@ -202,3 +202,48 @@ func TestStateKey(t *testing.T) {
 		t.Fatalf("keys collide: %q %q %q %q", a, b, c, d)
 	}
 }
+
+// TestStatsKeys: value_to_metric puts the request's values in a rule's
+// metric name, as envoyproxy/ratelimit's README (its Example 10) shows.
+func TestStatsKeys(t *testing.T) {
+	cfg, err := parseConfig(false, [2]string{"a.yaml", `
+domain: example10
+descriptors:
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: http_method
+        value_to_metric: true
+        descriptors:
+          - key: subject_id
+            rate_limit: {unit: minute, requests_per_unit: 60}
+`}, [2]string{"b.yaml", `
+domain: example10_wildcard
+descriptors:
+  - key: user
+    value_to_metric: true
+    descriptors:
+      - key: action
+        value: read*
+        value_to_metric: true
+        descriptors:
+          - key: resource
+            rate_limit: {unit: minute, requests_per_unit: 100}
+`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		domain  string
+		entries []string
+		want    string
+	}{
+		{"example10", []string{"route", "api", "http_method", "GET", "subject_id", "123"}, "example10.route_api.http_method_GET.subject_id"},
+		{"example10", []string{"route", "web", "http_method", "POST", "subject_id", "456"}, "example10.route_web.http_method_POST.subject_id"},
+		{"example10_wildcard", []string{"user", "alice", "action", "readfile", "resource", "documents"}, "example10_wildcard.user_alice.action_readfile.resource"},
+	} {
+		if got := lookup(c.domain, cfg.domains[c.domain], desc(c.entries...).Entries).statsKey; got != c.want {
+			t.Errorf("%v: stats key %q, want %q", c.entries, got, c.want)
+		}
+	}
+}

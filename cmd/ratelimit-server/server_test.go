@@ -359,6 +359,14 @@ func TestHeadersAndMetadata(t *testing.T) {
 			t.Errorf("header %s: %q, want %q", h.Key, h.Value, want[h.Key])
 		}
 	}
+	// A descriptor over its limit names the headers, whatever the others have left.
+	res = s.ask(t, "rl", desc("foo", "h2", "baz", "not-so-shady"), desc("foo", "h2", "bar", "banned"))
+	want = map[string]string{"RateLimit-Limit": "0", "RateLimit-Remaining": "0", "RateLimit-Reset": "50"}
+	for _, h := range res.ResponseHeadersToAdd {
+		if want[h.Key] != h.Value {
+			t.Errorf("over the limit, header %s: %q, want %q", h.Key, h.Value, want[h.Key])
+		}
+	}
 	both := descs(desc("service", "service_1"), desc("service", "service_2"))
 	name := func(res *rlspb.RateLimitResponse) string {
 		return res.GetDynamicMetadata().GetFields()["metadata"].GetStructValue().GetFields()["service_with_quota"].GetStructValue().GetFields()["name"].GetStringValue()
