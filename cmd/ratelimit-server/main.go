@@ -6,6 +6,7 @@
 // Usage:
 //
 //	ratelimit-server -config PATH [-grpc-addr HOST:PORT] [-store memory|redis -redis ADDR[,ADDR…]] [flags]
+//	ratelimit-server -check -config PATH
 //
 // PATH is a YAML file or a directory of them. SIGHUP reloads it (a
 // configuration that does not load leaves the one in force); SIGINT and
@@ -54,6 +55,7 @@ type options struct {
 	redisMargin  time.Duration
 	clockKind    string
 	mergeDomains bool
+	check        bool
 	service      serviceOptions
 	stopTimeout  time.Duration
 }
@@ -71,6 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.redisMargin, "redis-ttl-margin", time.Second, "how much longer than its state needs every Redis key lives (at least the clocks' disagreement)")
 	fs.StringVar(&o.clockKind, "clock", "local", "clock that decides: local, or server (Redis TIME; -store redis only)")
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "let several files add descriptors to one domain")
+	fs.BoolVar(&o.check, "check", false, "check the configuration and exit: 0 when it loads, 1 with its fault when not")
 	fs.BoolVar(&o.service.headers, "response-headers", false, "add RateLimit-Limit, -Remaining and -Reset headers to responses")
 	fs.StringVar(&o.service.limitHeader, "header-limit", "RateLimit-Limit", "`name` of the limit header")
 	fs.StringVar(&o.service.remainingHeader, "header-remaining", "RateLimit-Remaining", "`name` of the remaining header")
@@ -265,6 +268,15 @@ func run(args []string, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, "ratelimit-server:", err)
 		return 2
+	}
+	if o.check {
+		cfg, err := loadConfig(o.configPath, o.mergeDomains)
+		if err != nil {
+			fmt.Fprintln(stderr, "ratelimit-server:", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "ratelimit-server: %s: %d domains in %d files\n", o.configPath, len(cfg.domains), len(cfg.files))
+		return 0
 	}
 	a, err := newApp(o, nil, log)
 	if err != nil {

@@ -81,6 +81,22 @@ func TestBinaryBadConfigs(t *testing.T) {
 	}
 }
 
+// TestBinaryCheck: -check loads the configuration and exits, 0 when it
+// loads and 1 with the fault when it does not, serving nothing.
+func TestBinaryCheck(t *testing.T) {
+	bin := buildBinary(t)
+	out, err := exec.Command(bin, "-check", "-config", "examples").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "examples: 2 domains in 2 files") {
+		t.Errorf("-check of examples: %v, %q", err, out)
+	}
+	path := filepath.Join("testdata", "bad", "replaces_self.yaml")
+	out, err = exec.Command(bin, "-check", "-config", path).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), path+":") {
+		t.Errorf("-check of %s: %v, %q", path, err, out)
+	}
+}
+
 // process is a running server binary.
 type process struct {
 	cmd      *exec.Cmd
