@@ -80,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.service.resetHeader, "header-reset", "RateLimit-Reset", "`name` of the reset header (seconds)")
 	fs.BoolVar(&o.service.metadata, "response-metadata", false, "add dynamic metadata (domain, descriptors, metadata of the rules that passed) to responses")
 	fs.BoolVar(&o.service.shadow, "shadow-mode", false, "answer OK to every request, whatever the limits say (global shadow mode)")
+	fs.BoolVar(&o.service.quota, "quota-mode", false, "treat every rule as quota_mode: a request is over only when all its limited descriptors are (global quota mode)")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 10*time.Second, "how long a graceful stop waits for calls in flight")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -417,3 +417,12 @@ func rewrite(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestGlobalQuotaMode: with -quota-mode a request is over only when every
+// descriptor with a limit is.
+func TestGlobalQuotaMode(t *testing.T) {
+	s := startServer(t, targets[0], exampleConfig, func(o *options) { o.service.quota = true })
+	banned := desc("foo", "q", "bar", "banned") // 0 a minute
+	s.expectCodes(t, "rl", descs(banned, desc("foo", "q", "baz", "not-so-shady")), ok, ok, ok, over)
+	s.expectCodes(t, "rl", descs(banned), over)
+}

@@ -50,6 +50,8 @@ type serviceOptions struct {
 	metadata bool
 	// shadow answers OK to every request (global shadow mode).
 	shadow bool
+	// quota makes every rule a quota_mode one (global quota mode).
+	quota bool
 	// parallel asks the store for a request's descriptors concurrently
 	// (for a remote store; in memory, one after the other is cheaper).
 	parallel bool
@@ -278,13 +280,14 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
 			continue
 		}
-		if r.quota {
+		quota := s.quotaMode(r)
+		if quota {
 			quotas++
 		}
 		if it.over {
 			switch {
 			case r.shadow:
-			case r.quota:
+			case quota:
 				overQuota++
 			default:
 				overRate++
@@ -328,6 +331,10 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	s.metrics.request(code.String())
 	return resp, nil
 }
+
+// quotaMode reports whether r denies only with every other quota_mode rule
+// of a request: its own quota_mode, or -quota-mode for all.
+func (s *service) quotaMode(r *rule) bool { return r.quota || s.opts.quota }
 
 // decideAll asks the store about every item with a limit, concurrently when
 // the store is remote and there is more than one.
@@ -447,7 +454,7 @@ func (s *service) headers(items []item, statuses []*rlspb.RateLimitResponse_Desc
 		if st.LimitRemaining < least {
 			pick, least = st, st.LimitRemaining
 		}
-		if st.Code == rlspb.RateLimitResponse_OVER_LIMIT && !it.m.rule.quota {
+		if st.Code == rlspb.RateLimitResponse_OVER_LIMIT && !s.quotaMode(it.m.rule) {
 			pick, least = st, 0
 		}
 	}
