@@ -80,11 +80,12 @@ const DefaultTTLMargin = time.Second
 // DefaultTimeout is the stores' default Config.Timeout: the longest one
 // script call may take, TRYAGAIN retries included. A Limiter runs a Redis
 // table's calls under none of its caller's cancellation (store.Remote),
-// so this is what bounds a call to a Redis that does not answer: long
-// enough for a loaded server (a batch's script may run 5 ms, a cluster
-// redirects and retries), short enough that a dead one is found, and
-// counted by a circuit breaker, within a second.
-const DefaultTimeout = time.Second
+// so this is what bounds a call to a Redis that does not answer. 3 s, as
+// go-redis's default read timeout: far above what a loaded server takes
+// (a batch's script may run 5 ms, a cluster redirects and retries; 1 s
+// was reached on a 2-core machine running five test suites at once), so
+// that a slow moment is not taken for an outage.
+const DefaultTimeout = 3 * time.Second
 
 // MaxLimits is the most limits a table decides for: a Policy of more is
 // refused at Open (store.ErrAlgorithmUnsupported). Every operation is one

@@ -137,7 +137,7 @@ func WithCoalescing[K comparable](inFlight int) Option[K] {
 }
 
 // WithTimeout sets the longest one script call may take, retries after
-// a cluster's TRYAGAIN included (default redistable.DefaultTimeout, 1 s).
+// a cluster's TRYAGAIN included (default redistable.DefaultTimeout, 3 s).
 // A Limiter or Policy never passes its caller's deadline or cancellation
 // to the client (store.Remote): a caller stops waiting when its own
 // context ends, while its call goes on, bounded by this timeout, and
