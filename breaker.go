@@ -28,12 +28,11 @@ type Breaker struct {
 	// call through to the store (a probe), and how long it waits again
 	// after each probe that fails. 0 means DefaultProbeInterval.
 	ProbeInterval time.Duration
-	// SlowCall is how long a call must have waited for the store, when
-	// the caller's own deadline ended it, for it to count as a failure.
-	// A healthy store answers far sooner, so a call cut short by a
-	// deadline after this long means a store slow for everyone; one cut
-	// short sooner means a deadline too short for any store to meet,
-	// which is the caller's doing and counts neither way. 0 means
+	// SlowCall is how long a call must have waited for a store that is
+	// not store.Remote, when the caller's own deadline ended it, for it
+	// to count as a failure; a shorter deadline is the caller's doing and
+	// counts neither way. A remote store (the Redis stores) never sees a
+	// caller's deadline, so its calls count by their own outcome. 0 means
 	// DefaultSlowCall.
 	SlowCall time.Duration
 }
@@ -55,14 +54,13 @@ const (
 // store's again.
 //
 // Only the store's health moves the breaker, so that no client can open
-// it for everyone. A call whose caller's context was cancelled counts
-// neither way; so does one that the caller's deadline ended before the
-// store had b.SlowCall to answer, whatever error the client library
-// reported (a timeout, a dial error). A store out of room (ErrStoreFull)
-// and a key too long (ErrKeyTooLong) are not outages and count neither
-// way either. A store that hangs is still caught: by calls whose
-// deadlines gave it at least SlowCall, and by the client library's own
-// timeouts, which fail calls that the caller's deadline has not ended.
+// it for everyone. A remote store's calls (store.Remote: the Redis
+// stores) run under none of their callers' deadlines, so they count by
+// their own outcome, a store's own timeout included. On other stores, a
+// call whose caller's context was cancelled counts neither way; so does
+// one that the caller's deadline ended before the store had b.SlowCall
+// to answer. A store out of room (ErrStoreFull) and a key too long
+// (ErrKeyTooLong) are not outages and count neither way either.
 //
 // The breaker belongs to the Limiter: Limiters sharing a store have a
 // breaker each. It counts failures of the whole store, not of one key or

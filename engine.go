@@ -191,20 +191,28 @@ func callerEnded(ctx context.Context) error {
 	return nil
 }
 
-// endedError is the error of a store call that failed after the caller's
-// own context had ended. It is the caller's doing, not the store's: it
-// matches the context's error (context.Canceled or
-// context.DeadlineExceeded) and not ErrStoreUnavailable, whatever the
-// client library reported, so that no failure policy decides it and the
-// circuit breaker does not count it. The store's error is kept in the
-// text, for logs.
+// endedError is the error of a caller whose context ended before the
+// store answered: it is the caller's doing, not the store's. It matches
+// the context's error (context.Canceled or context.DeadlineExceeded) and
+// not ErrStoreUnavailable, whatever the store said, so that no failure
+// policy decides it and the circuit breaker does not count it. What the
+// request was charged depends on how far it got: nothing when the store
+// was not called; when the call was in flight, what the store does with
+// it (it goes on); when the store failed, what the store's error says.
 type endedError struct {
 	ctxErr   error // context.Canceled or context.DeadlineExceeded
-	storeErr error
+	storeErr error // what the store said, if it answered
+	inFlight bool  // the call was made and goes on
 }
 
 func (e *endedError) Error() string {
-	return "ratelimit: the caller's context ended before the store answered (" + e.ctxErr.Error() + "); the store said: " + e.storeErr.Error()
+	switch {
+	case e.storeErr != nil:
+		return "ratelimit: the caller's context ended before the store answered (" + e.ctxErr.Error() + "); the store said: " + e.storeErr.Error()
+	case e.inFlight:
+		return "ratelimit: the caller's context ended while the store call was in flight (" + e.ctxErr.Error() + "); the call goes on, and may charge the request"
+	}
+	return "ratelimit: the caller's context had ended before the store was called (" + e.ctxErr.Error() + "); nothing was charged"
 }
 
 func (e *endedError) Unwrap() error { return e.ctxErr }

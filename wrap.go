@@ -13,12 +13,13 @@ import (
 type wrapping[K comparable] struct {
 	breaker *breaker // nil without WithBreaker
 	micros  clock.Micros
-	denials int // the denial cache's size; 0 without WithDenialCache
+	denials int           // the denial cache's size; 0 without WithDenialCache
+	slots   chan struct{} // the remote calls in flight (remoteTable), shared by every table
 }
 
 // newWrapping checks the options' breaker and denial cache.
 func newWrapping[K comparable](o *options, micros clock.Micros) (*wrapping[K], error) {
-	w := &wrapping[K]{micros: micros}
+	w := &wrapping[K]{micros: micros, slots: make(chan struct{}, maxRemoteCalls)}
 	if o.breaker != nil {
 		b, err := o.breaker.check()
 		if err != nil {
@@ -35,12 +36,19 @@ func newWrapping[K comparable](o *options, micros clock.Micros) (*wrapping[K], e
 	return w, nil
 }
 
-// wrap puts the breaker and a new denial cache in front of t: the denial
-// cache first, since its answers need no store, then the circuit breaker,
-// which guards the store's.
+// wrap puts the breaker, the detaching of remote calls and a new denial
+// cache in front of t: the denial cache first, since its answers need no
+// store, then, for a remote table (store.Remote), the detaching of its
+// calls from the caller's cancellation (remoteTable), then the circuit
+// breaker, which guards the store's calls and so counts their own
+// outcomes, not the callers' impatience.
 func (w *wrapping[K]) wrap(t store.Table[K]) store.Table[K] {
+	_, remote := t.(store.Remote)
 	if w.breaker != nil {
 		t = &breakerTable[K]{next: t, b: w.breaker, micros: w.micros}
+	}
+	if remote {
+		t = &remoteTable[K]{next: t, slots: w.slots}
 	}
 	if w.denials != 0 {
 		c, _ := newDenialCache[K](w.denials) // checked by newWrapping

@@ -170,7 +170,8 @@ func WithCost(cost func(fullMethod string) int) Option {
 // failures. The refund is one more store call, after the handler
 // returns, with the call's context freed of its cancellation; a store
 // error there is dropped (the call has been answered). Server interceptors
-// only; a call admitted in dry-run mode past a denial is not refunded.
+// only; a call admitted in dry-run mode past a denial, or by a failure
+// policy (the store did not charge it), is not refunded.
 func WithRefund(refund func(err error) bool) Option {
 	return func(c *config) { c.refundIf = refund }
 }
@@ -445,12 +446,12 @@ func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, e
 	var charged bool
 	switch c := ctx.(type) {
 	case *decided[ratelimit.Decision]:
-		charged = !c.d.DryRunDenied()
+		charged = !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore
 	case *decided[ratelimit.PolicyDecision]:
-		charged = !c.d.DryRunDenied()
+		charged = !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore
 	}
 	if !charged {
-		return // unlimited, or passed on uncharged in dry-run mode
+		return // unlimited, passed on uncharged in dry-run mode, or the failure policy's
 	}
 	key, ls, rerr := in.resolve(ctx, fullMethod)
 	if rerr != nil {

@@ -560,3 +560,46 @@ func TestWithRefund(t *testing.T) {
 		t.Errorf("after 5 refunded calls: %v, %v; want 2 remaining", d, err)
 	}
 }
+
+// downForTakes is a store whose Takes fail (ErrUnavailable) while its
+// refunds go through, counted.
+type downForTakes struct{ refunds *atomic.Int64 }
+
+func (s downForTakes) Open([]store.Limit, clock.Clock) (store.Table[string], error) { return s, nil }
+func (downForTakes) Take(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
+	return algorithm.Result{}, store.ErrUnavailable
+}
+func (downForTakes) Peek(context.Context, string, int64, []algorithm.Result) (algorithm.Result, error) {
+	return algorithm.Result{}, store.ErrUnavailable
+}
+func (downForTakes) Reset(context.Context, string) error { return store.ErrUnavailable }
+func (downForTakes) Book(context.Context, string, int64, int64, int64, []algorithm.Result) (algorithm.Result, store.Booking, bool, error) {
+	return algorithm.Result{}, store.Booking{}, false, store.ErrUnavailable
+}
+func (downForTakes) Cancel(context.Context, string, int64, store.Booking) error {
+	return store.ErrUnavailable
+}
+func (s downForTakes) Refund(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
+	s.refunds.Add(1)
+	return algorithm.Result{Remaining: 1}, nil
+}
+
+// TestWithRefundOnlyWhatTheStoreCharged: a call a failure policy admitted
+// (FailOpen uncharged, FailLocal charged to the process's own table) is
+// never refunded to the store, which did not charge it.
+func TestWithRefundOnlyWhatTheStoreCharged(t *testing.T) {
+	for _, policy := range []ratelimit.FailurePolicy{ratelimit.FailOpen, ratelimit.FailLocal} {
+		refunds := new(atomic.Int64)
+		lim, _ := newLimiter[string](t, 5, downForTakes{refunds: refunds}, ratelimit.WithFailurePolicy(policy))
+		c := serveBufconn(t, newInterceptor(t, lim, grpcratelimit.Metadata("x-api-key"),
+			grpcratelimit.WithRefund(func(error) bool { return true })))
+		for i := range 3 {
+			if err := check(withKey("eve"), c); err != nil {
+				t.Fatalf("policy %d call %d: %v, want the failure policy's admission", policy, i, err)
+			}
+		}
+		if n := refunds.Load(); n != 0 {
+			t.Errorf("policy %d: %d refunds reached the store for calls it never charged; want 0", policy, n)
+		}
+	}
+}

@@ -4,12 +4,16 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/httplimit"
+	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
@@ -157,5 +161,49 @@ func TestWithWaitBounded(t *testing.T) {
 	}
 	if d, err := lim.Peek(context.Background(), "a"); err != nil || d.RetryAfter() != 40*time.Millisecond {
 		t.Errorf("the refused request charged nothing: %v, %v; want a retry in 40 ms", d, err)
+	}
+}
+
+// downForTakes is a store whose Takes fail (ErrUnavailable) while its
+// refunds go through, counted: Redis lost between the decision and the
+// refund's call, or a flaky one.
+type downForTakes struct {
+	failing
+	refunds *atomic.Int64
+}
+
+func (s downForTakes) Open([]store.Limit, clock.Clock) (store.Table[string], error) { return s, nil }
+func (s downForTakes) Book(context.Context, string, int64, int64, int64, []algorithm.Result) (algorithm.Result, store.Booking, bool, error) {
+	return algorithm.Result{}, store.Booking{}, false, store.ErrUnavailable
+}
+func (s downForTakes) Cancel(context.Context, string, int64, store.Booking) error {
+	return store.ErrUnavailable
+}
+func (s downForTakes) Refund(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
+	s.refunds.Add(1)
+	return algorithm.Result{Remaining: 1}, nil
+}
+
+// TestWithRefundOnlyWhatTheStoreCharged: a request the failure policy
+// admitted (FailOpen uncharged, FailLocal charged to the process's own
+// table) is never refunded to the store, which did not charge it: after
+// an outage, refunds would give a spent key back what others spent.
+func TestWithRefundOnlyWhatTheStoreCharged(t *testing.T) {
+	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 5, Window: time.Minute}))
+	for _, policy := range []ratelimit.FailurePolicy{ratelimit.FailOpen, ratelimit.FailLocal} {
+		refunds := new(atomic.Int64)
+		lim, err := ratelimit.New[string](alg, downForTakes{refunds: refunds}, ratelimit.WithFailurePolicy(policy))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := httplimit.New(lim, byHeader, httplimit.WithRefund(func(int) bool { return true })).Handler(ok)
+		for i := range 3 {
+			if w := serve(h, "eve"); w.Code != http.StatusOK {
+				t.Fatalf("policy %d request %d: %d, want 200 from the failure policy", policy, i, w.Code)
+			}
+		}
+		if n := refunds.Load(); n != 0 {
+			t.Errorf("policy %d: %d refunds reached the store for requests it never charged; want 0", policy, n)
+		}
 	}
 }

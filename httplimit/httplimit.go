@@ -354,14 +354,15 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 // reports whether it did. It needs a middleware built WithRefund, whose
 // Handler calls it for the statuses the option names; an adapter calling
 // Admit calls it itself (with a refund func that returns false, Handler
-// never does). A request admitted uncharged (dry run, or a
-// limit that denied it in dry-run mode) and one the middleware did not
-// admit are not refunded. A store error goes to the logger, as the
+// never does). Only what the store charged is refunded: a request
+// admitted uncharged (dry run, or a limit that denied it in dry-run mode),
+// one a failure policy admitted (FailOpen, or FailLocal's table) and one
+// the middleware did not admit are not. A store error goes to the logger, as the
 // request has been answered.
 func (m *Middleware[K]) Refund(r *http.Request) bool {
 	d, ok := r.Context().Value(decisionsKey{}).(*decided)
-	if !ok || d.refund == nil || d.d.DryRunDenied() {
-		return false
+	if !ok || d.refund == nil || d.d.DryRunDenied() || d.d.Source() != ratelimit.FromStore {
+		return false // the store did not charge it
 	}
 	if err := d.refund(context.WithoutCancel(r.Context())); err != nil {
 		m.log(r, http.StatusServiceUnavailable, fmt.Errorf("refund: %w", err))

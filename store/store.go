@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
@@ -92,6 +93,20 @@ type Warner interface {
 	// Warnings returns the problems found, each an error a caller can
 	// test with errors.Is (ErrEvicting, say).
 	Warnings() []error
+}
+
+// Remote is implemented by tables whose calls wait on something outside
+// the process, such as a Redis round trip. A Limiter or Policy calls such
+// a table under a context that keeps the caller's values but none of its
+// cancellation or deadline, so that no caller's deadline reaches the
+// client library, which shares connections, dials and batches among
+// callers; the caller stops waiting when its own context ends, and the
+// call goes on to its end. The table bounds each call itself, by
+// CallTimeout, and its errors are then its own: only they reach a
+// circuit breaker or a failure policy.
+type Remote interface {
+	// CallTimeout returns the longest one call of the table may take.
+	CallTimeout() time.Duration
 }
 
 // Limit is one limit a table keeps state for.

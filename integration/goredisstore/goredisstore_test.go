@@ -21,6 +21,9 @@ func newStore(t *testing.T, target redistest.Target, prefix string) store.Store[
 	if target.MaxKeyBytes != 0 {
 		opts = append(opts, goredisstore.WithMaxKeyBytes[string](target.MaxKeyBytes))
 	}
+	if target.NoCoalescing {
+		opts = append(opts, goredisstore.WithCoalescing[string](0))
+	}
 	st, err := goredisstore.New(redistest.GoRedis(t, target), opts...)
 	if err != nil {
 		t.Fatalf("goredisstore.New on %s: %v", target.Name, err)

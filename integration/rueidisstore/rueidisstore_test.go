@@ -18,6 +18,9 @@ func newStore(t *testing.T, target redistest.Target, prefix string) store.Store[
 	if target.MaxKeyBytes != 0 {
 		opts = append(opts, rueidisstore.WithMaxKeyBytes[string](target.MaxKeyBytes))
 	}
+	if target.NoCoalescing {
+		opts = append(opts, rueidisstore.WithCoalescing[string](0))
+	}
 	st, err := rueidisstore.New(redistest.Rueidis(t, target), opts...)
 	if err != nil {
 		t.Fatalf("rueidisstore.New on %s: %v", target.Name, err)

@@ -31,15 +31,17 @@ func (t *Table[K]) opArgs(now, cost int64, extra ...string) Args {
 	return a
 }
 
-// call runs call, a script call, sending it again after a TRYAGAIN reply
-// (which did not run it), and returns its error wrapped as the store
-// contract wants: RLMISMATCH and WRONGTYPE as store.ErrStateMismatch (a
-// configuration error, not an outage; never retried), OOM as
-// store.ErrFull (the server is up and answered), anything else as
-// store.ErrUnavailable.
-func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func() error) error {
+// call runs call, a script call, under ctx bounded by the table's
+// Timeout, sending it again after a TRYAGAIN reply (which did not run
+// it), and returns its error wrapped as the store contract wants:
+// RLMISMATCH and WRONGTYPE as store.ErrStateMismatch (a configuration
+// error, not an outage; never retried), OOM as store.ErrFull (the server
+// is up and answered), anything else as store.ErrUnavailable.
+func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
 	for attempt := 0; ; attempt++ {
-		err := call()
+		err := call(ctx)
 		switch {
 		case err == nil:
 			return nil
@@ -179,7 +181,7 @@ func (t *Table[K]) sendOps(ctx context.Context, keys []string, batch []*request)
 	}
 	var strs []string
 	var ints []int64
-	err := t.call(ctx, s, func() (err error) {
+	err := t.call(ctx, s, func(ctx context.Context) (err error) {
 		if op == luascript.OpBook {
 			strs, err = t.run.EvalStrings(ctx, s, keys, args.All())
 			return err

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
@@ -248,13 +247,12 @@ func (t *Table[K]) serve(sh *lineShard, name string, ln *line, batch []*request)
 }
 
 // send decides batch in one script call and hands each request its
-// result. The call is bounded by the latest of the requests' deadlines
-// (none when one has none), not by the first's: a caller cannot make the
-// others' call fail by choosing a short deadline; each caller stops
-// waiting at its own (await).
+// result. The call runs under the first request's values but none of
+// their callers' cancellation, bounded by the table's Timeout (call): a
+// caller cannot make the others' call fail by choosing a short deadline;
+// each caller stops waiting at its own (await).
 func (t *Table[K]) send(keys []string, batch []*request) {
-	ctx, cancel := batchContext(batch)
-	defer cancel()
+	ctx := context.WithoutCancel(batch[0].ctx)
 	if batch[0].op != 0 {
 		t.sendOps(ctx, keys, batch)
 		return
@@ -288,24 +286,6 @@ func (t *Table[K]) send(keys []string, batch []*request) {
 		}
 		req.done <- struct{}{}
 	}
-}
-
-// batchContext returns the context of a batch's call: the first
-// request's values, with the latest deadline of the batch, or none when
-// a request has none.
-func batchContext(batch []*request) (context.Context, context.CancelFunc) {
-	base := context.WithoutCancel(batch[0].ctx)
-	var latest time.Time
-	for _, req := range batch {
-		d, ok := req.ctx.Deadline()
-		if !ok {
-			return base, func() {}
-		}
-		if d.After(latest) {
-			latest = d
-		}
-	}
-	return context.WithDeadline(base, latest)
 }
 
 // await waits for req's result, or for its caller's context to end: a

@@ -282,10 +282,11 @@ func TestCoalesceQueuedLeaves(t *testing.T) {
 	waitForgotten(t, tab)
 }
 
-// TestCoalesceDeadlines: a batch's call lasts until the latest deadline
-// of its requests (none when one has none), not the first one's: a
-// client choosing a short deadline cannot fail the others' requests. Its
-// own Take returns at its deadline, with an unknown taken.
+// TestCoalesceDeadlines: a batch's call is bounded by the table's own
+// Timeout, whatever its requests' deadlines (none, or an hour): a client
+// choosing a short deadline cannot fail the others' requests, nor a long
+// one hold the call. Its own Take returns at its deadline, with an
+// unknown taken.
 func TestCoalesceDeadlines(t *testing.T) {
 	for _, latest := range []time.Duration{0, time.Hour} {
 		t.Run(fmt.Sprint("latest=", latest), func(t *testing.T) {
@@ -303,13 +304,10 @@ func TestCoalesceDeadlines(t *testing.T) {
 			}
 			patient := take(long, tab, "k", 3)
 			waitQueued(t, tab, "k", 2)
+			sent := time.Now()
 			answer(t, alone, first)
 			batch := next(t, run)
-			d, ok := batch.ctx.Deadline()
-			want, wantOK := long.Deadline()
-			if ok != wantOK || !d.Equal(want) {
-				t.Fatalf("the batch's deadline: %v %v, want the latest: %v %v", d, ok, want, wantOK)
-			}
+			checkOwnBound(t, tab, batch.ctx, sent)
 			if o := result(t, hurried); !errors.Is(o.err, store.ErrUnavailable) || !errors.Is(o.err, context.DeadlineExceeded) {
 				t.Fatalf("the Take with the short deadline: %v", o.err)
 			}
@@ -484,5 +482,15 @@ func TestBatchBound(t *testing.T) {
 		if got := batchBound(c.limits, c.log); got != c.want {
 			t.Errorf("batchBound(%d, %v) = %d, want %d", c.limits, c.log, got, c.want)
 		}
+	}
+}
+
+// checkOwnBound fails t unless ctx, a call's, has the table's own
+// deadline: its Timeout after a moment between sent and now.
+func checkOwnBound(t *testing.T, tab *Table[string], ctx context.Context, sent time.Time) {
+	t.Helper()
+	d, ok := ctx.Deadline()
+	if !ok || d.Before(sent.Add(tab.CallTimeout())) || d.After(time.Now().Add(tab.CallTimeout())) {
+		t.Fatalf("the call's deadline: %v %v, want the table's own, %v after it was sent (%v)", d, ok, tab.CallTimeout(), sent)
 	}
 }

@@ -77,6 +77,16 @@ func (a Args) All() []string {
 // does not find its key expired and start it afresh.
 const DefaultTTLMargin = time.Second
 
+// DefaultTimeout is the stores' default Config.Timeout: the longest one
+// script call may take, TRYAGAIN retries included. A Limiter runs a Redis
+// table's calls under none of its caller's cancellation (store.Remote),
+// so this is what bounds a call to a Redis that does not answer. 3 s, as
+// go-redis's default read timeout: far above what a loaded server takes
+// (a batch's script may run 5 ms, a cluster redirects and retries; 1 s
+// was reached on a 2-core machine running five test suites at once), so
+// that a slow moment is not taken for an outage.
+const DefaultTimeout = 3 * time.Second
+
 // MaxLimits is the most limits a table decides for: a Policy of more is
 // refused at Open (store.ErrAlgorithmUnsupported). Every operation is one
 // script that runs every limit's part, so its cost grows with them. A
@@ -117,6 +127,9 @@ type Config[K comparable] struct {
 	// one batch script call (see coalesce.go). 0 turns coalescing off;
 	// the stores' default is DefaultInFlight.
 	InFlight int
+	// Timeout bounds each script call (see DefaultTimeout); 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
 	// Evictions, when not nil, checks the servers' maxmemory-policy when
 	// a table is opened. A store shares one among its tables.
 	Evictions *EvictionCheck
@@ -131,6 +144,12 @@ func (c *Config[K]) Check() error {
 	}
 	if c.InFlight < 0 {
 		return fmt.Errorf("%w: coalescing: %d calls in flight per key; want 0 (off) or more", algorithm.ErrInvalidConfig, c.InFlight)
+	}
+	switch {
+	case c.Timeout == 0:
+		c.Timeout = DefaultTimeout
+	case c.Timeout < 0:
+		return fmt.Errorf("%w: call timeout %v; want more than 0", algorithm.ErrInvalidConfig, c.Timeout)
 	}
 	if c.TTLMargin < 0 || c.TTLMargin > time.Duration(algorithm.MaxDuration)*time.Microsecond {
 		return fmt.Errorf("%w: TTL margin %v out of range", algorithm.ErrInvalidConfig, c.TTLMargin)
@@ -183,12 +202,19 @@ type Table[K comparable] struct {
 	inFlight int                                       // Config.InFlight
 	batch    *luascript.Script                         // the batch script of script
 	maxBatch int                                       // the most requests in a batch (batchBound)
+	timeout  time.Duration                             // Config.Timeout
 }
 
 var (
 	_ store.Table[string] = (*Table[string])(nil)
 	_ store.Warner        = (*Table[string])(nil)
+	_ store.Remote        = (*Table[string])(nil)
 )
+
+// CallTimeout returns the longest one script call may take
+// (Config.Timeout): the table bounds every call by it, whatever the
+// context it is given.
+func (t *Table[K]) CallTimeout() time.Duration { return t.timeout }
 
 // Open returns a table for limits. With cfg.Evictions, it first reads
 // the servers' maxmemory-policy (once per store; see EvictionCheck): a
@@ -260,6 +286,10 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	}
 	t.script = script
 	t.specs = specs
+	t.timeout = cfg.Timeout
+	if t.timeout <= 0 {
+		t.timeout = DefaultTimeout
+	}
 	if cfg.InFlight > 0 {
 		t.inFlight = cfg.InFlight
 		t.lines = newLines()
@@ -436,16 +466,10 @@ func (t *Table[K]) Reset(ctx context.Context, key K) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.run.Eval(ctx, luascript.Reset, false, keys, Args{Rest: t.ids, RestAny: t.resetAny}, nil)
-	switch {
-	case err == nil:
-		return nil
-	case IsMismatch(err):
-		return fmt.Errorf("%w: reset: %w", store.ErrStateMismatch, err)
-	case IsOOM(err):
-		return fmt.Errorf("%w: reset: %w", store.ErrFull, err)
-	}
-	return fmt.Errorf("%w: reset: %w", store.ErrUnavailable, err)
+	return t.call(ctx, luascript.Reset, func(ctx context.Context) error {
+		_, err := t.run.Eval(ctx, luascript.Reset, false, keys, Args{Rest: t.ids, RestAny: t.resetAny}, nil)
+		return err
+	})
 }
 
 // eval runs the script for key with ARGV now (empty with the server
@@ -489,7 +513,7 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, now, cost int
 // (which ran nothing), with errors wrapped as the store contract wants
 // them (call).
 func (t *Table[K]) retry(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args Args, reply []int64) ([]int64, error) {
-	err := t.call(ctx, s, func() (err error) {
+	err := t.call(ctx, s, func(ctx context.Context) (err error) {
 		reply, err = t.run.Eval(ctx, s, readOnly, keys, args, reply)
 		return err
 	})

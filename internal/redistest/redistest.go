@@ -54,6 +54,9 @@ type Target struct {
 	// Eviction is the eviction check the tests' store constructors give
 	// the stores (WithEvictionCheck, whose values are redistable's).
 	Eviction redistable.EvictionMode
+	// NoCoalescing, when set, makes the tests' store constructors turn
+	// coalescing off (WithCoalescing(0)).
+	NoCoalescing bool
 }
 
 // Miniredis starts an embedded server for the test.

@@ -50,6 +50,10 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //     the server's TIME, whatever the instant the Limiter passes;
 //   - DeadlineStorm: calls with 1µs deadlines neither open the breaker
 //     nor get admitted uncharged, under every failure policy;
+//   - ShortDeadlines: calls whose deadlines end while they are in flight,
+//     beside honest callers, neither open the breaker nor reach the
+//     failure policy nor cost the honest callers an error, with
+//     coalescing on and off;
 //   - Timeout, Restart, Eviction, OutOfMemory: private servers that are
 //     slow, killed, evicting or full;
 //   - LostReply: a take whose reply is lost is charged once, not resent;
@@ -66,8 +70,8 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //     not; a store reads the policy once for all its tables;
 //   - KeyTooLong: keys longer than MaxKeyBytes fail with ErrKeyTooLong.
 //
-// The store constructors must honour Target.TTLMargin, MaxKeyBytes and
-// Eviction.
+// The store constructors must honour Target.TTLMargin, MaxKeyBytes,
+// Eviction and NoCoalescing.
 //
 // Real targets skip unless $RATELIMIT_REDIS_ADDR (and, for the cluster,
 // $RATELIMIT_REDIS_CLUSTER_ADDRS) are set.
@@ -81,6 +85,7 @@ func RunSuite(t *testing.T, newStore NewStore) {
 	t.Run("ServerClockShared", func(t *testing.T) { testServerClockShared(t, newStore) })
 	t.Run("Timeout", func(t *testing.T) { testTimeout(t, newStore) })
 	t.Run("DeadlineStorm", func(t *testing.T) { testDeadlineStorm(t, newStore) })
+	t.Run("ShortDeadlines", func(t *testing.T) { testShortDeadlines(t, newStore) })
 	t.Run("LostReply", func(t *testing.T) { testLostReply(t, newStore) })
 	t.Run("Restart", func(t *testing.T) { testRestart(t, newStore) })
 	t.Run("Eviction", func(t *testing.T) { testEviction(t, newStore) })

@@ -124,8 +124,8 @@ func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
 // of some latency in each); more keep a key asked by a few callers at
 // once off the line.
 //
-// Each caller keeps its own deadline: a batch's call lasts as long as the
-// latest one in it, a caller whose context ends while still waiting
+// Each caller keeps its own deadline: a batch's call runs under the
+// store's own timeout (WithTimeout), a caller whose context ends while still waiting
 // leaves uncharged, and one whose context ends while its batch is in
 // flight gets an error with an unknown outcome, as from a single call. A
 // lost reply fails every request of its batch; none is sent again.
@@ -134,6 +134,24 @@ func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
 // New with algorithm.ErrInvalidConfig.
 func WithCoalescing[K comparable](inFlight int) Option[K] {
 	return func(s *Store[K]) { s.cfg.InFlight = inFlight }
+}
+
+// WithTimeout sets the longest one script call may take, retries after
+// a cluster's TRYAGAIN included (default redistable.DefaultTimeout, 3 s).
+// A Limiter or Policy never passes its caller's deadline or cancellation
+// to the client (store.Remote): a caller stops waiting when its own
+// context ends, while its call goes on, bounded by this timeout, and
+// charges what Redis charges. Only a call that fails on its own, such as
+// one that times out here, is an outage that a circuit breaker counts and
+// a failure policy decides. d must be more than 0; New fails with
+// algorithm.ErrInvalidConfig otherwise.
+func WithTimeout[K comparable](d time.Duration) Option[K] {
+	return func(s *Store[K]) {
+		s.cfg.Timeout = d
+		if d <= 0 {
+			s.cfg.Timeout = -1 // refused by New (0 would mean the default)
+		}
+	}
 }
 
 // WithMaxKeyBytes sets the longest key the store accepts, in bytes of its

@@ -1,0 +1,223 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
+	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/memorystore"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
+)
+
+// remoteStore is a store whose tables say they are remote
+// (store.Remote): each call waits until the test releases it, records
+// the context it was given, and then fails (store.ErrUnavailable) or
+// passes on to a memory table.
+type remoteStore struct {
+	next    store.Store[string]
+	mu      sync.Mutex
+	ctxs    []context.Context
+	started chan struct{} // receives as each call starts
+	release chan error    // each call waits for one value: nil passes it on
+	ended   chan struct{} // receives as each call ends
+}
+
+var _ store.Remote = (*remoteTable)(nil)
+
+func newRemoteStore() *remoteStore {
+	return &remoteStore{next: memorystore.New[string](), started: make(chan struct{}, 100),
+		release: make(chan error, 100), ended: make(chan struct{}, 100)}
+}
+
+func (s *remoteStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[string], error) {
+	t, err := s.next.Open(limits, clk)
+	if err != nil {
+		return nil, err
+	}
+	return &remoteTable{next: t, s: s}, nil
+}
+
+type remoteTable struct {
+	next store.Table[string]
+	s    *remoteStore
+}
+
+func (t *remoteTable) CallTimeout() time.Duration { return time.Minute }
+
+func (t *remoteTable) wait(ctx context.Context) error {
+	t.s.mu.Lock()
+	t.s.ctxs = append(t.s.ctxs, ctx)
+	t.s.mu.Unlock()
+	t.s.started <- struct{}{}
+	return <-t.s.release
+}
+
+func (t *remoteTable) Take(ctx context.Context, key string, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
+	defer func() { t.s.ended <- struct{}{} }()
+	if err := t.wait(ctx); err != nil {
+		return algorithm.Result{}, err
+	}
+	return t.next.Take(ctx, key, now, cost, out)
+}
+
+func (t *remoteTable) Peek(ctx context.Context, key string, now int64, out []algorithm.Result) (algorithm.Result, error) {
+	defer func() { t.s.ended <- struct{}{} }()
+	if err := t.wait(ctx); err != nil {
+		return algorithm.Result{}, err
+	}
+	return t.next.Peek(ctx, key, now, out)
+}
+
+func (t *remoteTable) Reset(ctx context.Context, key string) error {
+	defer func() { t.s.ended <- struct{}{} }()
+	if err := t.wait(ctx); err != nil {
+		return err
+	}
+	return t.next.Reset(ctx, key)
+}
+
+func receive(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: nothing after 10 s", what)
+	}
+}
+
+// TestRemoteCallerDeadline: a caller's deadline never reaches a remote
+// table. A caller whose context ends while its call is in flight returns
+// at once with an error matching its context's, not
+// ErrStoreUnavailable; the call goes on and charges; no failure policy
+// decides and the breaker does not count it. The store's own failure,
+// after its caller has left, is what the breaker counts.
+func TestRemoteCallerDeadline(t *testing.T) {
+	st := newRemoteStore()
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 2, Rate: 1e-6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled []error
+	lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clock.NewFake(time.Unix(1e9, 0))),
+		ratelimit.WithFailurePolicy(ratelimit.FailOpen), ratelimit.WithBreaker(ratelimit.Breaker{Failures: 1, ProbeInterval: time.Hour}),
+		ratelimit.WithErrorHandler(func(err error) { handled = append(handled, err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A caller whose deadline ends while its call waits on the store.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	type outcome struct {
+		d   ratelimit.Decision
+		err error
+	}
+	got := make(chan outcome, 1)
+	go func() {
+		d, err := lim.Allow(ctx, "k")
+		got <- outcome{d, err}
+	}()
+	receive(t, st.started, "the call")
+	var o outcome
+	select {
+	case o = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Allow did not return at its caller's deadline")
+	}
+	if !errors.Is(o.err, context.DeadlineExceeded) || errors.Is(o.err, ratelimit.ErrStoreUnavailable) {
+		t.Fatalf("Allow whose deadline ended in flight = %v, %v; want context.DeadlineExceeded, not ErrStoreUnavailable", o.d, o.err)
+	}
+	st.mu.Lock()
+	callCtx := st.ctxs[0]
+	st.mu.Unlock()
+	if d, ok := callCtx.Deadline(); ok || callCtx.Done() != nil {
+		t.Fatalf("the store's call had the caller's deadline (%v, %v) or cancellation", d, ok)
+	}
+	if callCtx.Err() != nil {
+		t.Fatalf("the store's call was cancelled with its caller: %v", callCtx.Err())
+	}
+	st.release <- nil // the store answers after all: the request is charged
+	receive(t, st.ended, "the call's end")
+
+	// The breaker (1 failure) stayed closed, and nothing was handled.
+	st.release <- nil
+	if d, err := lim.Peek(t.Context(), "k"); err != nil || d.Source() != ratelimit.FromStore || d.Remaining() != 1 {
+		t.Fatalf("Peek after the caller left = %v, %v; want the store's, 1 remaining (the call charged)", d, err)
+	}
+	receive(t, st.started, "the peek")
+	receive(t, st.ended, "the peek's end")
+	if len(handled) != 0 {
+		t.Fatalf("the failure policy decided: %v", handled)
+	}
+
+	// A caller whose context had ended is not sent.
+	done, cancelDone := context.WithCancel(t.Context())
+	cancelDone()
+	if _, err := lim.Allow(done, "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Allow with an ended context: %v, want context.Canceled", err)
+	}
+	select {
+	case <-st.started:
+		t.Fatal("a call whose caller's context had ended was sent")
+	default:
+	}
+
+	// The store's own failure, after the caller left, opens the breaker.
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel2()
+	go func() {
+		d, err := lim.Allow(ctx2, "k")
+		got <- outcome{d, err}
+	}()
+	receive(t, st.started, "the second call")
+	o = <-got
+	if !errors.Is(o.err, context.DeadlineExceeded) {
+		t.Fatalf("second Allow: %v, %v", o.d, o.err)
+	}
+	st.release <- fmt.Errorf("%w: the server is down", store.ErrUnavailable)
+	receive(t, st.ended, "the second call's end")
+	d, err := lim.Allow(t.Context(), "k")
+	if err != nil || !d.BreakerOpen() || d.Source() != ratelimit.FromFailOpen {
+		t.Fatalf("Allow after the store's own failure = %v, %v; want the breaker open and FailOpen's decision", d, err)
+	}
+}
+
+// TestRemoteCallsBounded: the calls a Limiter has in flight on a remote
+// store for callers that can leave are bounded: callers that left at
+// once and called again do not pile calls up; a caller waiting for a slot
+// leaves when its context ends, its call never made.
+func TestRemoteCallsBounded(t *testing.T) {
+	st := newRemoteStore()
+	st.started = make(chan struct{}, 1000)
+	st.ended = make(chan struct{}, 1000)
+	st.release = make(chan error, 1000)
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 1000, Rate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := ratelimit.New(alg, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+		_, err := lim.Allow(ctx, "k")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call %d: %v, want context.DeadlineExceeded", i, err)
+		}
+	}
+	if n := len(st.started); n == 0 || n > 64 {
+		t.Fatalf("%d calls in flight on the store after 500 callers left; want at least 1 and at most 64 (the Limiter's bound)", n)
+	}
+	for range cap(st.release) {
+		st.release <- nil
+	}
+}
