@@ -144,12 +144,13 @@ func (e *engine[K]) replace(i int, alg algorithm.Algorithm) error {
 }
 
 // checkAlgorithm returns an error wrapping ErrInvalidConfig for a nil
-// algorithm (or an interface holding a nil pointer).
+// algorithm (or an interface holding a nil pointer), or one that admits
+// nothing (store.CheckAlgorithm).
 func checkAlgorithm(alg algorithm.Algorithm) error {
 	if nilness.Is(alg) {
 		return fmt.Errorf("%w: nil algorithm", ErrInvalidConfig)
 	}
-	return nil
+	return store.CheckAlgorithm(alg)
 }
 
 // sameKind returns an error wrapping ErrInvalidConfig when alg cannot

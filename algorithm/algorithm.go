@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"time"
 )
 
 var (
@@ -288,9 +290,19 @@ func CheckLimit(name string, v int64) error {
 // 1 ≤ micros ≤ MaxDuration.
 func CheckDuration(name string, micros int64) error {
 	if micros < 1 || micros > MaxDuration {
-		return fmt.Errorf("%w: %s must be between 1µs and %dµs, got %dµs", ErrInvalidConfig, name, MaxDuration, micros)
+		return fmt.Errorf("%w: %s must be between 1µs and %v, got %s", ErrInvalidConfig, name, time.Duration(MaxDuration)*time.Microsecond, microsString(micros))
 	}
 	return nil
+}
+
+// microsString formats a span of µs as a time.Duration does ("1h30m0s"),
+// or in µs when it is beyond what a Duration holds.
+func microsString(micros int64) string {
+	const most = int64(1<<63-1) / int64(time.Microsecond)
+	if micros > most || micros < -most {
+		return strconv.FormatInt(micros, 10) + "µs"
+	}
+	return (time.Duration(micros) * time.Microsecond).String()
 }
 
 // CheckFinite returns an error wrapping ErrInvalidConfig unless v is a

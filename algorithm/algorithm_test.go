@@ -3,6 +3,7 @@ package algorithm_test
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
@@ -214,6 +215,24 @@ func TestCheckTake(t *testing.T) {
 			t.Errorf("%s passed", c.what)
 		} else {
 			t.Logf("%s: %v", c.what, err)
+		}
+	}
+}
+
+// TestCheckDurationSaysDurations: a duration out of range is reported as
+// durations, not as counts of µs ("281474976710656µs").
+func TestCheckDurationSaysDurations(t *testing.T) {
+	for _, c := range []struct {
+		micros int64
+		want   string
+	}{
+		{0, "Window must be between 1µs and 78187h29m36.710656s, got 0s"},
+		{algorithm.MaxDuration + 1, "got 78187h29m36.710657s"},
+		{1 << 62, "got 4611686018427387904µs"},
+	} {
+		err := algorithm.CheckDuration("Window", c.micros)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("CheckDuration(%d) = %v, want it to say %q", c.micros, err, c.want)
 		}
 	}
 }

@@ -153,7 +153,9 @@ func DefaultID(spec algorithm.Spec) string {
 }
 
 // CheckLimits returns an error wrapping algorithm.ErrInvalidConfig when
-// limits is empty, holds a nil algorithm (a typed nil too), names one state twice (two
+// limits is empty, holds a nil algorithm (a typed nil too) or one whose
+// Limit is outside 1 to algorithm.MaxLimit (a zero value, which admits
+// nothing), names one state twice (two
 // limits of one table would write the same state), or asks a rule the
 // algorithm has not (algorithm.CheckRule).
 func CheckLimits(limits []Limit) error {
@@ -164,6 +166,9 @@ func CheckLimits(limits []Limit) error {
 		if nilness.Is(l.Algorithm) {
 			return fmt.Errorf("%w: limit %d has a nil algorithm", algorithm.ErrInvalidConfig, i)
 		}
+		if err := CheckAlgorithm(l.Algorithm); err != nil {
+			return fmt.Errorf("limit %d: %w", i, err)
+		}
 		if err := algorithm.CheckRule(l.Algorithm, l.Inherit); err != nil {
 			return fmt.Errorf("limit %d: %w", i, err)
 		}
@@ -172,6 +177,17 @@ func CheckLimits(limits []Limit) error {
 				return fmt.Errorf("%w: limits %d and %d have the same state ID %q (two limits configured alike need IDs of their own)", algorithm.ErrInvalidConfig, j, i, l.ID)
 			}
 		}
+	}
+	return nil
+}
+
+// CheckAlgorithm returns an error wrapping algorithm.ErrInvalidConfig when
+// alg, not nil, can never admit a request: its Limit is outside 1 to
+// algorithm.MaxLimit, as an algorithm's zero value (a tokenbucket.Bucket{}
+// rather than one from tokenbucket.New) has.
+func CheckAlgorithm(alg algorithm.Algorithm) error {
+	if n := alg.Limit(); n < 1 || n > algorithm.MaxLimit {
+		return fmt.Errorf("%w: %T has a limit of %d, so it admits nothing: build it with its package's New, Per or PerSecond, not as a zero value", algorithm.ErrInvalidConfig, alg, n)
 	}
 	return nil
 }

@@ -73,8 +73,8 @@ func New(cfg Config) (*Bucket, error) {
 		return nil, err
 	}
 	if fill := float64(cfg.Capacity) * 1e6 / cfg.Rate; !(fill <= float64(algorithm.MaxDuration)) {
-		return nil, fmt.Errorf("%w: tokenbucket: refilling %d tokens at %v/s takes longer than %dµs",
-			algorithm.ErrInvalidConfig, cfg.Capacity, cfg.Rate, algorithm.MaxDuration)
+		return nil, fmt.Errorf("%w: tokenbucket: refilling %d tokens at %v/s takes longer than %v",
+			algorithm.ErrInvalidConfig, cfg.Capacity, cfg.Rate, time.Duration(algorithm.MaxDuration)*time.Microsecond)
 	}
 	b := &Bucket{capacity: float64(cfg.Capacity), rate: cfg.Rate, perMicro: cfg.Rate / 1e6,
 		perToken: 1e6 / cfg.Rate, limit: cfg.Capacity}
@@ -348,8 +348,8 @@ func NewInterval(cfg IntervalConfig) (*IntervalBucket, error) {
 	}
 	steps := (cfg.Capacity + cfg.Tokens - 1) / cfg.Tokens
 	if steps > algorithm.MaxDuration/interval {
-		return nil, fmt.Errorf("%w: tokenbucket: refilling %d tokens by %d every %v takes longer than %dµs",
-			algorithm.ErrInvalidConfig, cfg.Capacity, cfg.Tokens, cfg.Interval, algorithm.MaxDuration)
+		return nil, fmt.Errorf("%w: tokenbucket: refilling %d tokens by %d every %v takes longer than %v",
+			algorithm.ErrInvalidConfig, cfg.Capacity, cfg.Tokens, cfg.Interval, time.Duration(algorithm.MaxDuration)*time.Microsecond)
 	}
 	b := &IntervalBucket{capacity: cfg.Capacity, tokens: cfg.Tokens, interval: interval}
 	b.quota = algorithm.Quota{Limit: cfg.Capacity, Window: b.Window()}
