@@ -40,7 +40,13 @@ func buildBinary(t *testing.T) string {
 			return
 		}
 		binary.path = filepath.Join(dir, "ratelimit-server")
-		out, err := exec.Command("go", "build", "-o", binary.path, ".").CombinedOutput()
+		args := []string{"build", "-o", binary.path}
+		if raceEnabled {
+			// The packages are in the build cache as the race
+			// detector built them for this test: only the link is left.
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 		if err != nil {
 			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
