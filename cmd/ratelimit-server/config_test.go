@@ -247,3 +247,18 @@ descriptors:
 		}
 	}
 }
+
+// TestNilEntries: a descriptor made in process with nil entries matches
+// nothing and does not panic.
+func TestNilEntries(t *testing.T) {
+	cfg, err := loadConfig(exampleConfig, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := desc("foo", "a").Entries
+	entries = append(entries, nil)
+	if m := lookup("rl", cfg.domains["rl"], entries); m.rule != nil {
+		t.Errorf("(foo, nil) matched %+v", m.rule)
+	}
+	stateKey("rl", entries, nil)
+}

@@ -32,46 +32,46 @@ func lookup(domainName string, dom *node, entries []*rlcommon.RateLimitDescripto
 	valued.WriteString(domainName)
 	level := dom
 	for i, e := range entries {
-		next := level.children[entryKey{key: e.Key, value: e.Value, hasValue: e.Value != ""}]
+		next := level.children[entryKey{key: e.GetKey(), value: e.GetValue(), hasValue: e.GetValue() != ""}]
 		byValue := next != nil
 		wild := ""
 		if next == nil {
 			for _, w := range level.wildcards {
-				if w.key == e.Key && wildcardMatch(w.parts, e.Value) {
+				if w.key == e.GetKey() && wildcardMatch(w.parts, e.GetValue()) {
 					next, wild = w.child, strings.Join(w.parts, "*")
 					break
 				}
 			}
 		}
 		if next == nil {
-			next = level.children[entryKey{key: e.Key}]
+			next = level.children[entryKey{key: e.GetKey()}]
 		}
 		detailed.WriteByte('.')
 		valued.WriteByte('.')
-		valued.WriteString(e.Key)
+		valued.WriteString(e.GetKey())
 		shown := ""
 		switch {
 		case next == nil:
 		case wild != "" && next.shareThreshold:
 			shown = next.pattern
 		case wild != "" && next.valueToMetric:
-			shown = e.Value
+			shown = e.GetValue()
 		case wild != "":
 			shown = wild
 		case byValue:
-			shown = e.Value
+			shown = e.GetValue()
 		case next.valueToMetric:
-			shown = e.Value
+			shown = e.GetValue()
 		}
 		if shown != "" {
 			valued.WriteByte('_')
 			valued.WriteString(shown)
 		}
-		detailed.WriteString(e.Key)
+		detailed.WriteString(e.GetKey())
 		if wild != "" && next.shareThreshold {
 			detailed.WriteString("_" + next.pattern)
-		} else if e.Value != "" {
-			detailed.WriteString("_" + e.Value)
+		} else if e.GetValue() != "" {
+			detailed.WriteString("_" + e.GetValue())
 		}
 		if wild != "" && next.shareThreshold {
 			if m.patterns == nil {
@@ -129,20 +129,20 @@ func wildcardMatch(parts []string, value string) bool {
 func stateKey(domain string, entries []*rlcommon.RateLimitDescriptor_Entry, patterns []string) string {
 	n := len(domain) + 8
 	for _, e := range entries {
-		n += len(e.Key) + len(e.Value) + 16
+		n += len(e.GetKey()) + len(e.GetValue()) + 16
 	}
 	b := make([]byte, 0, n)
 	b = appendField(b, domain)
 	for i, e := range entries {
 		b = append(b, '|')
-		b = appendField(b, e.Key)
+		b = appendField(b, e.GetKey())
 		if i < len(patterns) && patterns[i] != "" {
 			b = append(b, '*')
 			b = appendField(b, patterns[i])
 			continue
 		}
 		b = append(b, '=')
-		b = appendField(b, e.Value)
+		b = appendField(b, e.GetValue())
 	}
 	return string(b)
 }
