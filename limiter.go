@@ -402,6 +402,9 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 // Limit returns the largest cost one request may have.
 func (l *Limiter[K]) Limit() int64 { return l.cur.Load().limit }
 
+// Name returns the name given with WithName, or "" when none was.
+func (l *Limiter[K]) Name() string { return l.hooks.name }
+
 // Algorithm returns the algorithm deciding now: the one given to New, or
 // to SetAlgorithm since.
 func (l *Limiter[K]) Algorithm() algorithm.Algorithm { return l.cur.Load().stored[0].Algorithm }

@@ -204,7 +204,8 @@ func WithErrorHandler(h func(ctx context.Context, fullMethod string, err error) 
 }
 
 // New returns an interceptor charging lim for the key that key returns,
-// under the limit name "default" in the metadata fields. A nil lim or key
+// under its name (ratelimit.WithName, "default" when it has none) in the
+// metadata fields. A nil lim or key
 // is an error wrapping ratelimit.ErrInvalidConfig.
 func New[K comparable](lim *ratelimit.Limiter[K], key KeyFunc[K], opts ...Option) (*Interceptor[K], error) {
 	if lim == nil {
@@ -354,8 +355,10 @@ func (in *Interceptor[K]) settle(ctx context.Context, fullMethod string, ls limi
 	}
 	f := in.fieldsOf(ls)
 	// Outside a server (no stream in ctx) there is nowhere to put them,
-	// nor once the handler has sent its header (SetHeader fails).
-	if st := grpc.ServerTransportStreamFromContext(ctx); st != nil {
+	// nor once the handler has sent its header (SetHeader fails). A
+	// failure policy's decision advertises no quota: what is left is not
+	// known.
+	if st := grpc.ServerTransportStreamFromContext(ctx); st != nil && d.Source() == ratelimit.FromStore {
 		*fields = [2]string{f.Policy(), f.RateLimit(d)}
 		_ = st.SetHeader(metadata.MD{"ratelimit-policy": fields[0:1:1], "ratelimit": fields[1:2:2]})
 	}

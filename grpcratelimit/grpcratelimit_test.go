@@ -603,3 +603,27 @@ func TestWithRefundOnlyWhatTheStoreCharged(t *testing.T) {
 		}
 	}
 }
+
+// TestFailurePolicyAdvertisesNoQuota: a call a failure policy admitted
+// gets no rate-limit metadata, where the store's admission gets both
+// fields, under the Limiter's name.
+func TestFailurePolicyAdvertisesNoQuota(t *testing.T) {
+	for _, c := range []struct {
+		st   store.Store[string]
+		want bool
+	}{{memorystore.New[string](), true}, {downForTakes{refunds: new(atomic.Int64)}, false}} {
+		lim, _ := newLimiter[string](t, 5, c.st, ratelimit.WithFailurePolicy(ratelimit.FailOpen), ratelimit.WithName("api"))
+		cl := serveBufconn(t, newInterceptor(t, lim, grpcratelimit.Metadata("x-api-key")))
+		var md metadata.MD
+		if _, err := cl.Check(withKey("eve"), &healthpb.HealthCheckRequest{}, grpc.Header(&md)); err != nil {
+			t.Fatal(err)
+		}
+		policy, rl := md.Get("ratelimit-policy"), md.Get("ratelimit")
+		if c.want && (len(policy) != 1 || !strings.HasPrefix(policy[0], `"api";`) || len(rl) != 1) {
+			t.Errorf("the store's admission: ratelimit-policy %q, ratelimit %q; want both, under \"api\"", policy, rl)
+		}
+		if !c.want && (len(policy) != 0 || len(rl) != 0) {
+			t.Errorf("FailOpen's admission: ratelimit-policy %q, ratelimit %q; want none", policy, rl)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 type Fields struct {
 	names  []string // the limits' names
 	quoted []string // the names as structured-field strings
+	quotas []int64  // the limits' quotas (algorithm.Quota.Limit)
 	policy string   // RateLimit-Policy
 }
 
@@ -30,9 +31,19 @@ func PolicyFields[K comparable](p *ratelimit.Policy[K]) *Fields {
 }
 
 // LimiterFields returns the fields of lim, as those of a policy of one
-// limit named "default" with lim's quota.
+// limit with lim's quota, named as lim is (ratelimit.WithName), or
+// "default" when it has no name.
 func LimiterFields[K comparable](lim *ratelimit.Limiter[K]) *Fields {
-	return newFields([]string{"default"}, []algorithm.Quota{lim.Quota()})
+	return newFields([]string{limiterName(lim)}, []algorithm.Quota{lim.Quota()})
+}
+
+// limiterName is the name lim's limit goes by in the fields: its own
+// (ratelimit.WithName), or "default".
+func limiterName[K comparable](lim *ratelimit.Limiter[K]) string {
+	if name := lim.Name(); name != "" {
+		return name
+	}
+	return "default"
 }
 
 // policyQuotas returns the names of p's limits and their quotas.
@@ -48,13 +59,13 @@ func policyQuotas[K comparable](p *ratelimit.Policy[K]) ([]string, []algorithm.Q
 
 // newFields returns the fields of limits of these names and quotas.
 func newFields(names []string, quotas []algorithm.Quota) *Fields {
-	f := &Fields{names: names, quoted: make([]string, len(names))}
+	f := &Fields{names: names, quoted: make([]string, len(names)), quotas: make([]int64, len(names))}
 	var policy strings.Builder
 	for i, name := range names {
 		if i > 0 {
 			policy.WriteString(", ")
 		}
-		f.quoted[i] = quote(name)
+		f.quoted[i], f.quotas[i] = quote(name), quotas[i].Limit
 		policy.WriteString(f.quoted[i])
 		policy.WriteString(";q=")
 		policy.WriteString(strconv.FormatInt(quotas[i].Limit, 10))
@@ -69,6 +80,9 @@ func newFields(names []string, quotas []algorithm.Quota) *Fields {
 
 // Name returns the name of limit i.
 func (f *Fields) Name(i int) string { return f.names[i] }
+
+// Quota returns the quota of limit i, as RateLimit-Policy says it (q).
+func (f *Fields) Quota(i int) int64 { return f.quotas[i] }
 
 // Policy returns the RateLimit-Policy field, such as
 // `"second";q=3;w=1, "day";q=5;w=86400`: each limit's quota q and, when

@@ -31,7 +31,8 @@ type cachedFields struct {
 	f      *Fields
 }
 
-// Limiter returns the fields of lim, under the limit name "default".
+// Limiter returns the fields of lim, under its name (ratelimit.WithName),
+// or "default" when it has none.
 func (c *FieldsCache[K]) Limiter(lim *ratelimit.Limiter[K]) *Fields {
 	q := lim.Quota()
 	if v, ok := c.m.Load(lim); ok {
@@ -39,7 +40,7 @@ func (c *FieldsCache[K]) Limiter(lim *ratelimit.Limiter[K]) *Fields {
 			return cf.f
 		}
 	}
-	return c.store(lim, []string{"default"}, []algorithm.Quota{q})
+	return c.store(lim, []string{limiterName(lim)}, []algorithm.Quota{q})
 }
 
 // Policy returns the fields of p, under its limits' names.

@@ -126,9 +126,9 @@ func WithCost(cost func(*http.Request) int) Option {
 
 // WithLegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
 // X-RateLimit-Reset, describing the binding limit. X-RateLimit-Limit is
-// the most that limit admits at once (its Decision's Limit, a token
-// bucket's burst), not its advertised quota, so that it is the upper bound
-// of X-RateLimit-Remaining.
+// its quota, the q RateLimit-Policy gives it (100 for 100 a minute with a
+// burst of 20), so that no two headers name different limits;
+// X-RateLimit-Remaining is what it admits now (at most the burst).
 func WithLegacyHeaders() Option {
 	return func(c *config) { c.legacy = true }
 }
@@ -210,7 +210,8 @@ type Advertised struct {
 }
 
 // WithAdvertised sets what the headers say of the limit named limit:
-// "default" for [New]'s limiter, a ratelimit.Limit's Name in a policy
+// [New]'s limiter's name (ratelimit.WithName, "default" when it has
+// none), a ratelimit.Limit's Name in a policy
 // ([NewPolicy], and every policy of a [NewResolver] that has a limit of
 // that name). What it leaves zero keeps its default; by default a limit is
 // advertised under its own name with the quota its user configured, so
@@ -265,8 +266,9 @@ type limits[K comparable] struct {
 	policy *ratelimit.Policy[K]
 }
 
-// New returns a middleware charging lim, under the policy name "default",
-// for the key that key returns.
+// New returns a middleware charging lim, under its name
+// (ratelimit.WithName, "default" when it has none), for the key that key
+// returns.
 func New[K comparable](lim *ratelimit.Limiter[K], key func(*http.Request) (K, error), opts ...Option) *Middleware[K] {
 	m := newMiddleware[K](opts)
 	ls := limits[K]{lim: lim}
@@ -585,11 +587,14 @@ func seconds(d time.Duration) int64 {
 }
 
 func (m *Middleware[K]) writeHeaders(h http.Header, f *Fields, d *ratelimit.PolicyDecision) {
+	if d.Source() != ratelimit.FromStore {
+		return // a failure policy decided: the quota left is not known
+	}
 	h.Set("RateLimit-Policy", f.Policy())
 	h.Set("RateLimit", f.RateLimit(d))
 	if m.legacy {
 		b := d.Limits()[d.Binding]
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(b.Limit(), 10))
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(f.Quota(d.Binding), 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(b.Remaining(), 10))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(b.ResetAfter()), 10))
 	}

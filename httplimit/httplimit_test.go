@@ -732,3 +732,38 @@ func TestErrorLogDefault(t *testing.T) {
 		t.Errorf("slog.Default() got %v, want one WARN record of the error", got)
 	}
 }
+
+// TestHeadersAgree: every header names the same limit (X-RateLimit-Limit
+// is RateLimit-Policy's q, not the burst), under the name the Limiter was
+// given, and a decision a failure policy made advertises no quota.
+func TestHeadersAgree(t *testing.T) {
+	alg := must(tokenbucket.PerMinute(100, tokenbucket.Burst(20)))
+	lim, err := ratelimit.New(alg, memorystore.New[string](), ratelimit.WithName("api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := serve(httplimit.New(lim, byHeader, httplimit.WithLegacyHeaders()).Handler(ok), "ann")
+	for h, want := range map[string]string{
+		"RateLimit-Policy":      `"api";q=100;w=60`,
+		"RateLimit":             `"api";r=19;t=1`,
+		"X-RateLimit-Limit":     "100",
+		"X-RateLimit-Remaining": "19",
+	} {
+		if got := w.Header().Get(h); got != want {
+			t.Errorf("%s: got %q, want %q", h, got, want)
+		}
+	}
+
+	for _, policy := range []ratelimit.FailurePolicy{ratelimit.FailOpen, ratelimit.FailClosed, ratelimit.FailLocal} {
+		lim, err := ratelimit.New[string](alg, failing{}, ratelimit.WithFailurePolicy(policy))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := serve(httplimit.New(lim, byHeader, httplimit.WithLegacyHeaders()).Handler(ok), "ann")
+		for _, h := range []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+			if got := w.Header().Get(h); got != "" {
+				t.Errorf("policy %d (status %d): %s: %q; want none, the quota left is not known", policy, w.Code, h, got)
+			}
+		}
+	}
+}
