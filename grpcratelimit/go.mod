@@ -4,33 +4,15 @@ go 1.24.0
 
 replace github.com/go-ratelimit/ratelimit => ../
 
-replace github.com/go-ratelimit/ratelimit/store/goredisstore => ../store/goredisstore
-
-replace github.com/go-ratelimit/ratelimit/store/rueidisstore => ../store/rueidisstore
-
-replace github.com/go-ratelimit/ratelimit/store/storetest => ../store/storetest
-
-replace github.com/go-ratelimit/ratelimit/internal/redistest => ../internal/redistest
-
 require (
 	github.com/go-ratelimit/ratelimit v0.0.0-00010101000000-000000000000
-	github.com/go-ratelimit/ratelimit/internal/redistest v0.0.0-00010101000000-000000000000
-	github.com/go-ratelimit/ratelimit/store/goredisstore v0.0.0-00010101000000-000000000000
-	github.com/redis/go-redis/v9 v9.22.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260120221211-b8f7ae30c516
 	google.golang.org/grpc v1.80.0
 	google.golang.org/protobuf v1.36.11
 )
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/go-ratelimit/ratelimit/store/storetest v0.0.0-00010101000000-000000000000 // indirect
-	github.com/redis/rueidis v1.0.69 // indirect
-	github.com/yuin/gopher-lua v1.1.1 // indirect
-	go.uber.org/atomic v1.11.0 // indirect
 	golang.org/x/net v0.49.0 // indirect
 	golang.org/x/sys v0.40.0 // indirect
 	golang.org/x/text v0.33.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
 )

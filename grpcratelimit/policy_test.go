@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -21,9 +18,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/grpcratelimit"
-	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/store/goredisstore"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
@@ -55,28 +50,11 @@ func newPolicy(t *testing.T, st store.Store[string], limits []ratelimit.Limit, o
 	return p, fake
 }
 
-// goRedisStore returns a store on target under a prefix of the test's
-// own, on client when it is not nil. Its keys outlive their state by an
-// hour: the tests' clocks are fake, and real Redis expires keys by real
-// time.
-func goRedisStore(t *testing.T, target redistest.Target, client goredisstore.Client) store.Store[string] {
-	t.Helper()
-	if client == nil {
-		client = redistest.GoRedis(t, target)
-	}
-	st, err := goredisstore.New(client, goredisstore.WithPrefix[string](redistest.Prefix(t)), goredisstore.WithTTLMargin[string](time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// eachStore runs f on the memory store, and on go-redis stores on
-// miniredis, the real Redis and the real cluster (which skip when not
-// configured).
+// eachStore runs f on the memory store. The same tests run on Redis
+// and Redis Cluster in the integration module (integration/grpcratelimit),
+// so that this module requires gRPC and the core alone.
 func eachStore(t *testing.T, f func(t *testing.T, st store.Store[string])) {
 	t.Run("memory", func(t *testing.T) { f(t, memorystore.New[string]()) })
-	redistest.Each(t, func(t *testing.T, target redistest.Target) { f(t, goRedisStore(t, target, nil)) })
 }
 
 // checkMD is check, returning the response's header metadata too.
@@ -223,79 +201,6 @@ func TestLimiterFields(t *testing.T) {
 	md, err = checkMD(withKey("alice"), c)
 	wantExhausted(t, err, time.Second)
 	wantFields(t, md, `"default";q=2;w=2`, `"default";r=0;t=2`)
-}
-
-// counting is a go-redis client that counts the commands it sends, one
-// round trip each.
-type counting struct {
-	redis.UniversalClient
-	calls atomic.Int64
-}
-
-func (c *counting) Process(ctx context.Context, cmd redis.Cmder) error {
-	c.calls.Add(1)
-	return c.UniversalClient.Process(ctx, cmd)
-}
-
-// scriptCalls returns how many script calls (EVALSHA, EVAL and their
-// read-only forms) the server has run (INFO commandstats).
-func scriptCalls(t *testing.T, admin redis.UniversalClient) int64 {
-	t.Helper()
-	info, err := admin.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls=", "cmdstat_evalsha_ro:calls=", "cmdstat_eval_ro:calls="} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
-				calls, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-				if err != nil {
-					t.Fatalf("INFO commandstats: %q: %v", line, err)
-				}
-				n += calls
-			}
-		}
-	}
-	return n
-}
-
-// TestPolicyOneScriptCall checks on a private Redis server, which nothing
-// else uses, that each call behind a two-limit policy's interceptor,
-// admitted or denied, is one round trip and one script call.
-func TestPolicyOneScriptCall(t *testing.T) {
-	srv := redistest.StartServer(t) // skips unless real Redis tests are on
-	client := &counting{UniversalClient: redistest.GoRedis(t, srv.Target())}
-	p, _ := newPolicy(t, goRedisStore(t, srv.Target(), client), twoLimits(t))
-	in, err := grpcratelimit.NewPolicy(p, grpcratelimit.Metadata("x-api-key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := serveBufconn(t, in)
-	if err := check(withKey("warm-up"), c); err != nil { // loads the script
-		t.Fatal(err)
-	}
-	admin := redistest.GoRedis(t, srv.Target())
-	scripts, trips := scriptCalls(t, admin), client.calls.Load()
-	const n = 20
-	var denied int
-	for i := range n {
-		err := check(withKey(fmt.Sprint("k", i%4)), c)
-		if status.Code(err) == codes.ResourceExhausted {
-			denied++
-		} else if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if denied != n-8 { // two each for four keys, at one instant
-		t.Errorf("%d of %d calls denied, want %d", denied, n, n-8)
-	}
-	if got := scriptCalls(t, admin) - scripts; got != n {
-		t.Errorf("%d calls made %d script calls on the server, want %d", n, got, n)
-	}
-	if got := client.calls.Load() - trips; got != n {
-		t.Errorf("%d calls made %d round trips to Redis, want %d", n, got, n)
-	}
 }
 
 // TestResolver checks one interceptor holding the limits of a server:
