@@ -58,19 +58,29 @@ var local = newLocalClock()
 
 type localClock struct {
 	mono  time.Time // carries the monotonic reading time.Since uses
-	start time.Time // mono's wall-clock time, truncated to the microsecond
-	micro int64     // start in Unix microseconds
+	wall  time.Time // mono without its monotonic reading
+	nanos int64     // mono in Unix nanoseconds
 }
 
 func newLocalClock() *localClock {
 	mono := time.Now()
-	start := mono.Truncate(time.Microsecond) // also drops the monotonic reading
-	return &localClock{mono: mono, start: start, micro: start.UnixMicro()}
+	return &localClock{mono: mono, wall: mono.Round(0), nanos: mono.UnixNano()}
 }
 
-func (c *localClock) Now() time.Time { return c.start.Add(time.Since(c.mono)) }
+func (c *localClock) Now() time.Time { return c.wall.Add(time.Since(c.mono)) }
 
-func (c *localClock) UnixMicro() int64 { return c.micro + int64(time.Since(c.mono)/time.Microsecond) }
+// UnixMicro is Now().UnixMicro() without building a time.Time: floored,
+// also when time.Since is negative (under testing/synctest, whose bubble's
+// time starts in 2000, before mono), so that an instant read from it is
+// never later than Now and a Wait booked from it wakes at its instant.
+func (c *localClock) UnixMicro() int64 {
+	n := c.nanos + int64(time.Since(c.mono))
+	q := n / 1000
+	if n%1000 < 0 {
+		q--
+	}
+	return q
+}
 
 func (c *localClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
