@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
@@ -34,7 +35,8 @@ func (t *Table[K]) opArgs(now, cost int64, extra ...string) Args {
 // call runs call, a script call, sending it again after a TRYAGAIN reply
 // (which did not run it), and returns its error wrapped as the store
 // contract wants: RLMISMATCH and WRONGTYPE as store.ErrStateMismatch (a
-// configuration error, not an outage; never retried), OOM as
+// configuration error, not an outage; never retried), RLTOOMANY as
+// store.ErrTooManyStates (the caller's: never retried), OOM as
 // store.ErrFull (the server is up and answered), anything else as
 // store.ErrUnavailable.
 func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func() error) error {
@@ -45,6 +47,8 @@ func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func() er
 			return nil
 		case IsMismatch(err):
 			return fmt.Errorf("%w: %s script: %w", store.ErrStateMismatch, s.Name, err)
+		case IsTooMany(err):
+			return fmt.Errorf("%w: %s script: %w", store.ErrTooManyStates, s.Name, err)
 		case IsOOM(err):
 			return fmt.Errorf("%w: %s script: %w", store.ErrFull, s.Name, err)
 		case !IsTryAgain(err) || attempt == len(TryAgainBackoff):
@@ -229,4 +233,11 @@ func (t *Table[K]) booked(s *luascript.Script, reply []string, out []algorithm.R
 		o.undo = slices.Clone(reply[2+3*n:])
 	}
 	return o
+}
+
+// IsTooMany reports whether err is a script's refusal to add a field to a
+// key's hash that holds store.MaxStatesPerKey (an error reply starting
+// "RLTOOMANY "), as either client library returns it.
+func IsTooMany(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "RLTOOMANY ")
 }

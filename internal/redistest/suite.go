@@ -64,7 +64,9 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //     may evict (allkeys-*) makes Open warn, or fail with EvictionRefuse;
 //     other policies, a server refusing CONFIG and one that is down do
 //     not; a store reads the policy once for all its tables;
-//   - KeyTooLong: keys longer than MaxKeyBytes fail with ErrKeyTooLong.
+//   - KeyTooLong: keys longer than MaxKeyBytes fail with ErrKeyTooLong;
+//   - TooManyStates: a key's hash holds at most store.MaxStatesPerKey
+//     fields; a limit new to a full key fails with ErrTooManyStates.
 //
 // The store constructors must honour Target.TTLMargin, MaxKeyBytes and
 // Eviction.
@@ -92,6 +94,7 @@ func RunSuite(t *testing.T, newStore NewStore) {
 	t.Run("EvictionPolicy", func(t *testing.T) { testEvictionPolicy(t, newStore) })
 	t.Run("EvictionCheckOnce", func(t *testing.T) { testEvictionCheckOnce(t, newStore) })
 	t.Run("KeyTooLong", func(t *testing.T) { testKeyTooLong(t, newStore) })
+	t.Run("TooManyStates", func(t *testing.T) { testTooManyStates(t, newStore) })
 }
 
 // suiteTTL is the Target.TTLMargin of real targets under storetest, whose

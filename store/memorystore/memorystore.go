@@ -271,13 +271,16 @@ func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], 
 		refs[i] = s.reg.intern(l)
 	}
 	if len(refs) == 1 {
-		return &handle[K]{t: t, l: refs[0]}, nil
+		h := &handle[K]{t: t, l: refs[0]}
+		releaseOnCleanup(&s.reg, h, refs)
+		return h, nil
 	}
 	p := &policy[K]{t: t, limits: refs, order: make([]int, len(refs))}
 	for i := range p.order {
 		p.order[i] = i
 	}
 	slices.SortFunc(p.order, func(a, b int) int { return cmp.Compare(refs[a].id, refs[b].id) })
+	releaseOnCleanup(&s.reg, p, refs)
 	return p, nil
 }
 
@@ -289,6 +292,9 @@ func (s *Store[K]) table() *table[K] {
 		s.tab = newTable[K](&s.reg, s.shards, s.maxKeys, s.grace)
 		s.tab.full = s.full
 		s.tab.limitKeyBytes(s.maxKeyBytes)
+		s.reg.mu.Lock()
+		s.reg.scan = s.tab.liveNumbers
+		s.reg.mu.Unlock()
 	}
 	return s.tab
 }
