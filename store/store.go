@@ -81,8 +81,10 @@ var (
 	// ErrEvicting reports a Redis whose maxmemory-policy may evict keys that
 	// hold limiter state (allkeys-lru, allkeys-lfu, allkeys-random): an
 	// evicted key starts afresh, so a spent client is admitted again. The
-	// Redis stores warn with it (see Warner), or refuse to open a table when
-	// asked to.
+	// Redis stores warn with it (see Warner, and Reporter for a server
+	// switched after Open), or, when asked to, refuse to open a table and
+	// fail decisions with it. It is no outage: no failure policy decides
+	// it and the circuit breaker does not count it.
 	ErrEvicting = errors.New("ratelimit: the Redis eviction policy may drop limiter state")
 )
 
@@ -117,6 +119,18 @@ type Warner interface {
 	// Warnings returns the problems found, each an error a caller can
 	// test with errors.Is (ErrEvicting, say).
 	Warnings() []error
+}
+
+// Reporter is implemented by tables that may find something wrong with
+// their store after Open, as a Warner does when it is opened: a Redis
+// switched to a maxmemory-policy that may evict limiter state, say. A
+// Limiter or Policy calls ReportTo once, after Open, before any decision,
+// with the function that passes each problem to its error handler
+// (WithErrorHandler), or logs it with log/slog when it has none. The
+// table calls report from its decisions' goroutines, once per problem
+// found, never while it holds a lock of its own.
+type Reporter interface {
+	ReportTo(report func(error))
 }
 
 // Limit is one limit a table keeps state for.

@@ -50,6 +50,7 @@ func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func() er
 		case IsTooMany(err):
 			return fmt.Errorf("%w: %s script: %w", store.ErrTooManyStates, s.Name, err)
 		case IsOOM(err):
+			t.evict.check.Soon() // a server out of memory may be switched to a policy that evicts
 			return fmt.Errorf("%w: %s script: %w", store.ErrFull, s.Name, err)
 		case !IsTryAgain(err) || attempt == len(TryAgainBackoff):
 			return fmt.Errorf("%w: %s script: %w", store.ErrUnavailable, s.Name, err)
@@ -134,6 +135,9 @@ func (t *Table[K]) Refund(ctx context.Context, key K, now, n int64, out []algori
 // submit runs a booking operation for keys: alone, or, with coalescing,
 // behind the key's calls in flight, in a batch of its kind (coalesce.go).
 func (t *Table[K]) submit(ctx context.Context, keys []string, op luascript.Op, now, cost int64, extra []string, out []algorithm.Result) outcome {
+	if err := t.evicting(); err != nil {
+		return outcome{err: err}
+	}
 	if t.lines != nil {
 		name := keys[0]
 		sh := t.lines.shard(name)
