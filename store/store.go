@@ -102,8 +102,9 @@ const DefaultMaxKeyBytes = 512
 // wrapping ErrTooManyStates; Peek, Refund, Cancel and Reset never add a
 // state. So a client choosing its own limits cannot make one key hold
 // state without bound: on Redis, a key's hash holds at most this many
-// fields (under 64 KB; a sliding log's state is a sorted set of its own,
-// with its own TTL, and is not counted), and the memory store keeps as
+// fields (about 20 KB with default IDs, by MEMORY USAGE on Redis 7.0; a
+// sliding log's state is a sorted set of its own, with its own TTL, and
+// is not counted), and the memory store keeps as
 // many entries at most for one key. A state read as fresh still counts
 // until the key (on Redis) or the entry (in memory) expires. It is far
 // above the limits of any real Policy, and at least the most limits a

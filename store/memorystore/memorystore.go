@@ -34,7 +34,13 @@
 // refusing the new key with an error wrapping store.ErrFull
 // ([RefuseNewKeys]). Keys already held are decided as ever. String keys
 // longer than 512 bytes ([store.DefaultMaxKeyBytes]; [WithMaxKeyBytes])
-// are refused with an error wrapping store.ErrKeyTooLong.
+// are refused with an error wrapping store.ErrKeyTooLong. A key holds at
+// most store.MaxStatesPerKey states (one per state ID, sliding logs
+// included): a Take or a booking that would make one more fails with an
+// error wrapping store.ErrTooManyStates. The numbers a store gives state
+// IDs and configurations are recycled once no state and no open table
+// uses them, so limits given per call (Limiter.With) cost memory only
+// while they are in use.
 package memorystore
 
 import (
