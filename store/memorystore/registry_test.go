@@ -2,7 +2,10 @@ package memorystore
 
 import (
 	"context"
+	"errors"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,5 +119,61 @@ func itoa(i int) string {
 		if i /= 10; i == 0 {
 			return string(b[n:])
 		}
+	}
+}
+
+// TestReclaimAndCensusRace opens limits under IDs of their own from
+// several goroutines, each deciding on one shared key and on keys of its
+// own, and resetting, while the registry sweeps often and the shared key
+// sits at its cap of states: run with -race. The shared key never holds
+// more than the cap and a few (calls racing the moment it is first
+// counted), and every decision is admitted or refused for the cap alone.
+func TestReclaimAndCensusRace(t *testing.T) {
+	defer func(at int) { reclaimAt = at }(reclaimAt)
+	reclaimAt = 64
+	ctx := context.Background()
+	s := New[string](WithShards(4))
+	const t0 = 1_700_000_000_000_000
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 400 {
+				alg, err := tokenbucket.New(tokenbucket.Config{Capacity: int64(2 + g*1000 + i), Rate: 1.0 / 3600})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				tab, err := s.Open([]store.Limit{{Algorithm: alg, ID: "g" + itoa(g) + "-" + itoa(i)}}, clock.Local())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := tab.Take(ctx, "shared", t0, 1, nil); errors.Is(err, store.ErrTooManyStates) {
+					refused.Add(1)
+				} else if err != nil {
+					t.Errorf("shared key: %v", err)
+					return
+				}
+				if _, err := tab.Take(ctx, "own"+itoa(g), t0, 1, nil); err != nil {
+					t.Errorf("a key of its own: %v", err)
+					return
+				}
+				if i%7 == 0 {
+					if err := tab.Reset(ctx, "shared"); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if refused.Load() == 0 {
+		t.Errorf("no Take on the shared key was refused: the test did not reach the cap")
+	}
+	if n := s.table().statesOf("shared", s.table().hash.Sum("shared")); n > store.MaxStatesPerKey+4 {
+		t.Errorf("the shared key holds %d states, want at most %d", n, store.MaxStatesPerKey+4)
 	}
 }
