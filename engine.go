@@ -97,6 +97,10 @@ func (e *engine[K]) open(spec []Limit, stored []store.Limit) (*limits[K], error)
 	if w, ok := table.(store.Warner); ok {
 		warn(w.Warnings(), e.onError)
 	}
+	if r, ok := table.(store.Reporter); ok {
+		onError := e.onError
+		r.ReportTo(func(err error) { warn([]error{err}, onError) })
+	}
 	ls := &limits[K]{table: e.wrap.wrap(table), each: make([]int64, len(stored)), stored: stored, spec: spec}
 	ls.limit = stored[0].Algorithm.Limit()
 	for i, l := range stored {

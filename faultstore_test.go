@@ -109,3 +109,25 @@ type warningTable struct {
 }
 
 func (t warningTable) Warnings() []error { return t.warnings }
+
+// reportingStore wraps a store whose tables take a reporter
+// (store.Reporter) and keep it, for the test to report through.
+type reportingStore struct {
+	next    store.Store[string]
+	reports []func(error)
+}
+
+func (s *reportingStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[string], error) {
+	t, err := s.next.Open(limits, clk)
+	if err != nil {
+		return nil, err
+	}
+	return &reportingTable{t, s}, nil
+}
+
+type reportingTable struct {
+	store.Table[string]
+	s *reportingStore
+}
+
+func (t *reportingTable) ReportTo(report func(error)) { t.s.reports = append(t.s.reports, report) }

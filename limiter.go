@@ -56,6 +56,14 @@ var (
 	// ErrKeyTooLong reports a key longer than the store keeps. Nothing is
 	// charged and no failure policy decides.
 	ErrKeyTooLong = store.ErrKeyTooLong
+
+	// ErrTooManyStates reports a key that holds the most states a store
+	// keeps for one key (store.MaxStatesPerKey), one per state ID, to
+	// which a decision would add another: limits given per call (With)
+	// that change more often than the key's state expires. Nothing is
+	// charged; as for ErrKeyTooLong, no failure policy decides it and the
+	// circuit breaker does not count it.
+	ErrTooManyStates = store.ErrTooManyStates
 )
 
 // Decision is the outcome of one call. It is a small value, read through

@@ -562,3 +562,40 @@ func TestStoreWarnings(t *testing.T) {
 		t.Errorf("with no error handler, slog got %q; want a warning naming the policy", logged.String())
 	}
 }
+
+// TestStoreReports: what a store's table finds after it was opened
+// (store.Reporter) reaches the error handler of the Limiter or Policy it
+// was opened for, and slog's default logger when there is none.
+func TestStoreReports(t *testing.T) {
+	alg := mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1})
+	evicting := fmt.Errorf("%w: maxmemory-policy allkeys-lru on 127.0.0.1:1", store.ErrEvicting)
+	st := &reportingStore{next: memorystore.New[string]()}
+	var got []error
+	handler := ratelimit.WithErrorHandler(func(err error) { got = append(got, err) })
+	if _, err := ratelimit.New[string](alg, st, handler); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ratelimit.NewPolicy[string](st, []ratelimit.Limit{{Name: "a", Algorithm: alg}}, handler); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.reports) != 2 || len(got) != 0 {
+		t.Fatalf("%d tables took a reporter, %d reports before any finding; want 2 and 0", len(st.reports), len(got))
+	}
+	for _, report := range st.reports {
+		report(evicting)
+	}
+	if len(got) != 2 || !errors.Is(got[0], store.ErrEvicting) || !errors.Is(got[1], store.ErrEvicting) {
+		t.Errorf("the error handler got %v; want the finding once per Limiter or Policy", got)
+	}
+
+	var logged bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	if _, err := ratelimit.New[string](alg, st); err != nil {
+		t.Fatal(err)
+	}
+	st.reports[2](evicting)
+	if !strings.Contains(logged.String(), "level=WARN") || !strings.Contains(logged.String(), "allkeys-lru") {
+		t.Errorf("with no error handler, slog got %q; want a warning naming the policy", logged.String())
+	}
+}

@@ -48,6 +48,13 @@ func newWiths[K comparable]() *withs[K] { return new(withs[K]) }
 // holds only for the limit that made it): size it for that. A Limiter built anew for the same
 // limit decides exactly as the kept one. It returns an error wrapping
 // ErrInvalidConfig for a nil alg, or the store's error opening it.
+//
+// What limits given per call keep is bounded, whoever picks them: a key
+// holds at most store.MaxStatesPerKey states, one per state ID (here, per
+// distinct limit unless l has a state ID), and a decision that would add
+// one more fails with ErrTooManyStates; the memory store keeps the
+// numbers of IDs and configurations only while a state or an open
+// Limiter uses them.
 func (l *Limiter[K]) With(alg algorithm.Algorithm) (*Limiter[K], error) {
 	if err := checkAlgorithm(alg); err != nil {
 		return nil, err

@@ -192,6 +192,8 @@ func WithDryRun() Option {
 // carries one, codes.Canceled or codes.DeadlineExceeded when the call's
 // context ended, codes.InvalidArgument for ErrNoKey and ErrKeyTooLong,
 // codes.Unavailable for store failures (ErrStoreUnavailable, ErrStoreFull),
+// codes.ResourceExhausted for ErrTooManyStates (the key holds the most
+// limits a store keeps for one key),
 // codes.Internal for ErrStateMismatch (a misconfigured limiter: the
 // server's fault, which a retry does not outlast) and codes.Internal
 // otherwise, in messages that reveal nothing of the error.
@@ -578,6 +580,8 @@ func defaultError(ctx context.Context, _ string, err error) error {
 		return status.FromContextError(err).Err()
 	case errors.Is(err, ratelimit.ErrKeyTooLong):
 		return status.Error(codes.InvalidArgument, "the call's rate-limit key is too long")
+	case errors.Is(err, ratelimit.ErrTooManyStates):
+		return status.Error(codes.ResourceExhausted, "the call's rate-limit key holds the most limits it may")
 	case errors.Is(err, ratelimit.ErrStateMismatch):
 		return status.Error(codes.Internal, "the rate limiter is misconfigured: a key's stored state is not its own")
 	}

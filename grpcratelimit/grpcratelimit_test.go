@@ -315,6 +315,29 @@ func TestStateMismatch(t *testing.T) {
 	}
 }
 
+// crowded is a store whose key holds the most states a store keeps.
+type crowded struct{ failing }
+
+func (crowded) Open([]store.Limit, clock.Clock) (store.Table[string], error) {
+	return crowded{}, nil
+}
+func (crowded) Take(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
+	return algorithm.Result{}, fmt.Errorf("%w: RLTOOMANY rl:{secret}# holds 512 fields", store.ErrTooManyStates)
+}
+
+// TestTooManyStates checks that a key holding the most states a store
+// keeps fails the call with codes.ResourceExhausted under a failure
+// policy that would admit an outage, revealing nothing of the error.
+func TestTooManyStates(t *testing.T) {
+	lim, _ := newLimiter[string](t, 1, crowded{}, ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	c := serveBufconn(t, newInterceptor(t, lim, grpcratelimit.Method))
+	err := check(context.Background(), c)
+	wantCode(t, err, codes.ResourceExhausted)
+	if strings.Contains(fmt.Sprint(err), "secret") {
+		t.Errorf("the error reveals the store's: %v", err)
+	}
+}
+
 func TestErrorHandler(t *testing.T) {
 	lim, _ := newLimiter[string](t, 1, failing{})
 	var got error

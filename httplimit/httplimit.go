@@ -157,6 +157,9 @@ func WithDryRun() Option {
 //   - ratelimit.ErrStoreUnavailable, ratelimit.ErrStoreFull, or the
 //     request's context ended: 503 Service Unavailable;
 //   - ratelimit.ErrKeyTooLong: 400 Bad Request;
+//   - ratelimit.ErrTooManyStates: 429 Too Many Requests (the key holds
+//     the most limits a store keeps for one key: limits given per call
+//     that change faster than its state expires), logged at debug level;
 //   - ratelimit.ErrStateMismatch: 500 Internal Server Error, with a detail
 //     that says the limiter is misconfigured (two limits configured
 //     differently share a state ID), logged at warning level: the server's
@@ -630,6 +633,8 @@ func (m *Middleware[K]) answerError(w http.ResponseWriter, r *http.Request, err 
 		status, detail = http.StatusServiceUnavailable, "the rate limiter is unavailable; try again later"
 	case errors.Is(err, ratelimit.ErrKeyTooLong):
 		status, detail = http.StatusBadRequest, "the request's rate-limit key is too long"
+	case errors.Is(err, ratelimit.ErrTooManyStates):
+		status, detail = http.StatusTooManyRequests, "the request's rate-limit key holds the most limits it may"
 	case errors.Is(err, ratelimit.ErrStateMismatch):
 		status, detail = http.StatusInternalServerError, "the rate limiter is misconfigured: a key's stored state is not its own"
 	}

@@ -414,8 +414,9 @@ func (s refusing) Peek(context.Context, string, int64, []algorithm.Result) (algo
 func (s refusing) Reset(context.Context, string) error { return s.err }
 
 // TestErrorStatuses: a store out of room is unavailable (503), a key too
-// long is the client's error (400), a key's state of another algorithm
-// the server's misconfiguration (500), even under FailOpen.
+// long is the client's error (400), a key holding the most states a store
+// keeps is refused (429), a key's state of another algorithm the server's
+// misconfiguration (500), even under FailOpen.
 func TestErrorStatuses(t *testing.T) {
 	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: time.Minute}))
 	for _, tt := range []struct {
@@ -425,6 +426,7 @@ func TestErrorStatuses(t *testing.T) {
 	}{
 		{fmt.Errorf("%w: OOM command not allowed", store.ErrFull), ratelimit.FailWithError, 503},
 		{fmt.Errorf("%w: 4096 bytes", store.ErrKeyTooLong), ratelimit.FailWithError, 400},
+		{fmt.Errorf("%w: RLTOOMANY rl:{eve}#", store.ErrTooManyStates), ratelimit.FailOpen, 429},
 		{fmt.Errorf("%w: RLMISMATCH rl:{eve}", store.ErrStateMismatch), ratelimit.FailOpen, 500},
 	} {
 		lim, err := ratelimit.New[string](alg, refusing{tt.err}, ratelimit.WithFailurePolicy(tt.policy))

@@ -64,6 +64,16 @@ var (
 	// returned as it is. It does not match ErrUnavailable.
 	ErrStateMismatch = errors.New("ratelimit: the key's state was written by another algorithm or format")
 
+	// ErrTooManyStates reports a key that holds MaxStatesPerKey states, to
+	// which a Take or a booking would add another (a limit under a state
+	// ID the key has no state for): limits given per call under IDs of
+	// their own (each a fingerprint, store.DefaultID) that change more
+	// often than the key's state expires. Nothing is charged or written.
+	// It is the caller's error, as ErrKeyTooLong is: no failure policy
+	// decides it, and the circuit breaker does not count it. It matches
+	// neither ErrUnavailable nor ErrFull.
+	ErrTooManyStates = errors.New("ratelimit: the key holds the most states a store keeps for one key")
+
 	// ErrInvalidBooking reports a booking handed to a table that did not
 	// make it (a Reservation of another Limiter, or a zero one). Nothing
 	// is given back.
@@ -72,8 +82,10 @@ var (
 	// ErrEvicting reports a Redis whose maxmemory-policy may evict keys that
 	// hold limiter state (allkeys-lru, allkeys-lfu, allkeys-random): an
 	// evicted key starts afresh, so a spent client is admitted again. The
-	// Redis stores warn with it (see Warner), or refuse to open a table when
-	// asked to.
+	// Redis stores warn with it (see Warner, and Reporter for a server
+	// switched after Open), or, when asked to, refuse to open a table and
+	// fail decisions with it. It is no outage: no failure policy decides
+	// it and the circuit breaker does not count it.
 	ErrEvicting = errors.New("ratelimit: the Redis eviction policy may drop limiter state")
 )
 
@@ -83,6 +95,22 @@ var (
 // ErrKeyTooLong, so that a client cannot make each decision cost a
 // megabyte of hashing, copying and memory.
 const DefaultMaxKeyBytes = 512
+
+// MaxStatesPerKey is the most states a store keeps for one key: one per
+// state ID (a Limiter's, each of a Policy's limits', each per-call
+// limit's of Limiter.With, whose default ID is a fingerprint of the limit).
+// A Take or a booking that would keep one more fails with an error
+// wrapping ErrTooManyStates; Peek, Refund, Cancel and Reset never add a
+// state. So a client choosing its own limits cannot make one key hold
+// state without bound: on Redis, a key's hash holds at most this many
+// fields (about 20 KB with default IDs, by MEMORY USAGE on Redis 7.0; a
+// sliding log's state is a sorted set of its own, with its own TTL, and
+// is not counted), and the memory store keeps as
+// many entries at most for one key. A state read as fresh still counts
+// until the key (on Redis) or the entry (in memory) expires. It is far
+// above the limits of any real Policy, and at least the most limits a
+// Redis store decides in one Policy (300).
+const MaxStatesPerKey = 512
 
 // Warner is implemented by tables that found something wrong with their
 // store when they were opened which does not stop them from deciding, such
@@ -107,6 +135,18 @@ type Warner interface {
 type Remote interface {
 	// CallTimeout returns the longest one call of the table may take.
 	CallTimeout() time.Duration
+}
+
+// Reporter is implemented by tables that may find something wrong with
+// their store after Open, as a Warner does when it is opened: a Redis
+// switched to a maxmemory-policy that may evict limiter state, say. A
+// Limiter or Policy calls ReportTo once, after Open, before any decision,
+// with the function that passes each problem to its error handler
+// (WithErrorHandler), or logs it with log/slog when it has none. The
+// table calls report from its decisions' goroutines, once per problem
+// found, never while it holds a lock of its own.
+type Reporter interface {
+	ReportTo(report func(error))
 }
 
 // Limit is one limit a table keeps state for.
@@ -153,14 +193,17 @@ func DefaultID(spec algorithm.Spec) string {
 }
 
 // CheckLimits returns an error wrapping algorithm.ErrInvalidConfig when
-// limits is empty, holds a nil algorithm (a typed nil too) or one whose
-// Limit is outside 1 to algorithm.MaxLimit (a zero value, which admits
-// nothing), names one state twice (two
-// limits of one table would write the same state), or asks a rule the
-// algorithm has not (algorithm.CheckRule).
+// limits is empty or has more than MaxStatesPerKey limits, holds a nil
+// algorithm (a typed nil too) or one whose Limit is outside 1 to
+// algorithm.MaxLimit (a zero value, which admits nothing), names one state
+// twice (two limits of one table would write the same state), or asks a
+// rule the algorithm has not (algorithm.CheckRule).
 func CheckLimits(limits []Limit) error {
 	if len(limits) == 0 {
 		return fmt.Errorf("%w: no limits", algorithm.ErrInvalidConfig)
+	}
+	if len(limits) > MaxStatesPerKey {
+		return fmt.Errorf("%w: %d limits; a key keeps at most %d states (MaxStatesPerKey)", algorithm.ErrInvalidConfig, len(limits), MaxStatesPerKey)
 	}
 	for i, l := range limits {
 		if nilness.Is(l.Algorithm) {

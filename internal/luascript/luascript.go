@@ -358,6 +358,7 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 			}
 		}
 		src.WriteString(heldOf)
+		src.WriteString(batchFull(hashed))
 	}
 	head = src.String()
 	src.Reset()
@@ -451,7 +452,13 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		if b.kind == algorithm.KindSlidingLog {
 			src.WriteString(withArgs(zkeyOf))
 		}
+		if batch && hashed > 0 {
+			src.WriteString(fullReply)
+		}
 		src.WriteString(decide(b))
+		if !batch {
+			src.WriteString(tooMany(hashed, "not peek"))
+		}
 		src.WriteString("if peek or not fits then\n")
 		src.WriteString(withArgs(b.report))
 		if batch {
@@ -483,6 +490,9 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		// batch's replies grow in powers of two, so a request's slots are
 		// mostly in its array part already.)
 		src.WriteString("local all = true\n")
+		if batch && hashed > 0 {
+			src.WriteString(fullReply)
+		}
 		if !batch {
 			reply = func(k int) string { return fmt.Sprintf("out%d", k) }
 			fmt.Fprintf(&src, "local httl = 0\nlocal %s\n", numbered("out", 3*len(names)))
@@ -505,6 +515,9 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 				fmt.Sprintf("%s, %s, %s = rem, retry, reset\nelse\n", r1, r2, r3) +
 				commit(b) + fmt.Sprintf("%s, %s, %s = rem, 0, reset\nend\nend\n", r1, r2, r3)
 			argv += fixedArgs + b.params
+		}
+		if !batch {
+			src.WriteString(tooMany(hashed, "not peek"))
 		}
 		for i := len(ends) - 1; i >= 0; i-- {
 			src.WriteString(ends[i])
@@ -532,6 +545,9 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 			return fmt.Sprintf("%s%d", name, n)
 		}
 		src.WriteString("local all = true\n")
+		if batch && hashed > 0 {
+			src.WriteString(fullReply)
+		}
 		if tables {
 			src.WriteString("local decided = {}\n")
 		}
@@ -560,6 +576,7 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 		if batch {
 			ret = "return\n"
 		} else {
+			src.WriteString(tooMany(hashed, "not peek"))
 			src.WriteString("local out = {}\n")
 		}
 		src.WriteString("if peek or not all then\n")
@@ -703,6 +720,44 @@ const heldLine = "    held = true\n"
 // heldOf is a batch's held: whether the key's hash held any of the
 // fields its head read into fcur (an error reply, WRONGTYPE, is a table).
 const heldOf = "local held = false\nfor i = 1, #fcur do\n  if type(fcur[i]) == 'string' then\n    held = true\n  end\nend\n"
+
+// tooMany returns the lines that refuse, when cond holds (a Take's, a
+// booking's), a request that would add a field to a key's hash holding
+// store.MaxStatesPerKey fields, whether or not it is admitted: an error
+// reply "RLTOOMANY", before anything is written. A script of hashed
+// limits kept in the hash knows which of its fields the key lacks from
+// its read (held for one, hv for several); the count of the hash's
+// fields, HLEN, is read only then. A key that is not a hash (an error
+// reply) is refused by the loads, or wiped (afresh), so it adds nothing.
+func tooMany(hashed int, cond string) string {
+	switch hashed {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("if %s and not held then\n  local miss = 1\n%send\n", cond, refuseFull)
+	}
+	return fmt.Sprintf("if %s and not hv.err then\n  local miss = 0\n  for i = 1, %d do\n    if not hv[i] then\n      miss = miss + 1\n    end\n  end\n  if miss > 0 then\n%s  end\nend\n", cond, hashed, refuseFull)
+}
+
+// refuseFull is tooMany's refusal of miss new fields.
+var refuseFull = fmt.Sprintf(`  local hn = redis.pcall('HLEN', hkey)
+  if type(hn) == 'number' and hn + miss > %d then
+    return redis.error_reply('RLTOOMANY ' .. hkey .. ' holds ' .. hn .. ' fields; a key keeps at most %d')
+  end
+`, store.MaxStatesPerKey, store.MaxStatesPerKey)
+
+// batchFull is tooMany for a batch's head: full is the refusal of every
+// request of the batch (a Take, which would add a field whether or not
+// it is admitted), or nil. Each request starts with fullReply.
+func batchFull(hashed int) string {
+	if hashed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("local full = (function()\n  local miss = 0\n  for i = 1, %d do\n    if fcur[i] == false then\n      miss = miss + 1\n    end\n  end\n  if miss > 0 then\n%s  end\nend)()\n", hashed, refuseFull)
+}
+
+// fullReply is a batch request's refusal when its head found the key full.
+const fullReply = "if full then\n  return full\nend\n"
 
 // wipeFirst removes, before a limit's state is written, what its load
 // found in the way and started afresh over (wipe): the key, when it is

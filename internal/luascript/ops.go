@@ -260,6 +260,7 @@ func composeOp(op Op, names []string) *Script {
 	}
 	num := func(x string) string { return "string.format('%.0f', " + x + ")" }
 	if op == OpBook {
+		src.WriteString(tooMany(len(fieldArgs), "true"))
 		// The search of algorithm.EarliestAll: the latest of the limits'
 		// earliest instants, again until none moves it, at most
 		// algorithm.MaxBookingRounds rounds and until now + maxDelay. A

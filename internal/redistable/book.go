@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
@@ -35,8 +36,10 @@ func (t *Table[K]) opArgs(now, cost int64, extra ...string) Args {
 // Timeout, sending it again after a TRYAGAIN reply (which did not run
 // it), and returns its error wrapped as the store contract wants:
 // RLMISMATCH and WRONGTYPE as store.ErrStateMismatch (a configuration
-// error, not an outage; never retried), OOM as store.ErrFull (the server
-// is up and answered), anything else as store.ErrUnavailable.
+// error, not an outage; never retried), RLTOOMANY as
+// store.ErrTooManyStates (the caller's: never retried), OOM as
+// store.ErrFull (the server is up and answered), anything else as
+// store.ErrUnavailable.
 func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
@@ -47,7 +50,10 @@ func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func(cont
 			return nil
 		case IsMismatch(err):
 			return fmt.Errorf("%w: %s script: %w", store.ErrStateMismatch, s.Name, err)
+		case IsTooMany(err):
+			return fmt.Errorf("%w: %s script: %w", store.ErrTooManyStates, s.Name, err)
 		case IsOOM(err):
+			t.evict.check.Soon() // a server out of memory may be switched to a policy that evicts
 			return fmt.Errorf("%w: %s script: %w", store.ErrFull, s.Name, err)
 		case !IsTryAgain(err) || attempt == len(TryAgainBackoff):
 			return fmt.Errorf("%w: %s script: %w", store.ErrUnavailable, s.Name, err)
@@ -132,6 +138,9 @@ func (t *Table[K]) Refund(ctx context.Context, key K, now, n int64, out []algori
 // submit runs a booking operation for keys: alone, or, with coalescing,
 // behind the key's calls in flight, in a batch of its kind (coalesce.go).
 func (t *Table[K]) submit(ctx context.Context, keys []string, op luascript.Op, now, cost int64, extra []string, out []algorithm.Result) outcome {
+	if err := t.evicting(); err != nil {
+		return outcome{err: err}
+	}
 	if t.lines != nil {
 		name := keys[0]
 		sh := t.lines.shard(name)
@@ -231,4 +240,11 @@ func (t *Table[K]) booked(s *luascript.Script, reply []string, out []algorithm.R
 		o.undo = slices.Clone(reply[2+3*n:])
 	}
 	return o
+}
+
+// IsTooMany reports whether err is a script's refusal to add a field to a
+// key's hash that holds store.MaxStatesPerKey (an error reply starting
+// "RLTOOMANY "), as either client library returns it.
+func IsTooMany(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "RLTOOMANY ")
 }

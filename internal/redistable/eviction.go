@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
@@ -35,6 +36,19 @@ const EvictionCheckTimeout = time.Second
 // stands before an Open reads the policies again: a Redis that is down
 // makes Open wait for the check's timeout at most this often.
 const EvictionRecheck = 10 * time.Second
+
+// EvictionInterval is how often a store reads the servers' policies again
+// once its first Open has: the first decision after the interval is over
+// starts a check, in a goroutine of its own that ends with it (within
+// EvictionCheckTimeout), so that a server switched to a policy that
+// evicts is noticed while the tables decide. A variable, for tests.
+var EvictionInterval = time.Minute
+
+// EvictionAfterOOM is how soon after the last check an OOM reply makes the
+// next decision read the policies again, rather than after
+// EvictionInterval: a server out of memory is one an operator may switch
+// to a policy that evicts. A variable, for tests.
+var EvictionAfterOOM = time.Second
 
 // NodePolicy is what one Redis server answered to CONFIG GET
 // maxmemory-policy.
@@ -88,11 +102,18 @@ func EvictingError(node, policy string) error {
 }
 
 // EvictionCheck reads the servers' maxmemory-policy for a store, once
-// for all its tables: the result is kept once every server has answered
-// (with its policy or a refusal). A check that did not reach them all is
-// tried again by an Open at least EvictionRecheck later; meanwhile Open
-// reports what the servers that answered said. Its methods are safe for
-// concurrent use.
+// for all its tables at their Open: the result is kept once every server
+// has answered (with its policy or a refusal). A check that did not reach
+// them all is tried again by an Open at least EvictionRecheck later;
+// meanwhile Open reports what the servers that answered said.
+//
+// The tables' decisions read the policies again (Poll): at most once per
+// EvictionInterval, or EvictionAfterOOM after a table saw an OOM reply
+// (Soon), each time in a goroutine that ends with the check. What a later
+// check finds that the one before did not is reported once to each table's
+// reporter (Table.ReportTo); with EvictionRefuse, decisions fail with an
+// error wrapping store.ErrEvicting while a server may evict. Its methods
+// are safe for concurrent use.
 type EvictionCheck struct {
 	mode EvictionMode
 	read PolicyReader
@@ -102,6 +123,13 @@ type EvictionCheck struct {
 	done    bool      // every server answered: found is final
 	checked time.Time // when a check that did not reach them all ran
 	found   []error   // one EvictingError per server that may evict
+	news    []error   // what the last change of found added to it
+
+	next    atomic.Int64          // Unix ns from which a decision starts a check
+	last    atomic.Int64          // Unix ns at which the last check started
+	running atomic.Bool           // a check's goroutine is running
+	gen     atomic.Uint64         // counts the changes of found
+	refusal atomic.Pointer[error] // EvictionRefuse: found, as an error, while not empty
 }
 
 // NewEvictionCheck returns a check in mode that reads policies with read.
@@ -140,8 +168,79 @@ func (c *EvictionCheck) Run() (warnings []error, err error) {
 	return slices.Clone(c.found), nil
 }
 
-// check reads the policies; c.mu is held.
+// Gen returns the number of changes of what the check found, for a table
+// opened now, which Open's warnings tell of (see Poll).
+func (c *EvictionCheck) Gen() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.gen.Load()
+}
+
+// Poll is a table's look at the check, at each decision: it starts a
+// check when one is due (see EvictionCheck), reports to *report, once,
+// what the latest change of the findings added when the table has not
+// seen that change (seen holds the last it saw), and returns the
+// findings as an error wrapping store.ErrEvicting with EvictionRefuse,
+// while a server may evict. It costs a decision two atomic loads and a
+// read of the time when nothing is due.
+func (c *EvictionCheck) Poll(seen *atomic.Uint64, report *atomic.Pointer[func(error)]) error {
+	if c == nil || c.mode == EvictionUnchecked {
+		return nil
+	}
+	if c.now().UnixNano() >= c.next.Load() && c.running.CompareAndSwap(false, true) {
+		go c.recheck()
+	}
+	if g := c.gen.Load(); seen.Load() != g && seen.Swap(g) != g {
+		if f := report.Load(); f != nil {
+			c.mu.Lock()
+			news := slices.Clone(c.news)
+			c.mu.Unlock()
+			for _, w := range news {
+				(*f)(w)
+			}
+		}
+	}
+	if err := c.refusal.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// Running reports whether a check that a decision started is running.
+func (c *EvictionCheck) Running() bool { return c.running.Load() }
+
+// Soon makes the next decision at least EvictionAfterOOM after the last
+// check start another: a table saw an OOM reply.
+func (c *EvictionCheck) Soon() {
+	if c == nil || c.mode == EvictionUnchecked {
+		return
+	}
+	due := c.last.Load() + int64(EvictionAfterOOM)
+	for {
+		next := c.next.Load()
+		if next <= due || c.next.CompareAndSwap(next, due) {
+			return
+		}
+	}
+}
+
+// recheck is the goroutine of a check a decision started: it ends with
+// the check, within EvictionCheckTimeout.
+func (c *EvictionCheck) recheck() {
+	defer c.running.Store(false)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.check()
+}
+
+// check reads the policies; c.mu is held. When what it finds differs from
+// what the check before found, it counts a change (gen), keeps what the
+// change added (news), and sets the refusal of EvictionRefuse.
 func (c *EvictionCheck) check() {
+	start := c.now()
+	c.last.Store(start.UnixNano())
+	c.next.Store(start.Add(EvictionInterval).UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), EvictionCheckTimeout)
 	defer cancel()
 	nodes, err := c.read(ctx)
@@ -166,6 +265,38 @@ func (c *EvictionCheck) check() {
 	}
 	// Sorted, so that a cluster's warnings read the same at every Open.
 	slices.SortFunc(found, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	if !slices.EqualFunc(found, c.found, func(a, b error) bool { return a.Error() == b.Error() }) {
+		var news []error
+		for _, f := range found {
+			if !slices.ContainsFunc(c.found, func(old error) bool { return old.Error() == f.Error() }) {
+				news = append(news, f)
+			}
+		}
+		c.news = news
+		c.gen.Add(1)
+		if c.mode == EvictionRefuse && len(found) > 0 {
+			err := errors.Join(found...)
+			c.refusal.Store(&err)
+		} else {
+			c.refusal.Store(nil)
+		}
+	}
 	c.found, c.done = found, complete
 	c.checked = c.now()
 }
+
+// tableEviction is a table's part in its store's eviction check.
+type tableEviction struct {
+	check  *EvictionCheck
+	seen   atomic.Uint64               // the last change of check's findings reported (Poll)
+	report atomic.Pointer[func(error)] // where later findings go (ReportTo)
+}
+
+// ReportTo makes the table pass to report each problem a later check of
+// the servers finds (store.Reporter): a server switched to a
+// maxmemory-policy that may evict, as an error wrapping store.ErrEvicting.
+func (t *Table[K]) ReportTo(report func(error)) { t.evict.report.Store(&report) }
+
+// evicting is the table's look at its store's eviction check at each
+// decision (EvictionCheck.Poll).
+func (t *Table[K]) evicting() error { return t.evict.check.Poll(&t.evict.seen, &t.evict.report) }

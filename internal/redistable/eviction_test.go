@@ -175,3 +175,117 @@ func TestEvictionCheckRecovers(t *testing.T) {
 		now = now.Add(redistable.EvictionRecheck)
 	}
 }
+
+// switchable is a PolicyReader of one server whose policy the test
+// changes, counting its reads.
+type switchable struct {
+	policy atomic.Pointer[string]
+	reads  atomic.Int64
+}
+
+func (s *switchable) set(policy string) { s.policy.Store(&policy) }
+
+func (s *switchable) read(context.Context) ([]redistable.NodePolicy, error) {
+	s.reads.Add(1)
+	return []redistable.NodePolicy{{Node: "a:1", Policy: *s.policy.Load()}}, nil
+}
+
+// TestEvictionRecheck checks that decisions read the policies again, at
+// most once per EvictionInterval, or EvictionAfterOOM after an OOM reply
+// (Soon), each in a goroutine that ends: a server switched to allkeys-lru
+// after the first Open is reported once to each table's reporter
+// (EvictionWarn), or makes decisions fail with ErrEvicting
+// (EvictionRefuse) until it is switched back.
+func TestEvictionRecheck(t *testing.T) {
+	for _, mode := range []redistable.EvictionMode{redistable.EvictionWarn, redistable.EvictionRefuse} {
+		t.Run(map[redistable.EvictionMode]string{redistable.EvictionWarn: "warn", redistable.EvictionRefuse: "refuse"}[mode], func(t *testing.T) {
+			srv := &switchable{}
+			srv.set("noeviction")
+			var now atomic.Int64
+			now.Store(time.Unix(1_700_000_000, 0).UnixNano())
+			advance := func(d time.Duration) { now.Add(int64(d)) }
+			check, err := redistable.NewEvictionCheck(mode, srv.read)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check.SetClock(func() time.Time { return time.Unix(0, now.Load()) })
+			table, err := openChecked(t, check)
+			if err != nil || len(table.Warnings()) != 0 {
+				t.Fatalf("Open on noeviction: %v, %v", table.Warnings(), err)
+			}
+			var seen atomic.Uint64
+			seen.Store(check.Gen())
+			reports := make(chan error, 10)
+			var report atomic.Pointer[func(error)]
+			f := func(err error) { reports <- err }
+			report.Store(&f)
+			// poll polls until the check has read the policies reads times
+			// and has ended, and returns a Poll's error after that.
+			poll := func(reads int64) error {
+				t.Helper()
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					check.Poll(&seen, &report)
+					if srv.reads.Load() == reads && !check.Running() {
+						return check.Poll(&seen, &report)
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the policies were read %d times, want %d", srv.reads.Load(), reads)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			srv.set("allkeys-lru")
+			for range 100 {
+				if err := check.Poll(&seen, &report); err != nil {
+					t.Fatalf("Poll before EvictionInterval: %v", err)
+				}
+			}
+			if n := srv.reads.Load(); n != 1 {
+				t.Fatalf("100 decisions within EvictionInterval read the policies %d times, want once (at Open)", n)
+			}
+			advance(redistable.EvictionInterval)
+			err = poll(2)
+			if mode == redistable.EvictionRefuse && (!errors.Is(err, store.ErrEvicting) || !strings.Contains(err.Error(), "allkeys-lru")) {
+				t.Errorf("EvictionRefuse: a decision after the check found allkeys-lru: %v, want ErrEvicting naming it", err)
+			}
+			if mode == redistable.EvictionWarn && err != nil {
+				t.Errorf("EvictionWarn: a decision after the check: %v, want none", err)
+			}
+			select {
+			case w := <-reports:
+				if !errors.Is(w, store.ErrEvicting) || !strings.Contains(w.Error(), "a:1 has maxmemory-policy allkeys-lru") {
+					t.Errorf("reported %v, want ErrEvicting naming a:1 and allkeys-lru", w)
+				}
+			default:
+				t.Errorf("nothing reported after the check found allkeys-lru")
+			}
+			check.Poll(&seen, &report)
+			if len(reports) != 0 {
+				t.Errorf("reported again: %v", <-reports)
+			}
+			// An OOM reply: the next decision EvictionAfterOOM after the last
+			// check reads the policies again, well within EvictionInterval.
+			srv.set("noeviction")
+			advance(redistable.EvictionAfterOOM)
+			check.Poll(&seen, &report)
+			if n := srv.reads.Load(); n != 2 {
+				t.Fatalf("a decision EvictionAfterOOM later without an OOM read the policies: %d reads, want 2", n)
+			}
+			check.Soon()
+			if err := poll(3); err != nil {
+				t.Errorf("a decision after the server went back to noeviction: %v, want none", err)
+			}
+			if len(reports) != 0 {
+				t.Errorf("reported when the server went back to noeviction: %v", <-reports)
+			}
+			// No check runs between schedules.
+			for range 10 {
+				check.Poll(&seen, &report)
+			}
+			if n := srv.reads.Load(); n != 3 || check.Running() {
+				t.Errorf("%d reads, a check running: %v; want 3 and none", n, check.Running())
+			}
+		})
+	}
+}

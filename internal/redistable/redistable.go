@@ -198,6 +198,7 @@ type Table[K comparable] struct {
 	opsErr   error                                     // why they are nil
 	maxKey   int                                       // the longest encoding of a key accepted
 	warnings []error                                   // found by cfg.Evictions
+	evict    tableEviction                             // cfg.Evictions, which decisions poll (eviction.go)
 	lines    *lines                                    // keys in flight, nil without coalescing
 	inFlight int                                       // Config.InFlight
 	batch    *luascript.Script                         // the batch script of script
@@ -209,6 +210,7 @@ var (
 	_ store.Table[string] = (*Table[string])(nil)
 	_ store.Warner        = (*Table[string])(nil)
 	_ store.Remote        = (*Table[string])(nil)
+	_ store.Reporter      = (*Table[string])(nil)
 )
 
 // CallTimeout returns the longest one script call may take
@@ -284,6 +286,8 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	if t.warnings, err = cfg.Evictions.Run(); err != nil {
 		return nil, err
 	}
+	t.evict.check = cfg.Evictions
+	t.evict.seen.Store(cfg.Evictions.Gen())
 	t.script = script
 	t.specs = specs
 	t.timeout = cfg.Timeout
@@ -477,6 +481,9 @@ func (t *Table[K]) Reset(ctx context.Context, key K) error {
 // keys' allocation (see keys); a cost below 100, the common one, is a
 // string strconv keeps, so a call allocates once before the client's own.
 func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, now, cost int64, out []algorithm.Result) (algorithm.Result, error) {
+	if err := t.evicting(); err != nil {
+		return algorithm.Result{}, err
+	}
 	var digits [20]byte
 	var tail []byte
 	if !t.server {

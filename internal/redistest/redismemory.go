@@ -218,3 +218,82 @@ func testKeyTooLong(t *testing.T, newStore NewStore) {
 		}
 	})
 }
+
+// testEvictionRecheck starts a server of the test's own on noeviction,
+// opens a Limiter on it, then switches the server to allkeys-lru: within
+// EvictionInterval (shortened here) of decisions, the Limiter's error
+// handler gets an error wrapping ErrEvicting (EvictionWarn), or its
+// decisions fail with one (EvictionRefuse), even under FailOpen, not
+// ErrStoreUnavailable; switched back to noeviction, they decide again.
+func testEvictionRecheck(t *testing.T, newStore NewStore) {
+	srv := StartServer(t, "--maxmemory-policy", "noeviction")
+	ctx := t.Context()
+	admin := GoRedis(t, srv.Target())
+	defer func(d time.Duration) { redistable.EvictionInterval = d }(redistable.EvictionInterval)
+	redistable.EvictionInterval = 200 * time.Millisecond
+	setPolicy := func(policy string) {
+		t.Helper()
+		if err := admin.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alg := algorithms(t, 10_000, time.Hour)[0].alg
+	for _, mode := range []redistable.EvictionMode{redistable.EvictionWarn, redistable.EvictionRefuse} {
+		setPolicy("noeviction")
+		target := srv.Target()
+		target.Eviction = mode
+		reported := make(chan error, 100)
+		lim := newLimiter(t, alg, newStore(t, target, Prefix(t)), ratelimit.WithFailurePolicy(ratelimit.FailOpen),
+			ratelimit.WithErrorHandler(func(err error) { reported <- err }))
+		if d, err := lim.Allow(ctx, "k"); err != nil || !d.Allowed() || len(reported) != 0 {
+			t.Fatalf("mode %d on noeviction: %v, %v, %d reported", mode, d, err, len(reported))
+		}
+		setPolicy("allkeys-lru")
+		// until polls Allow until done says the decision shows the check's
+		// finding, for at most a few EvictionIntervals.
+		until := func(what string, done func(d ratelimit.Decision, err error) bool) {
+			t.Helper()
+			deadline := time.Now().Add(10 * redistable.EvictionInterval)
+			for {
+				d, err := lim.Allow(ctx, "k")
+				if done(d, err) {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("mode %d: no %s within %v of the switch: last %v, %v", mode, what, 10*redistable.EvictionInterval, d, err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		switch mode {
+		case redistable.EvictionWarn:
+			until("warning", func(d ratelimit.Decision, err error) bool {
+				if err != nil {
+					t.Fatalf("EvictionWarn: Allow: %v, want decisions as ever", err)
+				}
+				return len(reported) > 0
+			})
+			if w := <-reported; !errors.Is(w, store.ErrEvicting) || !strings.Contains(w.Error(), "allkeys-lru") || !strings.Contains(w.Error(), srv.Addr) {
+				t.Errorf("EvictionWarn: reported %v, want ErrEvicting naming allkeys-lru and %s", w, srv.Addr)
+			}
+			for range 20 {
+				lim.Allow(ctx, "k")
+			}
+			if len(reported) != 0 {
+				t.Errorf("EvictionWarn: reported again: %v", <-reported)
+			}
+		case redistable.EvictionRefuse:
+			until("refusal", func(d ratelimit.Decision, err error) bool {
+				if err == nil {
+					return false
+				}
+				if !errors.Is(err, store.ErrEvicting) || errors.Is(err, ratelimit.ErrStoreUnavailable) || d.Allowed() {
+					t.Fatalf("EvictionRefuse, FailOpen: Allow: %v, %v; want ErrEvicting alone, not admitted", d, err)
+				}
+				return true
+			})
+			setPolicy("noeviction")
+			until("decision", func(d ratelimit.Decision, err error) bool { return err == nil && d.Allowed() })
+		}
+	}
+}

@@ -67,8 +67,13 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //   - EvictionPolicy, EvictionCheckOnce: a server whose maxmemory-policy
 //     may evict (allkeys-*) makes Open warn, or fail with EvictionRefuse;
 //     other policies, a server refusing CONFIG and one that is down do
-//     not; a store reads the policy once for all its tables;
-//   - KeyTooLong: keys longer than MaxKeyBytes fail with ErrKeyTooLong.
+//     not; a store reads the policy once for all its tables at Open;
+//   - EvictionRecheck: a server switched to allkeys-lru after Open is
+//     reported to the error handler, or refuses decisions with
+//     ErrEvicting, within EvictionInterval of decisions;
+//   - KeyTooLong: keys longer than MaxKeyBytes fail with ErrKeyTooLong;
+//   - TooManyStates: a key's hash holds at most store.MaxStatesPerKey
+//     fields; a limit new to a full key fails with ErrTooManyStates.
 //
 // The store constructors must honour Target.TTLMargin, MaxKeyBytes,
 // Eviction and NoCoalescing.
@@ -96,7 +101,9 @@ func RunSuite(t *testing.T, newStore NewStore) {
 	t.Run("PolicyOneCall", func(t *testing.T) { testPolicyOneCall(t, newStore) })
 	t.Run("EvictionPolicy", func(t *testing.T) { testEvictionPolicy(t, newStore) })
 	t.Run("EvictionCheckOnce", func(t *testing.T) { testEvictionCheckOnce(t, newStore) })
+	t.Run("EvictionRecheck", func(t *testing.T) { testEvictionRecheck(t, newStore) })
 	t.Run("KeyTooLong", func(t *testing.T) { testKeyTooLong(t, newStore) })
+	t.Run("TooManyStates", func(t *testing.T) { testTooManyStates(t, newStore) })
 }
 
 // suiteTTL is the Target.TTLMargin of real targets under storetest, whose

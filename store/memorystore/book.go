@@ -28,8 +28,12 @@ type undo struct {
 	// puts the value back, whatever limit is in force by then.
 	pre, post       []algorithm.State
 	preCfg, postCfg []uint32
-	exact           []bool
-	made            []bool // the booking made the key's entry: giving it back drops it, as a Redis HDEL
+	// preConf and postConf are the configs preCfg and postCfg numbered
+	// when the booking was made: a number no entry or handle holds any
+	// more is recycled (registry), and then names another.
+	preConf, postConf []*limitConfig
+	exact             []bool
+	made              []bool // the booking made the key's entry: giving it back drops it, as a Redis HDEL
 }
 
 func (h *handle[K]) one() *policy[K] {
@@ -87,8 +91,8 @@ func (p *policy[K]) bookers() ([]algorithm.Booker, []algorithm.Algorithm, error)
 func (p *policy[K]) lockStates(key K, now int64, create bool) (held[K], []algorithm.State, error) {
 	t := p.t
 	hd := held[K]{make([]*entry[K], len(p.limits)), make([]uint32, len(p.limits)), make([]bool, len(p.limits))}
-	if !p.lockAll(hd, key, now, create) {
-		return hd, nil, t.errFull
+	if err := p.lockAll(hd, key, now, create); err != nil {
+		return hd, nil, err
 	}
 	states := make([]algorithm.State, len(p.limits))
 	for i := range p.limits {
@@ -139,14 +143,15 @@ func (p *policy[K]) Book(_ context.Context, key K, now, cost, maxDelay int64, ou
 		return r, store.Booking{}, false, nil
 	}
 	u := &undo{pre: make([]algorithm.State, len(bs)), post: make([]algorithm.State, len(bs)),
-		preCfg: make([]uint32, len(bs)), postCfg: make([]uint32, len(bs)), exact: make([]bool, len(bs)), made: hd.made}
+		preCfg: make([]uint32, len(bs)), postCfg: make([]uint32, len(bs)), exact: make([]bool, len(bs)), made: hd.made,
+		preConf: make([]*limitConfig, len(bs)), postConf: make([]*limitConfig, len(bs))}
 	for i, b := range bs {
 		l, e, n := &p.limits[i], hd.es[i], hd.ns[i]
 		u.exact[i] = algorithm.ExactUndo(l.alg)
 		if u.exact[i] && !hd.made[i] {
-			u.pre[i], u.preCfg[i] = t.state(e, n, t.reg.cfg(e.cfg).wide), e.cfg
+			u.pre[i], u.preCfg[i], u.preConf[i] = t.state(e, n, t.reg.cfg(e.cfg).wide), e.cfg, t.reg.cfg(e.cfg)
 		}
-		u.postCfg[i] = l.cfg
+		u.postCfg[i], u.postConf[i] = l.cfg, t.reg.cfg(l.cfg)
 		var next algorithm.State
 		next, rs[i] = b.Book(states[i], now, act, cost)
 		u.post[i] = next
@@ -171,6 +176,22 @@ func (p *policy[K]) Cancel(_ context.Context, key K, now int64, b store.Booking)
 	if err != nil {
 		return err
 	}
+	// The configs the states before the booking were written under, held
+	// while the cancel may write them back: those recycled since (no
+	// entry and no handle held them) are not written back.
+	pinned := make([]bool, len(bs))
+	for i := range bs {
+		if u.exact[i] && !u.made[i] && u.preConf[i] != nil {
+			pinned[i] = t.reg.pin(u.preCfg[i], u.preConf[i])
+		}
+	}
+	defer func() {
+		for i, ok := range pinned {
+			if ok {
+				t.reg.unpin(u.preCfg[i])
+			}
+		}
+	}()
 	hd, states, err := p.lockStates(key, now, false)
 	if err != nil {
 		return err
@@ -182,7 +203,7 @@ func (p *policy[K]) Cancel(_ context.Context, key K, now int64, b store.Booking)
 			continue // forgotten since: nothing to give back
 		}
 		s := states[i]
-		if u.exact[i] && e.cfg == u.postCfg[i] {
+		if u.exact[i] && e.cfg == u.postCfg[i] && t.reg.cfg(e.cfg) == u.postConf[i] && (u.made[i] || pinned[i]) {
 			if raw := t.state(e, n, t.reg.cfg(e.cfg).wide); raw.N0 == u.post[i].N0 && raw.N1 == u.post[i].N1 && raw.N2 == u.post[i].N2 {
 				if u.made[i] {
 					t.dropLocked(key, l.id, e) // the key had no state: it has none again

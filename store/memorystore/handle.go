@@ -47,8 +47,9 @@ func (h *handle[K]) Take(_ context.Context, key K, now, cost int64, out []algori
 	e, n, r, answered := t.find(sh, l.id, key, hash, now, cost == 1, l.cfg)
 	if !answered {
 		if e == nil {
-			if e, n = t.insert(sh, l, key, hash, now); e == nil {
-				return r, t.errFull
+			var err error
+			if e, n, err = t.insert(sh, l, key, hash, now); e == nil {
+				return r, err
 			}
 		}
 		if e.cfg != l.cfg {
@@ -253,10 +254,10 @@ func (hd held[K]) unlock() {
 // lockAll locks the entries of key under every limit, in increasing order
 // of identity number, making those it does not find when create is set
 // (a Take's), or leaving them nil (a Peek's, which takes such a limit as
-// fresh). It returns false, holding nothing, when the store refused a new
-// key. Holding entries, it may wait for a shard's mutex: its holders never
+// fresh). It returns the store's refusal of a new key (store.ErrFull,
+// store.ErrTooManyStates), holding nothing. Holding entries, it may wait for a shard's mutex: its holders never
 // wait for an entry's lock (see table).
-func (p *policy[K]) lockAll(hd held[K], key K, now int64, create bool) bool {
+func (p *policy[K]) lockAll(hd held[K], key K, now int64, create bool) error {
 	t := p.t
 	h := t.hash.Sum(key)
 	for _, i := range p.order {
@@ -266,9 +267,10 @@ func (p *policy[K]) lockAll(hd held[K], key K, now int64, create bool) bool {
 		if e == nil {
 			if create {
 				var made bool
-				if e, n, made = t.insertNew(sh, l, key, hash, now); e == nil {
+				var err error
+				if e, n, made, err = t.insertNew(sh, l, key, hash, now); e == nil {
 					hd.unlock()
-					return false
+					return err
 				}
 				if hd.made != nil {
 					hd.made[i] = made
@@ -279,7 +281,7 @@ func (p *policy[K]) lockAll(hd held[K], key K, now int64, create bool) bool {
 		}
 		hd.es[i], hd.ns[i] = e, n
 	}
-	return true
+	return nil
 }
 
 // Take charges the cost to every limit if all of them admit it, and to
@@ -306,8 +308,8 @@ func (p *policy[K]) Take(_ context.Context, key K, now, cost int64, out []algori
 		hd = held[K]{make([]*entry[K], len(p.limits)), make([]uint32, len(p.limits)), make([]bool, len(p.limits))}
 	}
 	hd.es, hd.ns, hd.made = hd.es[:len(p.limits)], hd.ns[:len(p.limits)], hd.made[:len(p.limits)]
-	if !p.lockAll(hd, key, now, true) {
-		return algorithm.Result{}, t.errFull
+	if err := p.lockAll(hd, key, now, true); err != nil {
+		return algorithm.Result{}, err
 	}
 	var buf [4]algorithm.Result
 	rs := results(out, buf[:], len(p.limits))

@@ -34,7 +34,13 @@
 // refusing the new key with an error wrapping store.ErrFull
 // ([RefuseNewKeys]). Keys already held are decided as ever. String keys
 // longer than 512 bytes ([store.DefaultMaxKeyBytes]; [WithMaxKeyBytes])
-// are refused with an error wrapping store.ErrKeyTooLong.
+// are refused with an error wrapping store.ErrKeyTooLong. A key holds at
+// most store.MaxStatesPerKey states (one per state ID, sliding logs
+// included): a Take or a booking that would make one more fails with an
+// error wrapping store.ErrTooManyStates. The numbers a store gives state
+// IDs and configurations are recycled once no state and no open table
+// uses them, so limits given per call (Limiter.With) cost memory only
+// while they are in use.
 package memorystore
 
 import (
@@ -271,13 +277,16 @@ func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], 
 		refs[i] = s.reg.intern(l)
 	}
 	if len(refs) == 1 {
-		return &handle[K]{t: t, l: refs[0]}, nil
+		h := &handle[K]{t: t, l: refs[0]}
+		releaseOnCleanup(&s.reg, h, refs)
+		return h, nil
 	}
 	p := &policy[K]{t: t, limits: refs, order: make([]int, len(refs))}
 	for i := range p.order {
 		p.order[i] = i
 	}
 	slices.SortFunc(p.order, func(a, b int) int { return cmp.Compare(refs[a].id, refs[b].id) })
+	releaseOnCleanup(&s.reg, p, refs)
 	return p, nil
 }
 
@@ -289,6 +298,9 @@ func (s *Store[K]) table() *table[K] {
 		s.tab = newTable[K](&s.reg, s.shards, s.maxKeys, s.grace)
 		s.tab.full = s.full
 		s.tab.limitKeyBytes(s.maxKeyBytes)
+		s.reg.mu.Lock()
+		s.reg.scan = s.tab.liveNumbers
+		s.reg.mu.Unlock()
 	}
 	return s.tab
 }

@@ -54,6 +54,7 @@ type table[K comparable] struct {
 	evicted     atomic.Uint64
 	dropped     atomic.Uint64
 	refused     atomic.Uint64
+	census      census[K]
 }
 
 // entry is the state of one identity for one key. It is live while its
@@ -230,6 +231,7 @@ func newTable[K comparable](reg *registry, shards, maxKeys int, grace int64) *ta
 	// (it reuses before it allocates), so the arena never numbers more
 	// than MaxKeys.
 	t.shardCap = maxKeys / shards
+	t.census = newCensus[K](maxKeys)
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.index.Store(newIndex(minIndex))
@@ -261,9 +263,12 @@ func (t *table[K]) tooLong(key *K) bool {
 // with id by one multiply-xor, so that one key's identities fall in
 // unrelated places.
 func (t *table[K]) place(h uint64, id uint32) (*shard[K], uint32) {
-	h ^= (uint64(id) + 1) * 0x9e3779b97f4a7c15
+	h ^= mix(id)
 	return &t.shards[h>>t.shift], uint32(h) & hashMask
 }
+
+// mix is what place mixes into a key's hash for identity id.
+func mix(id uint32) uint64 { return (uint64(id) + 1) * 0x9e3779b97f4a7c15 }
 
 // lookup returns the entry of id and key, locked, and its number, or nil
 // when the shard's index, read without the shard's lock, does not lead to
@@ -331,33 +336,34 @@ func (t *table[K]) locate(sh *shard[K], id uint32, key K, hash uint32) (uint32, 
 
 // insert returns the entry of l's identity and key, locked, and its
 // number: the one another goroutine added meanwhile, or a new one holding
-// l's fresh state at now. It returns nil when the shard is full and
-// refuses new keys.
+// l's fresh state at now. It returns nil and an error when the shard is
+// full and refuses new keys (t.errFull), or when the key holds
+// store.MaxStatesPerKey states (see census).
 //
 // A refused key counts as added for the pacing of sweeps, so that a
 // table that refuses a flood still finds the keys that expire.
-func (t *table[K]) insert(sh *shard[K], l *limitRef, key K, hash uint32, now int64) (*entry[K], uint32) {
-	e, n, _ := t.insertNew(sh, l, key, hash, now)
-	return e, n
+func (t *table[K]) insert(sh *shard[K], l *limitRef, key K, hash uint32, now int64) (*entry[K], uint32, error) {
+	e, n, _, err := t.insertNew(sh, l, key, hash, now)
+	return e, n, err
 }
 
 // insertNew is insert that also reports whether the entry is new: made by
 // this call, holding l's fresh state at now.
-func (t *table[K]) insertNew(sh *shard[K], l *limitRef, key K, hash uint32, now int64) (*entry[K], uint32, bool) {
+func (t *table[K]) insertNew(sh *shard[K], l *limitRef, key K, hash uint32, now int64) (*entry[K], uint32, bool, error) {
 	for {
 		e, n, busy := t.held(sh, l.id, key, hash)
 		if e != nil {
-			return e, n, false
+			return e, n, false, nil
 		}
 		if !busy {
-			e, n := t.add(sh, l, key, hash, now)
+			e, n, err := t.add(sh, l, key, hash, now)
 			sh.mu.Unlock()
-			return e, n, e != nil
+			return e, n, e != nil, err
 		}
 		// Another goroutine holds the entry: wait for it without the
 		// shard's mutex.
 		if e, n := t.lookup(sh, l.id, key, hash); e != nil {
-			return e, n, false
+			return e, n, false, nil
 		}
 	}
 }
@@ -404,15 +410,19 @@ func (t *table[K]) confirm(sh *shard[K], id uint32, key K, hash uint32) (*entry[
 }
 
 // add makes the entry of l's identity and key, which sh does not hold,
-// and returns it, locked, and its number: nil when sh is full and refuses
-// new keys. The caller holds sh.mu.
-func (t *table[K]) add(sh *shard[K], l *limitRef, key K, hash uint32, now int64) (*entry[K], uint32) {
+// and returns it, locked, and its number: nil and an error when sh is
+// full and refuses new keys, or the key holds store.MaxStatesPerKey
+// states. The caller holds sh.mu.
+func (t *table[K]) add(sh *shard[K], l *limitRef, key K, hash uint32, now int64) (*entry[K], uint32, error) {
+	if err := t.census.room(key, t.bucket(hash, l.id), func() int32 { return t.statesOf(key, t.hash.Sum(key)) }); err != nil {
+		return nil, 0, err
+	}
 	if sh.added++; sh.added >= sh.every {
 		t.sweep(sh, now)
 	}
 	if sh.keys >= t.shardCap && !t.makeRoom(sh, now) {
 		t.refused.Add(1)
-		return nil, 0
+		return nil, 0, t.errFull
 	}
 	var n uint32
 	if k := len(sh.free); k > 0 {
@@ -437,7 +447,8 @@ func (t *table[K]) add(sh *shard[K], l *limitRef, key K, hash uint32, now int64)
 	}
 	ix.add(hash, n)
 	sh.keys++
-	return e, n
+	t.census.added(key, t.bucket(hash, l.id))
+	return e, n, nil
 }
 
 // drop forgets the key whose word is at pos in sh's index. The caller
@@ -447,6 +458,7 @@ func (t *table[K]) drop(sh *shard[K], pos uint32) {
 	ix := sh.index.Load()
 	n := wordEntry(ix.words[pos].Load())
 	e := t.arena.at(n)
+	t.census.dropped(e.key, t.bucket(e.meta.Load()&hashMask, e.id.Load()))
 	e.meta.Store(0)
 	e.denial.Store(nil)
 	if w := t.arena.wideOf(n); w != nil {
@@ -632,4 +644,30 @@ func (t *table[K]) room(e *entry[K], n uint32, now int64) (room float64, reset i
 	c := t.reg.cfg(e.cfg)
 	r := c.alg.Peek(t.state(e, n, c.wide), now, 1)
 	return float64(r.Remaining) / float64(c.limit), r.ResetAfter
+}
+
+// liveNumbers calls mark with the identity and config numbers of every
+// live entry, each read under the entry's lock, and returns how many
+// entries it looked at: the registry's reclaim. The caller holds no lock:
+// it waits for each entry's.
+func (t *table[K]) liveNumbers(mark func(id, cfg uint32)) int {
+	p := t.arena.pages.Load()
+	if p == nil {
+		return 0
+	}
+	pages := *p
+	for _, pg := range pages {
+		for i := range pg.entries {
+			e := &pg.entries[i]
+			if e.meta.Load() == 0 {
+				continue // not live; one made meanwhile is its handle's
+			}
+			e.mu.Lock()
+			if e.meta.Load() != 0 {
+				mark(e.id.Load(), e.cfg)
+			}
+			e.mu.Unlock()
+		}
+	}
+	return len(pages) * pageSize
 }

@@ -41,7 +41,10 @@
 //     any other. The first Open reads the servers' policy (see
 //     WithEvictionCheck) and, on these and the three above, the table it
 //     returns reports a warning wrapping store.ErrEvicting
-//     (store.Warner), or Open fails with EvictionRefuse.
+//     (store.Warner), or Open fails with EvictionRefuse. Decisions read
+//     it again every minute: a server switched to such a policy later is
+//     reported through store.Reporter, or, with EvictionRefuse, makes
+//     decisions fail with store.ErrEvicting.
 //
 // A key whose encoding is longer than WithMaxKeyBytes (default
 // store.DefaultMaxKeyBytes) fails with store.ErrKeyTooLong before anything
@@ -186,7 +189,8 @@ const (
 	// handler, or logs it.
 	EvictionWarn EvictionCheck = iota
 	// EvictionRefuse makes Open fail with an error wrapping
-	// store.ErrEvicting.
+	// store.ErrEvicting, and decisions too once a later check finds a
+	// server that may evict (until one finds none).
 	EvictionRefuse
 	// EvictionUnchecked does not read the policy.
 	EvictionUnchecked
@@ -196,6 +200,12 @@ const (
 // may evict limiter state (default EvictionWarn). The store reads it with
 // CONFIG GET maxmemory-policy (from every master of a cluster) at the
 // first Open, within a second, and keeps the answer for all its tables.
+// Then the first decision a minute after the last check, or a second
+// after it when a decision got an OOM reply, reads it again, in a
+// goroutine that ends with the check: what a later check finds is
+// reported once to each table's reporter (store.Reporter: a Limiter's
+// error handler), and with EvictionRefuse decisions fail with an error
+// wrapping store.ErrEvicting while a server may evict.
 // The check is best effort: a server that refuses CONFIG (managed
 // services, an ACL without it) is taken as it is, silently; one that
 // cannot be reached is asked again at an Open 10 s later or more.

@@ -84,7 +84,10 @@ import (
 //   - a Policy of two or three limits of random algorithms decides, limit
 //     by limit, as each limit's model does when a request is charged to
 //     every limit or to none; racing goroutines charge every limit exactly
-//     what was admitted.
+//     what was admitted;
+//   - a key holds at most store.MaxStatesPerKey states, one per state ID:
+//     a Take, a Policy's Take or a booking under one more fails with
+//     ErrTooManyStates, whatever the failure policy, charging nothing.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Helper()
 	for _, k := range kinds {
@@ -127,6 +130,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("LogRefundKeepsKnownAdmission", func(t *testing.T) { testLogRefundKeepsKnownAdmission(t, newStore(t)) })
 	t.Run("CancelKeepsAnotherKindsState", func(t *testing.T) { testCancelKeepsAnotherKindsState(t, newStore(t)) })
 	t.Run("LogRefundsAcrossWidenings", func(t *testing.T) { testLogRefundsAcrossWidenings(t, newStore(t)) })
+	t.Run("TooManyStates", func(t *testing.T) { testTooManyStates(t, newStore(t)) })
 }
 
 // Differential runs the same random operation sequences (rapid) on limiters
