@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/store"
@@ -26,8 +27,9 @@ import (
 // for a slot under its own context, and leaves uncharged, the call not
 // made, when its context ends first.
 type remoteTable[K comparable] struct {
-	next  store.Table[K]
-	slots chan struct{}
+	next    store.Table[K]
+	slots   chan struct{}
+	timeout time.Duration // the table's CallTimeout: the deadline of each call
 }
 
 // maxRemoteCalls is how many calls a Limiter or Policy has in flight at
@@ -48,8 +50,8 @@ type pending struct {
 	done chan struct{}
 }
 
-// detached runs call under ctx without its cancellation, once it has a
-// slot. It returns the call's outcome, or an endedError when ctx ends
+// detached runs call under ctx without its cancellation, with the
+// table's own deadline instead (CallTimeout), once it has a slot. It returns the call's outcome, or an endedError when ctx ends
 // first (or had ended, or ends while waiting for a slot: the call is then
 // not made). n is the length of the caller's out; the
 // outcome's rs has that length.
@@ -70,7 +72,9 @@ func (t *remoteTable[K]) detached(ctx context.Context, n int, call func(context.
 	go func() {
 		defer func() { <-t.slots }()
 		defer close(p.done)
-		call(base, p)
+		bounded, cancel := context.WithTimeout(base, t.timeout)
+		defer cancel()
+		call(bounded, p)
 	}()
 	select {
 	case <-p.done:

@@ -43,12 +43,12 @@ func newWrapping[K comparable](o *options, micros clock.Micros) (*wrapping[K], e
 // breaker, which guards the store's calls and so counts their own
 // outcomes, not the callers' impatience.
 func (w *wrapping[K]) wrap(t store.Table[K]) store.Table[K] {
-	_, remote := t.(store.Remote)
+	remote, isRemote := t.(store.Remote)
 	if w.breaker != nil {
 		t = &breakerTable[K]{next: t, b: w.breaker, micros: w.micros}
 	}
-	if remote {
-		t = &remoteTable[K]{next: t, slots: w.slots}
+	if isRemote {
+		t = &remoteTable[K]{next: t, slots: w.slots, timeout: remote.CallTimeout()}
 	}
 	if w.denials != 0 {
 		c, _ := newDenialCache[K](w.denials) // checked by newWrapping

@@ -32,17 +32,15 @@ func (t *Table[K]) opArgs(now, cost int64, extra ...string) Args {
 	return a
 }
 
-// call runs call, a script call, under ctx bounded by the table's
-// Timeout, sending it again after a TRYAGAIN reply (which did not run
-// it), and returns its error wrapped as the store contract wants:
+// call runs call, a script call, sending it again after a TRYAGAIN reply
+// (which did not run it), and returns its error wrapped as the store
+// contract wants:
 // RLMISMATCH and WRONGTYPE as store.ErrStateMismatch (a configuration
 // error, not an outage; never retried), RLTOOMANY as
 // store.ErrTooManyStates (the caller's: never retried), OOM as
 // store.ErrFull (the server is up and answered), anything else as
 // store.ErrUnavailable.
 func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
 	for attempt := 0; ; attempt++ {
 		err := call(ctx)
 		switch {
@@ -150,6 +148,8 @@ func (t *Table[K]) submit(ctx context.Context, keys []string, op luascript.Op, n
 		defer t.settle(sh, name)
 	}
 	req := t.newRequest(ctx, op, now, cost, extra)
+	ctx, cancel := t.bounded(ctx)
+	defer cancel()
 	t.sendOps(ctx, keys, []*request{req})
 	<-req.done
 	return req.took(out)

@@ -252,7 +252,8 @@ func (t *Table[K]) serve(sh *lineShard, name string, ln *line, batch []*request)
 // caller cannot make the others' call fail by choosing a short deadline;
 // each caller stops waiting at its own (await).
 func (t *Table[K]) send(keys []string, batch []*request) {
-	ctx := context.WithoutCancel(batch[0].ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), t.timeout)
+	defer cancel()
 	if batch[0].op != 0 {
 		t.sendOps(ctx, keys, batch)
 		return

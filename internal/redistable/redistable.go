@@ -214,9 +214,22 @@ var (
 )
 
 // CallTimeout returns the longest one script call may take
-// (Config.Timeout): the table bounds every call by it, whatever the
-// context it is given.
+// (Config.Timeout). A Limiter gives a call made for a caller whose
+// context can end a context with that deadline (store.Remote); the table
+// bounds by it its batches, booking operations and resets, and any call
+// whose context has no deadline but for a decision's alone, the hot path,
+// which an allocation per call would slow: that one is bounded by the
+// client library's own timeouts (go-redis's ReadTimeout, 3 s by default).
 func (t *Table[K]) CallTimeout() time.Duration { return t.timeout }
+
+// bounded returns ctx, bounded by the table's Timeout when it has no
+// deadline.
+func (t *Table[K]) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, t.timeout)
+}
 
 // Open returns a table for limits. With cfg.Evictions, it first reads
 // the servers' maxmemory-policy (once per store; see EvictionCheck): a
@@ -470,6 +483,8 @@ func (t *Table[K]) Reset(ctx context.Context, key K) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := t.bounded(ctx)
+	defer cancel()
 	return t.call(ctx, luascript.Reset, func(ctx context.Context) error {
 		_, err := t.run.Eval(ctx, luascript.Reset, false, keys, Args{Rest: t.ids, RestAny: t.resetAny}, nil)
 		return err

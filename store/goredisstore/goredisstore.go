@@ -154,8 +154,11 @@ func WithCoalescing[K comparable](inFlight int) Option[K] {
 // context ends, while its call goes on, bounded by this timeout, and
 // charges what Redis charges. Only a call that fails on its own, such as
 // one that times out here, is an outage that a circuit breaker counts and
-// a failure policy decides. d must be more than 0; New fails with
-// algorithm.ErrInvalidConfig otherwise.
+// a failure policy decides. A decision for a caller whose context can
+// never end (context.Background()) goes alone without this bound, which
+// would cost its hot path an allocation: the client's own timeouts bound
+// it. d must be more than 0; New fails with algorithm.ErrInvalidConfig
+// otherwise.
 func WithTimeout[K comparable](d time.Duration) Option[K] {
 	return func(s *Store[K]) {
 		s.cfg.Timeout = d
