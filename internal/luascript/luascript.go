@@ -41,6 +41,8 @@ var (
 	loadHash string
 	//go:embed store.lua
 	storeHash string
+	//go:embed used.lua
+	usedState string
 )
 
 // Script is a script deciding for one limit or several on one key.
@@ -88,7 +90,7 @@ type setup struct {
 
 // perRequest finds, in a setup region, what varies between requests: the
 // request's time, cost and ARGV[1] or ARGV[2], and what the load found.
-var perRequest = regexp.MustCompile(`\b(now|cost|peek|state|at|old0|old1|wipe|afresh|hkey)\b|ARGV\[[12]\]`)
+var perRequest = regexp.MustCompile(`\b(now|cost|peek|state|at|old0|old1|wipe|afresh|carried|other|hkey)\b|ARGV\[[12]\]`)
 
 // carry holds a body's two marked regions. In its decide part, the lines
 // between "--#parse a, b" and "--#parsed" read its state's body (state,
@@ -162,7 +164,17 @@ var (
 	luaName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
+// usedLine marks where load.lua and slidinglog.lua compute what a state
+// of another kind had used: the composer puts used.lua there.
+const usedLine = "--#used\n"
+
 func init() {
+	// used.lua, where a load found another kind's state.
+	if !strings.Contains(loadHash, usedLine) || !strings.Contains(slidingLog, usedLine) {
+		panic("luascript: load.lua and slidinglog.lua need a --#used line") // a bug in an embedded file
+	}
+	loadHash = strings.Replace(loadHash, usedLine, usedState, 1)
+	slidingLog = strings.Replace(slidingLog, usedLine, usedState, 1)
 	for _, line := range []string{hgetLine, heldLine} {
 		if !strings.Contains(loadHash, line) {
 			panic("luascript: load.lua: no line " + strings.TrimSpace(line)) // a bug in an embedded file
@@ -790,7 +802,8 @@ type Limit struct {
 	// Rule carries a state written under another Tag of the same Kind.
 	Rule algorithm.Rule
 	// ResetOnMismatch starts afresh, instead of refusing with an
-	// RLMISMATCH error, a state the limit cannot read.
+	// RLMISMATCH error, a state the limit cannot read: charged with what
+	// a state of another kind had used (used.lua, algorithm.Carry).
 	ResetOnMismatch bool
 }
 
