@@ -114,6 +114,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("Mismatch", func(t *testing.T) { testMismatch(t, newStore(t)) })
 	t.Run("SwitchTakingTurns", func(t *testing.T) { testSwitchTakingTurns(t, newStore(t), "New") })
 	t.Run("SwitchTakingTurnsWith", func(t *testing.T) { testSwitchTakingTurns(t, newStore(t), "With") })
+	t.Run("SwitchTakingTurnsPolicy", func(t *testing.T) { testSwitchTakingTurns(t, newStore(t), "Policy") })
 	t.Run("Policy", func(t *testing.T) {
 		t.Run("Model", func(t *testing.T) { testPolicyModel(t, newStore(t)) })
 		t.Run("Reconfigure", func(t *testing.T) { testPolicyReconfigure(t, newStore(t)) })

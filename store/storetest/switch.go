@@ -18,7 +18,8 @@ import (
 // more than the larger limit, for every ordered pair of kinds, with equal
 // and unequal limits. Before, each read the other's state as fresh, and
 // all 80 were admitted. through says how the two limiters are built: by
-// New, or by With on one limiter (limits given per call).
+// New, by With on one limiter (limits given per call), or, for a, as a
+// limit of a Policy beside one that never binds.
 func testSwitchTakingTurns(t *testing.T, st store.Store[string], through string) {
 	ctx := context.Background()
 	for _, limits := range [][2]int64{{10, 10}, {10, 25}, {25, 10}} {
@@ -38,6 +39,7 @@ func testSwitchTakingTurns(t *testing.T, st store.Store[string], through string)
 					id := "sw:" + through + ":" + name
 					opts := []ratelimit.Option{ratelimit.WithClock(clk), ratelimit.WithStateID(id), ratelimit.WithResetOnMismatch()}
 					var la, lb *ratelimit.Limiter[string]
+					var pa *ratelimit.Policy[string]
 					var err error
 					switch through {
 					case "With":
@@ -49,6 +51,21 @@ func testSwitchTakingTurns(t *testing.T, st store.Store[string], through string)
 							t.Fatal(err)
 						}
 						lb, err = base.With(algB)
+					case "Policy":
+						// a's limit in a Policy, beside a limit that never
+						// binds: the Policy's scripts carry as one limit's.
+						roomy, err := kinds[3].withLimit(1000)
+						if err != nil {
+							t.Fatal(err)
+						}
+						pa, err = ratelimit.NewPolicy(st, []ratelimit.Limit{
+							{Algorithm: roomy, StateID: id + ":roomy"},
+							{Algorithm: algA, StateID: id, ResetOnMismatch: true},
+						}, ratelimit.WithClock(clk))
+						if err != nil {
+							t.Fatal(err)
+						}
+						lb, err = ratelimit.New(algB, st, opts...)
 					default:
 						if la, err = ratelimit.New(algA, st, opts...); err != nil {
 							t.Fatal(err)
@@ -60,15 +77,26 @@ func testSwitchTakingTurns(t *testing.T, st store.Store[string], through string)
 					}
 					admitted := 0
 					for i := range 80 {
-						lim := la
-						if i%2 == 1 {
-							lim = lb
+						var ok bool
+						var err error
+						switch {
+						case i%2 == 1:
+							var d ratelimit.Decision
+							d, err = lb.Allow(ctx, "turns")
+							ok = d.Allowed()
+						case pa != nil:
+							var d ratelimit.PolicyDecision
+							d, err = pa.Allow(ctx, "turns")
+							ok = d.Allowed()
+						default:
+							var d ratelimit.Decision
+							d, err = la.Allow(ctx, "turns")
+							ok = d.Allowed()
 						}
-						d, err := lim.Allow(ctx, "turns")
 						if err != nil {
 							t.Fatalf("request %d: %v", i, err)
 						}
-						if d.Allowed() {
+						if ok {
 							admitted++
 						}
 					}
