@@ -274,8 +274,8 @@ func (t *table[K]) dropLocked(key K, id uint32, e *entry[K]) {
 // then is the state written, as the scripts write it. A state with nothing
 // to give back stays as its writer left it: converted to the limit in
 // force and written, it would read otherwise once the limit changes
-// again, and a state another kind of algorithm wrote (read as fresh by a
-// limiter that starts such keys afresh) would be lost.
+// again. (A state another kind of algorithm wrote, read carried by a
+// limiter that resets on mismatch, is never refunded: otherKind.)
 func changed(next, s algorithm.State) bool {
 	return next.N0 != s.N0 || next.N1 != s.N1 || next.N2 != s.N2 || next.Log != s.Log
 }

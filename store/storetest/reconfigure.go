@@ -19,11 +19,11 @@ import (
 // testReconfigure runs random sequences of decisions on a few keys of st
 // while the limit changes (Limiter.SetAlgorithm to another configuration
 // of the same kind, under a kept state ID, with a random rule; or, for a
-// limiter that starts foreign states afresh, to another kind), and checks
-// every decision against a reference that carries each key's state by the
-// algorithms' own Inherit, as the store contract says: a state written
-// under another Tag is converted at the decision's instant, and only an
-// admission writes it back.
+// limiter that resets on mismatch, to another kind), and checks every
+// decision against a reference that carries each key's state by the
+// algorithms' own Inherit (another kind's by algorithm.Carry), as the
+// store contract says: a state written under another Tag is converted at
+// the decision's instant, and only an admission writes it back.
 //
 // A key whose state its writer would report fresh may have been dropped
 // by the store (a memory sweep, a Redis TTL), so for such a key a fresh
