@@ -101,6 +101,7 @@ func composeOp(op Op, names []string) *Script {
 	fmt.Fprintf(&src, "-- %s: %s\n", op, strings.Join(names, "+"))
 	src.WriteString(prelude)
 	src.WriteString("local hkey = KEYS[1]\nlocal held = false\n") // load.lua
+	src.WriteString(usedHead(names))
 	logs := 0
 	nested := len(names) <= nestLimits
 	for _, name := range names {

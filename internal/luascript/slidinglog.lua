@@ -44,7 +44,7 @@ local oldw, wipe, newest, carried = nil, nil, {}, 0
 local mh, mclock = nil, nil -- the clock member and its clock, when there is one
 do
   local head = redis.pcall('ZRANGE', zkey, 0, 1, 'WITHSCORES')
-  local bad, fv = nil, nil
+  local bad, fv, fz = nil, nil, false
   if head.err then
     bad, wipe = 'is not a sorted set', 1
   elseif head[1] then
@@ -363,33 +363,10 @@ end
 -- Log.Refund): the members whose count is above what is left go, but the
 -- first, which is renamed to what is left when the member before it ends
 -- below that. The clock does not move. Then the report, for a cost of 1
--- (decide may have run for another: a cancel's).
+-- (decide may have run for another: a cancel's). A state carried from
+-- another kind (carried) never gets here: ops.go reports it instead.
 local left = used
-if used > 0 and n >= 1 and not last then
-  -- Carried from another kind's state alone (no member yet; Go: one
-  -- entry at now): what the refund leaves of it becomes that member, in
-  -- place of the other kind's state.
-  local give = n
-  if give > used then
-    give = used
-  end
-  left = used - give
-  if wipe == 1 then
-    redis.call('DEL', zkey)
-  elseif wipe == 2 then
-    redis.call('HDEL', hkey, ARGV[$id])
-  end
-  if left > 0 then
-    redis.call('ZADD', zkey, '-inf', hdr)
-    redis.call('ZADD', zkey, string.format('%.0f', now), string.format('%.0f', left))
-    local ttl = math.ceil(window / 1000)
-    if ttl < 2 then
-      ttl = 2
-    end
-    redis.call('PEXPIRE', zkey, ttl + margin)
-    last = now
-  end
-elseif used > 0 and n >= 1 then
+if used > 0 and n >= 1 then
   if oldw then
     -- Carried over from another window: rewritten in this one's terms
     -- first (the new header), so that what the refund leaves reads under

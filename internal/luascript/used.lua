@@ -1,9 +1,12 @@
 -- What a state of another kind had used (Go: algorithm.Used), for a limit
--- that starts such a state afresh: the composer puts it where a load
--- found one (load.lua, slidinglog.lua), off every fast path. It reads fv,
+-- that starts such a state afresh: usedOf(fv, fz, zkey, now), which the
+-- composer puts once in the head of a script (luascript.go), made only
+-- when one of its limits resets on mismatch ($afresh: their modes are "2"
+-- or "3"), so that no other call pays for the closure; a load that found
+-- another kind's state calls it (load.lua, slidinglog.lua). It reads fv,
 -- the value of a field of the key's hash (its header, then its body), or,
--- when fv is nil, the sorted set $zkey of a sliding log, and sets carried
--- to the units that state had used at now, a whole number in [0, 2^40]:
+-- when fv is nil (fz), the sorted set zkey of a sliding log, and returns
+-- the units that state had used at now, a whole number in [0, 2^40]:
 --   T, I  ⌈capacity − tokens⌉ as stored (no refill: the rate is not in
 --         the header); a debt counts beyond the capacity
 --   G     ⌈max(TAT − now, 0) / emission interval⌉
@@ -15,7 +18,9 @@
 -- A header of a kind it does not know, or one whose parameters or body
 -- it cannot read, counts as 2^40: fully used; a value with no header (or
 -- a sorted set without a log's) is no state of any kind and counts 0.
-do
+local usedOf = nil
+if $afresh then
+usedOf = function(fv, fz, zkey, now)
   local u = 1099511627776
   local function fdiv(a, b)
     local q = math.floor(a / b)
@@ -156,7 +161,7 @@ do
     -- A set that is not a sliding log of this version (no header) is no
     -- state of any kind: nothing carries, as before.
     u = 0
-    local z = $zkey
+    local z = zkey
     local head = redis.pcall('ZRANGE', z, 0, 1, 'WITHSCORES')
     local w = nil
     if not head.err and head[1] and (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
@@ -218,5 +223,6 @@ do
   elseif u > 1099511627776 then
     u = 1099511627776
   end
-  carried = u
+  return u
+end
 end
