@@ -98,10 +98,10 @@ func (t *table[K]) takeOther(e *entry[K], n uint32, l *limitRef, now, cost int64
 // algorithm when it is an algorithm.Inheritor, by l's rule. Any other is
 // an error wrapping store.ErrStateMismatch, or, when l resets on
 // mismatch, l's fresh state charged with what the other Kind's state had
-// used (algorithm.Carry; a fresh one when either config has no Tag). The
-// state returned shares nothing with e's: a
-// Log is copied, so that what l does with it changes e only if l writes
-// it. The caller holds e's lock.
+// used (algorithm.Carry; a fresh one when either config has no Tag, or
+// the writer would read its state fresh). The state returned shares
+// nothing with e's: a Log is copied, so that what l does with it changes
+// e only if l writes it. The caller holds e's lock.
 func (t *table[K]) read(e *entry[K], n uint32, l *limitRef, now int64) (algorithm.State, error) {
 	w, mine := t.reg.cfg(e.cfg), t.reg.cfg(l.cfg)
 	s := t.state(e, n, w.wide)
