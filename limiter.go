@@ -355,11 +355,15 @@ func WithInheritance(rule algorithm.Rule) Option {
 	return optionFunc(func(o *options) { o.inherit = &rule })
 }
 
-// WithResetOnMismatch makes a key whose state was written by another
-// algorithm under the same state ID (or is unreadable) start afresh,
-// instead of failing with ErrStateMismatch: for a deliberate switch of
-// algorithm under a kept state ID. The old state is replaced when a
-// request is admitted. For a Policy, set Limit.ResetOnMismatch.
+// WithResetOnMismatch lets a limiter read a key whose state was written
+// by another algorithm under the same state ID, instead of failing with
+// ErrStateMismatch: for a deliberate switch of algorithm under a kept
+// state ID. The key starts from what the old state had used at the
+// decision's instant, as the new algorithm's fresh state charged with it
+// (at most its limit; see algorithm.Used for how each algorithm's usage
+// is read), so a switch never hands out a fresh quota; an unreadable
+// value starts fresh. The old state is replaced when a request is
+// admitted. For a Policy, set Limit.ResetOnMismatch.
 func WithResetOnMismatch() Option {
 	return optionFunc(func(o *options) { o.resetOnMismatch = true })
 }

@@ -29,8 +29,9 @@ type Limit struct {
 	// parameters is carried (see WithInheritance): AsIs, the zero value,
 	// or Proportional.
 	Inherit algorithm.Rule
-	// ResetOnMismatch starts a key afresh when its state was written by
-	// another algorithm (see WithResetOnMismatch).
+	// ResetOnMismatch reads a key whose state another algorithm wrote
+	// from what that state had used, instead of failing (see
+	// WithResetOnMismatch).
 	ResetOnMismatch bool
 }
 

@@ -11,8 +11,9 @@ import (
 // the same whatever its rate, so its Tag holds its capacity alone. Two
 // configurations with equal Tags read each other's states as they are;
 // a state written under another Tag of the same Kind is converted by an
-// [Inheritor]; a state of another Kind is never read (stores report
-// store.ErrStateMismatch, or start the key afresh when asked to).
+// [Inheritor]; a state of another Kind is read only for what it had used
+// ([Used], [Carry]), when a limit resets on mismatch (stores report
+// store.ErrStateMismatch otherwise).
 //
 // Stores keep a Tag beside each state (the Redis stores write its
 // [Tag.Header] in front of the value). A Tag is a small value: comparing

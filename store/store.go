@@ -163,10 +163,15 @@ type Limit struct {
 	// with other parameters (see algorithm.Tag) is carried: AsIs, the
 	// zero value, or Proportional.
 	Inherit algorithm.Rule
-	// ResetOnMismatch starts a key afresh when its state under this ID
-	// was written by another algorithm or in a format this version does
-	// not read, instead of failing with ErrStateMismatch. The state is
-	// replaced only when a request is admitted.
+	// ResetOnMismatch reads a key whose state under this ID was written
+	// by another algorithm as this algorithm's fresh state charged with
+	// what that state had used at the decision's instant
+	// (algorithm.Carry, at most the limit), and one in a format this
+	// version does not read as fresh, instead of failing with
+	// ErrStateMismatch: switching algorithms never hands out a fresh
+	// quota. The state is replaced only when a request is admitted (a
+	// denial's RetryAfter is computed from the carried usage, and a Peek
+	// reports it); a Refund or Cancel gives nothing of it back.
 	ResetOnMismatch bool
 }
 

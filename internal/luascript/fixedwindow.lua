@@ -23,6 +23,12 @@ elseif (index + 1) * window <= now then
   index = index + 1
 end
 local count = 0
+-- Started from a state of another kind (load.lua's carried, Go:
+-- algorithm.Carry): a fresh state charged what that one had used, at
+-- most the limit, at now.
+if carried > 0 then
+  count = math.min(carried, limit)
+end
 if state then
   local stored, counted
 --#parse stored, counted

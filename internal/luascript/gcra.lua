@@ -27,6 +27,15 @@ end
 
 -- debt: µs from now until TAT; 0 once it has passed.
 local debt = 0
+-- Started from a state of another kind (load.lua's carried, Go:
+-- algorithm.Carry): a fresh state charged what that one had used, at
+-- most the limit, at now.
+if carried > 0 then
+  debt = carried * every -- exact up to tau (2^48), far above it when larger
+  if debt > tau then
+    debt = tau
+  end
+end
 if state then
   local tat
 --#parse tat

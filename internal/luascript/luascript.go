@@ -41,6 +41,8 @@ var (
 	loadHash string
 	//go:embed store.lua
 	storeHash string
+	//go:embed used.lua
+	usedState string
 )
 
 // Script is a script deciding for one limit or several on one key.
@@ -88,7 +90,7 @@ type setup struct {
 
 // perRequest finds, in a setup region, what varies between requests: the
 // request's time, cost and ARGV[1] or ARGV[2], and what the load found.
-var perRequest = regexp.MustCompile(`\b(now|cost|peek|state|at|old0|old1|wipe|afresh|hkey)\b|ARGV\[[12]\]`)
+var perRequest = regexp.MustCompile(`\b(now|cost|peek|state|at|old0|old1|wipe|afresh|carried|other|hkey)\b|ARGV\[[12]\]`)
 
 // carry holds a body's two marked regions. In its decide part, the lines
 // between "--#parse a, b" and "--#parsed" read its state's body (state,
@@ -162,7 +164,40 @@ var (
 	luaName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
+// usedLine marks where load.lua and slidinglog.lua take what a state of
+// another kind had used: a call of used.lua's usedOf, which the script's
+// head defines (usedHead).
+const (
+	usedLine = "--#used\n"
+	usedCall = "carried = usedOf(fv, fz, $zkey, now)\n"
+)
+
+// usedHead returns used.lua for the head of a script deciding for limits
+// of the named algorithms: usedOf, made only when one of the limits
+// resets on mismatch (its mode argument is "2" or "3").
+func usedHead(names []string) string {
+	modes := make([]string, len(names))
+	argv := 3
+	for i, name := range names {
+		modes[i] = fmt.Sprintf("ARGV[%d] >= '2'", argv+3)
+		argv += fixedArgs + bodies[name].params
+	}
+	return strings.Replace(usedState, "\nif $afresh then\n", "\nif "+strings.Join(modes, " or ")+" then\n", 1)
+}
+
 func init() {
+	if !strings.Contains(loadHash, usedLine) || !strings.Contains(slidingLog, usedLine) || !strings.Contains(usedState, "\nif $afresh then\n") {
+		panic("luascript: load.lua and slidinglog.lua need a --#used line, used.lua $afresh") // a bug in an embedded file
+	}
+	loadHash = strings.Replace(loadHash, usedLine, usedCall, 1)
+	slidingLog = strings.Replace(slidingLog, usedLine, usedCall, 1)
+	// Every script carries used.lua, which runs only on a switch of
+	// algorithm: without its indentation it is a quarter shorter (4.7 KB).
+	var used strings.Builder
+	for line := range strings.Lines(usedState) {
+		used.WriteString(strings.TrimLeft(line, " "))
+	}
+	usedState = used.String()
 	for _, line := range []string{hgetLine, heldLine} {
 		if !strings.Contains(loadHash, line) {
 			panic("luascript: load.lua: no line " + strings.TrimSpace(line)) // a bug in an embedded file
@@ -335,6 +370,7 @@ func composeParts(names []string, batch bool) (head, limits, tail string) {
 	if !batch {
 		src.WriteString("local held = false\n") // load.lua
 	}
+	src.WriteString(usedHead(names))
 	if logs == len(names) {
 		// Logs alone: KEYS[1] is the first log's sorted set, the hash's
 		// name followed by its ID ("{}" for the empty one).
@@ -845,7 +881,8 @@ type Limit struct {
 	// Rule carries a state written under another Tag of the same Kind.
 	Rule algorithm.Rule
 	// ResetOnMismatch starts afresh, instead of refusing with an
-	// RLMISMATCH error, a state the limit cannot read.
+	// RLMISMATCH error, a state the limit cannot read: charged with what
+	// a state of another kind had used (used.lua, algorithm.Carry).
 	ResetOnMismatch bool
 }
 

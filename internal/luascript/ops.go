@@ -101,6 +101,7 @@ func composeOp(op Op, names []string) *Script {
 	fmt.Fprintf(&src, "-- %s: %s\n", op, strings.Join(names, "+"))
 	src.WriteString(prelude)
 	src.WriteString("local hkey = KEYS[1]\nlocal held = false\n") // load.lua
+	src.WriteString(usedHead(names))
 	logs := 0
 	nested := len(names) <= nestLimits
 	for _, name := range names {
@@ -236,22 +237,31 @@ func composeOp(op Op, names []string) *Script {
 			if log {
 				define(n, "book", opPart{"act", sub(b.book) + "\n", "rem, reset, ''"})
 			} else {
-				define(n, "book", opPart{"act", sub(b.book) + "\n" + sub(wipeFirst+storeMany) + "\n", fmt.Sprintf("rem, reset, ARGV[%d] .. value", argv+2)})
+				// A booking on another kind's state replies no value after
+				// it: its cancel gives back its unused units rather than
+				// put back a state of another kind (Go: not ExactUndo).
+				define(n, "book", opPart{"act", sub(b.book) + "\n" + sub(wipeFirst+storeMany) + "\n", fmt.Sprintf("rem, reset, (other and '' or ARGV[%d] .. value)", argv+2)})
 			}
 		}
+		// A state of another kind (load.lua's carried, or the log's) gives
+		// nothing back and is not written: the limit reports it as it
+		// reads it (Go: the memory store's Refund and Cancel).
 		if op == OpRefund || op == OpCancel {
 			body := sub(b.refund) + "\n"
 			if !log {
 				body += fmt.Sprintf("if value then\n%s\nend\n", sub(wipeFirst+storeMany))
 			}
-			define(n, "refund", opPart{"n", body, "rem, retry, reset"})
+			body = "local crem, cretry, creset\nif carried > 0 then\n" + sub(b.report) + "\ncrem, cretry, creset = rem, retry, reset\nelse\n" +
+				body + "crem, cretry, creset = rem, retry, reset\nend\n"
+			define(n, "refund", opPart{"n", body, "crem, cretry, creset"})
 		}
 		if op == OpCancel {
 			unused := b.unused
 			if unused == "" {
 				unused = "local give = 0\n"
 			}
-			define(n, "unused", opPart{"act, bcost", sub(unused) + "\n", "give"})
+			unused = "local cgive = 0\nif carried == 0 then\n" + unused + "\ncgive = give\nend\n"
+			define(n, "unused", opPart{"act, bcost", sub(unused) + "\n", "cgive"})
 		}
 		if !nested {
 			src.WriteString("end\n")

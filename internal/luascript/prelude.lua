@@ -30,7 +30,8 @@
 -- algorithm under another header (other parameters) is converted by the
 -- mode's rule (docs/design/state-format.md §2); anything else is refused
 -- with an RLMISMATCH error reply before any write, or, in modes 2 and 3,
--- started afresh (an admission replaces it). No raw Lua error can reach
+-- started afresh (an admission replaces it), charged with what a state of
+-- another algorithm had used (used.lua; Go: algorithm.Carry). No raw Lua error can reach
 -- the caller.
 --
 -- An algorithm's body has three parts. The first reads the state and sets

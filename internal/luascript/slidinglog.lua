@@ -40,11 +40,11 @@ local trim = 1000
 -- what an admission removes first: 1 the set, 2 the field).
 local hdr = ARGV[$hdr]
 local afresh = ARGV[$mode] >= '2'
-local oldw, wipe, newest = nil, nil, {}
+local oldw, wipe, newest, carried = nil, nil, {}, 0
 local mh, mclock = nil, nil -- the clock member and its clock, when there is one
 do
   local head = redis.pcall('ZRANGE', zkey, 0, 1, 'WITHSCORES')
-  local bad = nil
+  local bad, fv, fz = nil, nil, false
   if head.err then
     bad, wipe = 'is not a sorted set', 1
   elseif head[1] then
@@ -71,14 +71,25 @@ do
         newest = {} -- the header (and a clock) alone
       end
     end
-  elseif redis.pcall('HEXISTS', hkey, ARGV[$id]) == 1 then -- a hash's key of another type holds no state of this ID
-    bad, wipe = 'is missing, and ' .. hkey .. ' holds another algorithm\'s state under ID ' .. ARGV[$id], 2
+  else
+    fv = redis.pcall('HGET', hkey, ARGV[$id]) -- a hash's key of another type holds no state of this ID
+    if type(fv) == 'string' then
+      bad, wipe = 'is missing, and ' .. hkey .. ' holds another algorithm\'s state under ID ' .. ARGV[$id], 2
+    else
+      fv = nil
+    end
   end
   if bad then
     if not afresh then
       return redis.error_reply('RLMISMATCH ' .. zkey .. ' ' .. bad .. ', not ' .. hdr)
     end
     oldw, newest, mh, mclock = nil, {}, nil, nil
+    if fv then
+      -- Another kind's state (used.lua, Go: algorithm.Used): what it
+      -- had used carries over, as one member at now (Go:
+      -- algorithm.Carry), written by an admission.
+--#used
+    end
   end
 end
 local t, last, total, clock = now, nil, 0, nil
@@ -146,6 +157,13 @@ if last then
   end
 end
 
+if carried > 0 then
+  -- No member yet: the carried units stand for one at now, which an
+  -- admission writes with its own (the cumulative count starts at them).
+  carried = math.min(carried, limit)
+  used, total = carried, carried
+end
+
 local fits = used + cost <= limit
 
 --@report
@@ -155,7 +173,9 @@ if rem < 0 then
 end
 do
   local excess = used + cost - limit
-  if excess > 0 then
+  if excess > 0 and not last then
+    retry = window -- carried alone: one member at now, holding used ≥ excess
+  elseif excess > 0 then
     -- The first member whose leaving takes excess out of the window: the
     -- live members are the ranks from first on, each adding at least 1,
     -- so it is within excess of first. A rank past the end stands for
@@ -184,7 +204,7 @@ do
   end
 end
 if used > 0 then
-  reset = last + window - now
+  reset = (last or now) + window - now
 end
 
 --@commit
@@ -241,6 +261,9 @@ if not last or oldw then
 end
 if last == rec then
   redis.call('ZREM', zkey, newest[1]) -- one member per instant
+end
+if carried > 0 and rec > now then
+  redis.call('ZADD', zkey, string.format('%.0f', now), string.format('%.0f', carried)) -- the carried units' own member
 end
 redis.call('ZADD', zkey, string.format('%.0f', rec), string.format('%.0f', total))
 if ndead > 1 then
@@ -315,6 +338,9 @@ end
 if last == rec then
   redis.call('ZREM', zkey, newest[1]) -- one member per instant
 end
+if carried > 0 and rec > now then
+  redis.call('ZADD', zkey, string.format('%.0f', now), string.format('%.0f', carried)) -- the carried units' own member
+end
 redis.call('ZADD', zkey, string.format('%.0f', rec), string.format('%.0f', total))
 if ndead > 1 then
   local n = ndead - 1
@@ -337,7 +363,8 @@ end
 -- Log.Refund): the members whose count is above what is left go, but the
 -- first, which is renamed to what is left when the member before it ends
 -- below that. The clock does not move. Then the report, for a cost of 1
--- (decide may have run for another: a cancel's).
+-- (decide may have run for another: a cancel's). A state carried from
+-- another kind (carried) never gets here: ops.go reports it instead.
 local left = used
 if used > 0 and n >= 1 then
   if oldw then

@@ -61,6 +61,12 @@ elseif (index + 1) * window <= now then
 end
 
 local count, prev = 0, 0
+-- Started from a state of another kind (load.lua's carried, Go:
+-- algorithm.Carry): a fresh state charged what that one had used, at
+-- most the limit, at now.
+if carried > 0 then
+  count = math.min(carried, limit)
+end
 if state then
   local i, c, p
 --#parse i, c, p
@@ -109,9 +115,9 @@ if state then
         booked = oc - old0
         oc = old0
       end
-      -- carried returns ⌈x·limit/old0⌉, at most limit: a count carried as
+      -- scaled returns ⌈x·limit/old0⌉, at most limit: a count carried as
       -- the fraction of the old limit it used (proportional), rounded up.
-      local function carried(x)
+      local function scaled(x)
         local q, r = muldiv(x, limit, old0)
         if r > 0 then
           q = q + 1
@@ -127,7 +133,7 @@ if state then
         if old1 == window then
           base, bp = ox, op
           if prop then
-            bp = carried(op)
+            bp = scaled(op)
           end
         end
         local nahead = floordiv(281474976710656, window)
@@ -161,10 +167,10 @@ if state then
         end
         i, c, p = index, math.min(u, limit), 0
         if prop then
-          c = carried(u)
+          c = scaled(u)
         end
       elseif prop then
-        i, c, p = ox, carried(oc), carried(op)
+        i, c, p = ox, scaled(oc), scaled(op)
       elseif oc <= limit then
         i, c, p = ox, oc, op
       elseif ox < index + oahead then

@@ -32,6 +32,12 @@ local function wait(held, target, at_us, now_us)
 end
 --#setupend
 local tokens, last = capacity, now
+-- Started from a state of another kind (load.lua's carried, Go:
+-- algorithm.Carry): a fresh state charged what that one had used, at
+-- most the limit, at now.
+if carried > 0 then
+  tokens = capacity - math.min(carried, capacity)
+end
 if state then
   local k, l
 --#parse k, l

@@ -72,6 +72,12 @@ local function wait(target, held, held_at, at_us, now_us)
 end
 --#setupend
 local tokens, last = capacity, now
+-- Started from a state of another kind (load.lua's carried, Go:
+-- algorithm.Carry): a fresh state charged what that one had used, at
+-- most the limit, at now.
+if carried > 0 then
+  tokens = capacity - math.min(carried, capacity)
+end
 if state then
   local k, l = 1e300, 0 -- out of range: not 16 bytes
 --#parse k, l

@@ -147,7 +147,9 @@ func (p *policy[K]) Book(_ context.Context, key K, now, cost, maxDelay int64, ou
 		preConf: make([]*limitConfig, len(bs)), postConf: make([]*limitConfig, len(bs))}
 	for i, b := range bs {
 		l, e, n := &p.limits[i], hd.es[i], hd.ns[i]
-		u.exact[i] = algorithm.ExactUndo(l.alg)
+		// Booked on another kind's state (carried): not undone exactly, as
+		// the scripts cannot put back a log's sorted set.
+		u.exact[i] = algorithm.ExactUndo(l.alg) && !t.otherKind(e, l)
 		if u.exact[i] && !hd.made[i] {
 			u.pre[i], u.preCfg[i], u.preConf[i] = t.state(e, n, t.reg.cfg(e.cfg).wide), e.cfg, t.reg.cfg(e.cfg)
 		}
@@ -203,6 +205,9 @@ func (p *policy[K]) Cancel(_ context.Context, key K, now int64, b store.Booking)
 			continue // forgotten since: nothing to give back
 		}
 		s := states[i]
+		if t.otherKind(e, l) {
+			continue // carried from another kind's state: nothing to give back
+		}
 		if u.exact[i] && e.cfg == u.postCfg[i] && t.reg.cfg(e.cfg) == u.postConf[i] && (u.made[i] || pinned[i]) {
 			if raw := t.state(e, n, t.reg.cfg(e.cfg).wide); raw.N0 == u.post[i].N0 && raw.N1 == u.post[i].N1 && raw.N2 == u.post[i].N2 {
 				if u.made[i] {
@@ -244,6 +249,12 @@ func (p *policy[K]) Refund(_ context.Context, key K, now, n int64, out []algorit
 			rs[i] = algorithm.Fresh(l.limit)
 			continue
 		}
+		if t.otherKind(e, l) {
+			// Carried from another kind's state: nothing is given back,
+			// and that state stays.
+			rs[i] = b.Peek(states[i], now, 1)
+			continue
+		}
 		var next algorithm.State
 		next, rs[i] = b.Refund(states[i], now, n)
 		if changed(next, states[i]) {
@@ -251,6 +262,18 @@ func (p *policy[K]) Refund(_ context.Context, key K, now, n int64, out []algorit
 		}
 	}
 	return algorithm.Combine(rs), nil
+}
+
+// otherKind reports whether entry e, locked, holds a state another Kind
+// of algorithm than l's wrote, which l reads carried (algorithm.Carry):
+// a refund or a cancel gives nothing of it back, and writes nothing, as
+// the scripts do.
+func (t *table[K]) otherKind(e *entry[K], l *limitRef) bool {
+	if e.cfg == l.cfg {
+		return false
+	}
+	w, mine := t.reg.cfg(e.cfg), t.reg.cfg(l.cfg)
+	return w.tagged && mine.tagged && w.tag.Kind != mine.tag.Kind
 }
 
 // dropLocked forgets the state of identity id for key, whose entry e the
@@ -272,8 +295,8 @@ func (t *table[K]) dropLocked(key K, id uint32, e *entry[K]) {
 // then is the state written, as the scripts write it. A state with nothing
 // to give back stays as its writer left it: converted to the limit in
 // force and written, it would read otherwise once the limit changes
-// again, and a state another kind of algorithm wrote (read as fresh by a
-// limiter that starts such keys afresh) would be lost.
+// again. (A state another kind of algorithm wrote, read carried by a
+// limiter that resets on mismatch, is never refunded: otherKind.)
 func changed(next, s algorithm.State) bool {
 	return next.N0 != s.N0 || next.N1 != s.N1 || next.N2 != s.N2 || next.Log != s.Log
 }

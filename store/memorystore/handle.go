@@ -98,9 +98,11 @@ func (t *table[K]) takeOther(e *entry[K], n uint32, l *limitRef, now, cost int64
 // (Tag) is l's as it is; one of the same Kind is converted by l's
 // algorithm when it is an algorithm.Inheritor, by l's rule. Any other is
 // an error wrapping store.ErrStateMismatch, or, when l resets on
-// mismatch, a fresh state. The state returned shares nothing with e's: a
-// Log is copied, so that what l does with it changes e only if l writes
-// it. The caller holds e's lock.
+// mismatch, l's fresh state charged with what the other Kind's state had
+// used (algorithm.Carry; a fresh one when either config has no Tag, or
+// the writer would read its state fresh). The state returned shares
+// nothing with e's: a Log is copied, so that what l does with it changes
+// e only if l writes it. The caller holds e's lock.
 func (t *table[K]) read(e *entry[K], n uint32, l *limitRef, now int64) (algorithm.State, error) {
 	w, mine := t.reg.cfg(e.cfg), t.reg.cfg(l.cfg)
 	s := t.state(e, n, w.wide)
@@ -116,6 +118,12 @@ func (t *table[K]) read(e *entry[K], n uint32, l *limitRef, now int64) (algorith
 		}
 	}
 	if l.reset {
+		if w.tagged && mine.tagged && w.alg.Peek(s, now, 1).ResetAfter > 0 {
+			// Another Kind: what the state had used carries over, until
+			// its writer would read it fresh (where a Redis key's TTL
+			// drops it).
+			return algorithm.Carry(l.alg, w.tag, s, now), nil
+		}
 		return l.alg.Init(algorithm.State{}, now), nil
 	}
 	return s, fmt.Errorf("%w: state ID %q holds a %s state; this limit reads %s", store.ErrStateMismatch, l.name, w.describe(), mine.describe())

@@ -68,7 +68,8 @@ import (
 // carries its keys' state (see algorithm.Inheritor). A state written by
 // another algorithm under the same ID is refused with an error wrapping
 // store.ErrStateMismatch, unless the limit resets on mismatch
-// (store.Limit.ResetOnMismatch).
+// (store.Limit.ResetOnMismatch): it then starts from what that state had
+// used (algorithm.Carry), or fresh once its writer would read it fresh.
 //
 // All of a Store's state is in one table; Open only numbers the limits'
 // IDs and configurations (a few hundred bytes for one never seen) and

@@ -19,11 +19,11 @@ import (
 // testReconfigure runs random sequences of decisions on a few keys of st
 // while the limit changes (Limiter.SetAlgorithm to another configuration
 // of the same kind, under a kept state ID, with a random rule; or, for a
-// limiter that starts foreign states afresh, to another kind), and checks
-// every decision against a reference that carries each key's state by the
-// algorithms' own Inherit, as the store contract says: a state written
-// under another Tag is converted at the decision's instant, and only an
-// admission writes it back.
+// limiter that resets on mismatch, to another kind), and checks every
+// decision against a reference that carries each key's state by the
+// algorithms' own Inherit (another kind's by algorithm.Carry), as the
+// store contract says: a state written under another Tag is converted at
+// the decision's instant, and only an admission writes it back.
 //
 // A key whose state its writer would report fresh may have been dropped
 // by the store (a memory sweep, a Redis TTL), so for such a key a fresh
@@ -135,8 +135,9 @@ func (r *reconfig) reconfigure(t *rapid.T) {
 }
 
 // switchKind puts an algorithm of another kind in place (the limiter
-// starts foreign states afresh): every key's state is then another
-// kind's, and reads as fresh until an admission replaces it.
+// resets on mismatch): every key's state is then another kind's, and
+// reads as a fresh state charged with what it had used
+// (algorithm.Carry) until an admission replaces it.
 func (r *reconfig) switchKind(t *rapid.T) {
 	var others []kind
 	for _, k := range kinds {
@@ -165,10 +166,10 @@ func (r *reconfig) candidates(t *rapid.T, c *carried) []algorithm.State {
 	s := copyState(c.s)
 	from, _ := algorithm.TagOf(c.writer)
 	to, _ := algorithm.TagOf(alg)
-	if from.Kind != to.Kind {
-		return []algorithm.State{fresh} // another kind's, started afresh
-	}
-	if from != to {
+	switch {
+	case from.Kind != to.Kind: // another kind's: what it had used carries
+		s = algorithm.Carry(alg, from, s, r.now)
+	case from != to:
 		inh, ok := alg.(algorithm.Inheritor)
 		if !ok {
 			t.Fatalf("%v reads states of %v but is no algorithm.Inheritor", alg, c.writer)
@@ -314,9 +315,9 @@ func (r *reconfig) cancel(t *rapid.T) {
 // back exactly (as stores undo a booking); any other state is converted
 // to the booking limit's terms by rule, which refunds what the booking's
 // units left unused (algorithm.Booker's Unused), written only when that
-// gives something back; another kind's state (a limiter that starts
-// foreign states afresh switched kinds) reads as fresh and has nothing to
-// give. From act on, the booking is used and c stays. exact reports the
+// gives something back; another kind's state (a limiter that resets on
+// mismatch switched kinds) is read carried (algorithm.Carry) and gives
+// nothing back. From act on, the booking is used and c stays. exact reports the
 // exact undo; dropped, a state its writer would report fresh, which the
 // store may have dropped (not modelled: either way gives nothing back).
 func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int64) (next *carried, exact, dropped bool) {
@@ -324,7 +325,7 @@ func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int6
 		return c, false, false
 	}
 	booker := post.writer
-	if sameTag(booker, c.writer) && algorithm.ExactUndo(booker) &&
+	if sameTag(booker, c.writer) && algorithm.ExactUndo(booker) && (pre == nil || sameKind(pre.writer, booker)) &&
 		c.s.N0 == post.s.N0 && c.s.N1 == post.s.N1 && c.s.N2 == post.s.N2 {
 		if pre == nil {
 			return nil, true, false
@@ -337,7 +338,7 @@ func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int6
 	from, _ := algorithm.TagOf(c.writer)
 	to, _ := algorithm.TagOf(booker)
 	if from.Kind != to.Kind {
-		return c, false, false
+		return c, false, false // carried from another kind's: nothing given back
 	}
 	s := copyState(c.s)
 	if from != to {
@@ -355,7 +356,8 @@ func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int6
 // refund gives units back through the limit in force: the store converts
 // the key's state and refunds on it, and writes it (under the limit in
 // force) only when that gave something back, as the scripts do; a state
-// with nothing to give back stays as its writer left it.
+// with nothing to give back stays as its writer left it, and so does one
+// of another kind (read carried, algorithm.Carry: nothing to give back).
 func (r *reconfig) refund(t *rapid.T) {
 	name, key := r.key(t)
 	n := rapid.Int64Range(1, r.s.limit+2).Draw(t, "refund")
@@ -367,7 +369,17 @@ func (r *reconfig) refund(t *rapid.T) {
 	}
 	next := make([]algorithm.State, len(cands))
 	rs := make([]algorithm.Result, len(cands))
+	other := false
+	if c := r.keys[name]; c != nil {
+		from, _ := algorithm.TagOf(c.writer)
+		to, _ := algorithm.TagOf(r.s.alg)
+		other = from.Kind != to.Kind
+	}
 	for i, c := range cands {
+		if other {
+			next[i], rs[i] = c, r.s.alg.Peek(copyState(c), r.now, 1)
+			continue
+		}
 		next[i], rs[i] = b.Refund(copyState(c), r.now, n)
 	}
 	i := r.match(t, fmt.Sprintf("Refund(%s, %d)", name, n), 0, got, err, rs) // reported as a Peek
@@ -384,6 +396,14 @@ func sameTag(a, b algorithm.Algorithm) bool {
 	ta, okA := algorithm.TagOf(a)
 	tb, okB := algorithm.TagOf(b)
 	return okA && okB && ta == tb
+}
+
+// sameKind reports whether a and b are algorithms of one Kind: a booking
+// on another kind's state (read carried) is not undone exactly.
+func sameKind(a, b algorithm.Algorithm) bool {
+	ta, okA := algorithm.TagOf(a)
+	tb, okB := algorithm.TagOf(b)
+	return okA && okB && ta.Kind == tb.Kind
 }
 
 // sameState reports whether a Refund returned its state as it was given
@@ -432,7 +452,8 @@ func (r *reconfig) reset(t *rapid.T) {
 // testMismatch puts every other kind's algorithm on a key's state under
 // one state ID: each decision must fail with ErrStateMismatch (not
 // ErrStoreUnavailable) and leave the state as it was, or, with
-// WithResetOnMismatch, decide as for a fresh key.
+// WithResetOnMismatch, decide on a fresh state charged with what the
+// other kind's state had used (2 of 5: 5 of 7 remain).
 func testMismatch(t *testing.T, st store.Store[string]) {
 	for _, named := range []bool{true, false} {
 		for _, a := range kinds {
@@ -500,12 +521,12 @@ func testMismatchPair(t *testing.T, st store.Store[string], a, b kind, named boo
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d, err := afresh.Peek(ctx, key); err != nil || d != fresh(7) {
-			t.Errorf("Peek starting afresh: %s, %v; want %s", show(d), err, show(fresh(7)))
+		if d, err := afresh.Peek(ctx, key); err != nil || !d.Allowed() || d.Remaining() != 5 {
+			t.Errorf("Peek carrying the 2 used into a limit of 7: %s, %v; want 5 left", show(d), err)
 		}
 		d, err := afresh.AllowN(ctx, key, 3)
-		if err != nil || !d.Allowed() || d.Remaining() != 4 {
-			t.Errorf("AllowN(3) starting afresh on a limit of 7: %s, %v; want admitted, 4 left", show(d), err)
+		if err != nil || !d.Allowed() || d.Remaining() != 2 {
+			t.Errorf("AllowN(3) carrying the 2 used into a limit of 7: %s, %v; want admitted, 2 left", show(d), err)
 		}
 		// The state is now the second algorithm's: the first one
 		// mismatches in turn.
@@ -648,12 +669,13 @@ func testLogRefundKeepsKnownAdmission(t *testing.T, st store.Store[string]) {
 	}
 }
 
-// testCancelKeepsAnotherKindsState books on a bucket that starts foreign
-// states afresh, switches the limiter to a sliding log under the same
-// state ID (whose admission replaces the bucket's state), and cancels the
-// booking: the bucket reads the log's state as fresh and has nothing to
-// give back, so nothing is written, and the log's admission stays. (The
-// memory store wrote a fresh bucket over it.)
+// testCancelKeepsAnotherKindsState books on a bucket that resets on
+// mismatch, switches the limiter to a sliding log under the same state ID
+// (which carries the bucket's 3 used units, the booked one included, and
+// whose admission replaces the bucket's state), and cancels the booking:
+// the log's state is another kind's, which gives nothing back, so nothing
+// is written, and the log's count stays. (The memory store wrote a fresh
+// bucket over it.)
 func testCancelKeepsAnotherKindsState(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
 	bucket, err := tokenbucket.Per(2, time.Second)
@@ -679,14 +701,14 @@ func testCancelKeepsAnotherKindsState(t *testing.T, st store.Store[string]) {
 	if err := lim.SetAlgorithm(log); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Allow(ctx, "ck"); err != nil || d.Remaining() != 4 {
-		t.Fatalf("the log's Allow: %v, %v; want 4 of 5 remaining", d, err)
+	if d, err := lim.Allow(ctx, "ck"); err != nil || d.Remaining() != 1 {
+		t.Fatalf("the log's Allow: %v, %v; want 1 of 5 remaining (the bucket's 2 and 1 booked carried)", d, err)
 	}
 	if err := r.Cancel(ctx); err != nil {
 		t.Fatalf("Cancel: %v", err)
 	}
-	if d, err := lim.Peek(ctx, "ck"); err != nil || d.Remaining() != 4 {
-		t.Fatalf("the log's Peek after the bucket's cancel: %v, %v; want its admission kept (4 of 5 remaining)", d, err)
+	if d, err := lim.Peek(ctx, "ck"); err != nil || d.Remaining() != 1 {
+		t.Fatalf("the log's Peek after the bucket's cancel: %v, %v; want its count kept (1 of 5 remaining)", d, err)
 	}
 }
 

@@ -74,8 +74,11 @@ import (
 //     minute's limit changed to an hour's and back gives no negative or
 //     overlong duration, in place and by a Limiter built anew;
 //   - every other kind's algorithm under a key's state ID fails with
-//     ErrStateMismatch, changing nothing, or starts the key afresh when
-//     asked to;
+//     ErrStateMismatch, changing nothing, or, when asked to reset on
+//     mismatch, starts the key from what that state had used
+//     (algorithm.Carry): two kinds taking turns on a key at one instant,
+//     alone, through Limiter.With or in a Policy, admit at most the
+//     larger limit;
 //   - random sequences of AllowN, Peek, ReserveN, Cancel, Refund and clock
 //     moves (back too) on a Limiter and on a Policy answer, field for field,
 //     as the algorithms' own transitions (algorithm.Booker) applied as the
@@ -115,6 +118,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 		})
 	}
 	t.Run("Mismatch", func(t *testing.T) { testMismatch(t, newStore(t)) })
+	t.Run("SwitchTakingTurns", func(t *testing.T) { testSwitchTakingTurns(t, newStore(t), "New") })
+	t.Run("SwitchTakingTurnsWith", func(t *testing.T) { testSwitchTakingTurns(t, newStore(t), "With") })
+	t.Run("SwitchTakingTurnsPolicy", func(t *testing.T) { testSwitchTakingTurns(t, newStore(t), "Policy") })
 	t.Run("Policy", func(t *testing.T) {
 		t.Run("Model", func(t *testing.T) { testPolicyModel(t, newStore(t)) })
 		t.Run("Reconfigure", func(t *testing.T) { testPolicyReconfigure(t, newStore(t)) })
