@@ -33,10 +33,11 @@ type remoteTable[K comparable] struct {
 }
 
 // maxRemoteCalls is how many calls a Limiter or Policy has in flight at
-// once on a remote store for callers whose contexts can end: far more
-// than a Redis needs to be kept busy (a pipeline of 256 scripts is tens
-// of milliseconds of its time), few enough that the calls of callers who
-// left cannot starve the others.
+// once on a remote store for callers whose contexts can end: enough to
+// keep a Redis busy (as 64 goroutines pipelining on rueidis do in the
+// benchmarks), few enough that the calls of callers who left cannot pile
+// up behind a slow server (256 did, on miniredis under load, until its
+// own timeouts opened the breaker).
 const maxRemoteCalls = 64
 
 // pending is the outcome of a call in flight; the call's goroutine
@@ -51,10 +52,11 @@ type pending struct {
 }
 
 // detached runs call under ctx without its cancellation, with the
-// table's own deadline instead (CallTimeout), once it has a slot. It returns the call's outcome, or an endedError when ctx ends
-// first (or had ended, or ends while waiting for a slot: the call is then
-// not made). n is the length of the caller's out; the
-// outcome's rs has that length.
+// table's own deadline instead (CallTimeout), once it has a slot. It
+// returns the call's outcome, or an endedError when ctx ends first (or
+// had ended, or ends while waiting for a slot: the call is then not
+// made). n is the length of the caller's out; the outcome's rs has that
+// length.
 func (t *remoteTable[K]) detached(ctx context.Context, n int, call func(context.Context, *pending)) (*pending, error) {
 	if err := callerEnded(ctx); err != nil {
 		return nil, &endedError{ctxErr: err}
