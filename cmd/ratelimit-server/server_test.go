@@ -411,6 +411,24 @@ func TestReload(t *testing.T) {
 	s.expectCodes(t, "d", descs(desc("k", "b")), ok, ok, ok, over)
 }
 
+// TestReloadSwitchingAlgorithm: a reload that gives a descriptor another
+// algorithm keeps what its keys used, on every store: a client cannot
+// wait for an operator's switch to get a fresh quota.
+func TestReloadSwitchingAlgorithm(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		path := writeConfig(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 3}\n")
+		s := startServer(t, tg, path)
+		s.expectCodes(t, "d", descs(desc("k", "a")), ok, ok, ok, over)
+		for _, alg := range []string{"token_bucket", "gcra", "sliding_log", "sliding_window", "fixed_window"} {
+			rewrite(t, path, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 3, algorithm: "+alg+"}\n")
+			if err := s.app.reload(); err != nil {
+				t.Fatal(err)
+			}
+			s.expectCodes(t, "d", descs(desc("k", "a")), over)
+		}
+	})
+}
+
 func rewrite(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {

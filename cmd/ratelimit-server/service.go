@@ -26,17 +26,12 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// stateIDs name each algorithm's state in the store, whatever its
-// parameters: a reload that changes a limit keeps every key's count (the
-// library carries it to the new limit, as used so far), and a key moved to
-// another algorithm starts afresh (WithResetOnMismatch).
-var stateIDs = map[string]string{
-	algFixedWindow:   "fw",
-	algSlidingWindow: "sw",
-	algSlidingLog:    "log",
-	algTokenBucket:   "tb",
-	algGCRA:          "gcra",
-}
+// stateID names every limit's state in the store, whatever its algorithm
+// and parameters: a reload that changes a limit keeps every key's count
+// (the library carries it to the new limit, as used so far), and so does
+// one that gives a descriptor another algorithm (WithResetOnMismatch: the
+// library carries what the other kind's state had used).
+const stateID = "rl"
 
 // serviceOptions are what the flags say about responses.
 type serviceOptions struct {
@@ -113,7 +108,7 @@ func (s *service) prepare(cfg *config) (*limits, error) {
 	var walk func(n *node) error
 	walk = func(n *node) error {
 		if r := n.rule; r != nil && r.alg != nil {
-			lim, err := s.newLimiter(r.alg, r.algorithm, r.statsKey)
+			lim, err := s.newLimiter(r.alg, r.statsKey)
 			if err != nil {
 				return fmt.Errorf("%w: %s: %v", errConfig, r.statsKey, err)
 			}
@@ -134,9 +129,9 @@ func (s *service) prepare(cfg *config) (*limits, error) {
 	return l, nil
 }
 
-func (s *service) newLimiter(alg algorithm.Algorithm, kind, name string) (*ratelimit.Limiter[string], error) {
+func (s *service) newLimiter(alg algorithm.Algorithm, name string) (*ratelimit.Limiter[string], error) {
 	opts := []ratelimit.Option{
-		ratelimit.WithStateID(stateIDs[kind]),
+		ratelimit.WithStateID(stateID),
 		ratelimit.WithClock(s.clk),
 		ratelimit.WithResetOnMismatch(),
 		ratelimit.WithName(name),
@@ -169,7 +164,7 @@ func (s *service) override(l *limits, o *rlcommon.RateLimitDescriptor_RateLimitO
 			return nil, nil, err
 		}
 		r.alg = alg
-		if lim, err = s.newLimiter(alg, algFixedWindow, "override"); err != nil {
+		if lim, err = s.newLimiter(alg, "override"); err != nil {
 			return nil, nil, err
 		}
 	}
