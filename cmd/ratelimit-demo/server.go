@@ -32,6 +32,8 @@ var staticFiles embed.FS
 const (
 	// storeTimeout bounds every call to the store made for one API request.
 	storeTimeout = 2 * time.Second
+	// compareTimeout bounds a comparison's calls to the store, together.
+	compareTimeout = 10 * time.Second
 	// maxKeyLen is the longest key the API accepts, in bytes.
 	maxKeyLen = 200
 	// maxBodyLen is the largest PUT /api/config body read, in bytes.
@@ -64,6 +66,7 @@ type server struct {
 
 	mu         sync.Mutex // serialises reconfiguration, miniredis start-up and Close
 	gen        int64      // generation of the latest configuration
+	compares   int64      // comparisons run, each on keys of its own
 	mini       *miniredis.Miniredis
 	miniClient *redis.Client
 	redis      *redis.Client // nil without RedisAddr
@@ -145,6 +148,7 @@ func newServer(ctx context.Context, opts serverOptions) (*server, error) {
 	s.mux.HandleFunc("PUT /api/config", s.handlePutConfig)
 	s.mux.HandleFunc("GET /api/state", s.handleState)
 	s.mux.HandleFunc("POST /api/reset", s.handleReset)
+	s.mux.HandleFunc("GET /api/compare", s.handleCompare)
 	return s, nil
 }
 
@@ -182,7 +186,7 @@ func (s *server) apply(cfg demoConfig) (*active, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	gen := s.gen + 1
-	st, err := s.openStore(cfg.Store, gen)
+	st, err := s.openStore(cfg.Store, s.keyPrefix+strconv.FormatInt(gen, 10)+":")
 	if err != nil {
 		return nil, err
 	}
@@ -205,12 +209,11 @@ func (s *server) apply(cfg demoConfig) (*active, error) {
 	return a, nil
 }
 
-// openStore returns a store named name for configuration gen. A memory
-// store is new each time; on Redis, gen's keys have a prefix of their own,
-// so state left by an earlier configuration (another algorithm's, maybe)
-// is never read. Called with s.mu held.
-func (s *server) openStore(name string, gen int64) (store.Store[string], error) {
-	prefix := s.keyPrefix + strconv.FormatInt(gen, 10) + ":"
+// openStore returns a store named name whose Redis keys start with prefix.
+// A memory store is new each time; on Redis, each configuration (and each
+// comparison) has a prefix of its own, so state left by an earlier one
+// (another algorithm's, maybe) is never read. Called with s.mu held.
+func (s *server) openStore(name, prefix string) (store.Store[string], error) {
 	switch name {
 	case storeMemory:
 		return memorystore.New[string](), nil
@@ -423,6 +426,42 @@ func (s *server) peek(w http.ResponseWriter, r *http.Request, a *active, key str
 		return
 	}
 	writeJSON(w, http.StatusOK, a.decisionJSON(d, key, 0))
+}
+
+// handleCompare serves GET /api/compare?pattern=P: pattern P's requests
+// (default steady) through all six algorithms on a fake clock, on a fresh
+// store of the kind in service, as compareJSON.
+func (s *server) handleCompare(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("pattern")
+	if name == "" {
+		name = patterns[0].Name
+	}
+	p, ok := patternNamed(name)
+	if !ok {
+		names := make([]string, len(patterns))
+		for i, p := range patterns {
+			names[i] = p.Name
+		}
+		writeProblem(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("unknown pattern %q (want one of %q)", name, names))
+		return
+	}
+	storeName := s.cur.Load().cfg.Store
+	s.mu.Lock()
+	s.compares++
+	st, err := s.openStore(storeName, s.keyPrefix+"compare:"+strconv.FormatInt(s.compares, 10)+":")
+	s.mu.Unlock()
+	if err != nil {
+		writeProblem(w, http.StatusInternalServerError, "Internal Server Error", err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), compareTimeout)
+	defer cancel()
+	c, err := compare(ctx, st, p)
+	if err != nil {
+		writeStoreError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c.json(storeName))
 }
 
 // queryKey returns the request's key parameter, "demo" when absent, or
