@@ -164,13 +164,18 @@ func TestCompareGCRAPaces(t *testing.T) {
 }
 
 // TestCompareDrip checks traffic at exactly the limit's rate passes the
-// buckets, GCRA, the log and the fixed window untouched.
+// buckets, GCRA, the log and the fixed window untouched, while the
+// sliding-window counter denies the request at the first window edge: at
+// that instant the previous window, full, still counts whole.
 func TestCompareDrip(t *testing.T) {
 	c := memoryComparisons(t)["drip"]
 	for _, alg := range []string{algTokenBucket, algInterval, algGCRA, algSlidingLog, algFixedWindow} {
 		if r := rowOf(t, c, alg); len(r.Denied) > 0 {
 			t.Errorf("drip: %s denied %v", alg, r.Denied)
 		}
+	}
+	if r := rowOf(t, c, algCounter); !slices.Contains(r.Denied, c.Window) {
+		t.Errorf("drip: the sliding-window counter denied %v, want the request at the window edge %v among them", r.Denied, c.Window)
 	}
 }
 
