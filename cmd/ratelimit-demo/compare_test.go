@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"reflect"
@@ -254,5 +255,25 @@ func TestFigureCurrent(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("docs/algorithms.svg is not what the comparison draws today; refresh it with: %s", figureCommand)
+	}
+}
+
+// TestRunFigure checks -figure writes the figure and exits, as go generate
+// runs it.
+func TestRunFigure(t *testing.T) {
+	path := t.TempDir() + "/algorithms.svg"
+	if err := run(context.Background(), []string{"-figure", path}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("run -figure: %v", err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := figure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("run -figure wrote %d bytes that are not the figure's %d", len(got), len(want))
 	}
 }
