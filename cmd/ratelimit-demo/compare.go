@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
@@ -62,41 +63,34 @@ var contenders = []contender{
 }
 
 // A pattern is a traffic schedule: the instants of its requests, as offsets
-// from the start, in order.
+// from the start, in order. Its description states them in words.
 type pattern struct {
 	Name        string `json:"name"`
 	Title       string `json:"title"`
 	Description string `json:"description"`
-	requests    func(n int64, window time.Duration) []time.Duration
+	requests    []time.Duration
 }
 
-// patterns are the comparison's traffic schedules, in the order offered.
+// patterns are the comparison's traffic schedules, in the order offered,
+// each over compareSpan and meant for a limit of 10 per 10 s.
 var patterns = []pattern{
 	{Name: "steady", Title: "Steady",
 		Description: "2 requests a second, evenly spaced, for 30 s: twice the limit's rate.",
-		requests: func(n int64, w time.Duration) []time.Duration {
-			return every(w/time.Duration(2*n), 0, compareSpan)
-		}},
+		requests:    every(500*time.Millisecond, 0, compareSpan)},
 	{Name: "bursty", Title: "Bursty",
 		Description: "A burst of 12 requests 100 ms apart every 6 s: bursts above the limit, closer together than a window.",
-		requests: func(n int64, w time.Duration) []time.Duration {
-			var out []time.Duration
-			for start := time.Duration(0); start < compareSpan; start += 6 * time.Second {
-				out = append(out, every(100*time.Millisecond, start, start+12*100*time.Millisecond)...)
-			}
-			return out
-		}},
+		requests: slices.Concat(
+			every(100*time.Millisecond, 0, 1200*time.Millisecond),
+			every(100*time.Millisecond, 6*time.Second, 7200*time.Millisecond),
+			every(100*time.Millisecond, 12*time.Second, 13200*time.Millisecond),
+			every(100*time.Millisecond, 18*time.Second, 19200*time.Millisecond),
+			every(100*time.Millisecond, 24*time.Second, 25200*time.Millisecond))},
 	{Name: "boundary", Title: "Window-boundary burst",
 		Description: "10 requests 100 ms apart in the last second of the first window, 10 more in the first second of the next: the limit twice within 2 s.",
-		requests: func(n int64, w time.Duration) []time.Duration {
-			step := time.Second / time.Duration(n)
-			return every(step, w-time.Second, w+time.Second)
-		}},
+		requests:    every(100*time.Millisecond, compareWindow-time.Second, compareWindow+time.Second)},
 	{Name: "drip", Title: "Slow drip",
 		Description: "1 request a second for 30 s: exactly the limit's rate.",
-		requests: func(n int64, w time.Duration) []time.Duration {
-			return every(w/time.Duration(n), 0, compareSpan)
-		}},
+		requests:    every(time.Second, 0, compareSpan)},
 }
 
 // every returns the instants from, from+step, ... before to.
@@ -146,7 +140,7 @@ type compareRow struct {
 // fast the store answers. st must hold no state for those keys.
 func compare(ctx context.Context, st store.Store[string], p pattern) (comparison, error) {
 	c := comparison{Pattern: p, Limit: compareLimit, Window: compareWindow, Span: compareSpan,
-		Requests: p.requests(compareLimit, compareWindow)}
+		Requests: slices.Clone(p.requests)}
 	fake := clock.NewFake(compareStart)
 	lims := make([]*ratelimit.Limiter[string], len(contenders))
 	for i, ct := range contenders {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,15 +181,20 @@ func TestCompareDrip(t *testing.T) {
 	}
 }
 
-// TestCompareStores checks the comparison is the same on miniredis, and on
-// a real Redis when RATELIMIT_REDIS_ADDR names one, as on memory: it
-// depends on the fake clock, not on the store.
+// TestCompareStores checks the comparison is the same on miniredis, on a
+// real Redis when RATELIMIT_REDIS_ADDR names one and on a cluster when
+// RATELIMIT_REDIS_CLUSTER_ADDRS does, as on memory: it depends on the fake
+// clock, not on the store.
 func TestCompareStores(t *testing.T) {
 	want := memoryComparisons(t)
 	mr := miniredis.RunT(t)
-	clients := map[string]*redis.Client{"miniredis": redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})}
+	clients := map[string]redis.UniversalClient{"miniredis": redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})}
 	if addr := os.Getenv("RATELIMIT_REDIS_ADDR"); addr != "" {
 		clients["redis"] = redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	}
+	if addrs := os.Getenv("RATELIMIT_REDIS_CLUSTER_ADDRS"); addrs != "" {
+		clients["cluster"] = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ","),
+			ContextTimeoutEnabled: true, MaxRetries: -1})
 	}
 	for name, client := range clients {
 		t.Cleanup(func() { client.Close() })
