@@ -291,6 +291,14 @@ func TestBrowser(t *testing.T) {
 	}
 	shot("policy")
 
+	// The "Burst of" button sends as many requests as its field says
+	// (found by its place beside that field, not by its id).
+	const decided = `document.querySelectorAll("#log li[data-kind=allowed], #log li[data-kind=denied]").length`
+	var before int
+	step("count the decisions", chromedp.Evaluate(decided, &before))
+	step("send a burst of 3", typeInto("#burst-n", "3"), chromedp.Click("#send-card .group button", chromedp.ByQuery))
+	waitFor("the burst's 3 decisions are logged", fmt.Sprintf("%s === %d", decided, before+3))
+
 	// The comparison: choose the window-boundary burst, then check every
 	// row drawn has a tick where the JSON has a request, admitted or
 	// denied, and the JSON's counts per window.

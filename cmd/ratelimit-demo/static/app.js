@@ -581,7 +581,7 @@
     $('config-form').addEventListener('input', () => { $('config-dirty').hidden = false; });
     $('config-form').addEventListener('change', () => { $('config-dirty').hidden = false; });
     $('send').addEventListener('click', () => { sendOne(); });
-    $('burst').addEventListener('click', () => { burst(); });
+    $('send-burst').addEventListener('click', () => { burst(); });
     $('reset').addEventListener('click', () => { resetKey(); });
     $('clear-log').addEventListener('click', () => { $('log').replaceChildren(); });
     $('pattern').addEventListener('change', () => { loadCompare($('pattern').value); });
