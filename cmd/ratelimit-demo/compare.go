@@ -23,6 +23,11 @@ const (
 	compareLimit  = 10
 	compareWindow = 10 * time.Second
 	compareSpan   = 3 * compareWindow
+	// compareTimeout bounds a comparison's calls to the store, together.
+	// On Redis, keys must outlive their state by as much
+	// (goredisstore.WithTTLMargin): Redis expires them on its own clock,
+	// which runs on while the fake clock waits for the store.
+	compareTimeout = 10 * time.Second
 )
 
 // compareStart is the fake clock's instant at the start of every comparison:
@@ -137,8 +142,12 @@ type compareRow struct {
 // compare puts p's requests through every contender, each a Limiter on st
 // keyed by its name, all on one fake clock that steps from instant to
 // instant: the outcome depends on p and on the algorithms alone, not on how
-// fast the store answers. st must hold no state for those keys.
+// fast the store answers. st must hold no state for those keys; on Redis it
+// must keep keys compareTimeout past their state's end, and the run gives
+// up after compareTimeout, so no key expires while the run still needs it.
 func compare(ctx context.Context, st store.Store[string], p pattern) (comparison, error) {
+	ctx, cancel := context.WithTimeout(ctx, compareTimeout)
+	defer cancel()
 	c := comparison{Pattern: p, Limit: compareLimit, Window: compareWindow, Span: compareSpan,
 		Requests: slices.Clone(p.requests)}
 	fake := clock.NewFake(compareStart)

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,7 +201,8 @@ func TestCompareStores(t *testing.T) {
 		t.Cleanup(func() { client.Close() })
 		prefix := "rltest:demo-compare:" + name + ":" + time.Now().Format("150405.000000") + ":"
 		got := compareAll(t, func(p pattern) store.Store[string] {
-			st, err := goredisstore.New[string](client, goredisstore.WithPrefix[string](prefix+p.Name+":"))
+			st, err := goredisstore.New[string](client, goredisstore.WithPrefix[string](prefix+p.Name+":"),
+				goredisstore.WithTTLMargin[string](compareTimeout))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -281,5 +283,59 @@ func TestRunFigure(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("run -figure wrote %d bytes that are not the figure's %d", len(got), len(want))
+	}
+}
+
+// redisLag is a go-redis hook that, at the at-th command the client sends,
+// moves miniredis's clock on by d first: a Redis whose own clock, which
+// expires keys, runs on while the comparison's fake clock stands still, as
+// a slow store's does.
+type redisLag struct {
+	mr    *miniredis.Miniredis
+	at    int64
+	d     time.Duration
+	calls atomic.Int64
+}
+
+func (h *redisLag) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *redisLag) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *redisLag) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.calls.Add(1) == h.at {
+			h.mr.FastForward(h.d)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestCompareSlowRedis checks a comparison on Redis is the same as on
+// memory however slowly the store answers, within compareTimeout: no key
+// may expire, on Redis's clock, while the run still needs it. Here Redis's
+// clock jumps by just under compareTimeout part-way through each run.
+func TestCompareSlowRedis(t *testing.T) {
+	want := memoryComparisons(t)
+	srv := newTestServer(t, serverOptions{Store: storeMiniredis})
+	lag := &redisLag{mr: srv.mini, at: 50, d: compareTimeout - time.Millisecond}
+	srv.miniClient.AddHook(lag)
+	for _, p := range patterns {
+		lag.calls.Store(0)
+		res, body := call(t, srv, "GET", "/api/compare?pattern="+p.Name, "")
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", p.Name, res.StatusCode, body)
+		}
+		if lag.calls.Load() < lag.at {
+			t.Fatalf("%s: only %d commands reached Redis; the lag never came", p.Name, lag.calls.Load())
+		}
+		var got compareJSON
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		gotJSON, _ := json.Marshal(got.Rows)
+		wantJSON, _ := json.Marshal(want[p.Name].json(storeMiniredis).Rows)
+		if !bytes.Equal(gotJSON, wantJSON) {
+			t.Errorf("%s: rows on a Redis %v slow differ from memory's:\n got %s\nwant %s", p.Name, lag.d, gotJSON, wantJSON)
+		}
 	}
 }

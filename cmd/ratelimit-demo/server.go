@@ -32,8 +32,6 @@ var staticFiles embed.FS
 const (
 	// storeTimeout bounds every call to the store made for one API request.
 	storeTimeout = 2 * time.Second
-	// compareTimeout bounds a comparison's calls to the store, together.
-	compareTimeout = 10 * time.Second
 	// maxKeyLen is the longest key the API accepts, in bytes.
 	maxKeyLen = 200
 	// maxBodyLen is the largest PUT /api/config body read, in bytes.
@@ -209,11 +207,13 @@ func (s *server) apply(cfg demoConfig) (*active, error) {
 	return a, nil
 }
 
-// openStore returns a store named name whose Redis keys start with prefix.
-// A memory store is new each time; on Redis, each configuration (and each
-// comparison) has a prefix of its own, so state left by an earlier one
-// (another algorithm's, maybe) is never read. Called with s.mu held.
-func (s *server) openStore(name, prefix string) (store.Store[string], error) {
+// openStore returns a store named name whose Redis keys start with prefix,
+// with opts if it is on Redis. A memory store is new each time; on Redis,
+// each configuration (and each comparison) has a prefix of its own, so
+// state left by an earlier one (another algorithm's, maybe) is never read.
+// Called with s.mu held.
+func (s *server) openStore(name, prefix string, opts ...goredisstore.Option[string]) (store.Store[string], error) {
+	opts = append(opts, goredisstore.WithPrefix[string](prefix))
 	switch name {
 	case storeMemory:
 		return memorystore.New[string](), nil
@@ -226,13 +226,13 @@ func (s *server) openStore(name, prefix string) (store.Store[string], error) {
 			s.mini = mr
 			s.miniClient = redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 		}
-		return goredisstore.New[string](s.miniClient, goredisstore.WithPrefix[string](prefix))
+		return goredisstore.New[string](s.miniClient, opts...)
 	case storeRedis:
 		if s.redis == nil {
 			return nil, fmt.Errorf("%w: store %q is not configured: start the demo with -redis host:port",
 				ratelimit.ErrInvalidConfig, name)
 		}
-		return goredisstore.New[string](s.redis, goredisstore.WithPrefix[string](prefix))
+		return goredisstore.New[string](s.redis, opts...)
 	}
 	return nil, fmt.Errorf("%w: unknown store %q (want %s, %s or %s)", ratelimit.ErrInvalidConfig,
 		name, storeMemory, storeMiniredis, storeRedis)
@@ -448,15 +448,14 @@ func (s *server) handleCompare(w http.ResponseWriter, r *http.Request) {
 	storeName := s.cur.Load().cfg.Store
 	s.mu.Lock()
 	s.compares++
-	st, err := s.openStore(storeName, s.keyPrefix+"compare:"+strconv.FormatInt(s.compares, 10)+":")
+	st, err := s.openStore(storeName, s.keyPrefix+"compare:"+strconv.FormatInt(s.compares, 10)+":",
+		goredisstore.WithTTLMargin[string](compareTimeout))
 	s.mu.Unlock()
 	if err != nil {
 		writeProblem(w, http.StatusInternalServerError, "Internal Server Error", err.Error())
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), compareTimeout)
-	defer cancel()
-	c, err := compare(ctx, st, p)
+	c, err := compare(r.Context(), st, p)
 	if err != nil {
 		writeStoreError(w, err)
 		return
