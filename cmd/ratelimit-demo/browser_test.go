@@ -290,6 +290,34 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("newest denial logged as %q, want it to name the sustained limit", got)
 	}
 	shot("policy")
+
+	// The "Burst of" button sends as many requests as its field says
+	// (found by its place beside that field, not by its id).
+	const decided = `document.querySelectorAll("#log li[data-kind=allowed], #log li[data-kind=denied]").length`
+	var before int
+	step("count the decisions", chromedp.Evaluate(decided, &before))
+	step("send a burst of 3", typeInto("#burst-n", "3"), chromedp.Click("#send-card .group button", chromedp.ByQuery))
+	waitFor("the burst's 3 decisions are logged", fmt.Sprintf("%s === %d", decided, before+3))
+
+	// The comparison: choose the window-boundary burst, then check every
+	// row drawn has a tick where the JSON has a request, admitted or
+	// denied, and the JSON's counts per window.
+	waitFor("the comparison is drawn", `document.body.dataset.compare === "steady"`)
+	step("choose the window-boundary burst", choose("#pattern", "boundary"))
+	waitFor("the boundary burst is drawn", `document.body.dataset.compare === "boundary"`)
+	var drawn []drawnRow
+	step("read the comparison", chromedp.Evaluate(`[...document.querySelectorAll("#compare g.row")].map((g) => ({
+		name: g.dataset.alg,
+		admittedX: [...g.querySelectorAll("line.admitted")].map((l) => Number(l.getAttribute("x1"))),
+		deniedX: [...g.querySelectorAll("line.denied")].map((l) => Number(l.getAttribute("x1"))),
+		counts: g.querySelector(".counts").textContent,
+	}))`, &drawn))
+	checkDrawnComparison(t, getComparison(t, ts.URL, "boundary"), drawn)
+	if got := text("#pattern-description"); !strings.Contains(got, "last second of the first window") {
+		t.Errorf("pattern description = %q, want the boundary burst's", got)
+	}
+	step("scroll to the comparison", chromedp.ScrollIntoView("#compare-card", chromedp.ByQuery))
+	shot("compare")
 	t.Logf("browser steps took %v", time.Since(start).Round(time.Millisecond))
 
 	mu.Lock()
@@ -345,4 +373,71 @@ func getConfig(t *testing.T, base string) configJSON {
 		t.Fatalf("GET /api/config: %v", err)
 	}
 	return cfg
+}
+
+// drawnRow is one row of the comparison as the page drew it.
+type drawnRow struct {
+	Name      string    `json:"name"`
+	AdmittedX []float64 `json:"admittedX"`
+	DeniedX   []float64 `json:"deniedX"`
+	Counts    string    `json:"counts"`
+}
+
+// getComparison returns GET /api/compare?pattern=name.
+func getComparison(t *testing.T, base, name string) compareJSON {
+	t.Helper()
+	res, err := http.Get(base + "/api/compare?pattern=" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var c compareJSON
+	if err := json.NewDecoder(res.Body).Decode(&c); err != nil {
+		t.Fatalf("GET /api/compare: %v", err)
+	}
+	return c
+}
+
+// checkDrawnComparison checks the page drew c: a row per algorithm in
+// order, an admitted tick at each admitted instant, a denied tick at each
+// denied one, and the counts per window.
+func checkDrawnComparison(t *testing.T, c compareJSON, drawn []drawnRow) {
+	t.Helper()
+	if len(drawn) != len(c.Rows) {
+		t.Fatalf("the page drew %d rows, the JSON has %d", len(drawn), len(c.Rows))
+	}
+	// The page's x of an instant: after the 200-unit label column, 600
+	// units for the span.
+	x := func(ms float64) float64 { return 200 + 600*ms/c.SpanMs }
+	near := func(got []float64, ms []float64) bool {
+		if len(got) != len(ms) {
+			return false
+		}
+		for i := range got {
+			if d := got[i] - x(ms[i]); d < -0.01 || d > 0.01 {
+				return false
+			}
+		}
+		return true
+	}
+	for i, r := range c.Rows {
+		d := drawn[i]
+		if d.Name != r.Name {
+			t.Errorf("row %d is %s, want %s", i, d.Name, r.Name)
+			continue
+		}
+		if !near(d.AdmittedX, r.AdmittedMs) {
+			t.Errorf("%s: %d admitted ticks at x %v, want %d at the instants %v ms", r.Name, len(d.AdmittedX), d.AdmittedX, len(r.AdmittedMs), r.AdmittedMs)
+		}
+		if !near(d.DeniedX, r.DeniedMs) {
+			t.Errorf("%s: %d denied ticks at x %v, want %d at the instants %v ms", r.Name, len(d.DeniedX), d.DeniedX, len(r.DeniedMs), r.DeniedMs)
+		}
+		counts := make([]string, len(r.PerWindow))
+		for j, n := range r.PerWindow {
+			counts[j] = fmt.Sprint(n)
+		}
+		if want := strings.Join(counts, " · ") + fmt.Sprintf(" (%d)", r.MaxInWindow); d.Counts != want {
+			t.Errorf("%s: counts shown %q, want %q", r.Name, d.Counts, want)
+		}
+	}
 }

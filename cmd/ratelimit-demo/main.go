@@ -24,11 +24,19 @@
 //	                                   400 with the ErrInvalidConfig message
 //	GET  /api/state?key=demo           the key's state now, charging nothing
 //	POST /api/reset?key=demo           forget the key's state
+//	GET  /api/compare?pattern=steady   one traffic pattern (steady, bursty,
+//	                                   boundary, drip) through all six
+//	                                   algorithms on a fake clock: each
+//	                                   one's admitted and denied instants
 //
 // For example:
 //
 //	curl -i -X POST 'http://127.0.0.1:8080/api/request?key=demo&cost=2'
 //	curl -X PUT -d '{"algorithm":"fixedwindow","limit":5,"window":"10s"}' http://127.0.0.1:8080/api/config
+//
+// With -figure FILE it writes docs/algorithms.svg's picture (the comparison
+// of every pattern, on a memory store) to FILE and exits; go generate runs
+// it.
 //
 // On Redis, each configuration writes keys under a prefix of its own
 // ("ratelimit-demo:RUN:GENERATION:"), so state of an earlier configuration
@@ -70,11 +78,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	addr := flags.String("addr", "127.0.0.1:8080", "`host:port` to listen on")
 	storeName := flags.String("store", storeMemory, "store to start on: memory, miniredis (embedded) or redis (needs -redis)")
 	redisAddr := flags.String("redis", "", "`host:port` of a real Redis, offered as the redis store")
+	figurePath := flags.String("figure", "", "write the algorithms' comparison as an SVG to `file` and exit")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
 	if flags.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flags.Args())
+	}
+	if *figurePath != "" {
+		svg, err := figure()
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(*figurePath, svg, 0o644)
 	}
 	switch *storeName {
 	case storeMemory, storeMiniredis:

@@ -64,6 +64,7 @@ type server struct {
 
 	mu         sync.Mutex // serialises reconfiguration, miniredis start-up and Close
 	gen        int64      // generation of the latest configuration
+	compares   int64      // comparisons run, each on keys of its own
 	mini       *miniredis.Miniredis
 	miniClient *redis.Client
 	redis      *redis.Client // nil without RedisAddr
@@ -145,6 +146,7 @@ func newServer(ctx context.Context, opts serverOptions) (*server, error) {
 	s.mux.HandleFunc("PUT /api/config", s.handlePutConfig)
 	s.mux.HandleFunc("GET /api/state", s.handleState)
 	s.mux.HandleFunc("POST /api/reset", s.handleReset)
+	s.mux.HandleFunc("GET /api/compare", s.handleCompare)
 	return s, nil
 }
 
@@ -182,7 +184,7 @@ func (s *server) apply(cfg demoConfig) (*active, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	gen := s.gen + 1
-	st, err := s.openStore(cfg.Store, gen)
+	st, err := s.openStore(cfg.Store, s.keyPrefix+strconv.FormatInt(gen, 10)+":")
 	if err != nil {
 		return nil, err
 	}
@@ -205,12 +207,13 @@ func (s *server) apply(cfg demoConfig) (*active, error) {
 	return a, nil
 }
 
-// openStore returns a store named name for configuration gen. A memory
-// store is new each time; on Redis, gen's keys have a prefix of their own,
-// so state left by an earlier configuration (another algorithm's, maybe)
-// is never read. Called with s.mu held.
-func (s *server) openStore(name string, gen int64) (store.Store[string], error) {
-	prefix := s.keyPrefix + strconv.FormatInt(gen, 10) + ":"
+// openStore returns a store named name whose Redis keys start with prefix,
+// with opts if it is on Redis. A memory store is new each time; on Redis,
+// each configuration (and each comparison) has a prefix of its own, so
+// state left by an earlier one (another algorithm's, maybe) is never read.
+// Called with s.mu held.
+func (s *server) openStore(name, prefix string, opts ...goredisstore.Option[string]) (store.Store[string], error) {
+	opts = append(opts, goredisstore.WithPrefix[string](prefix))
 	switch name {
 	case storeMemory:
 		return memorystore.New[string](), nil
@@ -223,13 +226,13 @@ func (s *server) openStore(name string, gen int64) (store.Store[string], error) 
 			s.mini = mr
 			s.miniClient = redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 		}
-		return goredisstore.New[string](s.miniClient, goredisstore.WithPrefix[string](prefix))
+		return goredisstore.New[string](s.miniClient, opts...)
 	case storeRedis:
 		if s.redis == nil {
 			return nil, fmt.Errorf("%w: store %q is not configured: start the demo with -redis host:port",
 				ratelimit.ErrInvalidConfig, name)
 		}
-		return goredisstore.New[string](s.redis, goredisstore.WithPrefix[string](prefix))
+		return goredisstore.New[string](s.redis, opts...)
 	}
 	return nil, fmt.Errorf("%w: unknown store %q (want %s, %s or %s)", ratelimit.ErrInvalidConfig,
 		name, storeMemory, storeMiniredis, storeRedis)
@@ -423,6 +426,41 @@ func (s *server) peek(w http.ResponseWriter, r *http.Request, a *active, key str
 		return
 	}
 	writeJSON(w, http.StatusOK, a.decisionJSON(d, key, 0))
+}
+
+// handleCompare serves GET /api/compare?pattern=P: pattern P's requests
+// (default steady) through all six algorithms on a fake clock, on a fresh
+// store of the kind in service, as compareJSON.
+func (s *server) handleCompare(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("pattern")
+	if name == "" {
+		name = patterns[0].Name
+	}
+	p, ok := patternNamed(name)
+	if !ok {
+		names := make([]string, len(patterns))
+		for i, p := range patterns {
+			names[i] = p.Name
+		}
+		writeProblem(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("unknown pattern %q (want one of %q)", name, names))
+		return
+	}
+	storeName := s.cur.Load().cfg.Store
+	s.mu.Lock()
+	s.compares++
+	st, err := s.openStore(storeName, s.keyPrefix+"compare:"+strconv.FormatInt(s.compares, 10)+":",
+		goredisstore.WithTTLMargin[string](compareTimeout))
+	s.mu.Unlock()
+	if err != nil {
+		writeProblem(w, http.StatusInternalServerError, "Internal Server Error", err.Error())
+		return
+	}
+	c, err := compare(r.Context(), st, p)
+	if err != nil {
+		writeStoreError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c.json(storeName))
 }
 
 // queryKey returns the request's key parameter, "demo" when absent, or

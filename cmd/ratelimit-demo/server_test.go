@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -461,11 +462,21 @@ func TestPage(t *testing.T) {
 	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
 		t.Errorf("Content-Security-Policy = %q", csp)
 	}
-	for _, id := range []string{"send", "burst", "burst-n", "allowed-count", "denied-count", "remaining",
+	for _, id := range []string{"send", "send-burst", "burst-n", "allowed-count", "denied-count", "remaining",
 		"algorithm", "capacity", "rate", "tokens", "interval", "burst", "every", "limit", "window", "cost", "key", "store",
 		"apply", "reset", "chart", "log"} {
 		if !bytes.Contains(b, []byte(`id="`+id+`"`)) {
 			t.Errorf("page has no #%s", id)
+		}
+	}
+	// An id used twice makes getElementById find the first only: the
+	// other element's listeners end up on the wrong one.
+	seen := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\sid="([^"]+)"`).FindAllSubmatch(b, -1) {
+		if id := string(m[1]); seen[id] {
+			t.Errorf("page has two elements with id %q", id)
+		} else {
+			seen[id] = true
 		}
 	}
 	for _, f := range []string{"/", "/app.js", "/style.css", "/favicon.svg"} {
@@ -474,6 +485,8 @@ func TestPage(t *testing.T) {
 			t.Errorf("GET %s: %d", f, res.StatusCode)
 		}
 		// Nothing is loaded from elsewhere: the page must work offline.
+		// (The SVG namespace is a name, not a place: nothing is fetched.)
+		b = bytes.ReplaceAll(b, []byte("'http://www.w3.org/2000/svg'"), nil)
 		if f != "/favicon.svg" && (bytes.Contains(b, []byte("http://")) || bytes.Contains(b, []byte("https://"))) {
 			t.Errorf("%s refers to an external URL", f)
 		}

@@ -153,6 +153,7 @@
       showActive(data);
       state.marks.push({ t: Date.now(), label: data.description });
       addLog('info', 'config', `${data.description} on ${data.store}`);
+      loadCompare($('pattern').value); // on the store now in service
       state.shownSentAt = performance.now();
       pollOnce();
     } catch (e) {
@@ -487,6 +488,91 @@
     requestAnimationFrame(frame);
   }
 
+  // ---------- the comparison ----------
+
+  // The comparison's layout, in SVG units: a label column, the timeline,
+  // and the counts per window, as in docs/algorithms.svg.
+  const CMP = { width: 960, label: 200, time: 600, row: 26, axis: 22 };
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+
+  function svgEl(name, attrs, text) {
+    const el = document.createElementNS(SVG_NS, name);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+    if (text != null) el.textContent = text;
+    return el;
+  }
+
+  // loadCompare fetches pattern's comparison ('' for the server's default)
+  // and draws it. Requests answered out of order are dropped.
+  let compareSeq = 0;
+  async function loadCompare(pattern) {
+    const seq = ++compareSeq;
+    const err = $('compare-error');
+    try {
+      const res = await fetch(`/api/compare?pattern=${encodeURIComponent(pattern)}`);
+      const data = await res.json().catch(() => ({}));
+      if (seq !== compareSeq) return;
+      if (!res.ok) throw new Error(data.detail || `GET /api/compare: ${res.status}`);
+      err.hidden = true;
+      drawCompare(data);
+    } catch (e) {
+      if (seq !== compareSeq) return;
+      err.textContent = e.message;
+      err.hidden = false;
+    }
+  }
+
+  // drawCompare shows a comparison: one row per algorithm, a tick up for
+  // each admitted request and a tick down for each denied one, at its
+  // instant; window edges dashed; the count admitted in each window.
+  function drawCompare(c) {
+    const sel = $('pattern');
+    if (sel.options.length !== c.patterns.length) {
+      sel.replaceChildren(...c.patterns.map((p) => {
+        const o = document.createElement('option');
+        o.value = p.name;
+        o.textContent = p.title;
+        return o;
+      }));
+    }
+    sel.value = c.pattern.name;
+    $('pattern-description').textContent = c.pattern.description;
+    $('compare-meta').textContent = `${c.requestsMs.length} requests, each algorithm ${c.limit} per ` +
+      `${c.windowMs / 1000} s, on a fake clock (the same instants every time), store ${c.store}.`;
+
+    const top = 4;
+    const height = top + c.rows.length * CMP.row + CMP.axis;
+    const x = (ms) => CMP.label + (CMP.time * ms) / c.spanMs;
+    const svg = svgEl('svg', { viewBox: `0 0 ${CMP.width} ${height}`, role: 'img',
+      'aria-label': `${c.pattern.title}: admitted and denied requests of each algorithm over ${c.spanMs / 1000} s` });
+    c.rows.forEach((r, i) => {
+      const y = top + i * CMP.row;
+      const mid = y + CMP.row / 2;
+      const g = svgEl('g', { class: 'row', 'data-alg': r.name });
+      if (i % 2 === 0) g.append(svgEl('rect', { class: 'band', x: 0, y, width: CMP.width, height: CMP.row }));
+      const label = svgEl('text', { class: 'label', x: 10, y: mid + 4 }, r.title);
+      label.append(svgEl('title', {}, r.algorithm));
+      g.append(label);
+      for (const ms of r.admittedMs) {
+        g.append(svgEl('line', { class: 'admitted', x1: x(ms), y1: mid - 1, x2: x(ms), y2: y + 3 }));
+      }
+      for (const ms of r.deniedMs) {
+        g.append(svgEl('line', { class: 'denied', x1: x(ms), y1: mid + 1, x2: x(ms), y2: y + CMP.row - 3 }));
+      }
+      const counts = svgEl('text', { class: 'counts', x: CMP.label + CMP.time + 16, y: mid + 4 }, r.perWindow.join(' · ') + ' ');
+      counts.append(svgEl('tspan', { class: 'most' }, `(${r.maxInWindow})`));
+      g.append(counts);
+      svg.append(g);
+    });
+    const bottom = top + c.rows.length * CMP.row;
+    for (let ms = 0; ms <= c.spanMs; ms += c.windowMs) {
+      svg.append(svgEl('line', { class: 'edge', x1: x(ms), y1: top, x2: x(ms), y2: bottom }));
+      svg.append(svgEl('text', { class: 'axis', x: x(ms), y: bottom + 15, 'text-anchor': 'middle' }, `${ms / 1000} s`));
+    }
+    $('compare').replaceChildren(svg);
+    document.body.dataset.compare = c.pattern.name;
+  }
+
   // ---------- wiring ----------
 
   function init() {
@@ -495,9 +581,10 @@
     $('config-form').addEventListener('input', () => { $('config-dirty').hidden = false; });
     $('config-form').addEventListener('change', () => { $('config-dirty').hidden = false; });
     $('send').addEventListener('click', () => { sendOne(); });
-    $('burst').addEventListener('click', () => { burst(); });
+    $('send-burst').addEventListener('click', () => { burst(); });
     $('reset').addEventListener('click', () => { resetKey(); });
     $('clear-log').addEventListener('click', () => { $('log').replaceChildren(); });
+    $('pattern').addEventListener('change', () => { loadCompare($('pattern').value); });
     $('key').addEventListener('change', () => {
       state.marks.push({ t: Date.now(), label: `key ${$('key').value}` });
       state.shownSentAt = performance.now();
@@ -509,7 +596,7 @@
     loadConfig()
       .then(() => { document.body.dataset.ready = 'true'; })
       .catch((e) => setStatus(e.message, true))
-      .finally(() => { pollLoop(); requestAnimationFrame(frame); });
+      .finally(() => { pollLoop(); requestAnimationFrame(frame); loadCompare(''); });
   }
 
   init();
