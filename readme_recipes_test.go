@@ -129,7 +129,8 @@ func TestREADMEPacing(t *testing.T) {
 // to the free plan with nothing left (clamped to 60 used), not to the
 // free plan's old state. Without a state ID each plan's state is its own:
 // the upgrade hands out a fresh 600, the downgrade finds the free plan's
-// state as it was left.
+// state as it was left. Under algorithm.Proportional the fraction used
+// carries: 50 of 60 is 500 of 600 (100 left), 500 of 600 is 50 of 60.
 func TestREADMEPlanChange(t *testing.T) {
 	free, err := tokenbucket.PerMinute(60)
 	if err != nil {
@@ -146,6 +147,7 @@ func TestREADMEPlanChange(t *testing.T) {
 		afterUpgrade, afterDowngrade int64
 	}{
 		{"WithStateID", []ratelimit.Option{ratelimit.WithStateID("plan")}, 550, 0},
+		{"WithStateID, proportional", []ratelimit.Option{ratelimit.WithStateID("plan"), ratelimit.WithInheritance(algorithm.Proportional)}, 100, 10},
 		{"no state ID", nil, 600, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,10 +175,12 @@ func TestREADMEPlanChange(t *testing.T) {
 			if got := int64(d.Remaining()); got != tc.afterUpgrade {
 				t.Errorf("after 50 of 60 and an upgrade to 600: %d left, want %d", got, tc.afterUpgrade)
 			}
-			// Spend the pro plan down to 100 left: 500 used in all
-			// under one state ID.
-			if d, err := onPro.AllowN(ctx, "acme", int(d.Remaining())-100); err != nil || !d.Allowed() {
-				t.Fatalf("spending on the pro plan: %v, %v", d, err)
+			// Spend the pro plan down to 100 left (500 used, under
+			// one state ID).
+			if n := int(d.Remaining()) - 100; n > 0 {
+				if d, err := onPro.AllowN(ctx, "acme", n); err != nil || !d.Allowed() {
+					t.Fatalf("spending on the pro plan: %v, %v", d, err)
+				}
 			}
 			d, err = onFree.Peek(ctx, "acme")
 			if err != nil {
