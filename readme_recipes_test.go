@@ -63,7 +63,8 @@ func mostInAnySecond(at []time.Duration) int {
 // third party": tokenbucket.PerSecond(50) admits 50 at once and 100 by the
 // end of its first second; slidinglog.PerSecond(50) admits the 50 at one
 // instant and holds every rolling second to 50; gcra.PerSecond(50,
-// gcra.Burst(1)) admits one every 20 ms.
+// gcra.Burst(1)) admits one every 20 ms; with Burst(10), 10 at once and
+// 59 in the first second.
 func TestREADMEPacing(t *testing.T) {
 	count := func(at []time.Duration, upTo time.Duration) (n int) {
 		for _, a := range at {
@@ -119,6 +120,18 @@ func TestREADMEPacing(t *testing.T) {
 	}
 	if got, want := mostInAnySecond(at), 50; got != want {
 		t.Errorf("gcra.PerSecond(50, gcra.Burst(1)): at most %d in a rolling second, want %d", got, want)
+	}
+
+	bursty, err := gcra.PerSecond(50, gcra.Burst(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at = admittedGreedily(t, bursty, 2*time.Second)
+	if got, want := count(at, 0), 10; got != want {
+		t.Errorf("gcra.PerSecond(50, gcra.Burst(10)): %d admitted at the first instant, want %d", got, want)
+	}
+	if got, want := mostInAnySecond(at), 59; got != want {
+		t.Errorf("gcra.PerSecond(50, gcra.Burst(10)): at most %d in a rolling second, want %d", got, want)
 	}
 }
 
