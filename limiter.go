@@ -377,10 +377,8 @@ func WithResetOnMismatch() Option {
 // and allocate nothing.
 type Limiter[K comparable] struct {
 	engine[K]
-	hooked *hooked[K] // the observer and dry run (observer.go); nil when unset
-	with   *withs[K]  // the Limiters of With (with.go)
-	hooks  hooks      // as given, for the Limiters of With
-	named  bool       // the state ID was given (WithStateID)
+	with  *withs[K] // the Limiters of With (with.go)
+	named bool      // the state ID was given (WithStateID)
 }
 
 // New returns a Limiter deciding with alg on state kept in st. It returns
@@ -399,7 +397,7 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if o.stateID != nil {
 		id = *o.stateID
 	}
-	l := &Limiter[K]{named: o.stateID != nil, hooks: o.hooks, with: newWiths[K]()}
+	l := &Limiter[K]{named: o.stateID != nil, with: newWiths[K]()}
 	lim := store.Limit{Algorithm: alg, ID: id, ResetOnMismatch: o.resetOnMismatch}
 	if o.inherit != nil {
 		lim.Inherit = *o.inherit
@@ -407,7 +405,6 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if err := l.engine.init(st, nil, []store.Limit{lim}, o); err != nil {
 		return nil, err
 	}
-	l.hooked = newHooked(l, o.hooks)
 	return l, nil
 }
 
@@ -474,9 +471,22 @@ func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
 // consumes n if it is. A cost below 1 or above Limit is an error
 // (ErrInvalidCost, ErrCostExceedsLimit) that consumes nothing.
 func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error) {
-	if l.hooked != nil {
-		return l.hooked.allowN(ctx, key, n)
+	if l.hooks.active() {
+		return l.allowNHooked(ctx, key, n)
 	}
+	return l.take(ctx, key, n)
+}
+
+// allowNHooked is take with the hooks applied around it.
+func (l *Limiter[K]) allowNHooked(ctx context.Context, key K, n int) (d Decision, err error) {
+	start := l.hooks.begin(l.clock)
+	d, err = l.take(ctx, key, n)
+	end(ctx, &l.hooks, l.clock, OpAllow, key, int64(n), start, &d, err)
+	return d, err
+}
+
+// take is AllowN without the hooks.
+func (l *Limiter[K]) take(ctx context.Context, key K, n int) (Decision, error) {
 	ls := l.cur.Load()
 	if n < 1 || int64(n) > ls.limit {
 		return Decision{}, algorithm.CheckCost(int64(n), ls.limit)
@@ -526,10 +536,18 @@ func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) 
 
 // Peek reports key's state now without consuming anything: Allowed and
 // RetryAfter are for a request of cost 1, Remaining is what is left.
-func (l *Limiter[K]) Peek(ctx context.Context, key K) (Decision, error) {
-	if l.hooked != nil {
-		return l.hooked.peek(ctx, key)
+func (l *Limiter[K]) Peek(ctx context.Context, key K) (d Decision, err error) {
+	if l.hooks.active() {
+		start := l.hooks.begin(l.clock)
+		d, err = l.peek(ctx, key)
+		end(ctx, &l.hooks, l.clock, OpPeek, key, 1, start, &d, err)
+		return d, err
 	}
+	return l.peek(ctx, key)
+}
+
+// peek is Peek without the hooks.
+func (l *Limiter[K]) peek(ctx context.Context, key K) (Decision, error) {
 	ls := l.cur.Load()
 	r, err := ls.table.Peek(ctx, key, l.micros.UnixMicro(), nil)
 	if err != nil {

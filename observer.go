@@ -168,8 +168,11 @@ func WithDryRun() Option {
 }
 
 // hooks are the options that act around each decision: an observer and
-// dry-run mode. A Limiter applies them through hooked; a composed policy
-// can apply them the same way, with begin and end around its decision.
+// dry-run mode. They are the one instrumentation seam: the engine of a
+// Limiter or Policy holds them, and every operation that decides calls
+// begin before its decision and end after it (AllowN and Peek check active
+// first), end being the one place where dry run is applied and an Event
+// reported.
 type hooks struct {
 	observer Observer
 	name     string
@@ -211,35 +214,4 @@ func end[K comparable](ctx context.Context, h *hooks, clk interface{ Now() time.
 		e.Key = key
 	}
 	h.observer.Observe(ctx, e)
-}
-
-// hooked applies a Limiter's hooks around the same Limiter without them.
-type hooked[K comparable] struct {
-	hooks
-	plain *Limiter[K]
-}
-
-// newHooked returns l's hooks around a copy of l without them, or nil when
-// no hook is set.
-func newHooked[K comparable](l *Limiter[K], h hooks) *hooked[K] {
-	if !h.active() {
-		return nil
-	}
-	plain := *l
-	plain.hooked = nil
-	return &hooked[K]{hooks: h, plain: &plain}
-}
-
-func (h *hooked[K]) allowN(ctx context.Context, key K, n int) (d Decision, err error) {
-	start := h.begin(h.plain.clock)
-	d, err = h.plain.AllowN(ctx, key, n)
-	end(ctx, &h.hooks, h.plain.clock, OpAllow, key, int64(n), start, &d, err)
-	return d, err
-}
-
-func (h *hooked[K]) peek(ctx context.Context, key K) (d Decision, err error) {
-	start := h.begin(h.plain.clock)
-	d, err = h.plain.Peek(ctx, key)
-	end(ctx, &h.hooks, h.plain.clock, OpPeek, key, 1, start, &d, err)
-	return d, err
 }

@@ -88,7 +88,6 @@ func DecisionOfOne(d Decision) PolicyDecision {
 // with [NewPolicy]. A Policy is safe for concurrent use.
 type Policy[K comparable] struct {
 	engine[K]
-	hooks hooks // the observer and dry run (observer.go)
 }
 
 // NewPolicy returns a Policy of limits, whose state is kept in st. Errors
@@ -138,7 +137,6 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 	if err := p.engine.init(st, spec, stored, o); err != nil {
 		return nil, err
 	}
-	p.hooks = o.hooks
 	return p, nil
 }
 

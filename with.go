@@ -96,13 +96,12 @@ func (l *Limiter[K]) openWith(alg algorithm.Algorithm) (*Limiter[K], error) {
 		return nil, err
 	}
 	lim.Algorithm = alg
-	w := &Limiter[K]{engine: l.engine, named: l.named, hooks: l.hooks, with: l.with}
+	w := &Limiter[K]{engine: l.engine, named: l.named, with: l.with}
 	w.cur = new(atomic.Pointer[limits[K]]) // its own limits; changes of them are serialised with l's
 	ls, err := w.open(nil, []store.Limit{lim})
 	if err != nil {
 		return nil, err
 	}
 	w.cur.Store(ls)
-	w.hooked = newHooked(w, l.hooks)
 	return w, nil
 }
