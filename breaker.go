@@ -22,26 +22,26 @@ var ErrBreakerOpen = fmt.Errorf("ratelimit: circuit breaker open, the store was 
 // Breaker configures the circuit breaker set by [WithBreaker].
 type Breaker struct {
 	// Failures is how many store failures in a row open the breaker.
-	// 0 means DefaultBreakerFailures.
+	// 0 means 5.
 	Failures int
 	// ProbeInterval is how long the breaker stays open before it lets one
 	// call through to the store (a probe), and how long it waits again
-	// after each probe that fails. 0 means DefaultProbeInterval.
+	// after each probe that fails. 0 means a second.
 	ProbeInterval time.Duration
 	// SlowCall is how long a call must have waited for a store that is
 	// not store.Remote, when the caller's own deadline ended it, for it
 	// to count as a failure; a shorter deadline is the caller's doing and
 	// counts neither way. A remote store (the Redis stores) never sees a
 	// caller's deadline, so its calls count by their own outcome. 0 means
-	// DefaultSlowCall.
+	// 100ms.
 	SlowCall time.Duration
 }
 
 // The defaults of a Breaker's zero fields.
 const (
-	DefaultBreakerFailures = 5
-	DefaultProbeInterval   = time.Second
-	DefaultSlowCall        = 100 * time.Millisecond
+	defaultBreakerFailures = 5
+	defaultProbeInterval   = time.Second
+	defaultSlowCall        = 100 * time.Millisecond
 )
 
 // WithBreaker puts a circuit breaker in front of the store. Once
@@ -84,13 +84,13 @@ func (b Breaker) check() (Breaker, error) {
 		return b, fmt.Errorf("%w: Breaker.ProbeInterval %v is longer than %v", ErrInvalidConfig, b.ProbeInterval, time.Duration(algorithm.MaxDuration)*time.Microsecond)
 	}
 	if b.Failures == 0 {
-		b.Failures = DefaultBreakerFailures
+		b.Failures = defaultBreakerFailures
 	}
 	if b.ProbeInterval == 0 {
-		b.ProbeInterval = DefaultProbeInterval
+		b.ProbeInterval = defaultProbeInterval
 	}
 	if b.SlowCall == 0 {
-		b.SlowCall = DefaultSlowCall
+		b.SlowCall = defaultSlowCall
 	}
 	return b, nil
 }

@@ -448,14 +448,13 @@ func (l *Limiter[K]) SetAlgorithm(alg algorithm.Algorithm) error { return l.repl
 // HTTP headers advertise it as the policy's window.
 func (l *Limiter[K]) Window() time.Duration { return windowOf(l.Algorithm()) }
 
-// Quota returns the limit as its user configured it, Limit per Window:
-// QuotaOf the limiter's algorithm.
-func (l *Limiter[K]) Quota() algorithm.Quota { return QuotaOf(l.Algorithm()) }
+// Quota returns the limit as its user configured it when the algorithm
+// says (algorithm.Quoter), and otherwise its Limit per its Window (0 for
+// an algorithm with no Window method).
+func (l *Limiter[K]) Quota() algorithm.Quota { return quotaOf(l.Algorithm()) }
 
-// QuotaOf returns alg's quota as its user configured it when alg says
-// (algorithm.Quoter), and otherwise its Limit per its Window (0 for an
-// algorithm with no Window method).
-func QuotaOf(alg algorithm.Algorithm) algorithm.Quota {
+// quotaOf is Limiter.Quota for alg.
+func quotaOf(alg algorithm.Algorithm) algorithm.Quota {
 	if q, ok := alg.(algorithm.Quoter); ok {
 		return q.Quota()
 	}

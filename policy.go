@@ -160,10 +160,9 @@ func (p *Policy[K]) Limit() int64 { return p.cur.Load().limit }
 // Window returns limit i's window, as Limiter.Window does.
 func (p *Policy[K]) Window(i int) time.Duration { return windowOf(p.cur.Load().spec[i].Algorithm) }
 
-// Quota returns limit i's quota as its user configured it: QuotaOf its
-// algorithm (the one given to SetLimit, after a change). It allocates
-// nothing.
-func (p *Policy[K]) Quota(i int) algorithm.Quota { return QuotaOf(p.cur.Load().spec[i].Algorithm) }
+// Quota returns limit i's quota as Limiter.Quota does for its algorithm
+// (the one given to SetLimit, after a change). It allocates nothing.
+func (p *Policy[K]) Quota(i int) algorithm.Quota { return quotaOf(p.cur.Load().spec[i].Algorithm) }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (p *Policy[K]) Allow(ctx context.Context, key K) (PolicyDecision, error) {
