@@ -31,7 +31,7 @@ var (
 	ErrStoreUnavailable = store.ErrUnavailable
 	// ErrStoreFull reports a store out of room for a key's state.
 	ErrStoreFull = store.ErrFull
-	// ErrStateMismatch reports a key's state another algorithm wrote.
+	// ErrStateMismatch reports a state of another algorithm or format.
 	ErrStateMismatch = store.ErrStateMismatch
 	// ErrKeyTooLong reports a key longer than the store keeps.
 	ErrKeyTooLong = store.ErrKeyTooLong
@@ -276,8 +276,8 @@ func WithStateID(id string) Option {
 }
 
 // WithInheritance sets how a key's state written with other parameters is
-// carried: as is (the default) or in proportion; neither grants a fresh quota.
-// A Policy sets Limit.Inherit.
+// carried: algorithm.AsIs (the default) or Proportional; neither grants a
+// fresh quota. A Policy sets Limit.Inherit.
 func WithInheritance(rule algorithm.Rule) Option {
 	return optionFunc(func(o *options) { o.inherit = &rule })
 }

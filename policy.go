@@ -147,7 +147,8 @@ func (p *Policy[K]) AllowN(ctx context.Context, key K, n int) (d PolicyDecision,
 	return d, err
 }
 
-// AllowNInto is AllowN writing into d, which saves a copy on a hot path.
+// AllowNInto is AllowN writing into d, whatever d held: it saves a copy on a
+// hot path.
 func (p *Policy[K]) AllowNInto(ctx context.Context, key K, n int, d *PolicyDecision) error {
 	if p.hooks.active() {
 		return p.allowNHooked(ctx, key, n, d)

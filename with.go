@@ -22,9 +22,10 @@ type withs[K comparable] struct {
 
 func newWiths[K comparable]() *withs[K] { return new(withs[K]) }
 
-// With returns a Limiter like l deciding with alg: for limits given per call.
-// It shares l's state ID when l was given one, else uses alg's default. It is
-// kept by alg: asking again with the same value allocates nothing.
+// With returns a Limiter like l deciding with alg, for limits given per call:
+// under l's state ID when l was given one (alg then of l's kind), else alg's
+// default. It is kept by alg: asking again with the same value allocates
+// nothing.
 func (l *Limiter[K]) With(alg algorithm.Algorithm) (*Limiter[K], error) {
 	if err := checkAlgorithm(alg); err != nil {
 		return nil, err
