@@ -13,63 +13,33 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// ErrBreakerOpen is the error of a call that the circuit breaker (see
-// [WithBreaker]) kept from the store while it was open. It wraps
-// ErrStoreUnavailable, so failure policies decide on it as on any store
-// failure, and a FailWithError Limiter returns it at once.
+// ErrBreakerOpen is the error of a call an open breaker kept from the store;
+// it wraps ErrStoreUnavailable.
 var ErrBreakerOpen = fmt.Errorf("ratelimit: circuit breaker open, the store was not asked: %w", store.ErrUnavailable)
 
-// Breaker configures the circuit breaker set by [WithBreaker].
+// Breaker configures WithBreaker; a negative field is ErrInvalidConfig.
 type Breaker struct {
-	// Failures is how many store failures in a row open the breaker.
-	// 0 means DefaultBreakerFailures.
+	// Failures is how many failures in a row open the breaker; 0 means 5.
 	Failures int
-	// ProbeInterval is how long the breaker stays open before it lets one
-	// call through to the store (a probe), and how long it waits again
-	// after each probe that fails. 0 means DefaultProbeInterval.
+	// ProbeInterval is how long the breaker stays open between probes; 0
+	// means a second.
 	ProbeInterval time.Duration
-	// SlowCall is how long a call must have waited for a store that is
-	// not store.Remote, when the caller's own deadline ended it, for it
-	// to count as a failure; a shorter deadline is the caller's doing and
-	// counts neither way. A remote store (the Redis stores) never sees a
-	// caller's deadline, so its calls count by their own outcome. 0 means
-	// DefaultSlowCall.
+	// SlowCall is how long a store that is not store.Remote must have had
+	// to answer, for a call its caller's deadline ended to count as a
+	// failure; 0 means 100ms.
 	SlowCall time.Duration
 }
 
 // The defaults of a Breaker's zero fields.
 const (
-	DefaultBreakerFailures = 5
-	DefaultProbeInterval   = time.Second
-	DefaultSlowCall        = 100 * time.Millisecond
+	defaultBreakerFailures = 5
+	defaultProbeInterval   = time.Second
+	defaultSlowCall        = 100 * time.Millisecond
 )
 
-// WithBreaker puts a circuit breaker in front of the store. Once
-// b.Failures calls in a row have failed (an error wrapping
-// ErrStoreUnavailable), the breaker opens: Allow, Peek and Reset fail at once with
-// ErrBreakerOpen, without touching the network, and the failure policy
-// decides (Decision.BreakerOpen is set on its decisions). Every
-// b.ProbeInterval, one call is let through to the store as a probe; the
-// first call the store answers closes the breaker, and decisions are the
-// store's again.
-//
-// Only the store's health moves the breaker, so that no client can open
-// it for everyone. A remote store's calls (store.Remote: the Redis
-// stores) run under none of their callers' deadlines, so they count by
-// their own outcome, a store's own timeout included. On other stores, a
-// call whose caller's context was cancelled counts neither way; so does
-// one that the caller's deadline ended before the store had b.SlowCall
-// to answer. A store out of room (ErrStoreFull) and a key too long
-// (ErrKeyTooLong) are not outages and count neither way either.
-//
-// The breaker belongs to the Limiter: Limiters sharing a store have a
-// breaker each. It counts failures of the whole store, not of one key or
-// one node: in a Redis Cluster with one master down, the answers of the
-// others keep it closed.
-//
-// Instants are read from the Limiter's clock (the local one with
-// clock.Server()), so a fake clock drives probes in tests. A Breaker with a
-// negative field makes New fail with ErrInvalidConfig.
+// WithBreaker stops calling the store once b.Failures calls in a row failed
+// with ErrStoreUnavailable, failing with ErrBreakerOpen instead, until a
+// probe, one call every b.ProbeInterval, is answered.
 func WithBreaker(b Breaker) Option {
 	return optionFunc(func(o *options) { o.breaker = &b })
 }
@@ -84,13 +54,13 @@ func (b Breaker) check() (Breaker, error) {
 		return b, fmt.Errorf("%w: Breaker.ProbeInterval %v is longer than %v", ErrInvalidConfig, b.ProbeInterval, time.Duration(algorithm.MaxDuration)*time.Microsecond)
 	}
 	if b.Failures == 0 {
-		b.Failures = DefaultBreakerFailures
+		b.Failures = defaultBreakerFailures
 	}
 	if b.ProbeInterval == 0 {
-		b.ProbeInterval = DefaultProbeInterval
+		b.ProbeInterval = defaultProbeInterval
 	}
 	if b.SlowCall == 0 {
-		b.SlowCall = DefaultSlowCall
+		b.SlowCall = defaultSlowCall
 	}
 	return b, nil
 }

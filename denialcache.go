@@ -14,32 +14,9 @@ import (
 // MaxDenialCacheKeys is the largest size WithDenialCache accepts.
 const MaxDenialCacheKeys = 1 << 24
 
-// WithDenialCache makes the Limiter remember, for up to maxKeys keys, the
-// store's denials of a cost of 1, and answer a request of cost 1 on such a
-// key itself, without asking the store, until the denial's RetryAfter has
-// passed. A flood of requests on a denied key then costs no round trip to
-// a remote store after the first.
-//
-// A denial of a cost of 1 at instant t with RetryAfter r stays a denial
-// until t+r, whatever else happens, unless the key is reset: other
-// requests can only push it later, and every algorithm names in RetryAfter
-// and ResetAfter instants that do not depend on when they are asked. So an
-// answer from the cache is the store's answer, field for field (Source is
-// FromStore): Remaining 0, the same RetryAfter and ResetAfter. The cache
-// never admits anything: requests of a larger cost, and every request on
-// a key once its denial has passed, go to the store. Reset through this
-// Limiter forgets the key's denial; a Reset made by another process (or
-// another Limiter) is not seen here before t+r, so until then this Limiter
-// keeps denying a key that the store would admit. With clock.Server() the
-// cache measures t+r on the local clock from when the request was sent,
-// which ends a cached denial up to one round trip early, never late.
-//
-// The cache is meant for remote stores (the memory store answers standing
-// denials without locking already). It takes maxKeys·8 bytes when the
-// Limiter is built, plus a small record per key denied; at maxKeys, a new
-// denial replaces one of eight that share its slot group, the one that
-// ends first. A maxKeys below 1 or above MaxDenialCacheKeys makes New fail
-// with ErrInvalidConfig.
+// WithDenialCache makes the Limiter answer requests of cost 1 on up to maxKeys
+// keys the store denied, as the store would, until their RetryAfter has
+// passed. It never admits; maxKeys is at most MaxDenialCacheKeys.
 func WithDenialCache(maxKeys int) Option {
 	return optionFunc(func(o *options) { o.denials = maxKeys; o.denialCache = true })
 }

@@ -30,6 +30,7 @@ type engine[K comparable] struct {
 	localAt clock.Clock    // the clock of localSt
 	mu      *sync.Mutex    // serialises changes of limits
 	ahead   int64          // WithMaxBookAhead in µs; -1 for the limits' reset period
+	hooks   hooks          // the observer and dry run, applied by end (observer.go)
 }
 
 // limits is a configuration of limits in force, with the tables opened
@@ -66,7 +67,7 @@ func (e *engine[K]) init(st store.Store[K], spec []Limit, stored []store.Limit, 
 		return fmt.Errorf("%w: nil store", ErrInvalidConfig)
 	}
 	*e = engine[K]{cur: new(atomic.Pointer[limits[K]]), clock: o.clock, micros: clock.AsMicros(o.clock),
-		policy: o.policy, onError: o.onError, store: st, mu: new(sync.Mutex), ahead: bookAheadMicros(o.bookAhead)}
+		policy: o.policy, onError: o.onError, store: st, mu: new(sync.Mutex), ahead: bookAheadMicros(o.bookAhead), hooks: o.hooks}
 	var err error
 	if e.wrap, err = newWrapping[K](&o, e.micros); err != nil {
 		return err

@@ -14,62 +14,33 @@ import (
 )
 
 var (
-	// ErrInvalidConfig reports a configuration that cannot be used: a nil
-	// algorithm or store, or an algorithm config out of range.
+	// ErrInvalidConfig reports a configuration that cannot be used.
 	ErrInvalidConfig = algorithm.ErrInvalidConfig
-
-	// ErrInvalidCost reports a cost below 1. Nothing is consumed.
+	// ErrInvalidCost reports a cost below 1; nothing is charged.
 	ErrInvalidCost = algorithm.ErrInvalidCost
-
-	// ErrCostExceedsLimit reports a cost the algorithm can never admit at
-	// once. Nothing is consumed; Wait fails with it at once.
+	// ErrCostExceedsLimit reports a cost above Limit; nothing is charged.
 	ErrCostExceedsLimit = algorithm.ErrCostExceedsLimit
-
-	// ErrWouldExceedDeadline reports a Wait that could not be admitted
-	// before its context's deadline. The error also matches
-	// context.DeadlineExceeded.
+	// ErrWouldExceedDeadline reports a Wait that would end past ctx's
+	// deadline; it matches context.DeadlineExceeded.
 	ErrWouldExceedDeadline = errors.New("ratelimit: wait would exceed the context deadline")
-
-	// ErrNotBooked reports a Reservation.Wait on a request that was not
-	// booked (Reservation.OK is false): nothing was charged, and there is
-	// nothing to wait for.
+	// ErrNotBooked reports Reservation.Wait on a request not booked.
 	ErrNotBooked = errors.New("ratelimit: the request was not booked")
-
 	// ErrClockUnsupported reports a clock the store cannot use.
 	ErrClockUnsupported = store.ErrClockUnsupported
-
 	// ErrStoreUnavailable wraps errors of a store's backend.
 	ErrStoreUnavailable = store.ErrUnavailable
-
-	// ErrStoreFull reports a store out of room for a key's state (a memory
-	// table at its cap that refuses new keys, a Redis out of memory). The
-	// failure policy decides as for an outage, but the circuit breaker
-	// does not count it.
+	// ErrStoreFull reports a store out of room for a key's state.
 	ErrStoreFull = store.ErrFull
-
-	// ErrStateMismatch reports a key whose stored state was written by
-	// another algorithm or in a format this version does not read (see
-	// WithStateID): a configuration error, not an outage. No failure
-	// policy decides it and the circuit breaker does not count it.
+	// ErrStateMismatch reports a state of another algorithm or format.
 	ErrStateMismatch = store.ErrStateMismatch
-
-	// ErrKeyTooLong reports a key longer than the store keeps. Nothing is
-	// charged and no failure policy decides.
+	// ErrKeyTooLong reports a key longer than the store keeps.
 	ErrKeyTooLong = store.ErrKeyTooLong
-
-	// ErrTooManyStates reports a key that holds the most states a store
-	// keeps for one key (store.MaxStatesPerKey), one per state ID, to
-	// which a decision would add another: limits given per call (With)
-	// that change more often than the key's state expires. Nothing is
-	// charged; as for ErrKeyTooLong, no failure policy decides it and the
-	// circuit breaker does not count it.
+	// ErrTooManyStates reports a key with store.MaxStatesPerKey states.
 	ErrTooManyStates = store.ErrTooManyStates
 )
 
-// Decision is the outcome of one call. It is a small value, read through
-// its methods: four machine words, which Go passes and returns in
-// registers, so that a decision costs its caller no copy through memory.
-// The zero Decision denies, with a zero Limit, from the store.
+// Decision is the outcome of one call, read through its methods. The zero
+// Decision denies, with a zero Limit, from the store.
 type Decision struct {
 	remaining  int64
 	retryAfter time.Duration
@@ -88,44 +59,33 @@ const (
 	breakerBit  = 1 << 61
 )
 
-// Allowed reports whether the request was admitted (for Peek: whether a
-// request of cost 1 would be).
+// Allowed reports whether the request was admitted (for Peek: would be).
 func (d Decision) Allowed() bool { return d.word&allowedBit != 0 }
 
-// Limit is the largest cost one request may have: the bucket's capacity
-// or the window's limit.
+// Limit is the largest cost one request may have.
 func (d Decision) Limit() int64 { return int64(d.word & limitMask) }
 
-// Remaining is how much cost could still be admitted now, after this
-// decision, rounded down; 0 ≤ Remaining ≤ Limit.
+// Remaining is how much cost could still be admitted now, at most Limit.
 func (d Decision) Remaining() int64 { return d.remaining }
 
-// RetryAfter is how long until this same request would be admitted if
-// nothing else happened in between; 0 when allowed.
+// RetryAfter is how long until this request would be admitted; 0 when allowed.
 func (d Decision) RetryAfter() time.Duration { return d.retryAfter }
 
-// ResetAfter is how long until the key is back to a full, fresh state if
-// nothing else happens; 0 when it already is.
+// ResetAfter is how long until the key is fresh again if nothing else happens.
 func (d Decision) ResetAfter() time.Duration { return d.resetAfter }
 
-// Source tells what made the decision: the store, or the failure policy
-// when the store could not.
+// Source tells whether the store decided or a failure policy did.
 func (d Decision) Source() Source { return Source(d.word >> sourceShift) }
 
-// DryRunDenied reports a request that the limit denied and that the
-// limiter, in dry-run mode (WithDryRun), admitted anyway: Allowed is true,
-// the other numbers are the denial's.
+// DryRunDenied reports a denial that dry-run mode (WithDryRun) admitted.
 func (d Decision) DryRunDenied() bool { return d.word&dryRunBit != 0 }
 
-// BreakerOpen reports that the store was not asked, because the circuit
-// breaker (WithBreaker) was open: Source names the failure policy that
-// decided instead.
+// BreakerOpen reports that an open breaker (WithBreaker) kept the call from
+// the store.
 func (d Decision) BreakerOpen() bool { return d.word&breakerBit != 0 }
 
-// DryRun returns what a limiter in dry-run mode decides where it would
-// have decided d: d itself when d admits; otherwise d admitted and marked
-// DryRunDenied, with the denial's numbers. For middleware with a dry-run
-// mode of its own.
+// DryRun returns d as dry-run mode returns it: a denial admitted and marked
+// DryRunDenied. For middleware with a dry-run mode of its own.
 func (d Decision) DryRun() Decision {
 	if !d.Allowed() {
 		d.word |= allowedBit | dryRunBit
@@ -150,9 +110,7 @@ func (d Decision) String() string {
 	return s
 }
 
-// DecisionFields is a Decision's content as a plain struct: for logs
-// (%+v), for comparing decisions in tests, and for building the decisions
-// a fake limiter returns.
+// DecisionFields is a Decision's content as a plain struct.
 type DecisionFields struct {
 	Allowed      bool
 	Limit        int64
@@ -171,8 +129,7 @@ func (d Decision) Fields() DecisionFields {
 		DryRunDenied: d.DryRunDenied(), BreakerOpen: d.BreakerOpen()}
 }
 
-// Decision returns the Decision with f's content. A Limit outside 0 to
-// algorithm.MaxLimit, the most a Decision holds, is clamped to it.
+// Decision returns the Decision with f's content, its Limit clamped.
 func (f DecisionFields) Decision() Decision {
 	d := Decision{remaining: f.Remaining, retryAfter: f.RetryAfter, resetAfter: f.ResetAfter,
 		word: uint64(min(max(f.Limit, 0), algorithm.MaxLimit)) | uint64(f.Source)<<sourceShift}
@@ -188,8 +145,7 @@ func (f DecisionFields) Decision() Decision {
 	return d
 }
 
-// MarshalJSON encodes d as its Fields, so that a decision logged as JSON
-// shows what it holds.
+// MarshalJSON encodes d as its Fields.
 func (d Decision) MarshalJSON() ([]byte, error) { return json.Marshal(d.Fields()) }
 
 // UnmarshalJSON decodes what MarshalJSON encodes.
@@ -231,14 +187,8 @@ func (s Source) String() string {
 	return fmt.Sprintf("Source(%d)", uint8(s))
 }
 
-// FailurePolicy says what a Limiter decides when its store fails (an error
-// wrapping ErrStoreUnavailable, or ErrStoreFull for a store out of room)
-// while the caller's context is still live. A request whose context has
-// ended (cancelled, or past its deadline) gets an error matching the
-// context's error instead, whatever the policy and whatever error the
-// client library reported: the caller has gone, and no policy may admit
-// it uncharged or charge it elsewhere. Other errors (ErrKeyTooLong,
-// ErrStateMismatch, a bad cost) are returned as they are.
+// FailurePolicy says what a Limiter decides while its store fails. A caller
+// whose context has ended gets the context's error instead.
 type FailurePolicy uint8
 
 const (
@@ -246,12 +196,10 @@ const (
 	FailWithError FailurePolicy = iota
 	// FailOpen admits every request while the store fails.
 	FailOpen
-	// FailClosed denies every request while the store fails, with a
-	// RetryAfter of FailClosedRetryAfter.
+	// FailClosed denies, with a RetryAfter of FailClosedRetryAfter.
 	FailClosed
-	// FailLocal decides with an in-memory limiter of the same algorithm,
-	// private to this process, while the store fails. Charges made locally
-	// are not carried to the store when it recovers.
+	// FailLocal decides with an in-memory limiter private to this process;
+	// its charges are not carried to the store.
 	FailLocal
 )
 
@@ -311,97 +259,54 @@ func WithClock(c clock.Clock) Option {
 }
 
 // WithFailurePolicy sets what the Limiter decides when its store fails.
-// The default is FailWithError.
 func WithFailurePolicy(p FailurePolicy) Option {
 	return optionFunc(func(o *options) { o.policy = p })
 }
 
-// WithErrorHandler sets a function called with every store error that a
-// failure policy other than FailWithError turned into a decision, so that
-// it can be logged or counted, and with each warning the store gives when
-// the Limiter is built (store.Warner: a Redis that may evict limiter
-// state, say), which are otherwise logged with log/slog. It must be safe
-// for concurrent use.
+// WithErrorHandler sets a function, safe for concurrent use, called with each
+// store error a failure policy absorbed and each warning of the store.
 func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(o *options) { o.onError = f })
 }
 
-// WithStateID names the state a Limiter keeps in a store: a key's state
-// is named by (state ID, key) on every store, so Limiters and Policy
-// limits with the same state ID on one store share each key's state (the
-// Redis stores keep it in the field of that name of the key's hash, the
-// memory store numbers it). By default it is store.DefaultID of the
-// algorithm: a fingerprint of its name and parameters, so that limiters
-// configured differently never read each other's state, and limiters
-// configured alike share it, in any process on Redis and within one memory
-// Store. Give two Limiters configured alike IDs of their own to keep their
-// states apart, and give an ID of your own to keep a key's state across a
-// change of configuration (see WithInheritance). The empty ID is an ID
-// like any other; it no longer names the Redis keys of releases before
-// headers, which are never read (see README's migration notes). It is an
-// error for a Policy, whose limits name their state in Limit.StateID.
+// WithStateID names the Limiter's state in its store: limiters with one state
+// ID share each key's state. The default, store.DefaultID of the algorithm, is
+// shared by limiters configured alike. A Policy sets Limit.StateID.
 func WithStateID(id string) Option {
 	return optionFunc(func(o *options) { o.stateID = &id })
 }
 
 // WithMaxBookAhead bounds how far ahead a key may be booked: ReserveN
-// books nothing (OK false, nothing charged) when the booking would be due
-// more than d after now, whatever maxDelay it was given, and WaitN waits
-// until the booking fits within d before making it. The default is the
-// limits' reset period (the time a fully spent key takes to become fresh;
-// a Policy's longest), and at least a minute: bookings left behind (a
-// Reservation never used or cancelled, a process that died) hold a key at
-// most that long, and waiters queued within it make one store call each.
-// A negative d removes the bound, as in x/time/rate; 0 books nothing
-// ahead.
+// does not book (nothing charged) past d, and WaitN waits until its
+// booking fits within d. The default is the limits' reset period, at least
+// a minute; a negative d removes the bound, 0 books nothing ahead.
 func WithMaxBookAhead(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.bookAhead = &d })
 }
 
-// WithInheritance sets how a key's state written by the same algorithm
-// with other parameters is carried when this Limiter reads it: a limit
-// changed on live keys, a process rebuilt with a new configuration under
-// the same state ID (WithStateID), or two processes mid-deploy. The
-// default, algorithm.AsIs, keeps what was used (clamped to the new
-// limit); algorithm.Proportional keeps the fraction used. Under either,
-// tightening never grants a fresh quota. Proportional is an error
-// (ErrInvalidConfig) for the sliding log. For a Policy, set Limit.Inherit.
+// WithInheritance sets how a key's state written with other parameters is
+// carried: algorithm.AsIs (the default) or Proportional; neither grants a
+// fresh quota. A Policy sets Limit.Inherit.
 func WithInheritance(rule algorithm.Rule) Option {
 	return optionFunc(func(o *options) { o.inherit = &rule })
 }
 
-// WithResetOnMismatch lets a limiter read a key whose state was written
-// by another algorithm under the same state ID, instead of failing with
-// ErrStateMismatch: for a deliberate switch of algorithm under a kept
-// state ID. The key starts from what the old state had used at the
-// decision's instant, as the new algorithm's fresh state charged with it
-// (at most its limit; see algorithm.Used for how each algorithm's usage
-// is read), so a switch never hands out a fresh quota; an unreadable
-// value starts fresh. The old state is replaced when a request is
-// admitted. For a Policy, set Limit.ResetOnMismatch.
+// WithResetOnMismatch starts a key whose state another algorithm wrote from
+// what it had used. A Policy sets Limit.ResetOnMismatch.
 func WithResetOnMismatch() Option {
 	return optionFunc(func(o *options) { o.resetOnMismatch = true })
 }
 
-// Limiter limits the rate of requests per key of type K. It combines an
-// algorithm, which decides, a store, which keeps each key's state, and a
-// clock, read once per decision. Create it with [New]. A Limiter is safe
-// for concurrent use.
-//
-// A Limiter is a [Policy] of one limit, with decisions that need no slice
-// and allocate nothing.
+// Limiter limits the rate of requests per key of type K: a [Policy] of one
+// limit, allocating nothing. It is safe for concurrent use.
 type Limiter[K comparable] struct {
 	engine[K]
-	hooked *hooked[K] // the observer and dry run (observer.go); nil when unset
-	with   *withs[K]  // the Limiters of With (with.go)
-	hooks  hooks      // as given, for the Limiters of With
-	named  bool       // the state ID was given (WithStateID)
+	with  *withs[K] // the Limiters of With (with.go)
+	named bool      // the state ID was given (WithStateID)
 }
 
-// New returns a Limiter deciding with alg on state kept in st. It returns
-// an error wrapping ErrInvalidConfig when alg or st is nil (or an
-// interface holding a nil pointer), or the store's
-// error when it cannot run alg with the chosen clock (ErrClockUnsupported).
+// New returns a Limiter deciding with alg on state kept in st. Errors wrap
+// ErrInvalidConfig, or are the store's.
 func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Option) (*Limiter[K], error) {
 	if nilness.Is(alg) {
 		return nil, fmt.Errorf("%w: nil algorithm", ErrInvalidConfig)
@@ -414,7 +319,7 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if o.stateID != nil {
 		id = *o.stateID
 	}
-	l := &Limiter[K]{named: o.stateID != nil, hooks: o.hooks, with: newWiths[K]()}
+	l := &Limiter[K]{named: o.stateID != nil, with: newWiths[K]()}
 	lim := store.Limit{Algorithm: alg, ID: id, ResetOnMismatch: o.resetOnMismatch}
 	if o.inherit != nil {
 		lim.Inherit = *o.inherit
@@ -422,7 +327,6 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if err := l.engine.init(st, nil, []store.Limit{lim}, o); err != nil {
 		return nil, err
 	}
-	l.hooked = newHooked(l, o.hooks)
 	return l, nil
 }
 
@@ -432,48 +336,26 @@ func (l *Limiter[K]) Limit() int64 { return l.cur.Load().limit }
 // Name returns the name given with WithName, or "" when none was.
 func (l *Limiter[K]) Name() string { return l.hooks.name }
 
-// Algorithm returns the algorithm deciding now: the one given to New, or
-// to SetAlgorithm since.
+// Algorithm returns the algorithm deciding now.
 func (l *Limiter[K]) Algorithm() algorithm.Algorithm { return l.cur.Load().stored[0].Algorithm }
 
-// StateID returns the ID naming the limiter's state in its store: the one
-// given with WithStateID, or store.DefaultID of the algorithm it was built
-// with. Limiters and Policy limits with the same state ID on one store
-// share each key's state, on every store; SetAlgorithm keeps it.
+// StateID returns the ID naming the limiter's state (see WithStateID).
 func (l *Limiter[K]) StateID() string { return l.cur.Load().stored[0].ID }
 
-// SetAlgorithm makes alg decide from now on, in place of the algorithm
-// deciding now, keeping the limiter's state ID: every key's state is
-// carried into alg's terms by the limiter's rule (WithInheritance) on its
-// next decision, as when another process reads it with alg. Tightening
-// never grants a fresh quota. It is safe to call while other goroutines
-// decide: each decision uses the old algorithm or the new one, never a
-// mix.
-//
-// It returns an error wrapping ErrInvalidConfig for a nil alg, for an
-// algorithm of another kind (a token bucket in place of a sliding log:
-// their states cannot be read as each other's) unless the limiter was
-// built WithResetOnMismatch, or for a rule alg has not (a proportional
-// sliding log); or the store's error opening it. A process restarted with
-// another configuration gets another default state ID: name the state
-// (WithStateID) to carry it across restarts too.
+// SetAlgorithm makes alg decide from now on, keeping the state ID: each key's
+// state is carried by the limiter's rule (WithInheritance). Errors wrap
+// ErrInvalidConfig (a nil alg, another kind of algorithm), or are the store's.
 func (l *Limiter[K]) SetAlgorithm(alg algorithm.Algorithm) error { return l.replace(0, alg) }
 
-// Window returns the period over which the limiter admits Limit: the window
-// of a sliding log, sliding-window counter or fixed window, the time an
-// empty token bucket takes to refill or a GCRA key to come back to rest.
-// It is 0 for an algorithm that does not say (one with no Window method).
-// HTTP headers advertise it as the policy's window.
+// Window returns the period over which the limiter admits Limit, or 0.
 func (l *Limiter[K]) Window() time.Duration { return windowOf(l.Algorithm()) }
 
-// Quota returns the limit as its user configured it, Limit per Window:
-// QuotaOf the limiter's algorithm.
-func (l *Limiter[K]) Quota() algorithm.Quota { return QuotaOf(l.Algorithm()) }
+// Quota returns the limit as its user configured it (algorithm.Quoter), or
+// else Limit per Window.
+func (l *Limiter[K]) Quota() algorithm.Quota { return quotaOf(l.Algorithm()) }
 
-// QuotaOf returns alg's quota as its user configured it when alg says
-// (algorithm.Quoter), and otherwise its Limit per its Window (0 for an
-// algorithm with no Window method).
-func QuotaOf(alg algorithm.Algorithm) algorithm.Quota {
+// quotaOf is Limiter.Quota for alg.
+func quotaOf(alg algorithm.Algorithm) algorithm.Quota {
 	if q, ok := alg.(algorithm.Quoter); ok {
 		return q.Quota()
 	}
@@ -486,12 +368,24 @@ func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
 }
 
 // AllowN decides whether a request of cost n for key is admitted now, and
-// consumes n if it is. A cost below 1 or above Limit is an error
-// (ErrInvalidCost, ErrCostExceedsLimit) that consumes nothing.
+// charges n if so. A cost outside 1 to Limit is an error that charges nothing.
 func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error) {
-	if l.hooked != nil {
-		return l.hooked.allowN(ctx, key, n)
+	if l.hooks.active() {
+		return l.allowNHooked(ctx, key, n)
 	}
+	return l.take(ctx, key, n)
+}
+
+// allowNHooked is take with the hooks applied around it.
+func (l *Limiter[K]) allowNHooked(ctx context.Context, key K, n int) (d Decision, err error) {
+	start := l.hooks.begin(l.clock)
+	d, err = l.take(ctx, key, n)
+	end(ctx, &l.hooks, l.clock, OpAllow, key, int64(n), start, &d, err)
+	return d, err
+}
+
+// take is AllowN without the hooks.
+func (l *Limiter[K]) take(ctx context.Context, key K, n int) (Decision, error) {
 	ls := l.cur.Load()
 	if n < 1 || int64(n) > ls.limit {
 		return Decision{}, algorithm.CheckCost(int64(n), ls.limit)
@@ -508,18 +402,10 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) (Decision, error) {
 	return l.WaitN(ctx, key, 1)
 }
 
-// WaitN blocks until a request of cost n for key is admitted, then returns
-// the admitting decision. It books the request (ReserveN, with the time
-// left before ctx's deadline as the maximum delay) and sleeps on the
-// limiter's clock until the booked instant: one store call per admission,
-// and waiters are admitted in the order they booked, not in a scramble
-// each time room frees up. It returns at once with ErrCostExceedsLimit for
-// a cost that can never be admitted, and with ErrWouldExceedDeadline,
-// charging nothing, when the request cannot be booked before ctx's
-// deadline (with the denial, whose RetryAfter says when it would fit). A
-// booking due beyond the bound on booking ahead (WithMaxBookAhead) is made
-// once it fits within it. When ctx ends first it gives the booking back
-// (Cancel) and returns ctx's error.
+// WaitN blocks until a request of cost n for key is admitted: it books it
+// (ReserveN) and sleeps until its instant, so waiters go in booking order. One
+// that cannot be booked before ctx's deadline fails at once, uncharged; when
+// ctx ends first, the booking is cancelled.
 func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) {
 	r, err := l.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return l.ReserveN(ctx, key, n, maxDelay)
@@ -541,12 +427,19 @@ func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) 
 	return admitted(r.decision), nil
 }
 
-// Peek reports key's state now without consuming anything: Allowed and
-// RetryAfter are for a request of cost 1, Remaining is what is left.
-func (l *Limiter[K]) Peek(ctx context.Context, key K) (Decision, error) {
-	if l.hooked != nil {
-		return l.hooked.peek(ctx, key)
+// Peek reports key's state now, for a cost of 1, without charging anything.
+func (l *Limiter[K]) Peek(ctx context.Context, key K) (d Decision, err error) {
+	if l.hooks.active() {
+		start := l.hooks.begin(l.clock)
+		d, err = l.peek(ctx, key)
+		end(ctx, &l.hooks, l.clock, OpPeek, key, 1, start, &d, err)
+		return d, err
 	}
+	return l.peek(ctx, key)
+}
+
+// peek is Peek without the hooks.
+func (l *Limiter[K]) peek(ctx context.Context, key K) (Decision, error) {
 	ls := l.cur.Load()
 	r, err := ls.table.Peek(ctx, key, l.micros.UnixMicro(), nil)
 	if err != nil {
@@ -555,7 +448,5 @@ func (l *Limiter[K]) Peek(ctx context.Context, key K) (Decision, error) {
 	return decided(r, ls.limit, FromStore), nil
 }
 
-// Reset forgets key's state: its next request is decided as a new key's.
-// With FailLocal, the local state is forgotten too; with WithDenialCache,
-// the key's cached denial.
+// Reset forgets key's state, its denial cache entry and its FailLocal state.
 func (l *Limiter[K]) Reset(ctx context.Context, key K) error { return l.reset(ctx, key) }

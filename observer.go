@@ -6,14 +6,8 @@ import (
 	"time"
 )
 
-// Observer receives an Event for every decision of the limiters it is given
-// to with WithObserver, for metrics, logs or traces. Package otelratelimit
-// (a module of its own) turns events into OpenTelemetry metrics.
-//
-// Observe is called once per decision, after the decision is made and
-// before it is returned, on the caller's goroutine and with the caller's
-// context. It must be safe for concurrent use, and should be quick: its time
-// is added to every decision's.
+// Observer receives an Event for every decision, on the caller's goroutine
+// before the decision returns: it must be quick and safe for concurrent use.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
@@ -24,40 +18,25 @@ type ObserverFunc func(ctx context.Context, e Event)
 // Observe calls f(ctx, e).
 func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
-// Event describes one decision, or one failure to decide. Every field but
-// Key is of low cardinality or a number, fit to be a metric's attribute or
-// value; Key is unbounded.
+// Event describes one decision, or one failure to decide.
 type Event struct {
-	// Name names what decided: the limiter's name (WithName), or the name
-	// of a composed policy. It is "" for an unnamed limiter.
+	// Name is the limiter's name (WithName), or "".
 	Name string
-	// Op is the operation that decided: OpAllow for AllowN (and each
-	// attempt of WaitN), OpPeek for Peek.
+	// Op is the operation that decided.
 	Op Op
-	// Outcome is the limit's verdict: allowed, denied, or an error that
-	// left no decision. In dry-run mode a request the limit denied is
-	// OutcomeDenied although it was admitted (Decision.DryRunDenied).
+	// Outcome is the limit's verdict, OutcomeDenied in dry run too.
 	Outcome Outcome
-	// DryRun reports that the limiter runs in dry-run mode (WithDryRun):
-	// no request is denied, whatever Outcome says.
+	// DryRun reports a limiter in dry-run mode (WithDryRun).
 	DryRun bool
-	// Cost is the cost asked for: n for AllowN, 1 for Peek.
+	// Cost is the cost asked for (1 for Peek).
 	Cost int64
-	// Latency is how long the decision took, on the limiter's clock (so a
-	// fake clock reports 0 unless it is advanced during the call).
+	// Latency is how long the decision took, on the limiter's clock.
 	Latency time.Duration
-	// Decision is the decision returned; zero with OutcomeError. Its
-	// Source tells whether the store decided or a failure policy did: a
-	// Source other than FromStore means the store failed and the policy
-	// absorbed the error.
+	// Decision is the decision returned; zero with OutcomeError.
 	Decision Decision
-	// Err is the error returned with OutcomeError (errors.Is tells store
-	// failures, ErrStoreUnavailable, from bad costs and ended contexts);
-	// nil otherwise.
+	// Err is the error returned with OutcomeError, nil otherwise.
 	Err error
-	// Key is the key decided on, only with WithObservedKeys; nil
-	// otherwise. Never make it a metric attribute: every client would
-	// become a time series of its own.
+	// Key is the key, with WithObservedKeys only: never a metric attribute.
 	Key any
 }
 
@@ -65,21 +44,15 @@ type Event struct {
 type Op uint8
 
 const (
-	// OpAllow is a decision that charges: AllowN, and each attempt of
-	// WaitN.
+	// OpAllow is AllowN, and each attempt of a WaitN that cannot book.
 	OpAllow Op = iota
-	// OpPeek is a look at a key's state that charges nothing: Peek.
+	// OpPeek is Peek.
 	OpPeek
-	// OpReserve is a booking: ReserveN, and each of WaitN. Outcome is
-	// allowed when it was booked (Decision.RetryAfter is then its delay),
-	// denied when it could not be booked in time.
+	// OpReserve is ReserveN and WaitN's booking; RetryAfter is its delay.
 	OpReserve
-	// OpCancel is a booking given back: Reservation.Cancel, and a WaitN
-	// whose context ended first. Cost is the booking's; Decision the
-	// booking's own.
+	// OpCancel is a booking given back (Cancel, or a WaitN cut short).
 	OpCancel
-	// OpRefund is a charge given back: Refund. Decision is the key's state
-	// after it.
+	// OpRefund is Refund; Decision is the key's state after it.
 	OpRefund
 )
 
@@ -106,8 +79,7 @@ type Outcome uint8
 const (
 	// OutcomeAllowed: the limit admitted the request.
 	OutcomeAllowed Outcome = iota
-	// OutcomeDenied: the limit denied the request (and, in dry-run mode,
-	// the limiter admitted it anyway).
+	// OutcomeDenied: the limit denied the request.
 	OutcomeDenied
 	// OutcomeError: no decision was made; Event.Err says why.
 	OutcomeError
@@ -126,10 +98,7 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
 
-// WithObserver sets an observer that receives an Event for every decision
-// the Limiter or Policy makes (AllowN, each attempt of WaitN, Peek; a
-// Policy reports its combined decision). A nil observer is
-// ignored. Without one, a decision costs nothing more than a nil check.
+// WithObserver sets an observer of every decision; nil is ignored.
 func WithObserver(obs Observer) Option {
 	return optionFunc(func(o *options) {
 		if obs != nil {
@@ -138,38 +107,28 @@ func WithObserver(obs Observer) Option {
 	})
 }
 
-// WithName names the Limiter in the events its observer receives
-// (Event.Name), to tell several limiters apart in metrics. It is a label
-// only: it does not name the limiter's state, so renaming a metric never
-// resets a key, and two limiters of different names but the same state
-// ID share each key's state (see WithStateID).
+// WithName names the Limiter in its events; it does not name its state.
 func WithName(name string) Option {
 	return optionFunc(func(o *options) { o.hooks.name = name })
 }
 
-// WithObservedKeys puts each decision's key in Event.Key, for observers
-// that log keys. It is off by default: boxing a key in an interface costs
-// an allocation per decision, and keys must never become metric attributes.
+// WithObservedKeys puts each key in Event.Key, allocating per decision.
 func WithObservedKeys() Option {
 	return optionFunc(func(o *options) { o.hooks.keys = true })
 }
 
-// WithDryRun runs the Limiter in dry-run (shadow) mode: every decision is
-// made and charged as usual (a denial charges nothing, as always), headers
-// and metrics are computed from it, but no request is denied. A decision
-// the limit denied comes back with Allowed true and DryRunDenied true, its
-// RetryAfter and other fields as the denial had them; its Event has
-// OutcomeDenied and DryRun set. Turn a new limit on this way and watch what
-// it would do. Failure policies decide as usual, and their denials too are
-// admitted (FailClosed's, marked DryRunDenied); errors are still returned,
-// so a FailWithError limiter whose store fails still fails.
+// WithDryRun makes the Limiter charge as usual but admit what it would deny,
+// marked DryRunDenied with the denial's numbers. Errors are still returned.
 func WithDryRun() Option {
 	return optionFunc(func(o *options) { o.hooks.dryRun = true })
 }
 
 // hooks are the options that act around each decision: an observer and
-// dry-run mode. A Limiter applies them through hooked; a composed policy
-// can apply them the same way, with begin and end around its decision.
+// dry-run mode. They are the one instrumentation seam: the engine of a
+// Limiter or Policy holds them, and every operation that decides calls
+// begin before its decision and end after it (AllowN and Peek check active
+// first), end being the one place where dry run is applied and an Event
+// reported.
 type hooks struct {
 	observer Observer
 	name     string
@@ -211,35 +170,4 @@ func end[K comparable](ctx context.Context, h *hooks, clk interface{ Now() time.
 		e.Key = key
 	}
 	h.observer.Observe(ctx, e)
-}
-
-// hooked applies a Limiter's hooks around the same Limiter without them.
-type hooked[K comparable] struct {
-	hooks
-	plain *Limiter[K]
-}
-
-// newHooked returns l's hooks around a copy of l without them, or nil when
-// no hook is set.
-func newHooked[K comparable](l *Limiter[K], h hooks) *hooked[K] {
-	if !h.active() {
-		return nil
-	}
-	plain := *l
-	plain.hooked = nil
-	return &hooked[K]{hooks: h, plain: &plain}
-}
-
-func (h *hooked[K]) allowN(ctx context.Context, key K, n int) (d Decision, err error) {
-	start := h.begin(h.plain.clock)
-	d, err = h.plain.AllowN(ctx, key, n)
-	end(ctx, &h.hooks, h.plain.clock, OpAllow, key, int64(n), start, &d, err)
-	return d, err
-}
-
-func (h *hooked[K]) peek(ctx context.Context, key K) (d Decision, err error) {
-	start := h.begin(h.plain.clock)
-	d, err = h.plain.Peek(ctx, key)
-	end(ctx, &h.hooks, h.plain.clock, OpPeek, key, 1, start, &d, err)
-	return d, err
 }

@@ -14,39 +14,24 @@ import (
 
 // Limit is one of a Policy's limits.
 type Limit struct {
-	// Name names the limit in decisions, logs and HTTP headers ("burst",
-	// "daily"). Names differ within a policy; the default is "limit1",
-	// "limit2"… by position.
+	// Name names the limit; the default is "limit1", "limit2"… by position.
 	Name string
 	// Algorithm decides for this limit.
 	Algorithm algorithm.Algorithm
-	// StateID names the limit's state in its store, memory or Redis (see
-	// WithStateID). Empty means store.DefaultID of the algorithm: limits
-	// configured alike share state, limits configured differently never
-	// do. IDs differ within a policy.
+	// StateID names the limit's state; "" means store.DefaultID.
 	StateID string
-	// Inherit is how a key's state written by this algorithm under other
-	// parameters is carried (see WithInheritance): AsIs, the zero value,
-	// or Proportional.
+	// Inherit is the limit's WithInheritance.
 	Inherit algorithm.Rule
-	// ResetOnMismatch reads a key whose state another algorithm wrote
-	// from what that state had used, instead of failing (see
-	// WithResetOnMismatch).
+	// ResetOnMismatch is the limit's WithResetOnMismatch.
 	ResetOnMismatch bool
 }
 
 // PolicyDecision is the outcome of one call on a Policy.
 type PolicyDecision struct {
-	// Decision is the policy's decision: Allowed when every limit admits
-	// the request; Remaining the least any limit has left; RetryAfter how
-	// long until every limit would admit it; ResetAfter how long until
-	// every limit is fresh; Limit the binding limit's.
+	// Decision combines the limits': allowed only if every limit admits.
 	Decision
-	// Binding is the index of the limit that decided: when the request is
-	// denied, the one that asks to wait longest; when it is admitted, the
-	// one with the least left, the first to deny next (of those with as
-	// little left, the one that takes longest to be fresh again). Other
-	// ties go to the earlier limit.
+	// Binding is the index of the limit that decided: the longest wait
+	// when denied, the least left when admitted.
 	Binding int
 
 	n      int                    // limits
@@ -59,10 +44,7 @@ type PolicyDecision struct {
 // nothing; a policy of more allocates room for them on each decision.
 const inlineLimits = 4
 
-// Limits returns each limit's own decision, in the policy's order. When
-// the request is denied nothing is charged, so a limit that would have
-// admitted it reports its state unchanged, Allowed. The slice is d's own
-// storage: changing an element changes d.
+// Limits returns each limit's decision, in order, in d's own storage.
 func (d *PolicyDecision) Limits() []Decision {
 	if d.spill != nil {
 		return d.spill
@@ -70,31 +52,21 @@ func (d *PolicyDecision) Limits() []Decision {
 	return d.inline[:d.n:d.n]
 }
 
-// DecisionOfOne returns d, a Limiter's decision, as the decision of a
-// policy of that one limit, for code that handles Limiters and Policies
-// alike.
+// DecisionOfOne returns a Limiter's decision as that of a policy of one limit.
 func DecisionOfOne(d Decision) PolicyDecision {
 	pd := PolicyDecision{Decision: d, n: 1}
 	pd.inline[0] = d
 	return pd
 }
 
-// Policy applies several limits to one key together: a request is
-// admitted only if every limit admits it, and then it is charged to all of
-// them; otherwise to none. On the Redis stores a decision is one script,
-// one round trip, whose keys share a Redis Cluster hash tag; on the memory
-// store it is made under one lock. Limits may use different algorithms (a
-// token bucket for bursts and a sliding log for the hour, say). Create it
-// with [NewPolicy]. A Policy is safe for concurrent use.
+// Policy applies several limits to one key together: a request is charged to
+// every limit or to none, atomically. It is safe for concurrent use.
 type Policy[K comparable] struct {
 	engine[K]
-	hooks hooks // the observer and dry run (observer.go)
 }
 
-// NewPolicy returns a Policy of limits, whose state is kept in st. Errors
-// wrap ErrInvalidConfig (no limits, a nil algorithm or store, names or
-// state IDs that repeat, WithStateID given), or are the store's
-// (ErrClockUnsupported, store.ErrAlgorithmUnsupported).
+// NewPolicy returns a Policy of limits, whose state is kept in st. Errors wrap
+// ErrInvalidConfig, or are the store's.
 func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) (*Policy[K], error) {
 	if len(limits) == 0 {
 		return nil, fmt.Errorf("%w: a policy needs at least one limit", ErrInvalidConfig)
@@ -138,44 +110,31 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 	if err := p.engine.init(st, spec, stored, o); err != nil {
 		return nil, err
 	}
-	p.hooks = o.hooks
 	return p, nil
 }
 
-// Limits returns the policy's limits, with their names and state IDs as
-// the policy uses them.
+// Limits returns the policy's limits, with their names and state IDs.
 func (p *Policy[K]) Limits() []Limit { return append([]Limit(nil), p.cur.Load().spec...) }
 
-// SetLimit makes alg decide for limit i from now on, keeping the limit's
-// name and state ID, so that every key's state is carried into alg's
-// terms by the limit's rule (Limit.Inherit) on its next decision. The
-// other limits keep their state. It is safe to call while other
-// goroutines decide: each decision uses the old limits or the new ones.
-// Errors are those of Limiter.SetAlgorithm, and ErrInvalidConfig for an
-// i out of range.
+// SetLimit makes alg decide for limit i, as Limiter.SetAlgorithm.
 func (p *Policy[K]) SetLimit(i int, alg algorithm.Algorithm) error { return p.replace(i, alg) }
 
-// Limit returns the largest cost one request may have: the smallest of
-// the limits' own.
+// Limit returns the largest cost one request may have, the least limit's.
 func (p *Policy[K]) Limit() int64 { return p.cur.Load().limit }
 
 // Window returns limit i's window, as Limiter.Window does.
 func (p *Policy[K]) Window(i int) time.Duration { return windowOf(p.cur.Load().spec[i].Algorithm) }
 
-// Quota returns limit i's quota as its user configured it: QuotaOf its
-// algorithm (the one given to SetLimit, after a change). It allocates
-// nothing.
-func (p *Policy[K]) Quota(i int) algorithm.Quota { return QuotaOf(p.cur.Load().spec[i].Algorithm) }
+// Quota returns limit i's quota, as Limiter.Quota.
+func (p *Policy[K]) Quota(i int) algorithm.Quota { return quotaOf(p.cur.Load().spec[i].Algorithm) }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (p *Policy[K]) Allow(ctx context.Context, key K) (PolicyDecision, error) {
 	return p.AllowN(ctx, key, 1)
 }
 
-// AllowN decides whether a request of cost n for key is admitted now by
-// every limit, and charges n to every limit if it is. A cost below 1 or
-// above Limit is an error (ErrInvalidCost, ErrCostExceedsLimit) that
-// charges nothing.
+// AllowN decides whether a request of cost n for key is admitted by every
+// limit, as Limiter.AllowN.
 func (p *Policy[K]) AllowN(ctx context.Context, key K, n int) (d PolicyDecision, err error) {
 	// The hooks are dispatched here rather than through AllowNInto, which
 	// would make AllowN small enough to be inlined: inlined, its result
@@ -188,13 +147,8 @@ func (p *Policy[K]) AllowN(ctx context.Context, key K, n int) (d PolicyDecision,
 	return d, err
 }
 
-// AllowNInto is AllowN writing its decision into d instead of returning
-// it: d ends up as AllowN would have returned it, whatever it held before
-// (the zero PolicyDecision with an error). A PolicyDecision holds each
-// limit's decision, 200 bytes, and returning one copies it on the way out
-// of AllowN and again into the caller's variable: on the memory store that
-// is 12% of a decision of two limits (README, Policy). A caller on a hot
-// path keeps one d, on its stack, and passes it each time.
+// AllowNInto is AllowN writing into d, whatever d held: it saves a copy on a
+// hot path.
 func (p *Policy[K]) AllowNInto(ctx context.Context, key K, n int, d *PolicyDecision) error {
 	if p.hooks.active() {
 		return p.allowNHooked(ctx, key, n, d)
@@ -249,9 +203,7 @@ func (p *Policy[K]) Wait(ctx context.Context, key K) (PolicyDecision, error) {
 	return p.WaitN(ctx, key, 1)
 }
 
-// WaitN blocks until a request of cost n for key is admitted by every
-// limit, as Limiter.WaitN does (one booking for every limit at once), and
-// returns the admitting decision.
+// WaitN blocks until every limit admits n for key, as Limiter.WaitN.
 func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (PolicyDecision, error) {
 	r, err := p.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return p.ReserveN(ctx, key, n, maxDelay)
@@ -273,8 +225,7 @@ func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (PolicyDecision, er
 	return r.Admission(), nil
 }
 
-// Peek reports key's state under every limit now without charging
-// anything, for a request of cost 1.
+// Peek reports key's state under every limit, as Limiter.Peek.
 func (p *Policy[K]) Peek(ctx context.Context, key K) (d PolicyDecision, err error) {
 	if p.hooks.active() {
 		start := p.hooks.begin(p.clock)
@@ -312,8 +263,7 @@ func (p *Policy[K]) peek(ctx context.Context, key K, d *PolicyDecision) error {
 	return nil
 }
 
-// Reset forgets key's state under every limit: its next request is
-// decided as a new key's. With FailLocal, the local state is forgotten too.
+// Reset forgets key's state under every limit.
 func (p *Policy[K]) Reset(ctx context.Context, key K) error { return p.reset(ctx, key) }
 
 // resultBufs lends decisions room for their limits' results on the way

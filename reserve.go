@@ -17,19 +17,14 @@ import (
 // that waiters are admitted in the order they booked, each with one store
 // call; Cancel gives a booking back; Refund gives back what was charged.
 
-// MaxDelay is the longest a booking may be due after it is made: the
-// longest any algorithm can ask to wait (algorithm.MaxDuration). A
-// maximum delay above it, or negative, means no maximum.
+// MaxDelay is the longest any algorithm can ask to wait.
 const MaxDelay = time.Duration(algorithm.MaxDuration) * time.Microsecond
 
-// CancelTimeout bounds the store call with which WaitN gives back the
-// booking of a caller whose context ended before its instant: that context
-// can no longer carry the call.
+// CancelTimeout bounds the call with which an ended WaitN cancels its booking.
 var CancelTimeout = time.Second
 
-// Reservation is a request booked by ReserveN: admitted at its instant,
-// Delay from now, and charged already. Give it back with Cancel when it
-// will not be used. It is safe for concurrent use.
+// Reservation is a request booked by ReserveN, charged already, admitted Delay
+// from now. It is safe for concurrent use.
 type Reservation[K comparable] struct {
 	ok       bool
 	decision Decision
@@ -43,13 +38,10 @@ type Reservation[K comparable] struct {
 	done     atomic.Bool // cancelled
 }
 
-// OK reports whether the request was booked. A request that could not be
-// booked within the maximum delay charged nothing; Decision says when it
-// could be (RetryAfter).
+// OK reports whether the request was booked; one that was not charged nothing.
 func (r *Reservation[K]) OK() bool { return r.ok }
 
-// Delay returns how long from now until the booked instant: 0 once it is
-// due (or for a request that was not booked).
+// Delay returns how long from now until the booked instant, or 0.
 func (r *Reservation[K]) Delay() time.Duration {
 	if !r.ok {
 		return 0
@@ -57,18 +49,13 @@ func (r *Reservation[K]) Delay() time.Duration {
 	return max(0, r.due.Sub(r.e.clock.Now()))
 }
 
-// Decision returns the decision the booking implies, at the instant it was
-// made: Remaining what was left after it, RetryAfter its delay (0 when it
-// was admitted at once, which Allowed then reports), ResetAfter how long
-// until the key is fresh again, which covers every booking. For a request
-// that was not booked, the denial: RetryAfter is when it could be.
+// Decision returns the booking's decision when made, RetryAfter its delay; for
+// a request not booked, the denial.
 func (r *Reservation[K]) Decision() Decision { return r.decision }
 
-// Wait sleeps on the limiter's clock until the booking is due, then
-// returns nil: the request may go. When ctx ends first it gives the
-// booking back (Cancel, within CancelTimeout, on a context that keeps
-// ctx's values) and returns ctx's error. A request that was not booked
-// returns ErrNotBooked at once.
+// Wait sleeps until the booking is due, or returns ErrNotBooked when it was
+// not booked. When ctx ends first it cancels the booking and returns ctx's
+// error.
 func (r *Reservation[K]) Wait(ctx context.Context) error {
 	if !r.ok {
 		return ErrNotBooked
@@ -82,18 +69,12 @@ func (r *Reservation[K]) Wait(ctx context.Context) error {
 	return nil
 }
 
-// Limits returns a Policy's decision, limit by limit (see Decision); a
-// Limiter's is its one decision.
+// Limits returns Decision limit by limit.
 func (r *Reservation[K]) Limits() PolicyDecision { return r.limits }
 
-// Cancel gives the booking back, as far as later bookings do not depend on
-// it: all of it when nothing was charged to the key after it (the key's
-// state is then as if it had never been made), otherwise what each
-// algorithm can give back (a token bucket and GCRA the part later
-// bookings did not consume, as golang.org/x/time/rate; the windows and
-// the sliding log nothing unless it is the newest charge). It does nothing
-// once the booking is due, when it was not booked, or after the first
-// call. On an error the booking may or may not have been given back.
+// Cancel gives the booking back as far as later charges do not build on it:
+// all of it when it is the key's newest. It does nothing once due, when not
+// booked, or a second time.
 func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	if !r.ok || r.table == nil || r.done.Swap(true) {
 		return nil
@@ -111,9 +92,8 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	return err
 }
 
-// Admission returns the decision admitting the booked request at its
-// instant: Limits, with RetryAfter 0 and Allowed, ResetAfter less the
-// delay. It is what WaitN returns after its sleep.
+// Admission returns the decision admitting the booked request at its instant,
+// as WaitN returns it.
 func (r *Reservation[K]) Admission() PolicyDecision {
 	d := r.limits
 	d.Decision = admitted(d.Decision)
@@ -381,22 +361,9 @@ func (e *engine[K]) refundStore(ctx context.Context, key K, n int, d *PolicyDeci
 	return nil
 }
 
-// ReserveN books a request of cost n for key at the earliest instant the
-// limit admits it, at most maxDelay from now (a negative maxDelay, or one
-// above MaxDelay, means no maximum) and never beyond the bound on booking
-// ahead (WithMaxBookAhead), and charges it now, in one store call
-// (one script on Redis): the Reservation says when it is due (Delay). A
-// request that cannot be booked in time charges nothing and returns a
-// Reservation whose OK is false. Every algorithm books by its own rule: a
-// token bucket and GCRA go into debt, a fixed window counts the request in
-// the window of its instant, the sliding-window counter and the sliding
-// log from its instant. With maxDelay 0 it decides as AllowN does.
-//
-// A cost below 1 or above Limit is an error (ErrInvalidCost,
-// ErrCostExceedsLimit). When the store fails, the failure policy decides:
-// FailOpen admits at once, uncharged; FailClosed refuses; FailLocal books
-// on the local table. In dry-run mode nothing is kept waiting: a request
-// that does not fit now is admitted uncharged (Decision().DryRunDenied()).
+// ReserveN books a request of cost n for key at the earliest instant it fits,
+// within maxDelay (negative: any) and WithMaxBookAhead, and charges it now. One
+// not booked in time charges nothing and is not OK; maxDelay 0 decides as AllowN.
 func (l *Limiter[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
 	res := &Reservation[K]{e: &l.engine, hooks: &l.hooks}
 	if err := l.reserve(ctx, &l.hooks, key, n, maxDelay, res); err != nil {
@@ -405,28 +372,22 @@ func (l *Limiter[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.D
 	return res, nil
 }
 
-// Reserve is shorthand for ReserveN(ctx, key, 1, -1): the booking of one
-// unit, however far ahead.
+// Reserve is shorthand for ReserveN(ctx, key, 1, -1).
 func (l *Limiter[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error) {
 	return l.ReserveN(ctx, key, 1, -1)
 }
 
-// Refund gives back up to n of what key was charged, newest first, and
-// returns the key's state after it (for a cost of 1). It never leaves a
-// key more room than a fresh key has: a token bucket gets tokens back up to
-// its capacity, GCRA its time, a window only what its windows that still
-// count hold, a sliding log its newest charges. A key without state is left
-// without. No failure policy decides a refund: a store error is returned
-// and the charge stays. A count below 1 is ErrInvalidCost.
+// Refund gives back up to n of what key was charged, newest first, never
+// leaving it more room than a fresh key, and returns its state after. A store
+// error is returned, never decided by a failure policy.
 func (l *Limiter[K]) Refund(ctx context.Context, key K, n int) (Decision, error) {
 	var d PolicyDecision
 	err := l.refund(ctx, &l.hooks, key, n, &d)
 	return d.Decision, err
 }
 
-// ReserveN books a request of cost n for key at the earliest instant every
-// limit admits it, as Limiter.ReserveN does: every limit is charged now
-// for that same instant, in one store call.
+// ReserveN books a request for every limit at one instant, as
+// Limiter.ReserveN.
 func (p *Policy[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
 	res := &Reservation[K]{e: &p.engine, hooks: &p.hooks}
 	if err := p.reserve(ctx, &p.hooks, key, n, maxDelay, res); err != nil {

@@ -101,7 +101,8 @@ func TestSetAlgorithmReports(t *testing.T) {
 			if err := lim.SetAlgorithm(algs20[name]); err != nil {
 				t.Fatal(err)
 			}
-			if lim.Limit() != 20 || lim.Algorithm() != algs20[name] || lim.Quota() != ratelimit.QuotaOf(algs20[name]) {
+			fresh, _ := newLimiter[string](t, algs20[name])
+			if lim.Limit() != 20 || lim.Algorithm() != algs20[name] || lim.Quota() != fresh.Quota() {
 				t.Errorf("after the change: limit %d, algorithm %v, quota %v", lim.Limit(), lim.Algorithm(), lim.Quota())
 			}
 			if lim.StateID() != id {

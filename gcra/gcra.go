@@ -96,7 +96,7 @@ func (m *Meter) Window() time.Duration { return time.Duration(m.tau) * time.Micr
 // [Per] and its shorthands. A meter built by [New] reports Burst per
 // [Meter.Window], Burst×Every: the quota at its long-run rate whose Limit
 // is the largest burst, as tokenbucket's Config-built buckets report and
-// as ratelimit.QuotaOf reports for an algorithm that does not say, so
+// as ratelimit.Limiter.Quota reports for an algorithm that does not say, so
 // that adapters advertise what they did before meters had a Quota.
 // Config{Burst: 20, Every: 3 * time.Second} reports 20 per minute. The
 // quota changes no decision, nor Spec.

@@ -24,7 +24,7 @@ type Fields struct {
 
 // PolicyFields returns the fields of p's limits, one list item per limit
 // under its name, in p's order, each with the quota its user configured
-// (ratelimit.QuotaOf its algorithm).
+// (Policy.Quota).
 func PolicyFields[K comparable](p *ratelimit.Policy[K]) *Fields {
 	names, quotas := policyQuotas(p)
 	return newFields(names, quotas)
@@ -52,7 +52,7 @@ func policyQuotas[K comparable](p *ratelimit.Policy[K]) ([]string, []algorithm.Q
 	names := make([]string, len(ls))
 	quotas := make([]algorithm.Quota, len(ls))
 	for i, l := range ls {
-		names[i], quotas[i] = l.Name, ratelimit.QuotaOf(l.Algorithm)
+		names[i], quotas[i] = l.Name, p.Quota(i)
 	}
 	return names, quotas
 }

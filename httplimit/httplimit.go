@@ -15,7 +15,7 @@
 //	RateLimit: "default";r=42;t=17
 //
 // where q and w are the limit's quota as its user configured it (q per w
-// seconds: ratelimit.QuotaOf its algorithm, or what WithAdvertised says), r
+// seconds: the limiter's Quota, or what WithAdvertised says), r
 // what remains now and t the seconds until the key is fresh again, one list
 // item per limit. WithLegacyHeaders adds X-RateLimit-Limit,
 // X-RateLimit-Remaining and X-RateLimit-Reset (seconds until reset) for
@@ -207,8 +207,8 @@ type Advertised struct {
 	Name string
 	// Quota is the quota RateLimit-Policy announces: q=Limit, and
 	// w=Window in seconds (left out when Window is 0). A Limit of 0 or
-	// less keeps the quota its user configured (ratelimit.QuotaOf the
-	// limit's algorithm).
+	// less keeps the quota its user configured (the limiter's or policy's
+	// Quota).
 	Quota algorithm.Quota
 }
 

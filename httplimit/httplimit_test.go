@@ -527,7 +527,7 @@ func burst20() quoted {
 }
 
 // TestAdvertisedQuota: RateLimit-Policy announces the quota the user
-// configured (ratelimit.QuotaOf), not the burst.
+// configured (Limiter.Quota), not the burst.
 func TestAdvertisedQuota(t *testing.T) {
 	fake := clock.NewFake(t0)
 	h := httplimit.New(newLimiter[string](t, burst20(), fake), byHeader).Handler(ok)

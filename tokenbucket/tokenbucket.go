@@ -96,7 +96,7 @@ func (b *Bucket) Window() time.Duration {
 // Config, and reports Capacity per [Bucket.Window], the time an empty
 // bucket takes to refill: the quota at its long-run rate (to within the
 // microsecond Window is rounded up to) whose Limit is the largest burst,
-// and what ratelimit.QuotaOf reports for an algorithm that does not say,
+// and what ratelimit.Limiter.Quota reports for an algorithm that does not say,
 // so that what adapters advertise for such a bucket is what they did
 // before buckets had a Quota. Config{Capacity: 20, Rate: 2} reports 20 per
 // 10s. The quota changes no decision, nor Spec.
