@@ -228,9 +228,27 @@ func init() {
 }
 
 // split cuts a body at its "--@name" lines (--@report and --@commit, in
-// that order, then any of --@book, --@refund, --@unused and --@earliest)
-// and counts the parameters it names.
+// that order, then any of --@book, --@refund, --@unused and --@earliest),
+// counts the parameters it names, and reads its --#setup and carry marks.
 func split(text string) (body, error) {
+	b, err := splitParts(text)
+	if err != nil {
+		return body{}, err
+	}
+	for _, m := range paramRef.FindAllStringSubmatch(text, -1) {
+		b.params = max(b.params, int(m[1][0]-'0'))
+	}
+	if b.setup, err = splitSetup(b.decide); err != nil {
+		return body{}, err
+	}
+	if b.carry, err = splitCarry(b.decide, b.commit); err != nil {
+		return body{}, err
+	}
+	return b, nil
+}
+
+// splitParts cuts a body at its "--@name" lines into its parts.
+func splitParts(text string) (body, error) {
 	var b body
 	parts := map[string]*string{
 		"report": &b.report, "commit": &b.commit,
@@ -258,68 +276,82 @@ func split(text string) (body, error) {
 	if len(names) < 2 || names[0] != "report" || names[1] != "commit" {
 		return body{}, fmt.Errorf("want --@report then --@commit first, got %v", names)
 	}
-	for _, m := range paramRef.FindAllStringSubmatch(text, -1) {
-		b.params = max(b.params, int(m[1][0]-'0'))
+	return b, nil
+}
+
+// splitSetup reads the "--#setup" region of a decide part, or nil when
+// it has none.
+func splitSetup(decide string) (*setup, error) {
+	_, rest, ok := strings.Cut("\n"+decide, "\n--#setup ")
+	if !ok {
+		return nil, nil
 	}
-	if _, rest, ok := strings.Cut("\n"+b.decide, "\n--#setup "); ok {
-		vars, rest, _ := strings.Cut(rest, "\n")
-		inner, _, ok := strings.Cut(rest, "--#setupend\n")
-		if !ok {
-			return body{}, fmt.Errorf("--#setup without --#setupend in the decide part")
-		}
-		su := &setup{vars: strings.Split(vars, ", "), region: "--#setup " + vars + "\n" + inner + "--#setupend\n", text: inner}
-		for _, v := range su.vars {
-			if !luaName.MatchString(v) {
-				return body{}, fmt.Errorf("--#setup: %q is not a name", v)
-			}
-		}
-		if m := perRequest.FindString(withoutComments("--\n" + inner)); m != "" {
-			return body{}, fmt.Errorf("--#setup: the region reads %s, which varies between requests", m)
-		}
-		b.setup = su
+	vars, rest, _ := strings.Cut(rest, "\n")
+	inner, _, ok := strings.Cut(rest, "--#setupend\n")
+	if !ok {
+		return nil, fmt.Errorf("--#setup without --#setupend in the decide part")
 	}
-	if !strings.Contains(b.decide, "\n--#parse ") && !strings.Contains(b.commit, "\n--#encode ") {
-		return b, nil
+	su := &setup{vars: strings.Split(vars, ", "), region: "--#setup " + vars + "\n" + inner + "--#setupend\n", text: inner}
+	for _, v := range su.vars {
+		if !luaName.MatchString(v) {
+			return nil, fmt.Errorf("--#setup: %q is not a name", v)
+		}
+	}
+	if m := perRequest.FindString(withoutComments("--\n" + inner)); m != "" {
+		return nil, fmt.Errorf("--#setup: the region reads %s, which varies between requests", m)
+	}
+	return su, nil
+}
+
+// splitCarry reads the "--#parse" region of a decide part and the
+// "--#encode" one of its commit part, or nil when it has neither.
+func splitCarry(decide, commit string) (*carry, error) {
+	if !strings.Contains(decide, "\n--#parse ") && !strings.Contains(commit, "\n--#encode ") {
+		return nil, nil
 	}
 	c := &carry{}
-	var vars, tail string
+	var vars, rest, tail string
 	var ok bool
-	if c.beforeParse, rest, ok = strings.Cut(b.decide, "\n--#parse "); !ok {
-		return body{}, fmt.Errorf("--#encode without --#parse")
+	if c.beforeParse, rest, ok = strings.Cut(decide, "\n--#parse "); !ok {
+		return nil, fmt.Errorf("--#encode without --#parse")
 	}
 	if vars, rest, ok = strings.Cut(rest, "\n"); !ok {
-		return body{}, fmt.Errorf("--#parse: no lines")
+		return nil, fmt.Errorf("--#parse: no lines")
 	}
 	c.parseVars = strings.Split(vars, ", ")
 	if c.parse, tail, ok = strings.Cut(rest, "\n--#parsed\n"); !ok {
-		return body{}, fmt.Errorf("--#parse without --#parsed")
+		return nil, fmt.Errorf("--#parse without --#parsed")
 	}
 	c.beforeParse += "\n"
 	c.parse += "\n"
 	c.afterParse = tail
-	if c.beforeEncode, rest, ok = strings.Cut(b.commit, "\n--#encode "); !ok {
-		return body{}, fmt.Errorf("--#parse without --#encode")
+	if c.beforeEncode, rest, ok = strings.Cut(commit, "\n--#encode "); !ok {
+		return nil, fmt.Errorf("--#parse without --#encode")
 	}
 	if vars, c.encode, ok = strings.Cut(rest, "\n"); !ok {
-		return body{}, fmt.Errorf("--#encode: no lines")
+		return nil, fmt.Errorf("--#encode: no lines")
 	}
 	c.beforeEncode += "\n"
 	c.encodeVars = strings.Split(vars, ", ")
+	return c, c.check()
+}
+
+// check refuses carry marks a batch could not use: the encode region
+// becomes a function of its numbers, which returns value, so they must
+// be names, as many as the parse's, and it must set value.
+func (c *carry) check() error {
 	if len(c.parseVars) != len(c.encodeVars) || len(c.parseVars) > maxCarried {
-		return body{}, fmt.Errorf("--#parse %v and --#encode %v: not as many numbers, or more than %d", c.parseVars, c.encodeVars, maxCarried)
+		return fmt.Errorf("--#parse %v and --#encode %v: not as many numbers, or more than %d", c.parseVars, c.encodeVars, maxCarried)
 	}
-	// The encode region becomes a function of its numbers, which returns
-	// value: they must be names, and it must set value.
 	for _, v := range append(c.parseVars, c.encodeVars...) {
 		if !luaName.MatchString(v) {
-			return body{}, fmt.Errorf("--#parse / --#encode: %q is not a name", v)
+			return fmt.Errorf("--#parse / --#encode: %q is not a name", v)
 		}
 	}
 	if !strings.Contains(c.encode, "value =") {
-		return body{}, fmt.Errorf("--#encode: the region does not set value")
+		return fmt.Errorf("--#encode: the region does not set value")
 	}
-	b.carry = c
-	return b, nil
+	return nil
 }
 
 // compose puts together the script deciding for limits of the named
