@@ -1,5 +1,7 @@
 package luascript
 
+//go:generate go test -run TestGenerated -update
+
 import (
 	"fmt"
 	"strings"
