@@ -5,7 +5,11 @@
 // clock) followed by algorithm bodies, one per limit the script decides
 // for. Each body mirrors the Go transition of the same algorithm, operation
 // for operation, and is written once: the script of one limit and the
-// scripts composing several are put together from the same text.
+// scripts composing several are put together from the same text, in
+// stages (compose.go). The marks the bodies use (--@report, --#setup,
+// $id…) are described once, in docs/design/lua-composition.md; the
+// scripts made for one limit of each algorithm are checked in under
+// generated/ (go generate ./internal/luascript rewrites them).
 package luascript
 
 import (
