@@ -333,31 +333,7 @@ func (p *parser) rule(m *yaml.Node, statsKey string) (*rule, error) {
 		},
 		"unlimited": func(v *yaml.Node) error { return p.scalar(v, "unlimited", &r.unlimited) },
 		"name":      func(v *yaml.Node) error { return p.scalar(v, "name", &r.name) },
-		"replaces": func(v *yaml.Node) error {
-			if isNull(v) {
-				return nil
-			}
-			if v.Kind != yaml.SequenceNode {
-				return p.errf(v, "replaces must be a list of {name: …}, not a %s", kindName(v))
-			}
-			for _, item := range v.Content {
-				if item.Kind != yaml.MappingNode {
-					return p.errf(item, "config error, yaml file contains list of type other than map: %s", item.Value)
-				}
-				var name string
-				err := p.fields(item, "a replaces entry", map[string]func(v *yaml.Node) error{
-					"name": func(v *yaml.Node) error { return p.scalar(v, "name", &name) },
-				})
-				if err != nil {
-					return err
-				}
-				if name == "" {
-					return p.errf(item, "should not have an empty replaces entry")
-				}
-				r.replaces = append(r.replaces, name)
-			}
-			return nil
-		},
+		"replaces":  func(v *yaml.Node) error { return p.replaces(v, r) },
 		"algorithm": func(v *yaml.Node) error { algNode = v; return p.scalar(v, "algorithm", &r.algorithm) },
 		"burst":     func(v *yaml.Node) error { burstNode = v; return p.scalar(v, "burst", &r.burst) },
 	})
@@ -404,6 +380,33 @@ func (p *parser) rule(m *yaml.Node, statsKey string) (*rule, error) {
 	}
 	r.alg = alg
 	return r, nil
+}
+
+// replaces reads a rate_limit's replaces, a list of {name: …}, into r.
+func (p *parser) replaces(v *yaml.Node, r *rule) error {
+	if isNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		return p.errf(v, "replaces must be a list of {name: …}, not a %s", kindName(v))
+	}
+	for _, item := range v.Content {
+		if item.Kind != yaml.MappingNode {
+			return p.errf(item, "config error, yaml file contains list of type other than map: %s", item.Value)
+		}
+		var name string
+		err := p.fields(item, "a replaces entry", map[string]func(v *yaml.Node) error{
+			"name": func(v *yaml.Node) error { return p.scalar(v, "name", &name) },
+		})
+		if err != nil {
+			return err
+		}
+		if name == "" {
+			return p.errf(item, "should not have an empty replaces entry")
+		}
+		r.replaces = append(r.replaces, name)
+	}
+	return nil
 }
 
 var algorithms = []string{algFixedWindow, algSlidingWindow, algSlidingLog, algTokenBucket, algGCRA}

@@ -197,19 +197,81 @@ type item struct {
 // together; shadow_mode ones never). A request that is denied is charged to
 // none of its descriptors: what the others were charged is given back.
 func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
-	if req.GetDomain() == "" {
+	l, err := s.loadedFor(req)
+	if err != nil {
 		s.metrics.request("error")
+		return nil, err
+	}
+	items, err := s.items(l, req)
+	if err != nil {
+		s.metrics.request("error")
+		return nil, err
+	}
+	s.decideAll(ctx, items)
+	var failed error
+	for i := range items {
+		if items[i].err != nil {
+			failed = items[i].err
+			break
+		}
+	}
+	resp := &rlspb.RateLimitResponse{Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(items))}
+	code := s.overallCode(items, resp)
+	if code == rlspb.RateLimitResponse_OVER_LIMIT || failed != nil {
+		s.giveBack(ctx, items)
+	}
+	if failed != nil {
+		s.metrics.request("error")
+		if errors.Is(failed, ratelimit.ErrKeyTooLong) {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptor too long: %v", failed)
+		}
+		s.log.Warn("store failed", "domain", req.Domain, "err", failed)
+		return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", failed)
+	}
+	for i := range items {
+		it := &items[i]
+		if it.m.rule == nil || it.unlimited {
+			continue
+		}
+		resp.Statuses[i] = s.status(it)
+		s.metrics.rule(it)
+	}
+	if s.opts.headers {
+		resp.ResponseHeadersToAdd = s.headers(items, resp.Statuses)
+	}
+	if s.opts.metadata {
+		resp.DynamicMetadata = responseMetadata(req, items)
+	}
+	if code == rlspb.RateLimitResponse_OVER_LIMIT && s.opts.shadow {
+		code = rlspb.RateLimitResponse_OK
+		s.metrics.globalShadow()
+	}
+	resp.OverallCode = code
+	s.metrics.request(code.String())
+	return resp, nil
+}
+
+// loadedFor returns the configuration that decides req, or the gRPC
+// error refusing a request with no domain or no descriptors, or one that
+// comes before any configuration is loaded.
+func (s *service) loadedFor(req *rlspb.RateLimitRequest) (*limits, error) {
+	if req.GetDomain() == "" {
 		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
 	}
 	if len(req.GetDescriptors()) == 0 {
-		s.metrics.request("error")
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
 	l := s.cur.Load()
 	if l == nil {
-		s.metrics.request("error")
 		return nil, status.Error(codes.Unavailable, "no rate limit configuration loaded")
 	}
+	return l, nil
+}
+
+// items returns req's descriptors, each with its rule (the configuration's,
+// or the descriptor's own limit), its limiter, its state key and its hits;
+// a rule that another matched rule replaces is dropped.
+func (s *service) items(l *limits, req *rlspb.RateLimitRequest) ([]item, error) {
 	dom := l.cfg.domains[req.Domain]
 	items := make([]item, len(req.Descriptors))
 	replacing := map[string]bool{}
@@ -218,7 +280,6 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		if o := desc.GetLimit(); o != nil {
 			r, lim, err := s.override(l, o)
 			if err != nil {
-				s.metrics.request("error")
 				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
 			}
 			it.m = match{rule: r, statsKey: "override"}
@@ -253,16 +314,13 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 			items[i].unlimited = false
 		}
 	}
+	return items, nil
+}
 
-	s.decideAll(ctx, items)
-	var failed error
-	for i := range items {
-		if items[i].err != nil {
-			failed = items[i].err
-			break
-		}
-	}
-	resp := &rlspb.RateLimitResponse{Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(items))}
+// overallCode returns the request's code from its decided items: over the
+// limit when a rate descriptor is over, or every quota descriptor is. It
+// sets the status of the items with no rule or an unlimited one.
+func (s *service) overallCode(items []item, resp *rlspb.RateLimitResponse) rlspb.RateLimitResponse_Code {
 	overRate, overQuota, quotas := 0, 0, 0
 	for i := range items {
 		it := &items[i]
@@ -289,42 +347,10 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 			}
 		}
 	}
-	code := rlspb.RateLimitResponse_OK
 	if overRate > 0 || (quotas > 0 && quotas == overQuota) {
-		code = rlspb.RateLimitResponse_OVER_LIMIT
+		return rlspb.RateLimitResponse_OVER_LIMIT
 	}
-	if code == rlspb.RateLimitResponse_OVER_LIMIT || failed != nil {
-		s.giveBack(ctx, items)
-	}
-	if failed != nil {
-		s.metrics.request("error")
-		if errors.Is(failed, ratelimit.ErrKeyTooLong) {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptor too long: %v", failed)
-		}
-		s.log.Warn("store failed", "domain", req.Domain, "err", failed)
-		return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", failed)
-	}
-	for i := range items {
-		it := &items[i]
-		if it.m.rule == nil || it.unlimited {
-			continue
-		}
-		resp.Statuses[i] = s.status(it)
-		s.metrics.rule(it)
-	}
-	if s.opts.headers {
-		resp.ResponseHeadersToAdd = s.headers(items, resp.Statuses)
-	}
-	if s.opts.metadata {
-		resp.DynamicMetadata = responseMetadata(req, items)
-	}
-	if code == rlspb.RateLimitResponse_OVER_LIMIT && s.opts.shadow {
-		code = rlspb.RateLimitResponse_OK
-		s.metrics.globalShadow()
-	}
-	resp.OverallCode = code
-	s.metrics.request(code.String())
-	return resp, nil
+	return rlspb.RateLimitResponse_OK
 }
 
 // quotaMode reports whether r denies only with every other quota_mode rule

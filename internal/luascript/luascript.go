@@ -5,7 +5,11 @@
 // clock) followed by algorithm bodies, one per limit the script decides
 // for. Each body mirrors the Go transition of the same algorithm, operation
 // for operation, and is written once: the script of one limit and the
-// scripts composing several are put together from the same text.
+// scripts composing several are put together from the same text, in
+// stages (compose.go). The marks the bodies use (--@report, --#setup,
+// $id…) are described once, in docs/design/lua-composition.md; the
+// scripts made for one limit of each algorithm are checked in under
+// generated/ (go generate ./internal/luascript rewrites them).
 package luascript
 
 import (
@@ -160,7 +164,7 @@ const fixedArgs = 3
 
 var (
 	paramRef = regexp.MustCompile(`\$([1-9])`)
-	fixedRef = regexp.MustCompile(`\$(id|hdr|mode|n)\b`)
+	fixedRef = regexp.MustCompile(`\$(id|hdr|mode)\b`)
 	luaName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
@@ -228,9 +232,27 @@ func init() {
 }
 
 // split cuts a body at its "--@name" lines (--@report and --@commit, in
-// that order, then any of --@book, --@refund, --@unused and --@earliest)
-// and counts the parameters it names.
+// that order, then any of --@book, --@refund, --@unused and --@earliest),
+// counts the parameters it names, and reads its --#setup and carry marks.
 func split(text string) (body, error) {
+	b, err := splitParts(text)
+	if err != nil {
+		return body{}, err
+	}
+	for _, m := range paramRef.FindAllStringSubmatch(text, -1) {
+		b.params = max(b.params, int(m[1][0]-'0'))
+	}
+	if b.setup, err = splitSetup(b.decide); err != nil {
+		return body{}, err
+	}
+	if b.carry, err = splitCarry(b.decide, b.commit); err != nil {
+		return body{}, err
+	}
+	return b, nil
+}
+
+// splitParts cuts a body at its "--@name" lines into its parts.
+func splitParts(text string) (body, error) {
 	var b body
 	parts := map[string]*string{
 		"report": &b.report, "commit": &b.commit,
@@ -258,68 +280,82 @@ func split(text string) (body, error) {
 	if len(names) < 2 || names[0] != "report" || names[1] != "commit" {
 		return body{}, fmt.Errorf("want --@report then --@commit first, got %v", names)
 	}
-	for _, m := range paramRef.FindAllStringSubmatch(text, -1) {
-		b.params = max(b.params, int(m[1][0]-'0'))
+	return b, nil
+}
+
+// splitSetup reads the "--#setup" region of a decide part, or nil when
+// it has none.
+func splitSetup(decide string) (*setup, error) {
+	_, rest, ok := strings.Cut("\n"+decide, "\n--#setup ")
+	if !ok {
+		return nil, nil
 	}
-	if _, rest, ok := strings.Cut("\n"+b.decide, "\n--#setup "); ok {
-		vars, rest, _ := strings.Cut(rest, "\n")
-		inner, _, ok := strings.Cut(rest, "--#setupend\n")
-		if !ok {
-			return body{}, fmt.Errorf("--#setup without --#setupend in the decide part")
-		}
-		su := &setup{vars: strings.Split(vars, ", "), region: "--#setup " + vars + "\n" + inner + "--#setupend\n", text: inner}
-		for _, v := range su.vars {
-			if !luaName.MatchString(v) {
-				return body{}, fmt.Errorf("--#setup: %q is not a name", v)
-			}
-		}
-		if m := perRequest.FindString(withoutComments("--\n" + inner)); m != "" {
-			return body{}, fmt.Errorf("--#setup: the region reads %s, which varies between requests", m)
-		}
-		b.setup = su
+	vars, rest, _ := strings.Cut(rest, "\n")
+	inner, _, ok := strings.Cut(rest, "--#setupend\n")
+	if !ok {
+		return nil, fmt.Errorf("--#setup without --#setupend in the decide part")
 	}
-	if !strings.Contains(b.decide, "\n--#parse ") && !strings.Contains(b.commit, "\n--#encode ") {
-		return b, nil
+	su := &setup{vars: strings.Split(vars, ", "), region: "--#setup " + vars + "\n" + inner + "--#setupend\n", text: inner}
+	for _, v := range su.vars {
+		if !luaName.MatchString(v) {
+			return nil, fmt.Errorf("--#setup: %q is not a name", v)
+		}
+	}
+	if m := perRequest.FindString(withoutComments("--\n" + inner)); m != "" {
+		return nil, fmt.Errorf("--#setup: the region reads %s, which varies between requests", m)
+	}
+	return su, nil
+}
+
+// splitCarry reads the "--#parse" region of a decide part and the
+// "--#encode" one of its commit part, or nil when it has neither.
+func splitCarry(decide, commit string) (*carry, error) {
+	if !strings.Contains(decide, "\n--#parse ") && !strings.Contains(commit, "\n--#encode ") {
+		return nil, nil
 	}
 	c := &carry{}
-	var vars, tail string
+	var vars, rest, tail string
 	var ok bool
-	if c.beforeParse, rest, ok = strings.Cut(b.decide, "\n--#parse "); !ok {
-		return body{}, fmt.Errorf("--#encode without --#parse")
+	if c.beforeParse, rest, ok = strings.Cut(decide, "\n--#parse "); !ok {
+		return nil, fmt.Errorf("--#encode without --#parse")
 	}
 	if vars, rest, ok = strings.Cut(rest, "\n"); !ok {
-		return body{}, fmt.Errorf("--#parse: no lines")
+		return nil, fmt.Errorf("--#parse: no lines")
 	}
 	c.parseVars = strings.Split(vars, ", ")
 	if c.parse, tail, ok = strings.Cut(rest, "\n--#parsed\n"); !ok {
-		return body{}, fmt.Errorf("--#parse without --#parsed")
+		return nil, fmt.Errorf("--#parse without --#parsed")
 	}
 	c.beforeParse += "\n"
 	c.parse += "\n"
 	c.afterParse = tail
-	if c.beforeEncode, rest, ok = strings.Cut(b.commit, "\n--#encode "); !ok {
-		return body{}, fmt.Errorf("--#parse without --#encode")
+	if c.beforeEncode, rest, ok = strings.Cut(commit, "\n--#encode "); !ok {
+		return nil, fmt.Errorf("--#parse without --#encode")
 	}
 	if vars, c.encode, ok = strings.Cut(rest, "\n"); !ok {
-		return body{}, fmt.Errorf("--#encode: no lines")
+		return nil, fmt.Errorf("--#encode: no lines")
 	}
 	c.beforeEncode += "\n"
 	c.encodeVars = strings.Split(vars, ", ")
+	return c, c.check()
+}
+
+// check refuses carry marks a batch could not use: the encode region
+// becomes a function of its numbers, which returns value, so they must
+// be names, as many as the parse's, and it must set value.
+func (c *carry) check() error {
 	if len(c.parseVars) != len(c.encodeVars) || len(c.parseVars) > maxCarried {
-		return body{}, fmt.Errorf("--#parse %v and --#encode %v: not as many numbers, or more than %d", c.parseVars, c.encodeVars, maxCarried)
+		return fmt.Errorf("--#parse %v and --#encode %v: not as many numbers, or more than %d", c.parseVars, c.encodeVars, maxCarried)
 	}
-	// The encode region becomes a function of its numbers, which returns
-	// value: they must be names, and it must set value.
 	for _, v := range append(c.parseVars, c.encodeVars...) {
 		if !luaName.MatchString(v) {
-			return body{}, fmt.Errorf("--#parse / --#encode: %q is not a name", v)
+			return fmt.Errorf("--#parse / --#encode: %q is not a name", v)
 		}
 	}
 	if !strings.Contains(c.encode, "value =") {
-		return body{}, fmt.Errorf("--#encode: the region does not set value")
+		return fmt.Errorf("--#encode: the region does not set value")
 	}
-	b.carry = c
-	return b, nil
+	return nil
 }
 
 // compose puts together the script deciding for limits of the named
@@ -333,324 +369,6 @@ func compose(names []string) *Script {
 	source := withoutComments(src.String())
 	sum := sha1.Sum([]byte(source))
 	return &Script{Name: strings.Join(names, "+"), Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
-}
-
-// composeParts writes the parts of a script deciding for limits of the
-// named algorithms: head, which names the keys (and, in a batch, reads
-// the limits' fields of the hash once); limits, which decides one request
-// and returns its reply; and, in a batch, tail, which writes the fields
-// the batch's requests changed (batch.lua puts a batch together).
-//
-// The decision script (batch false) reads each field in its load and
-// writes it in its store. In a batch, the head reads the fields of all
-// the limits kept in the hash into a Lua table (fcur, by the field's
-// place), each load reads its place there instead of Redis, and each store
-// keeps the state's numbers (carry) after removing what must go first, as
-// a single store does; the tail encodes and writes every field that was
-// set with one HSET, and the key's TTL once, the longest any request asked
-// for. A sliding log's commands go to Redis as they come: its state is a
-// sorted set of its own.
-func composeParts(names []string, batch bool) (head, limits, tail string) {
-	var src strings.Builder
-	// KEYS holds the keys the script must find on the node it runs on:
-	// the hash when a limit keeps its state there, then each sliding
-	// log's sorted set (redistable.Table declares no more, so that a
-	// Limiter's script has one key, which a Redis Cluster slot migration
-	// never answers TRYAGAIN). Other names (the hash for a script of logs
-	// alone, a sorted set where a string-state limit looks for a log on a
-	// miss) are derived from it. Callers that pass every name (the hash,
-	// then one sorted set per limit) get the same script.
-	logs := 0
-	for _, name := range names {
-		if bodies[name].kind == algorithm.KindSlidingLog {
-			logs++
-		}
-	}
-	src.WriteString("local hkey = KEYS[1]\n")
-	if !batch {
-		src.WriteString("local held = false\n") // load.lua
-	}
-	src.WriteString(usedHead(names))
-	if logs == len(names) {
-		// Logs alone: KEYS[1] is the first log's sorted set, the hash's
-		// name followed by its ID ("{}" for the empty one).
-		fmt.Fprintf(&src, "if #KEYS == %d then\n  hkey = string.sub(hkey, 1, #hkey - (ARGV[%d] == '' and 2 or #ARGV[%d]))\nend\n", logs, 3+1, 3+1)
-	}
-	fieldArgs := hashFields(names)
-	hashed := len(fieldArgs)
-	hmget := hashed > 1
-	if hmget {
-		src.WriteString(hmgetLine(fieldArgs))
-	}
-	if batch {
-		// Tables indexed by the field's place, not a local per field: the
-		// request's function reads them as upvalues, of which Lua allows 60.
-		src.WriteString("local fcur, fown, fenc, fcv1, fcv2, fcv3, httl = {}, {}, {}, {}, {}, {}, 0\n")
-		for i, a := range fieldArgs {
-			if hmget {
-				fmt.Fprintf(&src, "fcur[%d] = hv.err or hv[%d]\n", i+1, i+1)
-			} else {
-				fmt.Fprintf(&src, "fcur[%d] = redis.pcall('HGET', hkey, ARGV[%d])\n", i+1, a)
-			}
-		}
-		src.WriteString(heldOf)
-		src.WriteString(batchFull(hashed))
-	}
-	head = src.String()
-	src.Reset()
-	// A log's sorted set is named once per script (zkeyOf); a limit whose
-	// state is in the hash looks at its ID's sorted set only on a miss or
-	// to wipe it, so it names it there ($zkey), and a decision on the fast
-	// path builds no string for it.
-	argv := 3  // the ARGV index before the next limit's arguments
-	n := 0     // the limit's number, from 1
-	field := 0 // the limit's place among those kept in the hash, from 1
-	withArgs := func(part string) string { return substitute(part, argv, n) }
-	// hoisted: in a batch of few limits (a single one, or nested), each
-	// body's setup (its parameters, once per batch) before the requests'
-	// function, in locals named by the limit ("s2_capacity"), which the
-	// limit's part in each request takes in its own names. Not for more:
-	// the request's function would read them as upvalues, of which Lua
-	// allows 60.
-	var hoisted strings.Builder
-	hoist := batch && len(names) <= nestLimits
-	// setupOf returns the lines of b's decide that stand for its setup:
-	// the region itself, or, hoisted, taking the values set once.
-	setupOf := func(b body) (region, lines string) {
-		su := b.setup
-		if su == nil || !hoist {
-			return "", ""
-		}
-		own := make([]string, len(su.vars))
-		for i, v := range su.vars {
-			own[i] = fmt.Sprintf("s%d_%s", n, v)
-		}
-		vars, owns := strings.Join(su.vars, ", "), strings.Join(own, ", ")
-		fmt.Fprintf(&hoisted, "local %s\ndo\n%s%s = %s\nend\n", owns, withArgs(su.text), owns, vars)
-		return su.region, fmt.Sprintf("local %s = %s\n", vars, owns)
-	}
-
-	// decide is a limit's first part: for a state kept in the hash, the
-	// common load (load.lua), then the body's own.
-	decide := func(b body) string {
-		region, lines := setupOf(b)
-		if b.kind == algorithm.KindSlidingLog {
-			return withArgs(strings.Replace(b.decide, region, lines, 1))
-		}
-		field++
-		switch {
-		case batch:
-			c := b.carry
-			parse := fmt.Sprintf("if fown[%d] then\n  %s = %s\nelse\n%send\n", field, strings.Join(c.parseVars, ", "), carried(field, len(c.parseVars)), c.parse)
-			load := strings.NewReplacer(hgetLine, fmt.Sprintf("local v = fcur[%d]\n", field), heldLine, "").Replace(loadHash)
-			return withArgs(load + strings.Replace(c.beforeParse, region, lines, 1) + parse + c.afterParse)
-		case hmget:
-			return withArgs(loadFrom(field) + b.decide)
-		}
-		return withArgs(loadHash + b.decide)
-	}
-	// commit is a limit's third part: for a state kept in the hash, the
-	// body's own, then the common write (store.lua); with several limits,
-	// the field joins the script's one HSET (storeMany, hsetMany); in a
-	// batch, the state's numbers are kept for the next request and the
-	// tail (carry).
-	commit := func(b body) string {
-		switch {
-		case b.kind == algorithm.KindSlidingLog:
-			return withArgs(b.commit)
-		case batch:
-			c := b.carry
-			var keep strings.Builder
-			vars := strings.Join(c.encodeVars, ", ")
-			fmt.Fprintf(&keep, "fown[%d] = true\n%s = %s\n", field, carried(field, len(c.encodeVars)), vars)
-			fmt.Fprintf(&keep, "if not fenc[%d] then\n  fenc[%d] = function(%s)\n%s\nreturn value\nend\nend\n", field, field, vars, c.encode)
-			fmt.Fprintf(&keep, "fcur[%d] = ARGV[$hdr]\nif ttl > httl then\n  httl = ttl\nend\n", field)
-			return withArgs(c.beforeEncode + wipeFirst + keep.String())
-		case len(names) > 1 && len(names) <= nestLimits:
-			return withArgs(b.commit + wipeFirst + fmt.Sprintf(storeNested, 2*field-1, 2*field))
-		case len(names) > 1:
-			return withArgs(b.commit + wipeFirst + storeMany)
-		}
-		return withArgs(b.commit + wipeFirst + storeHash)
-	}
-	// A decision script returns its reply; a batch's decide writes it into
-	// the batch's replies, from index roff + 1 (no table per request).
-	reply := func(k int) string {
-		if batch {
-			return fmt.Sprintf("replies[roff + %d]", k)
-		}
-		return fmt.Sprintf("out[%d]", k)
-	}
-	if len(names) == 1 {
-		// One limit: the parts inline, with no closure to allocate.
-		b := bodies[names[0]]
-		n = 1
-		if b.kind == algorithm.KindSlidingLog {
-			src.WriteString(withArgs(zkeyOf))
-		}
-		if batch && hashed > 0 {
-			src.WriteString(fullReply)
-		}
-		src.WriteString(decide(b))
-		if !batch {
-			src.WriteString(tooMany(hashed, "not peek"))
-		}
-		src.WriteString("if peek or not fits then\n")
-		src.WriteString(withArgs(b.report))
-		if batch {
-			fmt.Fprintf(&src, "%s, %s, %s = rem, retry, reset\nreturn\nend\n", reply(1), reply(2), reply(3))
-			src.WriteString(commit(b))
-			fmt.Fprintf(&src, "%s, %s, %s = rem, 0, reset\n", reply(1), reply(2), reply(3))
-		} else {
-			src.WriteString("return {rem, retry, reset}\nend\n")
-			src.WriteString(commit(b))
-			src.WriteString("return {rem, 0, reset}\n")
-		}
-	} else if len(names) <= nestLimits {
-		// A few: every limit's first part in a block of its own, each
-		// block inside the one before, so that in the innermost every
-		// limit's locals are in scope (a later limit's hiding an earlier
-		// one's of the same name only until its block ends) and it is
-		// known whether all admit. Each block then ends with its limit's
-		// report or commit part, the innermost first: no closure to
-		// allocate per limit, where the closures below cost a request
-		// one each and one upvalue per local they capture.
-		//
-		// A decision script keeps its reply's numbers and its HSET's
-		// arguments in locals (out1…, hset1…), and makes its reply's
-		// table once, at its end: no table for the HSET, and none filled
-		// slot by slot, the innermost limit's first (an empty Lua table
-		// filled from a later index on keeps those entries in its hash
-		// part, to be rehashed as the earlier ones come). About 0.5 Redis
-		// µs of a bucket + window Policy's 10.5 (redis-benchmark). (A
-		// batch's replies grow in powers of two, so a request's slots are
-		// mostly in its array part already.)
-		src.WriteString("local all = true\n")
-		if batch && hashed > 0 {
-			src.WriteString(fullReply)
-		}
-		if !batch {
-			reply = func(k int) string { return fmt.Sprintf("out%d", k) }
-			fmt.Fprintf(&src, "local httl = 0\nlocal %s\n", numbered("out", 3*len(names)))
-			if hashed > 0 {
-				fmt.Fprintf(&src, "local %s\n", numbered("hset", 2*hashed))
-			}
-		}
-		ends := make([]string, len(names))
-		for i, name := range names {
-			b := bodies[name]
-			n = i + 1
-			fmt.Fprintf(&src, "do\n-- limit %d: %s\n", n, name)
-			if b.kind == algorithm.KindSlidingLog {
-				src.WriteString(withArgs(zkeyOf))
-			}
-			src.WriteString(decide(b))
-			src.WriteString("all = all and fits\n")
-			r1, r2, r3 := reply(3*i+1), reply(3*i+2), reply(3*i+3)
-			ends[i] = "if peek or not all then\n" + withArgs(b.report) +
-				fmt.Sprintf("%s, %s, %s = rem, retry, reset\nelse\n", r1, r2, r3) +
-				commit(b) + fmt.Sprintf("%s, %s, %s = rem, 0, reset\nend\nend\n", r1, r2, r3)
-			argv += fixedArgs + b.params
-		}
-		if !batch {
-			src.WriteString(tooMany(hashed, "not peek"))
-		}
-		for i := len(ends) - 1; i >= 0; i-- {
-			src.WriteString(ends[i])
-		}
-		if !batch {
-			if hashed > 0 {
-				fmt.Fprintf(&src, hsetNested, numbered("hset", 2*hashed))
-			}
-			fmt.Fprintf(&src, "return {%s}\n", numbered("out", 3*len(names)))
-		}
-	} else {
-		// Many: every limit's first part, each in a block of its own
-		// that leaves its report and commit parts behind as one closure
-		// (decided(true) commits, decided(false) reports: one closure to
-		// allocate per limit, not two); then either every report or every
-		// commit.
-		// The closures are a local each, or, past localLimits limits, in
-		// tables: Lua allows a function 200 locals, and a Policy may have
-		// more limits than that.
-		tables := len(names) > localLimits
-		slot := func(name string, n int) string {
-			if tables {
-				return fmt.Sprintf("%s[%d]", name, n)
-			}
-			return fmt.Sprintf("%s%d", name, n)
-		}
-		src.WriteString("local all = true\n")
-		if batch && hashed > 0 {
-			src.WriteString(fullReply)
-		}
-		if tables {
-			src.WriteString("local decided = {}\n")
-		}
-		if !batch {
-			src.WriteString("local hset, httl = {}, 0\n")
-		}
-		for i, name := range names {
-			b := bodies[name]
-			n = i + 1
-			if !tables {
-				fmt.Fprintf(&src, "local decided%d\n", n)
-			}
-			fmt.Fprintf(&src, "do\n-- limit %d: %s\n", n, name)
-			if b.kind == algorithm.KindSlidingLog {
-				src.WriteString(withArgs(zkeyOf))
-			}
-			src.WriteString(decide(b))
-			fmt.Fprintf(&src, "all = all and fits\n%s = function(charge)\nif not charge then\n", slot("decided", n))
-			src.WriteString(withArgs(b.report))
-			src.WriteString("return rem, retry, reset\nend\n")
-			src.WriteString(commit(b))
-			src.WriteString("return rem, 0, reset\nend\nend\n")
-			argv += fixedArgs + b.params
-		}
-		ret := "return out\n"
-		if batch {
-			ret = "return\n"
-		} else {
-			src.WriteString(tooMany(hashed, "not peek"))
-			src.WriteString("local out = {}\n")
-		}
-		src.WriteString("if peek or not all then\n")
-		for i := range names {
-			fmt.Fprintf(&src, "%s, %s, %s = %s(false)\n", reply(3*i+1), reply(3*i+2), reply(3*i+3), slot("decided", i+1))
-		}
-		src.WriteString(ret + "end\n")
-		for i := range names {
-			fmt.Fprintf(&src, "%s, %s, %s = %s(true)\n", reply(3*i+1), reply(3*i+2), reply(3*i+3), slot("decided", i+1))
-		}
-		if !batch {
-			src.WriteString(hsetMany)
-			src.WriteString(ret)
-		}
-	}
-	limits = src.String()
-	if !batch {
-		return head, limits, ""
-	}
-	head += hoisted.String()
-	src.Reset()
-	src.WriteString("local hset = {}\n")
-	f := 0
-	for _, name := range names {
-		c := bodies[name].carry
-		if c == nil {
-			continue // a sliding log
-		}
-		a := fieldArgs[f]
-		f++
-		fmt.Fprintf(&src, "if fown[%d] then\n  hset[#hset + 1] = ARGV[%d]\n", f, a)
-		fmt.Fprintf(&src, "  hset[#hset + 1] = ARGV[%d] .. fenc[%d](%s)\nend\n", a+1, f, carried(f, len(c.encodeVars)))
-	}
-	if hashed > 0 {
-		src.WriteString("local margin = tonumber(ARGV[3])\n")
-		src.WriteString(hsetMany)
-	}
-	return head, limits, src.String()
 }
 
 // hashFields returns the ARGV index of the state ID of each of the named
@@ -696,9 +414,9 @@ func loadFrom(field int) string {
 
 // substitute returns a part of a limit's body with its references to its
 // arguments made ARGV indices, for a limit whose arguments follow ARGV
-// index argv: $id, $hdr, $mode, then $1… its algorithm's parameters; $n is
-// the limit's number n (from 1), and $zkey the name of its ID's sorted set.
-func substitute(part string, argv, n int) string {
+// index argv: $id, $hdr, $mode, then $1… its algorithm's parameters; and
+// $zkey the name of its ID's sorted set.
+func substitute(part string, argv int) string {
 	part = strings.ReplaceAll(part, "$zkey", "("+zkeyName+")")
 	part = paramRef.ReplaceAllStringFunc(part, func(ref string) string {
 		return strconv.Itoa(argv + fixedArgs + int(ref[1]-'0'))
@@ -709,10 +427,8 @@ func substitute(part string, argv, n int) string {
 			return strconv.Itoa(argv + 1)
 		case "$hdr":
 			return strconv.Itoa(argv + 2)
-		case "$mode":
-			return strconv.Itoa(argv + 3)
 		}
-		return strconv.Itoa(n) // $n
+		return strconv.Itoa(argv + 3) // $mode
 	})
 }
 

@@ -80,8 +80,8 @@ func ForOp(op Op, limits ...Limit) (*Script, []string, error) {
 }
 
 // composeOp puts together op's script for limits of the named algorithms.
-// Every limit's load and decide parts run first (for a cost of 1 in a
-// refund), then, for a booking, its report part. The op's own parts
+// Every limit's load and decide stages run first (for a cost of 1 in a
+// refund), then, for a booking, its report. The op's own parts
 // (earliest, book, refund, unused) are functions of a few arguments
 // (opPart), which the op calls: the search of a booking's instant calls
 // every limit's earliest in each round; then each limit books, refunds or
@@ -97,238 +97,280 @@ func ForOp(op Op, limits ...Limit) (*Script, []string, error) {
 // Redis time without them). More limits run each in a block of its own
 // that leaves its parts behind as closures, and the ends follow.
 func composeOp(op Op, names []string) *Script {
-	var src strings.Builder
-	fmt.Fprintf(&src, "-- %s: %s\n", op, strings.Join(names, "+"))
-	src.WriteString(prelude)
-	src.WriteString("local hkey = KEYS[1]\nlocal held = false\n") // load.lua
-	src.WriteString(usedHead(names))
-	logs := 0
-	nested := len(names) <= nestLimits
-	for _, name := range names {
-		b := bodies[name]
-		if b.kind == algorithm.KindSlidingLog {
-			logs++
+	c := newOpComposer(op, names)
+	fmt.Fprintf(&c.src, "-- %s: %s\n", op, strings.Join(names, "+"))
+	c.src.WriteString(prelude)
+	c.src.WriteString(c.head(true))
+	c.opHead()
+	for _, l := range c.limits {
+		c.limit(l)
+	}
+	if op == OpBook {
+		c.search()
+	}
+	c.ends()
+	c.src.WriteString(hsetMany)
+	c.src.WriteString("return out\n")
+	source := withoutComments(c.src.String())
+	sum := sha1.Sum([]byte(source))
+	return &Script{Name: op.String() + ":" + strings.Join(names, "+"), Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
+}
+
+// opComposer composes an op's script: the decision's stages, and the
+// op's parts of each limit, defined as closures or, nested, written
+// where they are called.
+type opComposer struct {
+	*composer
+	op Op
+	// nested: the limits' blocks nest (at most nestLimits, none with its
+	// own earliest); tables: past localLimits limits, each limit's
+	// closures are in tables (Lua allows a function 200 locals, 6 per
+	// limit here), else locals.
+	nested, tables bool
+	// opa is the ARGV index of the first of the op's own arguments,
+	// after every limit's.
+	opa   int
+	parts []map[string]opPart
+	src   strings.Builder
+}
+
+// newOpComposer returns the composer of op's script for the named
+// algorithms' limits.
+func newOpComposer(op Op, names []string) *opComposer {
+	c := &opComposer{composer: newComposer(names, false, storeTable), op: op}
+	c.nested = len(names) <= nestLimits
+	for _, l := range c.limits {
+		if l.b.earliest != "" {
+			c.nested = false
 		}
-		if b.earliest != "" {
-			nested = false
-		}
 	}
-	if logs == len(names) {
-		fmt.Fprintf(&src, "if #KEYS == %d then\n  hkey = string.sub(hkey, 1, #hkey - (ARGV[%d] == '' and 2 or #ARGV[%d]))\nend\n", logs, 3+1, 3+1)
-	}
-	// opa: the first of the op's own arguments, after every limit's.
-	opa := 3
-	for _, name := range names {
-		opa += fixedArgs + bodies[name].params
-	}
-	opa++
-	// Several limits in the hash are read with one HMGET, as in a
-	// decision script.
-	fieldArgs := hashFields(names)
-	hmget := len(fieldArgs) > 1
-	if hmget {
-		src.WriteString(hmgetLine(fieldArgs))
-	}
-	field := 0 // the limit's place among those kept in the hash, from 1
+	c.tables = len(names) > localLimits
+	last := c.limits[len(c.limits)-1]
+	c.opa = last.argv + fixedArgs + last.b.params + 1
+	c.parts = make([]map[string]opPart, len(names))
+	return c
+}
+
+// opHead writes the op's locals: the cost booked (bcost), a refund's
+// units (refundn, deciding for a cost of 1), the HSET's table, the
+// reply with its slots made at once (a nested op fills them from the
+// last limit's on), and each limit's closures, report and state as read
+// (nested, a limit's report and its state as read are locals of the
+// script's).
+func (c *opComposer) opHead() {
+	src := &c.src
 	src.WriteString("local bcost = cost\n")
-	if op == OpRefund {
+	if c.op == OpRefund {
 		src.WriteString("local refundn = cost\ncost = 1\n")
 	}
 	src.WriteString("local hset, httl = {}, 0\n")
-	// The reply, its slots made at once (a nested op fills them from the
-	// last limit's on).
-	switch op {
+	switch c.op {
 	case OpBook:
-		fmt.Fprintf(&src, "local out = {%s}\nlocal bact = now\n", slots("''", 2+5*len(names)))
+		fmt.Fprintf(src, "local out = {%s}\nlocal bact = now\n", slots("''", 2+5*len(c.limits)))
 	case OpRefund:
-		fmt.Fprintf(&src, "local out = {%s}\n", slots("0", 3*len(names)))
+		fmt.Fprintf(src, "local out = {%s}\n", slots("0", 3*len(c.limits)))
 	case OpCancel:
-		fmt.Fprintf(&src, "local out = {%s}\nlocal cact = tonumber(ARGV[%d])\n", slots("0", len(names)), opa)
+		fmt.Fprintf(src, "local out = {%s}\nlocal cact = tonumber(ARGV[%d])\n", slots("0", len(c.limits)), c.opa)
 	}
-	// Each limit's closures are locals, or, past localLimits limits, in
-	// tables: Lua allows a function 200 locals, 6 per limit here. Nested,
-	// a limit's report and its state as read are locals of the script's.
-	tables := len(names) > localLimits
-	slot := func(name string, n int) string {
-		if tables {
-			return fmt.Sprintf("%s[%d]", name, n)
-		}
-		return fmt.Sprintf("%s%d", name, n)
-	}
-	rep := func(n, k int) string {
-		if nested {
-			return fmt.Sprintf("rep%d_%d", n, k)
-		}
-		return fmt.Sprintf("%s[%d]", slot("rep", n), k)
-	}
-	if tables {
+	if c.tables {
 		src.WriteString("local rep, earliest, book, refund, unused, raw = {}, {}, {}, {}, {}, {}\n")
 	}
-	if nested {
-		for i := range names {
-			if op != OpRefund {
-				fmt.Fprintf(&src, "local raw%d\n", i+1)
-			}
-			if op == OpBook {
-				fmt.Fprintf(&src, "local %s, %s, %s\n", rep(i+1, 1), rep(i+1, 2), rep(i+1, 3))
-			}
+	if !c.nested {
+		return
+	}
+	for _, l := range c.limits {
+		if c.op != OpRefund {
+			fmt.Fprintf(src, "local raw%d\n", l.n)
+		}
+		if c.op == OpBook {
+			fmt.Fprintf(src, "local %s, %s, %s\n", c.rep(l.n, 1), c.rep(l.n, 2), c.rep(l.n, 3))
 		}
 	}
-	parts := make([]map[string]opPart, len(names))
-	// define makes limit n's part name: a closure, or, nested, a part
-	// that call writes where it is called.
-	define := func(n int, name string, p opPart) {
-		parts[n-1][name] = p
-		if !nested {
-			fmt.Fprintf(&src, "%s = function(%s)\n%sreturn %s\nend\n", slot(name, n), p.params, p.body, p.results)
-		}
+}
+
+// slot names limit n's closure or value name: a local, or in tables.
+func (c *opComposer) slot(name string, n int) string {
+	if c.tables {
+		return fmt.Sprintf("%s[%d]", name, n)
 	}
-	// call writes the call of limit n's part name with args, its results
-	// assigned to into (which must not be a name the part declares).
-	call := func(n int, name, args, into string) string {
-		if !nested {
-			return fmt.Sprintf("%s = %s(%s)\n", into, slot(name, n), args)
-		}
-		return parts[n-1][name].inline(args, into)
+	return fmt.Sprintf("%s%d", name, n)
+}
+
+// rep names the k-th number of limit n's report.
+func (c *opComposer) rep(n, k int) string {
+	if c.nested {
+		return fmt.Sprintf("rep%d_%d", n, k)
 	}
-	idArgs := make([]int, len(names)) // the ARGV index of each limit's state ID
-	argv := 3
-	for i, name := range names {
-		b := bodies[name]
-		n := i + 1
-		idArgs[i] = argv + 1
-		parts[i] = map[string]opPart{}
-		log := b.kind == algorithm.KindSlidingLog
-		sub := func(p string) string { return substitute(p, argv, n) }
-		if !nested && !tables {
-			fmt.Fprintf(&src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\n", n, n, n, n, n, n)
-		}
-		fmt.Fprintf(&src, "do\n-- limit %d: %s\n", n, name)
-		if log {
-			src.WriteString(sub(zkeyOf))
-			src.WriteString(sub(b.decide))
-		} else {
-			field++
-			load := loadHash
-			if hmget {
-				load = loadFrom(field)
-			}
-			src.WriteString(sub(load + b.decide))
-			if op != OpRefund {
-				fmt.Fprintf(&src, "%s = state or ''\n", slot("raw", n))
-			}
-		}
-		// Only the parts op calls are made.
-		if op == OpBook {
-			// The report part, in a block: its locals must not hide the
-			// body's from the parts below.
-			if nested {
-				fmt.Fprintf(&src, "do\n%s\n%s, %s, %s = rem, retry, reset\nend\n", sub(b.report), rep(n, 1), rep(n, 2), rep(n, 3))
-			} else {
-				fmt.Fprintf(&src, "do\n%s\n%s = {rem, retry, reset}\nend\n", sub(b.report), slot("rep", n))
-			}
-			earliest := b.earliest
-			if earliest == "" {
-				earliest = fmt.Sprintf("local act = math.max(from, now + %s)\n", rep(n, 2))
-			}
-			define(n, "earliest", opPart{"from", sub(earliest) + "\n", "act"})
-			// book: the part, then (for a state in the hash) the write,
-			// and the value after, which a cancel compares.
-			if log {
-				define(n, "book", opPart{"act", sub(b.book) + "\n", "rem, reset, ''"})
-			} else {
-				// A booking on another kind's state replies no value after
-				// it: its cancel gives back its unused units rather than
-				// put back a state of another kind (Go: not ExactUndo).
-				define(n, "book", opPart{"act", sub(b.book) + "\n" + sub(wipeFirst+storeMany) + "\n", fmt.Sprintf("rem, reset, (other and '' or ARGV[%d] .. value)", argv+2)})
-			}
-		}
-		// A state of another kind (load.lua's carried, or the log's) gives
-		// nothing back and is not written: the limit reports it as it
-		// reads it (Go: the memory store's Refund and Cancel).
-		if op == OpRefund || op == OpCancel {
-			body := sub(b.refund) + "\n"
-			if !log {
-				body += fmt.Sprintf("if value then\n%s\nend\n", sub(wipeFirst+storeMany))
-			}
-			body = "local crem, cretry, creset\nif carried > 0 then\n" + sub(b.report) + "\ncrem, cretry, creset = rem, retry, reset\nelse\n" +
-				body + "crem, cretry, creset = rem, retry, reset\nend\n"
-			define(n, "refund", opPart{"n", body, "crem, cretry, creset"})
-		}
-		if op == OpCancel {
-			unused := b.unused
-			if unused == "" {
-				unused = "local give = 0\n"
-			}
-			unused = "local cgive = 0\nif carried == 0 then\n" + unused + "\ncgive = give\nend\n"
-			define(n, "unused", opPart{"act, bcost", sub(unused) + "\n", "cgive"})
-		}
-		if !nested {
-			src.WriteString("end\n")
-		}
-		argv += fixedArgs + b.params
+	return fmt.Sprintf("%s[%d]", c.slot("rep", n), k)
+}
+
+// define makes limit n's part name: a closure, or, nested, a part that
+// call writes where it is called.
+func (c *opComposer) define(n int, name string, p opPart) {
+	c.parts[n-1][name] = p
+	if !c.nested {
+		fmt.Fprintf(&c.src, "%s = function(%s)\n%sreturn %s\nend\n", c.slot(name, n), p.params, p.body, p.results)
 	}
-	num := func(x string) string { return "string.format('%.0f', " + x + ")" }
-	if op == OpBook {
-		src.WriteString(tooMany(len(fieldArgs), "true"))
-		// The search of algorithm.EarliestAll: the latest of the limits'
-		// earliest instants, again until none moves it, at most
-		// algorithm.MaxBookingRounds rounds and until now + maxDelay. A
-		// booking that is not made replies each limit's report; nothing
-		// has been written.
-		fmt.Fprintf(&src, "local latest = now + tonumber(ARGV[%d])\nlocal act, ok, ea = now, false, nil\nfor _ = 1, %d do\n  local nxt = act\n", opa, algorithm.MaxBookingRounds)
-		for i := range names {
-			fmt.Fprintf(&src, "%s  nxt = math.max(nxt, ea)\n", call(i+1, "earliest", "act", "ea"))
-		}
-		src.WriteString("  if nxt > latest then\n    act = nxt\n    break\n  end\n  if nxt == act then\n    ok = true\n    break\n  end\n  act = nxt\nend\n")
-		src.WriteString("out[2] = " + num("act") + "\nif not ok then\nout[1] = '0'\n")
-		for i := range names {
-			n := i + 1
-			fmt.Fprintf(&src, "out[%d], out[%d], out[%d] = %s, %s, %s\n", 3*i+3, 3*i+4, 3*i+5, num(rep(n, 1)), num(rep(n, 2)), num(rep(n, 3)))
-		}
-		src.WriteString("return out\nend\nout[1] = '1'\nbact = act\n")
+}
+
+// call returns the call of limit n's part name with args, its results
+// assigned to into (which must not be a name the part declares).
+func (c *opComposer) call(n int, name, args, into string) string {
+	if !c.nested {
+		return fmt.Sprintf("%s = %s(%s)\n", into, c.slot(name, n), args)
 	}
-	// end writes limit n's end: its booking, its refund, or its share of
-	// a cancel.
-	end := func(n int, name string) {
-		i := n - 1
-		switch op {
-		case OpBook:
-			base := 3 + 3*len(names) + 2*i
-			fmt.Fprintf(&src, "do\nlocal brem, breset, bpost\n%sout[%d], out[%d], out[%d] = %s, %s, %s\nout[%d], out[%d] = %s or '', bpost\nend\n",
-				call(n, "book", "bact", "brem, breset, bpost"), 3*i+3, 3*i+4, 3*i+5, num("brem"), num("bact - now"), num("breset"), base, base+1, slot("raw", n))
-		case OpRefund:
-			src.WriteString(call(n, "refund", "refundn", fmt.Sprintf("out[%d], out[%d], out[%d]", 3*i+1, 3*i+2, 3*i+3)))
-		case OpCancel:
-			idArg := idArgs[i]
-			pre, post := opa+1+2*i, opa+2+2*i
-			src.WriteString("if cact > now then\n")
-			if bodies[name].kind != algorithm.KindSlidingLog {
-				// The state is still the one the booking left: the one
-				// before comes back, exactly.
-				fmt.Fprintf(&src, "  if ARGV[%d] ~= '' and %s == ARGV[%d] then\n", post, slot("raw", n), post)
-				fmt.Fprintf(&src, "    if ARGV[%d] == '' then\n      redis.call('HDEL', hkey, ARGV[%d])\n    else\n      redis.call('HSET', hkey, ARGV[%d], ARGV[%d])\n    end\n    out[%d] = bcost\n  else\n", pre, idArg, idArg, pre, n)
-			} else {
-				src.WriteString("  do\n")
-			}
-			fmt.Fprintf(&src, "local given\n%sif given > 0 then\n%send\nout[%d] = given\nend\nend\n", call(n, "unused", "cact, bcost", "given"), call(n, "refund", "given", "local _"), n)
-		}
+	return c.parts[n-1][name].inline(args, into)
+}
+
+// limit writes a limit's block: its load and decide (and its state as
+// read, which a cancel compares), then the op's parts that op calls.
+// Nested, the block stays open until the limit's end.
+func (c *opComposer) limit(l limitAt) {
+	c.parts[l.n-1] = map[string]opPart{}
+	if !c.nested && !c.tables {
+		fmt.Fprintf(&c.src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\n", l.n, l.n, l.n, l.n, l.n, l.n)
 	}
-	if nested {
-		for i := len(names) - 1; i >= 0; i-- {
-			end(i+1, names[i])
-			src.WriteString("end\n")
-		}
+	fmt.Fprintf(&c.src, "do\n-- limit %d: %s\n", l.n, l.name)
+	c.src.WriteString(c.load(l) + c.decide(l))
+	if !l.log() && c.op != OpRefund {
+		fmt.Fprintf(&c.src, "%s = state or ''\n", c.slot("raw", l.n))
+	}
+	if c.op == OpBook {
+		c.defineBook(l)
+	}
+	if c.op == OpRefund || c.op == OpCancel {
+		c.defineRefund(l)
+	}
+	if c.op == OpCancel {
+		c.defineUnused(l)
+	}
+	if !c.nested {
+		c.src.WriteString("end\n")
+	}
+}
+
+// defineBook writes a booking's report of the limit, in a block (its
+// locals must not hide the body's from the parts below), and defines its
+// earliest and book parts: book is the body's --@book part, then (for a
+// state in the hash) the store, and the value after, which a cancel
+// compares.
+func (c *opComposer) defineBook(l limitAt) {
+	if c.nested {
+		fmt.Fprintf(&c.src, "do\n%s\n%s, %s, %s = rem, retry, reset\nend\n", c.report(l), c.rep(l.n, 1), c.rep(l.n, 2), c.rep(l.n, 3))
 	} else {
-		for i, name := range names {
-			end(i+1, name)
-		}
+		fmt.Fprintf(&c.src, "do\n%s\n%s = {rem, retry, reset}\nend\n", c.report(l), c.slot("rep", l.n))
 	}
-	src.WriteString(hsetMany)
-	src.WriteString("return out\n")
-	source := withoutComments(src.String())
-	sum := sha1.Sum([]byte(source))
-	return &Script{Name: op.String() + ":" + strings.Join(names, "+"), Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
+	earliest := l.b.earliest
+	if earliest == "" {
+		earliest = fmt.Sprintf("local act = math.max(from, now + %s)\n", c.rep(l.n, 2))
+	}
+	c.define(l.n, "earliest", opPart{"from", l.sub(earliest) + "\n", "act"})
+	if l.log() {
+		c.define(l.n, "book", opPart{"act", l.sub(l.b.book) + "\n", "rem, reset, ''"})
+		return
+	}
+	// A booking on another kind's state replies no value after it: its
+	// cancel gives back its unused units rather than put back a state of
+	// another kind (Go: not ExactUndo).
+	c.define(l.n, "book", opPart{"act", l.sub(l.b.book) + "\n" + l.sub(c.storeOf(l)) + "\n", fmt.Sprintf("rem, reset, (other and '' or ARGV[%d] .. value)", l.argv+2)})
+}
+
+// defineRefund defines the limit's refund part: the body's --@refund
+// part, then (for a state in the hash) the store when it set a value. A
+// state of another kind (load.lua's carried, or the log's) gives nothing
+// back and is not written: the limit reports it as it reads it (Go: the
+// memory store's Refund and Cancel).
+func (c *opComposer) defineRefund(l limitAt) {
+	body := l.sub(l.b.refund) + "\n"
+	if !l.log() {
+		body += fmt.Sprintf("if value then\n%s\nend\n", l.sub(c.storeOf(l)))
+	}
+	body = "local crem, cretry, creset\nif carried > 0 then\n" + c.report(l) + "\ncrem, cretry, creset = rem, retry, reset\nelse\n" +
+		body + "crem, cretry, creset = rem, retry, reset\nend\n"
+	c.define(l.n, "refund", opPart{"n", body, "crem, cretry, creset"})
+}
+
+// defineUnused defines the limit's unused part for a cancel: the body's
+// --@unused part (none: nothing to give), nothing for a state of another
+// kind.
+func (c *opComposer) defineUnused(l limitAt) {
+	unused := l.b.unused
+	if unused == "" {
+		unused = "local give = 0\n"
+	}
+	unused = "local cgive = 0\nif carried == 0 then\n" + unused + "\ncgive = give\nend\n"
+	c.define(l.n, "unused", opPart{"act, bcost", l.sub(unused) + "\n", "cgive"})
+}
+
+// num formats a Lua number x as a booking's reply string.
+func num(x string) string { return "string.format('%.0f', " + x + ")" }
+
+// search writes a booking's search, that of algorithm.EarliestAll: the
+// latest of the limits' earliest instants, again until none moves it, at
+// most algorithm.MaxBookingRounds rounds and until now + maxDelay. A
+// booking that is not made replies each limit's report; nothing has been
+// written.
+func (c *opComposer) search() {
+	src := &c.src
+	src.WriteString(tooMany(c.hashed, "true"))
+	fmt.Fprintf(src, "local latest = now + tonumber(ARGV[%d])\nlocal act, ok, ea = now, false, nil\nfor _ = 1, %d do\n  local nxt = act\n", c.opa, algorithm.MaxBookingRounds)
+	for _, l := range c.limits {
+		fmt.Fprintf(src, "%s  nxt = math.max(nxt, ea)\n", c.call(l.n, "earliest", "act", "ea"))
+	}
+	src.WriteString("  if nxt > latest then\n    act = nxt\n    break\n  end\n  if nxt == act then\n    ok = true\n    break\n  end\n  act = nxt\nend\n")
+	src.WriteString("out[2] = " + num("act") + "\nif not ok then\nout[1] = '0'\n")
+	for i, l := range c.limits {
+		fmt.Fprintf(src, "out[%d], out[%d], out[%d] = %s, %s, %s\n", 3*i+3, 3*i+4, 3*i+5, num(c.rep(l.n, 1)), num(c.rep(l.n, 2)), num(c.rep(l.n, 3)))
+	}
+	src.WriteString("return out\nend\nout[1] = '1'\nbact = act\n")
+}
+
+// ends writes every limit's end: nested, the innermost first, each
+// closing its limit's block.
+func (c *opComposer) ends() {
+	if !c.nested {
+		for _, l := range c.limits {
+			c.end(l)
+		}
+		return
+	}
+	for i := len(c.limits) - 1; i >= 0; i-- {
+		c.end(c.limits[i])
+		c.src.WriteString("end\n")
+	}
+}
+
+// end writes the limit's end: its booking, its refund, or its share of a
+// cancel.
+func (c *opComposer) end(l limitAt) {
+	i := l.n - 1
+	switch c.op {
+	case OpBook:
+		base := 3 + 3*len(c.limits) + 2*i
+		fmt.Fprintf(&c.src, "do\nlocal brem, breset, bpost\n%sout[%d], out[%d], out[%d] = %s, %s, %s\nout[%d], out[%d] = %s or '', bpost\nend\n",
+			c.call(l.n, "book", "bact", "brem, breset, bpost"), 3*i+3, 3*i+4, 3*i+5, num("brem"), num("bact - now"), num("breset"), base, base+1, c.slot("raw", l.n))
+	case OpRefund:
+		c.src.WriteString(c.call(l.n, "refund", "refundn", fmt.Sprintf("out[%d], out[%d], out[%d]", 3*i+1, 3*i+2, 3*i+3)))
+	case OpCancel:
+		c.cancelEnd(l)
+	}
+}
+
+// cancelEnd writes the limit's share of a cancel, before the booking is
+// due: a state still the one the booking left gets the one before back,
+// exactly; any other gives back its unused units.
+func (c *opComposer) cancelEnd(l limitAt) {
+	src := &c.src
+	idArg := l.argv + 1
+	pre, post := c.opa+1+2*(l.n-1), c.opa+2+2*(l.n-1)
+	src.WriteString("if cact > now then\n")
+	if l.log() {
+		src.WriteString("  do\n")
+	} else {
+		fmt.Fprintf(src, "  if ARGV[%d] ~= '' and %s == ARGV[%d] then\n", post, c.slot("raw", l.n), post)
+		fmt.Fprintf(src, "    if ARGV[%d] == '' then\n      redis.call('HDEL', hkey, ARGV[%d])\n    else\n      redis.call('HSET', hkey, ARGV[%d], ARGV[%d])\n    end\n    out[%d] = bcost\n  else\n", pre, idArg, idArg, pre, l.n)
+	}
+	fmt.Fprintf(src, "local given\n%sif given > 0 then\n%send\nout[%d] = given\nend\nend\n", c.call(l.n, "unused", "cact, bcost", "given"), c.call(l.n, "refund", "given", "local _"), l.n)
 }
 
 // opPart is one of a limit's op parts as a function: its parameters, its

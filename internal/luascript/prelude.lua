@@ -34,14 +34,10 @@
 -- another algorithm had used (used.lua; Go: algorithm.Carry). No raw Lua error can reach
 -- the caller.
 --
--- An algorithm's body has three parts. The first reads the state and sets
--- fits, whether the cost fits; it writes nothing. After "--@report", the
--- part that sets rem, retry and reset for the state as it stands (for a
--- denial or a peek). After "--@commit", the part that charges the cost,
--- writes the state and sets rem and reset after the charge. For one limit
--- the parts run inline; for several, the first parts of all limits run
--- before any second or third part, which are closures of their limit's
--- first part.
+-- An algorithm's body has three parts: the first sets fits, after
+-- "--@report" the part that sets rem, retry and reset for the state as it
+-- stands, after "--@commit" the part that charges the cost
+-- (docs/design/lua-composition.md describes every mark and stage).
 --
 -- Scripts define as few functions as they can: each runs as a fresh call,
 -- so every function is a closure allocated again on every decision.

@@ -56,60 +56,100 @@ func deadlineStorm(t *testing.T, st store.Store[string], policy ratelimit.Failur
 		}
 	}
 
-	var (
-		admitted, uncharged, victimAdmitted, cut atomic.Int64
-		mu                                       sync.Mutex
-		wrong                                    []string
-	)
-	report := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(wrong) < 5 {
-			wrong = append(wrong, fmt.Sprintf(format, args...))
-		}
-	}
+	var s storm
 	const attackers = 4
 	var wg sync.WaitGroup
 	for a := range attackers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range stormCalls / attackers {
-				key := "victim"
-				if i%2 == 1 {
-					key = fmt.Sprintf("fresh-%d-%d", a, i)
-				}
-				cctx, cancel := context.WithTimeout(ctx, time.Microsecond)
-				d, err := lim.Allow(cctx, key)
-				cancel()
-				switch {
-				case err != nil:
-					cut.Add(1)
-					if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ratelimit.ErrStoreUnavailable) {
-						report("Allow(%s) with a 1µs deadline: %v; want context.DeadlineExceeded, not ErrStoreUnavailable", key, err)
-					}
-				case d.Allowed():
-					admitted.Add(1)
-					if d.Source() != ratelimit.FromStore {
-						uncharged.Add(1)
-					}
-					if key == "victim" {
-						victimAdmitted.Add(1)
-					}
-				}
-			}
+			s.attack(ctx, lim, a, stormCalls/attackers)
 		}()
 	}
-	// A well-behaved caller, deciding on a key of its own with a
-	// generous deadline while the storm goes on.
-	stop := make(chan struct{})
-	var politeCalls atomic.Int64
-	politeDone := make(chan struct{})
+	stopPolite := s.polite(ctx, lim)
+	wg.Wait()
+	politeCalls := stopPolite()
+
+	for _, w := range s.wrong {
+		t.Error(w)
+	}
+	if n := s.uncharged.Load(); n != 0 {
+		t.Errorf("%d of %d admissions came from the failure policy, uncharged; want 0", n, s.admitted.Load())
+	}
+	if n := s.victimAdmitted.Load(); n != 0 {
+		t.Errorf("the spent victim was admitted %d times during the storm; want 0", n)
+	}
+	d, err := lim.Allow(ctx, "after")
+	if err != nil || d.BreakerOpen() || d.Source() != ratelimit.FromStore || !d.Allowed() {
+		t.Errorf("Allow after the storm = %+v, %v; want the store's admission with the breaker closed", d, err)
+	}
+	t.Logf("%d calls with a 1µs deadline: %d cut short, %d admitted by the store; %d calls of a well-behaved caller meanwhile",
+		stormCalls, s.cut.Load(), s.admitted.Load(), politeCalls)
+}
+
+// wrongCalls keeps the first few calls that went wrong, from several
+// goroutines.
+type wrongCalls struct {
+	mu    sync.Mutex
+	wrong []string
+}
+
+// report keeps a call that went wrong, up to 5.
+func (w *wrongCalls) report(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.wrong) < 5 {
+		w.wrong = append(w.wrong, fmt.Sprintf(format, args...))
+	}
+}
+
+// storm counts what the deadline storm's calls got.
+type storm struct {
+	wrongCalls
+	admitted, uncharged, victimAdmitted, cut atomic.Int64
+}
+
+// attack is attacker a's calls with a 1µs deadline, n of them, on the
+// victim and on fresh keys in turn.
+func (s *storm) attack(ctx context.Context, lim *ratelimit.Limiter[string], a, n int) {
+	for i := range n {
+		key := "victim"
+		if i%2 == 1 {
+			key = fmt.Sprintf("fresh-%d-%d", a, i)
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Microsecond)
+		d, err := lim.Allow(cctx, key)
+		cancel()
+		switch {
+		case err != nil:
+			s.cut.Add(1)
+			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ratelimit.ErrStoreUnavailable) {
+				s.report("Allow(%s) with a 1µs deadline: %v; want context.DeadlineExceeded, not ErrStoreUnavailable", key, err)
+			}
+		case d.Allowed():
+			s.admitted.Add(1)
+			if d.Source() != ratelimit.FromStore {
+				s.uncharged.Add(1)
+			}
+			if key == "victim" {
+				s.victimAdmitted.Add(1)
+			}
+		}
+	}
+}
+
+// polite starts a well-behaved caller, deciding on a key of its own with
+// a generous deadline while the storm goes on; the function it returns
+// stops it and returns how many calls it made.
+func (s *storm) polite(ctx context.Context, lim *ratelimit.Limiter[string]) (stop func() int64) {
+	done := make(chan struct{})
+	var calls atomic.Int64
+	stopped := make(chan struct{})
 	go func() {
-		defer close(politeDone)
+		defer close(stopped)
 		for {
 			select {
-			case <-stop:
+			case <-done:
 				return
 			default:
 			}
@@ -119,31 +159,17 @@ func deadlineStorm(t *testing.T, st store.Store[string], policy ratelimit.Failur
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			d, err := lim.Peek(cctx, "polite")
 			cancel()
-			politeCalls.Add(1)
+			calls.Add(1)
 			if err != nil || d.Source() != ratelimit.FromStore {
-				report("the well-behaved caller's Peek during the storm: %+v, %v; want the store's answer", d, err)
+				s.report("the well-behaved caller's Peek during the storm: %+v, %v; want the store's answer", d, err)
 			}
 		}
 	}()
-	wg.Wait()
-	close(stop)
-	<-politeDone
-
-	for _, w := range wrong {
-		t.Error(w)
+	return func() int64 {
+		close(done)
+		<-stopped
+		return calls.Load()
 	}
-	if n := uncharged.Load(); n != 0 {
-		t.Errorf("%d of %d admissions came from the failure policy, uncharged; want 0", n, admitted.Load())
-	}
-	if n := victimAdmitted.Load(); n != 0 {
-		t.Errorf("the spent victim was admitted %d times during the storm; want 0", n)
-	}
-	d, err := lim.Allow(ctx, "after")
-	if err != nil || d.BreakerOpen() || d.Source() != ratelimit.FromStore || !d.Allowed() {
-		t.Errorf("Allow after the storm = %+v, %v; want the store's admission with the breaker closed", d, err)
-	}
-	t.Logf("%d calls with a 1µs deadline: %d cut short, %d admitted by the store; %d calls of a well-behaved caller meanwhile",
-		stormCalls, cut.Load(), admitted.Load(), politeCalls.Load())
 }
 
 // Parameters of the short-deadline test (testShortDeadlines).
@@ -191,89 +217,101 @@ func shortDeadlines(t *testing.T, st store.Store[string]) {
 				t.Logf("the failure policy decided after: %v", err)
 			}
 		}))
-	var (
-		attackAdmitted, honestAdmitted, uncharged, breakerOpen, cut, honestCalls atomic.Int64
-		mu                                                                       sync.Mutex
-		wrong                                                                    []string
-	)
-	report := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(wrong) < 5 {
-			wrong = append(wrong, fmt.Sprintf(format, args...))
-		}
-	}
-	check := func(d ratelimit.Decision) {
-		if d.Allowed() && d.Source() != ratelimit.FromStore {
-			uncharged.Add(1)
-		}
-		if d.BreakerOpen() {
-			breakerOpen.Add(1)
-		}
-	}
-	end := time.Now().Add(shortFor)
+	s := shortRun{lim: lim, end: time.Now().Add(shortFor)}
 	var wg sync.WaitGroup
 	for a := range shortAttackers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; time.Now().Before(end); i++ {
-				deadline := time.Duration(20+(a*37+i*101)%281) * time.Microsecond
-				cctx, cancel := context.WithTimeout(ctx, deadline)
-				d, err := lim.Allow(cctx, "attacker")
-				cancel()
-				if err != nil {
-					cut.Add(1)
-					if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ratelimit.ErrStoreUnavailable) {
-						report("attacker's Allow with a %v deadline: %v; want context.DeadlineExceeded, not ErrStoreUnavailable", deadline, err)
-					}
-					continue
-				}
-				check(d)
-				if d.Allowed() {
-					attackAdmitted.Add(1)
-				}
-			}
+			s.attacker(ctx, a)
 		}()
 	}
 	for h := range shortHonest {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			key := fmt.Sprintf("honest-%d", h)
-			for time.Now().Before(end) {
-				d, err := lim.Allow(ctx, key)
-				honestCalls.Add(1)
-				if err != nil {
-					report("honest Allow(%s): %v; want the store's decision", key, err)
-					continue
-				}
-				check(d)
-				if d.Allowed() {
-					honestAdmitted.Add(1)
-				}
-			}
+			s.honest(ctx, h)
 		}()
 	}
 	wg.Wait()
-	for _, w := range wrong {
+	for _, w := range s.wrong {
 		t.Error(w)
 	}
-	if n := attackAdmitted.Load(); n > shortLimit {
+	if n := s.attackAdmitted.Load(); n > shortLimit {
 		t.Errorf("the attackers' key was admitted %d times; want at most its limit, %d", n, shortLimit)
 	}
-	if n := honestAdmitted.Load(); n > shortHonest*shortLimit {
+	if n := s.honestAdmitted.Load(); n > shortHonest*shortLimit {
 		t.Errorf("the honest keys were admitted %d times; want at most %d", n, shortHonest*shortLimit)
 	}
-	if n := uncharged.Load(); n != 0 {
+	if n := s.uncharged.Load(); n != 0 {
 		t.Errorf("%d admissions came from the failure policy, uncharged; want 0", n)
 	}
-	if n := breakerOpen.Load(); n != 0 {
+	if n := s.breakerOpen.Load(); n != 0 {
 		t.Errorf("%d decisions found the breaker open; want 0", n)
 	}
 	if n := handled.Load(); n != 0 {
 		t.Errorf("the failure policy decided %d times; want 0", n)
 	}
 	t.Logf("%v: attackers cut short %d times, admitted %d; honest callers made %d calls, admitted %d",
-		shortFor, cut.Load(), attackAdmitted.Load(), honestCalls.Load(), honestAdmitted.Load())
+		shortFor, s.cut.Load(), s.attackAdmitted.Load(), s.honestCalls.Load(), s.honestAdmitted.Load())
+}
+
+// shortRun is the short-deadlines test's callers of lim until end, and
+// what they got.
+type shortRun struct {
+	wrongCalls
+	lim                                                                      *ratelimit.Limiter[string]
+	end                                                                      time.Time
+	attackAdmitted, honestAdmitted, uncharged, breakerOpen, cut, honestCalls atomic.Int64
+}
+
+// check counts a decision admitted uncharged, or made with the breaker
+// open.
+func (s *shortRun) check(d ratelimit.Decision) {
+	if d.Allowed() && d.Source() != ratelimit.FromStore {
+		s.uncharged.Add(1)
+	}
+	if d.BreakerOpen() {
+		s.breakerOpen.Add(1)
+	}
+}
+
+// attacker is attacker a's calls on its key, each with a deadline of 20
+// to 300 µs.
+func (s *shortRun) attacker(ctx context.Context, a int) {
+	for i := 0; time.Now().Before(s.end); i++ {
+		deadline := time.Duration(20+(a*37+i*101)%281) * time.Microsecond
+		cctx, cancel := context.WithTimeout(ctx, deadline)
+		d, err := s.lim.Allow(cctx, "attacker")
+		cancel()
+		if err != nil {
+			s.cut.Add(1)
+			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ratelimit.ErrStoreUnavailable) {
+				s.report("attacker's Allow with a %v deadline: %v; want context.DeadlineExceeded, not ErrStoreUnavailable", deadline, err)
+			}
+			continue
+		}
+		s.check(d)
+		if d.Allowed() {
+			s.attackAdmitted.Add(1)
+		}
+	}
+}
+
+// honest is honest caller h's calls on a key of its own, without a
+// deadline.
+func (s *shortRun) honest(ctx context.Context, h int) {
+	key := fmt.Sprintf("honest-%d", h)
+	for time.Now().Before(s.end) {
+		d, err := s.lim.Allow(ctx, key)
+		s.honestCalls.Add(1)
+		if err != nil {
+			s.report("honest Allow(%s): %v; want the store's decision", key, err)
+			continue
+		}
+		s.check(d)
+		if d.Allowed() {
+			s.honestAdmitted.Add(1)
+		}
+	}
 }

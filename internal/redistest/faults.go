@@ -118,10 +118,10 @@ func testRestart(t *testing.T, newStore NewStore) {
 		t.Fatal(err)
 	}
 	st := newStore(t, srv.Target(), Prefix(t))
-	clk := clock.NewFake(epoch)
 	var handled atomic.Int64
 	policies := []ratelimit.FailurePolicy{ratelimit.FailWithError, ratelimit.FailOpen, ratelimit.FailClosed, ratelimit.FailLocal}
 	lims := make([]*ratelimit.Limiter[string], len(policies))
+	clk := clock.NewFake(epoch)
 	for i, p := range policies {
 		lims[i] = newLimiter(t, alg, st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(p),
 			ratelimit.WithErrorHandler(func(error) { handled.Add(1) }))
@@ -130,120 +130,15 @@ func testRestart(t *testing.T, newStore NewStore) {
 			t.Fatalf("policy %d: Allow(%s) before the kill = %+v, %v", p, key, d, err)
 		}
 	}
-
-	// Goroutines keep calling across the kill and the restart: no panic,
-	// and every error is the store's.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var badErr atomic.Value
-	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				cctx, cancel := context.WithTimeout(ctx, time.Second)
-				_, err := lims[0].Allow(cctx, fmt.Sprint("busy", g, i%7))
-				if err == nil {
-					_, err = lims[0].Peek(cctx, fmt.Sprint("busy", g, i%5))
-				}
-				cancel()
-				if err != nil && !errors.Is(err, ratelimit.ErrStoreUnavailable) {
-					badErr.Store(err)
-				}
-				time.Sleep(time.Millisecond)
-			}
-		}()
-	}
-	stopped := false
-	stopCalls := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wg.Wait()
-		}
-		if err := badErr.Load(); err != nil {
-			t.Errorf("a call while the server was down failed with %v, which is not ErrStoreUnavailable", err)
-		}
-	}
+	stopCalls := busyCalls(t, lims[0])
 	defer stopCalls()
 
 	srv.Kill()
-	call := func(what string, f func(ctx context.Context) (ratelimit.Decision, error)) (ratelimit.Decision, error) {
-		t.Helper()
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		start := time.Now()
-		d, err := f(cctx)
-		if took := time.Since(start); took > 2*time.Second {
-			t.Errorf("%s on a dead server took %v", what, took)
-		}
-		return d, err
-	}
-	allow := func(l *ratelimit.Limiter[string], key string) func(context.Context) (ratelimit.Decision, error) {
-		return func(ctx context.Context) (ratelimit.Decision, error) { return l.Allow(ctx, key) }
-	}
-	peek := func(l *ratelimit.Limiter[string], key string) func(context.Context) (ratelimit.Decision, error) {
-		return func(ctx context.Context) (ratelimit.Decision, error) { return l.Peek(ctx, key) }
-	}
-
-	// FailWithError: the store's error.
-	for _, f := range []func(context.Context) (ratelimit.Decision, error){allow(lims[0], "down"), peek(lims[0], "down")} {
-		if d, err := call("FailWithError", f); !errors.Is(err, ratelimit.ErrStoreUnavailable) || d != (ratelimit.Decision{}) {
-			t.Errorf("FailWithError on a dead server = %+v, %v; want a zero Decision and ErrStoreUnavailable", d, err)
-		}
-	}
-	if err := lims[0].Reset(ctx, "down"); !errors.Is(err, ratelimit.ErrStoreUnavailable) {
-		t.Errorf("Reset on a dead server: %v, want ErrStoreUnavailable", err)
-	}
-	// FailOpen: admitted, nothing used.
-	for _, f := range []func(context.Context) (ratelimit.Decision, error){allow(lims[1], "down"), peek(lims[1], "down")} {
-		want := ratelimit.DecisionFields{Allowed: true, Limit: 3, Remaining: 3, Source: ratelimit.FromFailOpen}.Decision()
-		if d, err := call("FailOpen", f); err != nil || d != want {
-			t.Errorf("FailOpen on a dead server = %+v, %v; want %+v", d, err, want)
-		}
-	}
-	// FailClosed: denied, retry in FailClosedRetryAfter.
-	for _, f := range []func(context.Context) (ratelimit.Decision, error){allow(lims[2], "down"), peek(lims[2], "down")} {
-		want := ratelimit.DecisionFields{Limit: 3, RetryAfter: ratelimit.FailClosedRetryAfter, Source: ratelimit.FromFailClosed}.Decision()
-		if d, err := call("FailClosed", f); err != nil || d != want {
-			t.Errorf("FailClosed on a dead server = %+v, %v; want %+v", d, err, want)
-		}
-	}
-	// FailLocal: an in-memory limiter of the same algorithm decides.
-	for i, want := range []struct {
-		allowed   bool
-		remaining int64
-	}{{true, 2}, {true, 1}, {true, 0}, {false, 0}} {
-		d, err := call("FailLocal", allow(lims[3], "down"))
-		if err != nil || d.Source() != ratelimit.FromLocal || d.Allowed() != want.allowed || d.Remaining() != want.remaining {
-			t.Errorf("FailLocal: call %d on a dead server = %+v, %v; want allowed=%v remaining=%d from local", i, d, err, want.allowed, want.remaining)
-		}
-	}
-	if d, err := call("FailLocal", peek(lims[3], "down")); err != nil || d.Source() != ratelimit.FromLocal || d.Allowed() || d.Remaining() != 0 {
-		t.Errorf("FailLocal: Peek on a dead server = %+v, %v; want the local state, used up", d, err)
-	}
+	checkDeadPolicies(t, lims)
 	if handled.Load() == 0 {
 		t.Errorf("the error handler was never called while the server was down")
 	}
-	// Without a deadline, a call still returns: nothing retries until the
-	// server is back.
-	for _, f := range []func(context.Context) (ratelimit.Decision, error){allow(lims[0], "down"), peek(lims[0], "down")} {
-		done := make(chan error, 1)
-		go func() { _, err := f(context.Background()); done <- err }()
-		select {
-		case err := <-done:
-			if !errors.Is(err, ratelimit.ErrStoreUnavailable) {
-				t.Errorf("a call without a deadline on a dead server: %v, want ErrStoreUnavailable", err)
-			}
-		case <-time.After(2 * time.Second):
-			t.Errorf("a call without a deadline on a dead server has not returned after 2s")
-		}
-	}
+	checkNoDeadline(t, lims[0])
 	stopCalls()
 	srv.Start()
 	admin := GoRedis(t, srv.Target())
@@ -266,6 +161,134 @@ func testRestart(t *testing.T, newStore NewStore) {
 		key := fmt.Sprint("k", i)
 		if d, err := l.Allow(ctx, key); err != nil || d.Source() != ratelimit.FromStore || d.Remaining() != 2 {
 			t.Errorf("policy %d: Allow(%s) after the restart = %+v, %v; want allowed by the store with Remaining 2", policies[i], key, d, err)
+		}
+	}
+}
+
+// busyCalls has goroutines keep calling lim across a kill and a restart:
+// no panic, and every error is the store's. The function it returns stops
+// them (again: a no-op) and reports an error that was not.
+func busyCalls(t *testing.T, lim *ratelimit.Limiter[string]) (stopCalls func()) {
+	ctx := t.Context()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var badErr atomic.Value
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				cctx, cancel := context.WithTimeout(ctx, time.Second)
+				_, err := lim.Allow(cctx, fmt.Sprint("busy", g, i%7))
+				if err == nil {
+					_, err = lim.Peek(cctx, fmt.Sprint("busy", g, i%5))
+				}
+				cancel()
+				if err != nil && !errors.Is(err, ratelimit.ErrStoreUnavailable) {
+					badErr.Store(err)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	stopped := false
+	return func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			wg.Wait()
+		}
+		if err := badErr.Load(); err != nil {
+			t.Errorf("a call while the server was down failed with %v, which is not ErrStoreUnavailable", err)
+		}
+	}
+}
+
+// deadCall is one call on a dead server, which must return within 2s.
+type deadCall func(ctx context.Context) (ratelimit.Decision, error)
+
+// allowCall and peekCall are the calls of Allow and Peek of key on l.
+func allowCall(l *ratelimit.Limiter[string], key string) deadCall {
+	return func(ctx context.Context) (ratelimit.Decision, error) { return l.Allow(ctx, key) }
+}
+
+func peekCall(l *ratelimit.Limiter[string], key string) deadCall {
+	return func(ctx context.Context) (ratelimit.Decision, error) { return l.Peek(ctx, key) }
+}
+
+// run makes the call with a 5s deadline, and fails t when it takes more
+// than 2s.
+func (f deadCall) run(t *testing.T, what string) (ratelimit.Decision, error) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	d, err := f(cctx)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("%s on a dead server took %v", what, took)
+	}
+	return d, err
+}
+
+// checkDeadPolicies checks what the limiters of testRestart's four
+// failure policies decide on a dead server.
+func checkDeadPolicies(t *testing.T, lims []*ratelimit.Limiter[string]) {
+	// FailWithError: the store's error.
+	for _, f := range []deadCall{allowCall(lims[0], "down"), peekCall(lims[0], "down")} {
+		if d, err := f.run(t, "FailWithError"); !errors.Is(err, ratelimit.ErrStoreUnavailable) || d != (ratelimit.Decision{}) {
+			t.Errorf("FailWithError on a dead server = %+v, %v; want a zero Decision and ErrStoreUnavailable", d, err)
+		}
+	}
+	if err := lims[0].Reset(t.Context(), "down"); !errors.Is(err, ratelimit.ErrStoreUnavailable) {
+		t.Errorf("Reset on a dead server: %v, want ErrStoreUnavailable", err)
+	}
+	// FailOpen: admitted, nothing used.
+	for _, f := range []deadCall{allowCall(lims[1], "down"), peekCall(lims[1], "down")} {
+		want := ratelimit.DecisionFields{Allowed: true, Limit: 3, Remaining: 3, Source: ratelimit.FromFailOpen}.Decision()
+		if d, err := f.run(t, "FailOpen"); err != nil || d != want {
+			t.Errorf("FailOpen on a dead server = %+v, %v; want %+v", d, err, want)
+		}
+	}
+	// FailClosed: denied, retry in FailClosedRetryAfter.
+	for _, f := range []deadCall{allowCall(lims[2], "down"), peekCall(lims[2], "down")} {
+		want := ratelimit.DecisionFields{Limit: 3, RetryAfter: ratelimit.FailClosedRetryAfter, Source: ratelimit.FromFailClosed}.Decision()
+		if d, err := f.run(t, "FailClosed"); err != nil || d != want {
+			t.Errorf("FailClosed on a dead server = %+v, %v; want %+v", d, err, want)
+		}
+	}
+	// FailLocal: an in-memory limiter of the same algorithm decides.
+	for i, want := range []struct {
+		allowed   bool
+		remaining int64
+	}{{true, 2}, {true, 1}, {true, 0}, {false, 0}} {
+		d, err := allowCall(lims[3], "down").run(t, "FailLocal")
+		if err != nil || d.Source() != ratelimit.FromLocal || d.Allowed() != want.allowed || d.Remaining() != want.remaining {
+			t.Errorf("FailLocal: call %d on a dead server = %+v, %v; want allowed=%v remaining=%d from local", i, d, err, want.allowed, want.remaining)
+		}
+	}
+	if d, err := peekCall(lims[3], "down").run(t, "FailLocal"); err != nil || d.Source() != ratelimit.FromLocal || d.Allowed() || d.Remaining() != 0 {
+		t.Errorf("FailLocal: Peek on a dead server = %+v, %v; want the local state, used up", d, err)
+	}
+}
+
+// checkNoDeadline checks that a call without a deadline on a dead server
+// still returns: nothing retries until the server is back.
+func checkNoDeadline(t *testing.T, lim *ratelimit.Limiter[string]) {
+	for _, f := range []deadCall{allowCall(lim, "down"), peekCall(lim, "down")} {
+		done := make(chan error, 1)
+		go func() { _, err := f(context.Background()); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ratelimit.ErrStoreUnavailable) {
+				t.Errorf("a call without a deadline on a dead server: %v, want ErrStoreUnavailable", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Errorf("a call without a deadline on a dead server has not returned after 2s")
 		}
 	}
 }

@@ -40,96 +40,113 @@ func openWarnings(t *testing.T, newStore NewStore, target Target) ([]error, erro
 // no CONFIG), Open works and warns only if the server's own policy
 // evicts.
 func testEvictionPolicy(t *testing.T, newStore NewStore) {
-	t.Run("Policies", func(t *testing.T) {
-		srv := StartServer(t)
-		admin := GoRedis(t, srv.Target())
-		for _, c := range []struct {
-			policy string
-			evicts bool
-		}{
-			{"allkeys-lru", true}, {"allkeys-lfu", true}, {"allkeys-random", true},
-			{"volatile-lru", true}, {"volatile-lfu", true}, {"volatile-random", true},
-			{"noeviction", false}, {"volatile-ttl", false},
-		} {
-			if err := admin.ConfigSet(t.Context(), "maxmemory-policy", c.policy).Err(); err != nil {
-				t.Fatal(err)
-			}
-			target := srv.Target()
-			warnings, err := openWarnings(t, newStore, target)
-			switch {
-			case err != nil:
-				t.Errorf("%s: Open: %v, want a table", c.policy, err)
-			case c.evicts && (len(warnings) != 1 || !errors.Is(warnings[0], store.ErrEvicting) ||
-				!strings.Contains(warnings[0].Error(), c.policy) || !strings.Contains(warnings[0].Error(), srv.Addr)):
-				t.Errorf("%s: Warnings() = %v, want one error wrapping ErrEvicting naming %s and %s", c.policy, warnings, c.policy, srv.Addr)
-			case !c.evicts && len(warnings) != 0:
-				t.Errorf("%s: Warnings() = %v, want none", c.policy, warnings)
-			}
+	t.Run("Policies", func(t *testing.T) { evictionPolicies(t, newStore) })
+	t.Run("ConfigRefused", func(t *testing.T) { evictionConfigRefused(t, newStore) })
+	t.Run("Down", func(t *testing.T) { evictionDown(t, newStore) })
+	Each(t, func(t *testing.T, target Target) { evictionShared(t, newStore, target) })
+}
 
-			target.Eviction = redistable.EvictionRefuse
-			_, err = openWarnings(t, newStore, target)
-			if c.evicts && (!errors.Is(err, store.ErrEvicting) || !strings.Contains(err.Error(), c.policy)) {
-				t.Errorf("%s, EvictionRefuse: Open: %v, want ErrEvicting naming the policy", c.policy, err)
-			}
-			if !c.evicts && err != nil {
-				t.Errorf("%s, EvictionRefuse: Open: %v, want a table", c.policy, err)
-			}
-			// Through the Limiter too: New fails.
-			_, err = ratelimit.New(algorithms(t, 5, time.Hour)[0].alg, newStore(t, target, Prefix(t)))
-			if c.evicts != errors.Is(err, store.ErrEvicting) {
-				t.Errorf("%s, EvictionRefuse: ratelimit.New: %v, want ErrEvicting: %v", c.policy, err, c.evicts)
-			}
-
-			target.Eviction = redistable.EvictionUnchecked
-			if warnings, err := openWarnings(t, newStore, target); err != nil || len(warnings) != 0 {
-				t.Errorf("%s, EvictionUnchecked: Open: %v, %v; want a table without warnings", c.policy, warnings, err)
-			}
-		}
-	})
-	t.Run("ConfigRefused", func(t *testing.T) {
-		srv := StartServer(t, "--maxmemory-policy", "allkeys-lru")
-		admin := GoRedis(t, srv.Target())
-		if err := admin.Do(t.Context(), "acl", "setuser", "limiter", "on", ">secret", "~*", "+@all", "-config").Err(); err != nil {
+// evictionPolicies sets every maxmemory-policy on a server of the test's
+// own: the evicting ones make Open warn, or fail with EvictionRefuse (and
+// ratelimit.New with it); EvictionUnchecked never warns.
+func evictionPolicies(t *testing.T, newStore NewStore) {
+	srv := StartServer(t)
+	admin := GoRedis(t, srv.Target())
+	for _, c := range []struct {
+		policy string
+		evicts bool
+	}{
+		{"allkeys-lru", true}, {"allkeys-lfu", true}, {"allkeys-random", true},
+		{"volatile-lru", true}, {"volatile-lfu", true}, {"volatile-random", true},
+		{"noeviction", false}, {"volatile-ttl", false},
+	} {
+		if err := admin.ConfigSet(t.Context(), "maxmemory-policy", c.policy).Err(); err != nil {
 			t.Fatal(err)
 		}
 		target := srv.Target()
-		target.Username, target.Password = "limiter", "secret"
-		for _, mode := range []redistable.EvictionMode{redistable.EvictionWarn, redistable.EvictionRefuse} {
-			target.Eviction = mode
-			if warnings, err := openWarnings(t, newStore, target); err != nil || len(warnings) != 0 {
-				t.Errorf("mode %d, a user that may not run CONFIG: Open: %v, %v; want a table without warnings", mode, warnings, err)
-			}
-		}
-	})
-	t.Run("Down", func(t *testing.T) {
-		srv := StartServer(t, "--maxmemory-policy", "allkeys-lru")
-		target := srv.Target()
-		target.Eviction = redistable.EvictionRefuse
-		st := newStore(t, target, Prefix(t)) // rueidis dials when it is made
-		srv.Kill()
-		start := time.Now()
-		table, err := st.Open(store.LimitsOf(algorithms(t, 5, time.Hour)[0].alg), clock.Local())
-		if took := time.Since(start); took > redistable.EvictionCheckTimeout+500*time.Millisecond {
-			t.Errorf("Open with the server down took %v, want at most about %v", took, redistable.EvictionCheckTimeout)
-		}
-		if err != nil || len(table.(store.Warner).Warnings()) != 0 {
-			t.Errorf("Open with the server down: %v; want a table without warnings (the check is best effort)", err)
-		}
-	})
-	Each(t, func(t *testing.T, target Target) {
-		want := false
-		if target.Mini == nil {
-			forEachMaster(t.Context(), t, GoRedis(t, target), func(c redis.Cmdable) error {
-				policy, err := c.ConfigGet(t.Context(), "maxmemory-policy").Result()
-				want = want || redistable.Evicts(policy["maxmemory-policy"])
-				return err
-			})
-		}
 		warnings, err := openWarnings(t, newStore, target)
-		if err != nil || (len(warnings) != 0) != want {
-			t.Errorf("Open: %v, %v; want a table, with warnings: %v", warnings, err, want)
+		switch {
+		case err != nil:
+			t.Errorf("%s: Open: %v, want a table", c.policy, err)
+		case c.evicts && (len(warnings) != 1 || !errors.Is(warnings[0], store.ErrEvicting) ||
+			!strings.Contains(warnings[0].Error(), c.policy) || !strings.Contains(warnings[0].Error(), srv.Addr)):
+			t.Errorf("%s: Warnings() = %v, want one error wrapping ErrEvicting naming %s and %s", c.policy, warnings, c.policy, srv.Addr)
+		case !c.evicts && len(warnings) != 0:
+			t.Errorf("%s: Warnings() = %v, want none", c.policy, warnings)
 		}
-	})
+
+		target.Eviction = redistable.EvictionRefuse
+		_, err = openWarnings(t, newStore, target)
+		if c.evicts && (!errors.Is(err, store.ErrEvicting) || !strings.Contains(err.Error(), c.policy)) {
+			t.Errorf("%s, EvictionRefuse: Open: %v, want ErrEvicting naming the policy", c.policy, err)
+		}
+		if !c.evicts && err != nil {
+			t.Errorf("%s, EvictionRefuse: Open: %v, want a table", c.policy, err)
+		}
+		// Through the Limiter too: New fails.
+		_, err = ratelimit.New(algorithms(t, 5, time.Hour)[0].alg, newStore(t, target, Prefix(t)))
+		if c.evicts != errors.Is(err, store.ErrEvicting) {
+			t.Errorf("%s, EvictionRefuse: ratelimit.New: %v, want ErrEvicting: %v", c.policy, err, c.evicts)
+		}
+
+		target.Eviction = redistable.EvictionUnchecked
+		if warnings, err := openWarnings(t, newStore, target); err != nil || len(warnings) != 0 {
+			t.Errorf("%s, EvictionUnchecked: Open: %v, %v; want a table without warnings", c.policy, warnings, err)
+		}
+	}
+}
+
+// evictionConfigRefused checks that a user that may not run CONFIG gets a
+// table without warnings, in both checked modes.
+func evictionConfigRefused(t *testing.T, newStore NewStore) {
+	srv := StartServer(t, "--maxmemory-policy", "allkeys-lru")
+	admin := GoRedis(t, srv.Target())
+	if err := admin.Do(t.Context(), "acl", "setuser", "limiter", "on", ">secret", "~*", "+@all", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	target := srv.Target()
+	target.Username, target.Password = "limiter", "secret"
+	for _, mode := range []redistable.EvictionMode{redistable.EvictionWarn, redistable.EvictionRefuse} {
+		target.Eviction = mode
+		if warnings, err := openWarnings(t, newStore, target); err != nil || len(warnings) != 0 {
+			t.Errorf("mode %d, a user that may not run CONFIG: Open: %v, %v; want a table without warnings", mode, warnings, err)
+		}
+	}
+}
+
+// evictionDown checks that Open with the server down returns a table
+// without warnings within about EvictionCheckTimeout.
+func evictionDown(t *testing.T, newStore NewStore) {
+	srv := StartServer(t, "--maxmemory-policy", "allkeys-lru")
+	target := srv.Target()
+	target.Eviction = redistable.EvictionRefuse
+	st := newStore(t, target, Prefix(t)) // rueidis dials when it is made
+	srv.Kill()
+	start := time.Now()
+	table, err := st.Open(store.LimitsOf(algorithms(t, 5, time.Hour)[0].alg), clock.Local())
+	if took := time.Since(start); took > redistable.EvictionCheckTimeout+500*time.Millisecond {
+		t.Errorf("Open with the server down took %v, want at most about %v", took, redistable.EvictionCheckTimeout)
+	}
+	if err != nil || len(table.(store.Warner).Warnings()) != 0 {
+		t.Errorf("Open with the server down: %v; want a table without warnings (the check is best effort)", err)
+	}
+}
+
+// evictionShared checks that Open on a shared target, whose configuration
+// the test leaves alone, warns only if the server's own policy evicts.
+func evictionShared(t *testing.T, newStore NewStore, target Target) {
+	want := false
+	if target.Mini == nil {
+		forEachMaster(t.Context(), t, GoRedis(t, target), func(c redis.Cmdable) error {
+			policy, err := c.ConfigGet(t.Context(), "maxmemory-policy").Result()
+			want = want || redistable.Evicts(policy["maxmemory-policy"])
+			return err
+		})
+	}
+	warnings, err := openWarnings(t, newStore, target)
+	if err != nil || (len(warnings) != 0) != want {
+		t.Errorf("Open: %v, %v; want a table, with warnings: %v", warnings, err, want)
+	}
 }
 
 // testEvictionCheckOnce checks that a store reads the policy once for

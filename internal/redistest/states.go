@@ -28,65 +28,20 @@ func testTooManyStates(t *testing.T, newStore NewStore) {
 		prefix := Prefix(t)
 		st := newStore(t, target, prefix)
 		clk := clock.NewFake(epoch)
-		limit := func(i int) algorithm.Algorithm {
-			alg, err := tokenbucket.New(tokenbucket.Config{Capacity: int64(10 + i), Rate: 1.0 / 3600})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return alg
-		}
+		limit := func(i int) algorithm.Algorithm { return tooManyLimit(t, i) }
 		base := newLimiter(t, limit(-1), st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 		admin := GoRedis(t, target)
 		hkey := redisKey(t, prefix, "k", limit(0))
-		refused := 0
 		const limits = 2*store.MaxStatesPerKey + 50
-		for i := range limits {
-			w, err := base.With(limit(i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := w.Allow(ctx, "k")
-			switch {
-			case i < store.MaxStatesPerKey && (err != nil || !d.Allowed()):
-				t.Fatalf("limit %d on a key holding %d states: %+v, %v; want admitted", i, i, d, err)
-			case i >= store.MaxStatesPerKey && (!errors.Is(err, ratelimit.ErrTooManyStates) ||
-				errors.Is(err, ratelimit.ErrStoreUnavailable) || errors.Is(err, ratelimit.ErrStoreFull)):
-				t.Fatalf("limit %d on a key holding %d states (FailOpen): %+v, %v; want ErrTooManyStates alone", i, store.MaxStatesPerKey, d, err)
-			case err != nil:
-				refused++
-			}
-		}
+		fillKey(t, base, limits)
 		if n, err := admin.HLen(ctx, hkey).Result(); err != nil || n != store.MaxStatesPerKey {
 			t.Errorf("HLEN %s = %d, %v after %d limits; want %d", hkey, n, err, limits, store.MaxStatesPerKey)
-		}
-		if want := limits - store.MaxStatesPerKey; refused != want {
-			t.Errorf("%d limits refused, want %d", refused, want)
 		}
 		extra, err := base.With(limit(limits))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d, err := extra.Peek(ctx, "k"); err != nil || d.Remaining() != int64(10+limits) {
-			t.Errorf("Peek of a new limit on the full key: %+v, %v; want fresh", d, err)
-		}
-		if r, err := extra.ReserveN(ctx, "k", 1, time.Hour); !errors.Is(err, ratelimit.ErrTooManyStates) {
-			t.Errorf("ReserveN of a new limit on the full key: %+v, %v; want ErrTooManyStates", r, err)
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, 8)
-		for i := range errs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, errs[i] = extra.Allow(ctx, "k")
-			}()
-		}
-		wg.Wait()
-		for i, err := range errs {
-			if !errors.Is(err, ratelimit.ErrTooManyStates) {
-				t.Errorf("concurrent Allow %d of a new limit on the full key: %v; want ErrTooManyStates", i, err)
-			}
-		}
+		checkNewOnFull(t, extra, limits)
 		held, err := base.With(limit(3))
 		if err != nil {
 			t.Fatal(err)
@@ -114,4 +69,68 @@ func testTooManyStates(t *testing.T, newStore NewStore) {
 			t.Errorf("HLEN %s = %d, %v at the end; want %d", hkey, n, err, store.MaxStatesPerKey)
 		}
 	})
+}
+
+// tooManyLimit is testTooManyStates' limit i: a token bucket of capacity
+// 10 + i, so that each has a state ID of its own.
+func tooManyLimit(t *testing.T, i int) algorithm.Algorithm {
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: int64(10 + i), Rate: 1.0 / 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return alg
+}
+
+// fillKey takes limits limits per call on key "k" through base (FailOpen):
+// the first store.MaxStatesPerKey are admitted, the others refused with
+// ErrTooManyStates alone.
+func fillKey(t *testing.T, base *ratelimit.Limiter[string], limits int) {
+	refused := 0
+	for i := range limits {
+		w, err := base.With(tooManyLimit(t, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := w.Allow(t.Context(), "k")
+		switch {
+		case i < store.MaxStatesPerKey && (err != nil || !d.Allowed()):
+			t.Fatalf("limit %d on a key holding %d states: %+v, %v; want admitted", i, i, d, err)
+		case i >= store.MaxStatesPerKey && (!errors.Is(err, ratelimit.ErrTooManyStates) ||
+			errors.Is(err, ratelimit.ErrStoreUnavailable) || errors.Is(err, ratelimit.ErrStoreFull)):
+			t.Fatalf("limit %d on a key holding %d states (FailOpen): %+v, %v; want ErrTooManyStates alone", i, store.MaxStatesPerKey, d, err)
+		case err != nil:
+			refused++
+		}
+	}
+	if want := limits - store.MaxStatesPerKey; refused != want {
+		t.Errorf("%d limits refused, want %d", refused, want)
+	}
+}
+
+// checkNewOnFull checks a limit new to the full key "k", limit number
+// limits: its Peek reads a fresh state, its ReserveN and concurrent
+// Allows fail with ErrTooManyStates.
+func checkNewOnFull(t *testing.T, extra *ratelimit.Limiter[string], limits int) {
+	ctx := t.Context()
+	if d, err := extra.Peek(ctx, "k"); err != nil || d.Remaining() != int64(10+limits) {
+		t.Errorf("Peek of a new limit on the full key: %+v, %v; want fresh", d, err)
+	}
+	if r, err := extra.ReserveN(ctx, "k", 1, time.Hour); !errors.Is(err, ratelimit.ErrTooManyStates) {
+		t.Errorf("ReserveN of a new limit on the full key: %+v, %v; want ErrTooManyStates", r, err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = extra.Allow(ctx, "k")
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, ratelimit.ErrTooManyStates) {
+			t.Errorf("concurrent Allow %d of a new limit on the full key: %v; want ErrTooManyStates", i, err)
+		}
+	}
 }

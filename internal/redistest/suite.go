@@ -289,128 +289,160 @@ func ceilMillis(d time.Duration) int64 {
 func testTTL(t *testing.T, newStore NewStore) {
 	Each(t, func(t *testing.T, target Target) {
 		admin := GoRedis(t, target)
-		ctx := t.Context()
 		for _, a := range algorithms(t, 5, 61234567*time.Microsecond) {
 			t.Run(a.name, func(t *testing.T) {
 				prefix := Prefix(t)
 				clk := clock.NewFake(epoch)
-				lim := newLimiter(t, a.alg, newStore(t, target, prefix), ratelimit.WithClock(clk))
-
-				type write struct {
-					reset time.Duration // the ResetAfter of the last admitted request
-					sent  time.Time     // when it was sent: the server wrote the TTL after
-				}
-				written := map[string]write{}
 				tag, _ := algorithm.TagOf(a.alg)
-				take := func(key string, n int) ratelimit.Decision {
-					t.Helper()
-					sent := time.Now()
-					d, err := lim.AllowN(ctx, key, n)
-					if err != nil {
-						t.Fatalf("AllowN(%q, %d): %v", key, n, err)
-					}
-					if d.Allowed() {
-						// A hash's TTL is the longest any write asked for
-						// (PEXPIRE GT): a later, shorter one leaves it.
-						k := redisKey(t, prefix, key, a.alg)
-						if w, ok := written[k]; !ok || tag.Kind == algorithm.KindSlidingLog || sent.Add(d.ResetAfter()).After(w.sent.Add(w.reset)) {
-							written[k] = write{d.ResetAfter(), sent}
-						}
-					}
-					return d
-				}
-				peek := func(key string) ratelimit.Decision {
-					t.Helper()
-					d, err := lim.Peek(ctx, key)
-					if err != nil {
-						t.Fatalf("Peek(%q): %v", key, err)
-					}
-					return d
-				}
-
-				take("a", 1)
+				c := &ttlCase{t: t, target: target, admin: admin, a: a, tag: tag, prefix: prefix, written: map[string]ttlWrite{},
+					lim: newLimiter(t, a.alg, newStore(t, target, prefix), ratelimit.WithClock(clk))}
+				c.take("a", 1)
 				clk.Advance(100 * time.Millisecond)
-				take("a", 2)
-				take("b", 4)
+				c.take("a", 2)
+				c.take("b", 4)
 				clk.Advance(333*time.Millisecond + 7*time.Microsecond)
-				take("c", 1)
-				take("b", 1)
-				take("full", 5)
-				if d := take("full", 1); d.Allowed() {
+				c.take("c", 1)
+				c.take("b", 1)
+				c.take("full", 5)
+				if d := c.take("full", 1); d.Allowed() {
 					t.Fatalf("AllowN(full, 1) after 5 of 5 at the same instant: allowed, want denied")
 				}
-				peek("a")
-				if d := peek("unseen"); d.Remaining() != 5 || !d.Allowed() {
+				c.peek("a")
+				if d := c.peek("unseen"); d.Remaining() != 5 || !d.Allowed() {
 					t.Fatalf("Peek(unseen) = %+v, want a fresh key", d)
 				}
-
-				// Every key under the prefix is one written, with its TTL.
-				var want []string
-				for k := range written {
-					want = append(want, k)
-				}
-				slices.Sort(want)
-				if got := keysUnder(ctx, t, admin, prefix); !slices.Equal(got, want) {
-					t.Fatalf("keys under %q: got %q, want %q (a peek must create nothing)", prefix, got, want)
-				}
-				for _, k := range want {
-					w := written[k]
-					ms := pttl(ctx, t, admin, k)
-					late := ceilMillis(time.Since(w.sent))
-					if target.Mini != nil {
-						late = 0 // miniredis TTLs stand still
-					}
-					ttl := ceilMillis(w.reset)
-					if ms <= 0 || ms > ttl+1 || ms < ttl-late-1 {
-						t.Errorf("PTTL %q = %dms, want the last ResetAfter %v rounded up, %dms, less the %dms since", k, ms, w.reset, ttl, late)
-					}
-				}
-
-				// A denial and a peek change neither the value nor the TTL.
-				for _, c := range []struct {
-					what string
-					key  string
-					call func() ratelimit.Decision
-				}{
-					{"denied AllowN(full, 1)", "full", func() ratelimit.Decision { return take("full", 1) }},
-					{"Peek(full)", "full", func() ratelimit.Decision { return peek("full") }},
-					{"Peek(a)", "a", func() ratelimit.Decision { return peek("a") }},
-				} {
-					k := redisKey(t, prefix, c.key, a.alg)
-					start := time.Now()
-					v0, ms0 := value(ctx, t, admin, k), pttl(ctx, t, admin, k)
-					const gap = 30 * time.Millisecond
-					pass(target, gap)
-					if d := c.call(); strings.HasPrefix(c.what, "denied") && d.Allowed() {
-						t.Fatalf("%s: allowed", c.what)
-					}
-					v1, ms1 := value(ctx, t, admin, k), pttl(ctx, t, admin, k)
-					late := ceilMillis(time.Since(start))
-					if v1 != v0 {
-						t.Errorf("%s changed the value of %q: was %s, now %s", c.what, k, v0, v1)
-					}
-					if ms1 > ms0-gap.Milliseconds()+1 || ms1 < ms0-late-gap.Milliseconds()-1 {
-						t.Errorf("%s changed the TTL of %q: %dms, then %dms after %v", c.what, k, ms0, ms1, gap)
-					}
-				}
-
-				// A TTL margin, which Conformance and Differential use on
-				// real Redis, decides the same and only lengthens TTLs.
-				long := target
-				long.TTLMargin = suiteTTL
-				longPrefix := Prefix(t)
-				longLim := newLimiter(t, a.alg, newStore(t, long, longPrefix), ratelimit.WithClock(clk))
-				without := take("twin", 2) // on the first store, at the same instant
-				with, err := longLim.AllowN(ctx, "twin", 2)
-				if err != nil || with != without {
-					t.Errorf("AllowN(twin, 2) with a TTL margin = %+v, %v; want %+v, as without", with, err, without)
-				}
-				if ms := pttl(ctx, t, admin, redisKey(t, longPrefix, "twin", a.alg)); ms <= suiteTTL.Milliseconds() {
-					t.Errorf("PTTL with a TTL margin of %v = %dms, want more than the margin", suiteTTL, ms)
-				}
+				c.checkWritten()
+				c.checkUnchanged()
+				c.checkMargin(newStore, clk)
 			})
 		}
 	})
+}
+
+// ttlWrite is testTTL's record of a key's last write.
+type ttlWrite struct {
+	reset time.Duration // the ResetAfter of the last admitted request
+	sent  time.Time     // when it was sent: the server wrote the TTL after
+}
+
+// ttlCase is testTTL's limiter of one algorithm on one target, and the
+// writes it made.
+type ttlCase struct {
+	t       *testing.T
+	target  Target
+	admin   redis.UniversalClient
+	a       algo
+	tag     algorithm.Tag
+	prefix  string
+	lim     *ratelimit.Limiter[string]
+	written map[string]ttlWrite
+}
+
+// take takes n for key, and records the write when it is admitted.
+func (c *ttlCase) take(key string, n int) ratelimit.Decision {
+	t := c.t
+	t.Helper()
+	sent := time.Now()
+	d, err := c.lim.AllowN(t.Context(), key, n)
+	if err != nil {
+		t.Fatalf("AllowN(%q, %d): %v", key, n, err)
+	}
+	if d.Allowed() {
+		// A hash's TTL is the longest any write asked for (PEXPIRE GT): a
+		// later, shorter one leaves it.
+		k := redisKey(t, c.prefix, key, c.a.alg)
+		if w, ok := c.written[k]; !ok || c.tag.Kind == algorithm.KindSlidingLog || sent.Add(d.ResetAfter()).After(w.sent.Add(w.reset)) {
+			c.written[k] = ttlWrite{d.ResetAfter(), sent}
+		}
+	}
+	return d
+}
+
+// peek peeks at key.
+func (c *ttlCase) peek(key string) ratelimit.Decision {
+	c.t.Helper()
+	d, err := c.lim.Peek(c.t.Context(), key)
+	if err != nil {
+		c.t.Fatalf("Peek(%q): %v", key, err)
+	}
+	return d
+}
+
+// checkWritten checks that every key under the prefix is one written,
+// with its TTL.
+func (c *ttlCase) checkWritten() {
+	t, ctx := c.t, c.t.Context()
+	var want []string
+	for k := range c.written {
+		want = append(want, k)
+	}
+	slices.Sort(want)
+	if got := keysUnder(ctx, t, c.admin, c.prefix); !slices.Equal(got, want) {
+		t.Fatalf("keys under %q: got %q, want %q (a peek must create nothing)", c.prefix, got, want)
+	}
+	for _, k := range want {
+		w := c.written[k]
+		ms := pttl(ctx, t, c.admin, k)
+		late := ceilMillis(time.Since(w.sent))
+		if c.target.Mini != nil {
+			late = 0 // miniredis TTLs stand still
+		}
+		ttl := ceilMillis(w.reset)
+		if ms <= 0 || ms > ttl+1 || ms < ttl-late-1 {
+			t.Errorf("PTTL %q = %dms, want the last ResetAfter %v rounded up, %dms, less the %dms since", k, ms, w.reset, ttl, late)
+		}
+	}
+}
+
+// checkUnchanged checks that a denial and a peek change neither the
+// value nor the TTL.
+func (c *ttlCase) checkUnchanged() {
+	t, ctx := c.t, c.t.Context()
+	for _, cc := range []struct {
+		what string
+		key  string
+		call func() ratelimit.Decision
+	}{
+		{"denied AllowN(full, 1)", "full", func() ratelimit.Decision { return c.take("full", 1) }},
+		{"Peek(full)", "full", func() ratelimit.Decision { return c.peek("full") }},
+		{"Peek(a)", "a", func() ratelimit.Decision { return c.peek("a") }},
+	} {
+		k := redisKey(t, c.prefix, cc.key, c.a.alg)
+		start := time.Now()
+		v0, ms0 := value(ctx, t, c.admin, k), pttl(ctx, t, c.admin, k)
+		const gap = 30 * time.Millisecond
+		pass(c.target, gap)
+		if d := cc.call(); strings.HasPrefix(cc.what, "denied") && d.Allowed() {
+			t.Fatalf("%s: allowed", cc.what)
+		}
+		v1, ms1 := value(ctx, t, c.admin, k), pttl(ctx, t, c.admin, k)
+		late := ceilMillis(time.Since(start))
+		if v1 != v0 {
+			t.Errorf("%s changed the value of %q: was %s, now %s", cc.what, k, v0, v1)
+		}
+		if ms1 > ms0-gap.Milliseconds()+1 || ms1 < ms0-late-gap.Milliseconds()-1 {
+			t.Errorf("%s changed the TTL of %q: %dms, then %dms after %v", cc.what, k, ms0, ms1, gap)
+		}
+	}
+}
+
+// checkMargin checks that a TTL margin, which Conformance and
+// Differential use on real Redis, decides the same and only lengthens
+// TTLs.
+func (c *ttlCase) checkMargin(newStore NewStore, clk *clock.Fake) {
+	t, ctx := c.t, c.t.Context()
+	long := c.target
+	long.TTLMargin = suiteTTL
+	longPrefix := Prefix(t)
+	longLim := newLimiter(t, c.a.alg, newStore(t, long, longPrefix), ratelimit.WithClock(clk))
+	without := c.take("twin", 2) // on the first store, at the same instant
+	with, err := longLim.AllowN(ctx, "twin", 2)
+	if err != nil || with != without {
+		t.Errorf("AllowN(twin, 2) with a TTL margin = %+v, %v; want %+v, as without", with, err, without)
+	}
+	if ms := pttl(ctx, t, c.admin, redisKey(t, longPrefix, "twin", c.a.alg)); ms <= suiteTTL.Milliseconds() {
+		t.Errorf("PTTL with a TTL margin of %v = %dms, want more than the margin", suiteTTL, ms)
+	}
 }
 
 // testPeekReadOnly checks that Peek runs only read-only commands: an ACL

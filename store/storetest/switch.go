@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/store"
 )
@@ -21,7 +22,6 @@ import (
 // New, by With on one limiter (limits given per call), or, for a, as a
 // limit of a Policy beside one that never binds.
 func testSwitchTakingTurns(t *testing.T, st store.Store[string], through string) {
-	ctx := context.Background()
 	for _, limits := range [][2]int64{{10, 10}, {10, 25}, {25, 10}} {
 		for _, a := range kinds {
 			for _, b := range kinds {
@@ -35,71 +35,8 @@ func testSwitchTakingTurns(t *testing.T, st store.Store[string], through string)
 					if errA != nil || errB != nil {
 						t.Fatal(errA, errB)
 					}
-					clk := clock.NewFake(time.UnixMicro(epoch))
-					id := "sw:" + through + ":" + name
-					opts := []ratelimit.Option{ratelimit.WithClock(clk), ratelimit.WithStateID(id), ratelimit.WithResetOnMismatch()}
-					var la, lb *ratelimit.Limiter[string]
-					var pa *ratelimit.Policy[string]
-					var err error
-					switch through {
-					case "With":
-						base, err := ratelimit.New(algA, st, opts...)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if la, err = base.With(algA); err != nil {
-							t.Fatal(err)
-						}
-						lb, err = base.With(algB)
-					case "Policy":
-						// a's limit in a Policy, beside a limit that never
-						// binds: the Policy's scripts carry as one limit's.
-						roomy, err := kinds[3].withLimit(1000)
-						if err != nil {
-							t.Fatal(err)
-						}
-						pa, err = ratelimit.NewPolicy(st, []ratelimit.Limit{
-							{Algorithm: roomy, StateID: id + ":roomy"},
-							{Algorithm: algA, StateID: id, ResetOnMismatch: true},
-						}, ratelimit.WithClock(clk))
-						if err != nil {
-							t.Fatal(err)
-						}
-						lb, err = ratelimit.New(algB, st, opts...)
-					default:
-						if la, err = ratelimit.New(algA, st, opts...); err != nil {
-							t.Fatal(err)
-						}
-						lb, err = ratelimit.New(algB, st, opts...)
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-					admitted := 0
-					for i := range 80 {
-						var ok bool
-						var err error
-						switch {
-						case i%2 == 1:
-							var d ratelimit.Decision
-							d, err = lb.Allow(ctx, "turns")
-							ok = d.Allowed()
-						case pa != nil:
-							var d ratelimit.PolicyDecision
-							d, err = pa.Allow(ctx, "turns")
-							ok = d.Allowed()
-						default:
-							var d ratelimit.Decision
-							d, err = la.Allow(ctx, "turns")
-							ok = d.Allowed()
-						}
-						if err != nil {
-							t.Fatalf("request %d: %v", i, err)
-						}
-						if ok {
-							admitted++
-						}
-					}
+					turns := newTurns(t, st, through, "sw:"+through+":"+name, algA, algB)
+					admitted := turns.take(t, 80)
 					if most := max(limits[0], limits[1]); int64(admitted) > most {
 						t.Errorf("%v and %v taking turns at one instant: %d of 80 admitted, want at most %d", algA, algB, admitted, most)
 					}
@@ -107,4 +44,89 @@ func testSwitchTakingTurns(t *testing.T, st store.Store[string], through string)
 			}
 		}
 	}
+}
+
+// turns are testSwitchTakingTurns' two limiters of one state ID: a's,
+// a Limiter (la) or a Policy (pa), and b's.
+type turns struct {
+	la, lb *ratelimit.Limiter[string]
+	pa     *ratelimit.Policy[string]
+}
+
+// newTurns builds the limiters of algA and algB under the state ID id,
+// on a fake clock, through New, With or a Policy.
+func newTurns(t *testing.T, st store.Store[string], through, id string, algA, algB algorithm.Algorithm) turns {
+	t.Helper()
+	clk := clock.NewFake(time.UnixMicro(epoch))
+	opts := []ratelimit.Option{ratelimit.WithClock(clk), ratelimit.WithStateID(id), ratelimit.WithResetOnMismatch()}
+	var tt turns
+	var err error
+	switch through {
+	case "With":
+		var base *ratelimit.Limiter[string]
+		if base, err = ratelimit.New(algA, st, opts...); err != nil {
+			t.Fatal(err)
+		}
+		if tt.la, err = base.With(algA); err != nil {
+			t.Fatal(err)
+		}
+		tt.lb, err = base.With(algB)
+	case "Policy":
+		// a's limit in a Policy, beside a limit that never binds: the
+		// Policy's scripts carry as one limit's.
+		var roomy algorithm.Algorithm
+		if roomy, err = kinds[3].withLimit(1000); err != nil {
+			t.Fatal(err)
+		}
+		tt.pa, err = ratelimit.NewPolicy(st, []ratelimit.Limit{
+			{Algorithm: roomy, StateID: id + ":roomy"},
+			{Algorithm: algA, StateID: id, ResetOnMismatch: true},
+		}, ratelimit.WithClock(clk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tt.lb, err = ratelimit.New(algB, st, opts...)
+	default:
+		if tt.la, err = ratelimit.New(algA, st, opts...); err != nil {
+			t.Fatal(err)
+		}
+		tt.lb, err = ratelimit.New(algB, st, opts...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tt
+}
+
+// take makes n requests at one instant, a's and b's in turn, a's first,
+// and returns how many were admitted.
+func (tt turns) take(t *testing.T, n int) int {
+	t.Helper()
+	ctx := context.Background()
+	admitted := 0
+	for i := range n {
+		var ok bool
+		var err error
+		switch {
+		case i%2 == 1:
+			var d ratelimit.Decision
+			d, err = tt.lb.Allow(ctx, "turns")
+			ok = d.Allowed()
+		case tt.pa != nil:
+			var d ratelimit.PolicyDecision
+			d, err = tt.pa.Allow(ctx, "turns")
+			ok = d.Allowed()
+		default:
+			var d ratelimit.Decision
+			d, err = tt.la.Allow(ctx, "turns")
+			ok = d.Allowed()
+		}
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if ok {
+			admitted++
+		}
+	}
+	return admitted
 }

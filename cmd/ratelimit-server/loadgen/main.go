@@ -109,8 +109,26 @@ func run(ctx context.Context, c config) (result, error) {
 		defer conn.Close()
 		conns[i] = conn
 	}
-	// Requests are made before the run, so that the measure is the
-	// service's and the client's gRPC, not building messages.
+	reqs := requests(c)
+	workers := make([]worker, c.concurrency)
+	measuring := time.Now().Add(c.warmup)
+	stop := measuring.Add(c.duration)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func(w *worker, client rlspb.RateLimitServiceClient, next int) {
+			defer wg.Done()
+			w.call(ctx, client, reqs, next, measuring, stop)
+		}(&workers[w], rlspb.NewRateLimitServiceClient(conns[w%len(conns)]), w*len(reqs)/len(workers))
+	}
+	wg.Wait()
+	return summary(workers, measuring)
+}
+
+// requests returns the requests of a run, one per key, made before the
+// run so that the measure is the service's and the client's gRPC, not
+// building messages.
+func requests(c config) []*rlspb.RateLimitRequest {
 	reqs := make([]*rlspb.RateLimitRequest, c.keys)
 	for n := range reqs {
 		v := "v" + strconv.Itoa(n)
@@ -126,47 +144,49 @@ func run(ctx context.Context, c config) (result, error) {
 		}
 		reqs[n] = req
 	}
-	type worker struct {
-		lat              []time.Duration
-		ok, over, errors int
-		firstErr         error
-	}
-	workers := make([]worker, c.concurrency)
-	measuring := time.Now().Add(c.warmup)
-	stop := measuring.Add(c.duration)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func(w *worker, client rlspb.RateLimitServiceClient, next int) {
-			defer wg.Done()
-			w.lat = make([]time.Duration, 0, 1<<16)
-			for {
-				t0 := time.Now()
-				if !t0.Before(stop) {
-					return
-				}
-				res, err := client.ShouldRateLimit(ctx, reqs[next])
-				t1 := time.Now()
-				next = (next + 1) % len(reqs)
-				if t0.Before(measuring) {
-					continue
-				}
-				w.lat = append(w.lat, t1.Sub(t0))
-				switch {
-				case err != nil:
-					w.errors++
-					if w.firstErr == nil {
-						w.firstErr = err
-					}
-				case res.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT:
-					w.over++
-				default:
-					w.ok++
-				}
+	return reqs
+}
+
+// worker is what one of a run's callers saw while measuring.
+type worker struct {
+	lat              []time.Duration
+	ok, over, errors int
+	firstErr         error
+}
+
+// call calls the service with reqs in turn, from reqs[next], until stop,
+// and records the calls that start at measuring or later.
+func (w *worker) call(ctx context.Context, client rlspb.RateLimitServiceClient, reqs []*rlspb.RateLimitRequest, next int, measuring, stop time.Time) {
+	w.lat = make([]time.Duration, 0, 1<<16)
+	for {
+		t0 := time.Now()
+		if !t0.Before(stop) {
+			return
+		}
+		res, err := client.ShouldRateLimit(ctx, reqs[next])
+		t1 := time.Now()
+		next = (next + 1) % len(reqs)
+		if t0.Before(measuring) {
+			continue
+		}
+		w.lat = append(w.lat, t1.Sub(t0))
+		switch {
+		case err != nil:
+			w.errors++
+			if w.firstErr == nil {
+				w.firstErr = err
 			}
-		}(&workers[w], rlspb.NewRateLimitServiceClient(conns[w%len(conns)]), w*len(reqs)/len(workers))
+		case res.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT:
+			w.over++
+		default:
+			w.ok++
+		}
 	}
-	wg.Wait()
+}
+
+// summary adds up the workers' calls since measuring, with their
+// latencies' percentiles.
+func summary(workers []worker, measuring time.Time) (result, error) {
 	var r result
 	var all []time.Duration
 	for i := range workers {
