@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	_ "github.com/go-ratelimit/ratelimit/algorithms" // registers every algorithm
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
@@ -144,15 +145,15 @@ var (
 	composed sync.Map
 )
 
-// kinds are the Tag Kinds of the algorithms that have a body.
-var kinds = map[string]byte{
-	"tokenbucket":          algorithm.KindTokenBucket,
-	"tokenbucket-interval": algorithm.KindInterval,
-	"slidinglog":           algorithm.KindSlidingLog,
-	"fixedwindow":          algorithm.KindFixedWindow,
-	"gcra":                 algorithm.KindGCRA,
-	"slidingwindow":        algorithm.KindSlidingWindow,
-}
+// kinds are the Tag Kinds of the algorithms that have a body, by name, as
+// their packages registered them (package algorithms imports them all).
+var kinds = func() map[string]byte {
+	m := map[string]byte{}
+	for _, k := range algorithm.Kinds() {
+		m[k.Name] = k.Letter
+	}
+	return m
+}()
 
 // fixedArgs is how many arguments every limit has before its algorithm's
 // parameters: its state ID, its header and its mode.
