@@ -1,13 +1,22 @@
 package fixedwindow
 
-import "github.com/go-ratelimit/ratelimit/algorithm"
+import (
+	_ "embed"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+)
 
 // Kind is the letter of a Window's Tag ({Kind, limit, window}),
 // registered with the algorithm package.
 const Kind byte = 'F'
 
+// body is the transition in Lua, which the Redis stores run.
+//
+//go:embed fixedwindow.lua
+var body string
+
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "fixedwindow", Letter: Kind, Params: 2, Used: used})
+	algorithm.Register(algorithm.Kind{Name: "fixedwindow", Letter: Kind, Params: 2, Body: body, Used: used})
 }
 
 // used is what a window's state had used at now: the fill pointer of the

@@ -1,13 +1,22 @@
 package gcra
 
-import "github.com/go-ratelimit/ratelimit/algorithm"
+import (
+	_ "embed"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+)
 
 // Kind is the letter of a Meter's Tag ({Kind, burst, emission interval}),
 // registered with the algorithm package.
 const Kind byte = 'G'
 
+// body is the transition in Lua, which the Redis stores run.
+//
+//go:embed gcra.lua
+var body string
+
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "gcra", Letter: Kind, Params: 2, Used: used, StepBack: stepBack})
+	algorithm.Register(algorithm.Kind{Name: "gcra", Letter: Kind, Params: 2, Body: body, Used: used, StepBack: stepBack})
 }
 
 // maxExact is 2^53, the range within which stored instants are exact

@@ -1,13 +1,19 @@
 package slidinglog
 
 import (
+	_ "embed"
 	"sort"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 )
 
+// body is the transition in Lua, which the Redis stores run.
+//
+//go:embed slidinglog.lua
+var body string
+
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "slidinglog", Letter: algorithm.KindSlidingLog, Params: 1, Used: used})
+	algorithm.Register(algorithm.Kind{Name: "slidinglog", Letter: algorithm.KindSlidingLog, Params: 1, Body: body, Used: used})
 }
 
 // used is what a log had used at now: the cost of its entries after

@@ -1,6 +1,7 @@
 package slidingwindow
 
 import (
+	_ "embed"
 	"math/bits"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
@@ -10,8 +11,13 @@ import (
 // registered with the algorithm package.
 const Kind byte = 'S'
 
+// body is the transition in Lua, which the Redis stores run.
+//
+//go:embed slidingwindow.lua
+var body string
+
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "slidingwindow", Letter: Kind, Params: 2, Used: used})
+	algorithm.Register(algorithm.Kind{Name: "slidingwindow", Letter: Kind, Params: 2, Body: body, Used: used})
 }
 
 // used is what a counter's state had used at now: its estimate, the

@@ -1,14 +1,24 @@
 package tokenbucket
 
 import (
+	_ "embed"
 	"math"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 )
 
+// body and intervalBody are the transitions in Lua, which the Redis
+// stores run.
+var (
+	//go:embed tokenbucket.lua
+	body string
+	//go:embed tokenbucket-interval.lua
+	intervalBody string
+)
+
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "tokenbucket", Letter: algorithm.KindTokenBucket, Params: 1, Used: used})
-	algorithm.Register(algorithm.Kind{Name: "tokenbucket-interval", Letter: algorithm.KindInterval, Params: 1, Used: intervalUsed})
+	algorithm.Register(algorithm.Kind{Name: "tokenbucket", Letter: algorithm.KindTokenBucket, Params: 1, Body: body, Used: used})
+	algorithm.Register(algorithm.Kind{Name: "tokenbucket-interval", Letter: algorithm.KindInterval, Params: 1, Body: intervalBody, Used: intervalUsed})
 }
 
 // maxExact is 2^53, the range within which stored counts are exact
