@@ -138,6 +138,7 @@ var (
 	dollarRef = regexp.MustCompile(`\$(\w*)`)
 	argvRef   = regexp.MustCompile(`ARGV\[([^\]]*)\]`)
 	luaName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	fitsSet   = regexp.MustCompile(`\bfits\s*=[^=]`)
 )
 
 // bodyParts are the parts a body may have after its decide part, in
@@ -148,13 +149,13 @@ var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earlie
 // script composer (internal/luascript) relies on, or nil. The contract,
 // in full in docs/design/algorithms.md:
 //
-//   - parts: the decide part, then lines "--@report" and "--@commit", then
-//     any of "--@book", "--@refund", "--@unused", "--@earliest", each once,
-//     in that order;
+//   - parts: the decide part, which sets fits, then lines "--@report"
+//     and "--@commit", then any of "--@book", "--@refund", "--@unused",
+//     "--@earliest", each once, in that order;
 //   - what it reads: its limit's arguments alone, as ARGV[$1] … ARGV[$9]
 //     (its parameters, which the composer numbers), ARGV[$id],
 //     ARGV[$hdr] and ARGV[$mode], and the limit's number $n: no other $
-//     name, and no other ARGV;
+//     name, no other ARGV, and no KEYS;
 //   - regions: "--#setup a, b" … "--#setupend" at most once, in the
 //     decide part; a state kept in the key's hash is read between
 //     "--#parse a, b" and "--#parsed" in the decide part and written from
@@ -181,6 +182,9 @@ func CheckBody(body string) error {
 		return fmt.Errorf("the parts are %v: want --@report and --@commit after the decide part", names)
 	}
 	decide := body[:marks[0][0]]
+	if !fitsSet.MatchString(decide) {
+		return fmt.Errorf("the decide part does not set fits (whether the cost fits at now)")
+	}
 	commit := body[marks[1][1]:]
 	if len(marks) > 2 {
 		commit = body[marks[1][1]:marks[2][0]]
@@ -201,6 +205,10 @@ func CheckBody(body string) error {
 		default:
 			return fmt.Errorf("line %d: ARGV[%s]: a body reads only its limit's arguments, ARGV[$1]…ARGV[$9], ARGV[$id], ARGV[$hdr] and ARGV[$mode]", line(body, m[0]), ref)
 		}
+	}
+
+	if i := strings.Index(body, "KEYS["); i >= 0 {
+		return fmt.Errorf("line %d: KEYS: a body reaches its keys through the names the composer gives (hkey, a log's zkey)", line(body, i))
 	}
 
 	count := map[string]int{}

@@ -18,6 +18,7 @@ local n = 0
 --#parse n
 n = tonumber(string.sub(state, at)) or 0
 --#parsed
+local fits = n < limit
 local id = ARGV[$id] .. ARGV[$hdr] .. ARGV[$mode] .. tonumber(ARGV[$2]) .. '$n'
 --@report
 remaining = limit - n
@@ -40,6 +41,7 @@ func TestCheckBody(t *testing.T) {
 		{"unknown part", "--@book\n", "--@borrow\n", "unknown part --@borrow"},
 		{"repeated part", "--@refund\n", "--@refund\n--@refund\n", "repeated or out of order"},
 		{"foreign ARGV", "ARGV[$1]", "ARGV[1]", "ARGV[1]: a body reads only its limit's arguments"},
+		{"KEYS", "ARGV[$id] ..", "KEYS[1] ..", "line 10: KEYS"},
 		{"unknown reference", "'$n'", "$zkey", "$zkey: a body reads"},
 		{"parameter 10", "ARGV[$2]", "ARGV[$12]", "$12"},
 		{"setup unclosed", "--#setupend\n", "", "--#setup and --#setupend come in pairs"},
@@ -49,6 +51,7 @@ func TestCheckBody(t *testing.T) {
 		{"encode outside commit", "--#encode n\nvalue = ARGV[$hdr] .. n\n--@book\n", "--@book\n--#encode n\nvalue = ARGV[$hdr] .. n\n", "--#encode must be in the commit part"},
 		{"encode sets nothing", "value = ARGV[$hdr] .. n", "v = n", "does not set value"},
 		{"numbers differ", "--#encode n\n", "--#encode n, m\n", "not as many numbers"},
+		{"decide sets no fits", "local fits = n < limit", "local ok = n < limit", "does not set fits"},
 		{"unknown mark", "--#parsed\n", "--#parsed\n--#load\n", "unknown mark --#load"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
