@@ -35,6 +35,12 @@ type Kind struct {
 	// than d: it returns how many µs ([CheckInherit] allows them). nil
 	// for the other Kinds.
 	StepBack func(to, from Tag, d int64) int64
+	// Log is set for an algorithm whose state keeps a [Log] of its
+	// admissions, changed in place (the sliding log): its entries are
+	// instants and costs, carried as they are ([CheckRule] refuses
+	// Proportional), and a booking on it is given back by Unused alone
+	// ([ExactUndo]).
+	Log bool
 }
 
 // registry is the Kinds registered, copied on every Register so that

@@ -126,13 +126,15 @@ func (r Rule) String() string {
 
 // CheckRule returns an error wrapping ErrInvalidConfig when alg cannot
 // carry states by rule: an unknown rule, or Proportional for an algorithm
-// of Kind KindSlidingLog.
+// whose Kind keeps a Log.
 func CheckRule(alg Algorithm, rule Rule) error {
 	if rule > Proportional {
 		return fmt.Errorf("%w: unknown inheritance rule %d", ErrInvalidConfig, uint8(rule))
 	}
-	if t, _ := TagOf(alg); rule == Proportional && t.Kind == KindSlidingLog {
-		return fmt.Errorf("%w: the sliding log carries its entries as they are; it has no proportional rule", ErrInvalidConfig)
+	if t, _ := TagOf(alg); rule == Proportional {
+		if k := kindOf(t.Kind); k != nil && k.Log {
+			return fmt.Errorf("%w: %s carries its entries as they are; it has no proportional rule", ErrInvalidConfig, k.Name)
+		}
 	}
 	return nil
 }

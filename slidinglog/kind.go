@@ -13,7 +13,7 @@ import (
 var body string
 
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "slidinglog", Letter: algorithm.KindSlidingLog, Params: 1, Body: body, Used: used})
+	algorithm.Register(algorithm.Kind{Name: "slidinglog", Letter: algorithm.KindSlidingLog, Params: 1, Body: body, Used: used, Log: true})
 }
 
 // used is what a log had used at now: the cost of its entries after
