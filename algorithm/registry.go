@@ -169,6 +169,19 @@ var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earlie
 //     commit part, which sets value; "--#used" where a log takes what a
 //     state of another kind had used. Each names Lua names.
 func CheckBody(body string) error {
+	decide, commit, err := checkParts(body)
+	if err != nil {
+		return err
+	}
+	if err := checkReads(body); err != nil {
+		return err
+	}
+	return checkMarks(body, decide, commit)
+}
+
+// checkParts checks the parts of body and returns its decide and commit
+// parts.
+func checkParts(body string) (decide, commit string, err error) {
 	marks := partMark.FindAllStringSubmatchIndex(body, -1)
 	next := 0
 	var names []string
@@ -176,26 +189,30 @@ func CheckBody(body string) error {
 		name := body[m[2]:m[3]]
 		i := slices.Index(bodyParts, name)
 		if i < 0 {
-			return fmt.Errorf("line %d: unknown part --@%s (want one of %s)", line(body, m[0]), name, strings.Join(bodyParts, ", "))
+			return "", "", fmt.Errorf("line %d: unknown part --@%s (want one of %s)", line(body, m[0]), name, strings.Join(bodyParts, ", "))
 		}
 		if i < next {
-			return fmt.Errorf("line %d: part --@%s repeated or out of order (want %s, in that order)", line(body, m[0]), name, strings.Join(bodyParts, ", "))
+			return "", "", fmt.Errorf("line %d: part --@%s repeated or out of order (want %s, in that order)", line(body, m[0]), name, strings.Join(bodyParts, ", "))
 		}
 		next = i + 1
 		names = append(names, name)
 	}
 	if len(names) < 2 || names[0] != "report" || names[1] != "commit" {
-		return fmt.Errorf("the parts are %v: want --@report and --@commit after the decide part", names)
+		return "", "", fmt.Errorf("the parts are %v: want --@report and --@commit after the decide part", names)
 	}
-	decide := body[:marks[0][0]]
+	decide = body[:marks[0][0]]
 	if !fitsSet.MatchString(decide) {
-		return fmt.Errorf("the decide part does not set fits (whether the cost fits at now)")
+		return "", "", fmt.Errorf("the decide part does not set fits (whether the cost fits at now)")
 	}
-	commit := body[marks[1][1]:]
+	commit = body[marks[1][1]:]
 	if len(marks) > 2 {
 		commit = body[marks[1][1]:marks[2][0]]
 	}
+	return decide, commit, nil
+}
 
+// checkReads checks that body reads its limit's arguments alone.
+func checkReads(body string) error {
 	for _, m := range dollarRef.FindAllStringSubmatchIndex(body, -1) {
 		switch ref := body[m[2]:m[3]]; {
 		case len(ref) == 1 && ref[0] >= '1' && ref[0] <= '9', ref == "id", ref == "hdr", ref == "mode", ref == "n":
@@ -212,11 +229,15 @@ func CheckBody(body string) error {
 			return fmt.Errorf("line %d: ARGV[%s]: a body reads only its limit's arguments, ARGV[$1]…ARGV[$9], ARGV[$id], ARGV[$hdr] and ARGV[$mode]", line(body, m[0]), ref)
 		}
 	}
-
 	if i := strings.Index(body, "KEYS["); i >= 0 {
 		return fmt.Errorf("line %d: KEYS: a body reaches its keys through the names the composer gives (hkey, a log's zkey)", line(body, i))
 	}
+	return nil
+}
 
+// checkMarks checks the --# marks of body, whose decide and commit parts
+// are given.
+func checkMarks(body, decide, commit string) error {
 	count := map[string]int{}
 	for _, m := range regionRef.FindAllStringSubmatchIndex(body, -1) {
 		name := body[m[2]:m[3]]
