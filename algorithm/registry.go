@@ -153,15 +153,15 @@ var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earlie
 
 // CheckBody returns what makes body break the composition contract the
 // script composer (internal/luascript) relies on, or nil. The contract,
-// in full in docs/design/algorithms.md:
+// described in full in docs/design/lua-composition.md (§3, §4):
 //
 //   - parts: the decide part, which sets fits, then lines "--@report"
 //     and "--@commit", then any of "--@book", "--@refund", "--@unused",
 //     "--@earliest", each once, in that order;
 //   - what it reads: its limit's arguments alone, as ARGV[$1] … ARGV[$9]
 //     (its parameters, which the composer numbers), ARGV[$id],
-//     ARGV[$hdr] and ARGV[$mode], and the limit's number $n: no other $
-//     name, no other ARGV, and no KEYS;
+//     ARGV[$hdr] and ARGV[$mode], the limit's number $n and its sorted
+//     set's name $zkey: no other $ name, no other ARGV, and no KEYS;
 //   - regions: "--#setup a, b" … "--#setupend" at most once, in the
 //     decide part; a state kept in the key's hash is read between
 //     "--#parse a, b" and "--#parsed" in the decide part and written from
@@ -215,11 +215,11 @@ func checkParts(body string) (decide, commit string, err error) {
 func checkReads(body string) error {
 	for _, m := range dollarRef.FindAllStringSubmatchIndex(body, -1) {
 		switch ref := body[m[2]:m[3]]; {
-		case len(ref) == 1 && ref[0] >= '1' && ref[0] <= '9', ref == "id", ref == "hdr", ref == "mode", ref == "n":
+		case len(ref) == 1 && ref[0] >= '1' && ref[0] <= '9', ref == "id", ref == "hdr", ref == "mode", ref == "n", ref == "zkey":
 		case ref == "":
 			// A '$' of Lua's own (a pattern's end, "%$"): not a reference.
 		default:
-			return fmt.Errorf("line %d: $%s: a body reads its parameters as $1…$9 and the limit's $id, $hdr, $mode, $n", line(body, m[0]), ref)
+			return fmt.Errorf("line %d: $%s: a body reads its parameters as $1…$9 and the limit's $id, $hdr, $mode, $n, $zkey", line(body, m[0]), ref)
 		}
 	}
 	for _, m := range argvRef.FindAllStringSubmatchIndex(body, -1) {

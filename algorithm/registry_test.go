@@ -42,7 +42,7 @@ func TestCheckBody(t *testing.T) {
 		{"repeated part", "--@refund\n", "--@refund\n--@refund\n", "repeated or out of order"},
 		{"foreign ARGV", "ARGV[$1]", "ARGV[1]", "ARGV[1]: a body reads only its limit's arguments"},
 		{"KEYS", "ARGV[$id] ..", "KEYS[1] ..", "line 10: KEYS"},
-		{"unknown reference", "'$n'", "$zkey", "$zkey: a body reads"},
+		{"unknown reference", "'$n'", "$key", "$key: a body reads"},
 		{"parameter 10", "ARGV[$2]", "ARGV[$12]", "$12"},
 		{"setup unclosed", "--#setupend\n", "", "--#setup and --#setupend come in pairs"},
 		{"setup not a name", "--#setup limit\n", "--#setup limit,cap\n", `"limit,cap" is not a Lua name`},
