@@ -147,9 +147,10 @@ var (
 	fitsSet   = regexp.MustCompile(`\bfits\s*=[^=]`)
 )
 
-// bodyParts are the parts a body may have after its decide part, in
-// order; report and commit are required.
-var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earliest"}
+// bodyParts are the parts a body may have after its decide part: report
+// and commit, in that order, then any of the others, as the composer
+// (internal/luascript) cuts them.
+var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earliest", "undo"}
 
 // CheckBody returns what makes body break the composition contract the
 // script composer (internal/luascript) relies on, or nil. The contract,
@@ -157,7 +158,7 @@ var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earlie
 //
 //   - parts: the decide part, which sets fits, then lines "--@report"
 //     and "--@commit", then any of "--@book", "--@refund", "--@unused",
-//     "--@earliest", each once, in that order;
+//     "--@earliest", "--@undo"; each once;
 //   - what it reads: its limit's arguments alone, as ARGV[$1] … ARGV[$9]
 //     (its parameters, which the composer numbers), ARGV[$id],
 //     ARGV[$hdr] and ARGV[$mode], the limit's number $n and its sorted
@@ -183,18 +184,15 @@ func CheckBody(body string) error {
 // parts.
 func checkParts(body string) (decide, commit string, err error) {
 	marks := partMark.FindAllStringSubmatchIndex(body, -1)
-	next := 0
 	var names []string
 	for _, m := range marks {
 		name := body[m[2]:m[3]]
-		i := slices.Index(bodyParts, name)
-		if i < 0 {
+		if !slices.Contains(bodyParts, name) {
 			return "", "", fmt.Errorf("line %d: unknown part --@%s (want one of %s)", line(body, m[0]), name, strings.Join(bodyParts, ", "))
 		}
-		if i < next {
-			return "", "", fmt.Errorf("line %d: part --@%s repeated or out of order (want %s, in that order)", line(body, m[0]), name, strings.Join(bodyParts, ", "))
+		if slices.Contains(names, name) {
+			return "", "", fmt.Errorf("line %d: part --@%s repeated", line(body, m[0]), name)
 		}
-		next = i + 1
 		names = append(names, name)
 	}
 	if len(names) < 2 || names[0] != "report" || names[1] != "commit" {

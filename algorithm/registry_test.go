@@ -37,9 +37,9 @@ func TestCheckBody(t *testing.T) {
 	}
 	for _, c := range []struct{ name, old, new, want string }{
 		{"no report", "--@report\n", "", "want --@report and --@commit"},
-		{"commit first", "--@report\nremaining = limit - n\n--@commit\n", "--@commit\n--@report\nremaining = limit - n\n", "out of order"},
+		{"commit first", "--@report\nremaining = limit - n\n--@commit\n", "--@commit\n--@report\nremaining = limit - n\n", "want --@report and --@commit after the decide part"},
 		{"unknown part", "--@book\n", "--@borrow\n", "unknown part --@borrow"},
-		{"repeated part", "--@refund\n", "--@refund\n--@refund\n", "repeated or out of order"},
+		{"repeated part", "--@refund\n", "--@refund\n--@refund\n", "part --@refund repeated"},
 		{"foreign ARGV", "ARGV[$1]", "ARGV[1]", "ARGV[1]: a body reads only its limit's arguments"},
 		{"KEYS", "ARGV[$id] ..", "KEYS[1] ..", "line 10: KEYS"},
 		{"unknown reference", "'$n'", "$key", "$key: a body reads"},
