@@ -225,11 +225,15 @@ func CheckUnused(b Booker, s State, now, act, cost int64) (int64, error) {
 
 // ExactUndo reports whether a store gives a booking of alg back by
 // restoring the state before it, while the key's state is still the one
-// the booking left (nothing was charged since): so for every algorithm of
-// this module whose state is numbers alone. The sliding log's Log changes
-// in place, and an algorithm without a Tag may keep one, so theirs are
-// given back by Unused alone.
+// the booking left (nothing was charged since): so for every Tagged
+// algorithm whose registered Kind keeps no Log. A Log changes in place
+// (the sliding log's), and an algorithm without a Tag may keep one, so
+// theirs are given back by Unused alone.
 func ExactUndo(alg Algorithm) bool {
 	tag, ok := TagOf(alg)
-	return ok && tag.Kind != KindSlidingLog
+	if !ok {
+		return false
+	}
+	k := kindOf(tag.Kind)
+	return k == nil || !k.Log
 }

@@ -1,9 +1,6 @@
 package algorithm
 
-import (
-	"fmt"
-	"math/bits"
-)
+import "fmt"
 
 // CheckInherit reports how to.Inherit(from.Tag(), s, now, rule) departs
 // from the bounds of design state-format.md §2.7, or nil when it keeps
@@ -21,9 +18,8 @@ import (
 //   - RetryAfter and ResetAfter are at least 0 and at most what a key of
 //     to's that used its whole limit at now, or at last, reports at now:
 //     its fill time, or its window (two for the sliding-window counter),
-//     plus the clock's step back, counted as to counts it (GCRA counts a
-//     debt beyond its burst in units, so a step back of from's meter
-//     counts as its units at to's interval);
+//     plus the clock's step back, counted as to counts it (a Kind whose
+//     StepBack is set counts it by that);
 //   - under AsIs, with used = from.Limit() − from's Remaining at now:
 //     Remaining ≤ max(0, to.Limit() − used), and, when to.Limit() ≥
 //     from.Limit(), Remaining ≥ from's Remaining: what was used stays
@@ -59,8 +55,8 @@ func CheckInherit(to Inheritor, from Tagged, s State, last, now int64, rule Rule
 	// now, or at the latest instant it was decided at, seen at now.
 	var bound int64
 	ats := []int64{now, max(last, now)}
-	if to.Tag().Kind == KindGCRA && tag.Kind == KindGCRA && last > now && tag.P1 > 0 {
-		ats = append(ats, now+stretch(last-now, to.Tag().P1, tag.P1))
+	if k := kindOf(to.Tag().Kind); k != nil && k.StepBack != nil && tag.Kind == k.Letter && last > now {
+		ats = append(ats, now+k.StepBack(to.Tag(), tag, last-now))
 	}
 	for _, at := range ats {
 		full, _ := to.Take(to.Init(State{}, at), at, limit)
@@ -117,19 +113,4 @@ func clone(s State) State {
 		s.Log = &Log{Entries: append([]Entry(nil), s.Log.Entries...), Head: s.Log.Head}
 	}
 	return s
-}
-
-// stretch returns ⌈min(d, MaxDuration)·num/den⌉, at most MaxDuration: a
-// meter's debt in µs of interval den counted at interval num, as GCRA's
-// Inherit carries it.
-func stretch(d, num, den int64) int64 {
-	hi, lo := bits.Mul64(uint64(min(d, MaxDuration)), uint64(num))
-	if hi >= uint64(den) {
-		return MaxDuration
-	}
-	q, r := bits.Div64(hi, lo, uint64(den))
-	if r > 0 {
-		q++
-	}
-	return int64(min(q, uint64(MaxDuration)))
 }

@@ -185,8 +185,8 @@ func TestInheritUnreadable(t *testing.T) {
 	tags := []algorithm.Tag{
 		{}, {Kind: 'x', P0: 1, P1: 1},
 		{Kind: algorithm.KindTokenBucket, P0: 0}, {Kind: algorithm.KindInterval, P0: -1},
-		{Kind: algorithm.KindGCRA, P0: algorithm.MaxLimit, P1: algorithm.MaxDuration},
-		{Kind: algorithm.KindFixedWindow, P0: 10, P1: 0}, {Kind: algorithm.KindSlidingWindow, P0: math.MaxInt64, P1: 1},
+		{Kind: gcra.Kind, P0: algorithm.MaxLimit, P1: algorithm.MaxDuration},
+		{Kind: fixedwindow.Kind, P0: 10, P1: 0}, {Kind: slidingwindow.Kind, P0: math.MaxInt64, P1: 1},
 		{Kind: algorithm.KindSlidingLog, P0: algorithm.MaxDuration + 1},
 	}
 	states := []algorithm.State{

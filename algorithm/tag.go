@@ -19,34 +19,30 @@ import (
 // [Tag.Header] in front of the value). A Tag is a small value: comparing
 // two costs three compares and no allocation.
 type Tag struct {
-	// Kind is the algorithm's letter, one of the Kind constants; 0 for an
-	// algorithm that has no Tag (one written outside this module).
+	// Kind is the algorithm's letter, its registered [Kind]'s Letter; 0
+	// for an algorithm that has no Tag (one written outside this module).
 	Kind byte
-	// P0 and P1 are the meaning parameters, as each Kind constant says;
-	// P1 is 0 for the Kinds that have one.
+	// P0 and P1 are the meaning parameters, as each algorithm's Tag
+	// method says; P1 is 0 for the Kinds that have one.
 	P0, P1 int64
 }
 
-// The Kinds of the six algorithms, and the meaning parameters of each
-// (P0, P1). Every limit and capacity is in the algorithm's units, every
-// duration in microseconds.
+// The Kinds that code outside their packages tells apart: the token
+// buckets, and the sliding log, whose state is a sorted set of its own on
+// Redis. Every other Kind is its package's own constant (gcra.Kind…),
+// known here only through [Register]. Every limit and capacity is in the
+// algorithm's units, every duration in microseconds.
 const (
-	KindTokenBucket   byte = 'T' // capacity
-	KindInterval      byte = 'I' // capacity (tokenbucket-interval)
-	KindGCRA          byte = 'G' // burst, emission interval
-	KindFixedWindow   byte = 'F' // limit, window
-	KindSlidingWindow byte = 'S' // limit, window
-	KindSlidingLog    byte = 'L' // window
+	KindTokenBucket byte = 'T' // capacity
+	KindInterval    byte = 'I' // capacity (tokenbucket-interval)
+	KindSlidingLog  byte = 'L' // window
 )
 
 // params returns how many meaning parameters a Kind has: 1 or 2, or 0
-// for a Kind this package does not know.
+// for a Kind no package registered.
 func params(kind byte) int {
-	switch kind {
-	case KindTokenBucket, KindInterval, KindSlidingLog:
-		return 1
-	case KindGCRA, KindFixedWindow, KindSlidingWindow:
-		return 2
+	if k := kindOf(kind); k != nil {
+		return k.Params
 	}
 	return 0
 }
@@ -130,13 +126,15 @@ func (r Rule) String() string {
 
 // CheckRule returns an error wrapping ErrInvalidConfig when alg cannot
 // carry states by rule: an unknown rule, or Proportional for an algorithm
-// of Kind KindSlidingLog.
+// whose Kind keeps a Log.
 func CheckRule(alg Algorithm, rule Rule) error {
 	if rule > Proportional {
 		return fmt.Errorf("%w: unknown inheritance rule %d", ErrInvalidConfig, uint8(rule))
 	}
-	if t, _ := TagOf(alg); rule == Proportional && t.Kind == KindSlidingLog {
-		return fmt.Errorf("%w: the sliding log carries its entries as they are; it has no proportional rule", ErrInvalidConfig)
+	if t, _ := TagOf(alg); rule == Proportional {
+		if k := kindOf(t.Kind); k != nil && k.Log {
+			return fmt.Errorf("%w: %s carries its entries as they are; it has no proportional rule", ErrInvalidConfig, k.Name)
+		}
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/fixedwindow"
+	"github.com/go-ratelimit/ratelimit/slidingwindow"
 )
 
 // TestUsedIsWhatPeekSees checks Used against each algorithm's own count:
@@ -102,10 +104,10 @@ func TestUsedUnreadable(t *testing.T) {
 		s   algorithm.State
 	}{
 		{algorithm.Tag{Kind: 'X', P0: 5}, algorithm.State{}},
-		{algorithm.Tag{Kind: algorithm.KindFixedWindow, P0: 0, P1: 10}, algorithm.State{}},
-		{algorithm.Tag{Kind: algorithm.KindFixedWindow, P0: 5, P1: 10}, algorithm.State{N0: 1, N1: 11}},
+		{algorithm.Tag{Kind: fixedwindow.Kind, P0: 0, P1: 10}, algorithm.State{}},
+		{algorithm.Tag{Kind: fixedwindow.Kind, P0: 5, P1: 10}, algorithm.State{N0: 1, N1: 11}},
 		{algorithm.Tag{Kind: algorithm.KindInterval, P0: 5}, algorithm.State{N0: 1 << 60}},
-		{algorithm.Tag{Kind: algorithm.KindSlidingWindow, P0: 5, P1: 10}, algorithm.State{N2: -1}},
+		{algorithm.Tag{Kind: slidingwindow.Kind, P0: 5, P1: 10}, algorithm.State{N2: -1}},
 	} {
 		if got := algorithm.Used(c.tag, c.s, minute0); got != algorithm.MaxLimit {
 			t.Errorf("Used(%v, %+v) = %d, want MaxLimit", c.tag, c.s, got)

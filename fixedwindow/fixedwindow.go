@@ -71,9 +71,9 @@ func (w *Window) Quota() algorithm.Quota {
 	return algorithm.Quota{Limit: w.limit, Window: time.Duration(w.window) * time.Microsecond}
 }
 
-// Tag returns {KindFixedWindow, limit, window}.
+// Tag returns {Kind, limit, window}.
 func (w *Window) Tag() algorithm.Tag {
-	return algorithm.Tag{Kind: algorithm.KindFixedWindow, P0: w.limit, P1: w.window}
+	return algorithm.Tag{Kind: Kind, P0: w.limit, P1: w.window}
 }
 
 // Spec returns {"fixedwindow", [limit, window µs]}.

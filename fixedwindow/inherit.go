@@ -41,7 +41,7 @@ func (w *Window) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 	}
 	index := algorithm.FloorDiv(now, w.window)
 	limit, length := from.P0, from.P1
-	if from.Kind != algorithm.KindFixedWindow || limit < 1 || limit > algorithm.MaxLimit ||
+	if from.Kind != Kind || limit < 1 || limit > algorithm.MaxLimit ||
 		length < 1 || length > algorithm.MaxDuration || s.N1 < 0 || s.N1 > 2*limit {
 		return algorithm.State{N0: index, N1: w.limit}
 	}

@@ -102,9 +102,9 @@ func (m *Meter) Window() time.Duration { return time.Duration(m.tau) * time.Micr
 // quota changes no decision, nor Spec.
 func (m *Meter) Quota() algorithm.Quota { return m.quota }
 
-// Tag returns {KindGCRA, burst, emission interval}.
+// Tag returns {Kind, burst, emission interval}.
 func (m *Meter) Tag() algorithm.Tag {
-	return algorithm.Tag{Kind: algorithm.KindGCRA, P0: m.burst, P1: m.every}
+	return algorithm.Tag{Kind: Kind, P0: m.burst, P1: m.every}
 }
 
 // Spec returns {"gcra", [burst, every µs]}.

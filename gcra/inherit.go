@@ -33,7 +33,7 @@ func (m *Meter) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule a
 		return algorithm.State{N0: s.N0}
 	}
 	burst, every := from.P0, from.P1
-	if from.Kind != algorithm.KindGCRA || burst < 1 || burst > algorithm.MaxLimit ||
+	if from.Kind != Kind || burst < 1 || burst > algorithm.MaxLimit ||
 		every < 1 || every > algorithm.MaxDuration {
 		return algorithm.State{N0: now + m.tau}
 	}

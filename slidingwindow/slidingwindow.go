@@ -95,9 +95,9 @@ func (w *Window) Quota() algorithm.Quota {
 	return algorithm.Quota{Limit: w.limit, Window: time.Duration(w.window) * time.Microsecond}
 }
 
-// Tag returns {KindSlidingWindow, limit, window}.
+// Tag returns {Kind, limit, window}.
 func (w *Window) Tag() algorithm.Tag {
-	return algorithm.Tag{Kind: algorithm.KindSlidingWindow, P0: w.limit, P1: w.window}
+	return algorithm.Tag{Kind: Kind, P0: w.limit, P1: w.window}
 }
 
 // Spec returns {"slidingwindow", [limit, window µs]}.

@@ -15,12 +15,8 @@ import (
 
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
-	"github.com/go-ratelimit/ratelimit/fixedwindow"
-	"github.com/go-ratelimit/ratelimit/gcra"
-	"github.com/go-ratelimit/ratelimit/slidinglog"
-	"github.com/go-ratelimit/ratelimit/slidingwindow"
+	"github.com/go-ratelimit/ratelimit/algorithms"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // Stores (BenchmarkMemory in the core module, BenchmarkRedis in
@@ -60,103 +56,16 @@ type Algorithm struct {
 	Denied func() (algorithm.Algorithm, error)
 }
 
-// maxWindow is the longest window an algorithm accepts, a little under 9
-// years; windows aligned to the epoch end next in 2032.
-const maxWindow = time.Duration(algorithm.MaxDuration) * time.Microsecond
-
-var Algorithms = []Algorithm{
-	{
-		Name: "tokenbucket",
-		// 2^40 tokens refilled at 4000/s (8.7 years to fill); priming
-		// takes half of them, so the key is full again in 4.4 years.
-		Allowed: func() (algorithm.Algorithm, error) {
-			return tokenbucket.New(tokenbucket.Config{Capacity: algorithm.MaxLimit, Rate: 4000})
-		},
-		Prime: int(algorithm.MaxLimit / 2),
-		// A burst of 1e9 and 1e9 per hour: one token back in 3.6µs.
-		Generous: func() (algorithm.Algorithm, error) {
-			return tokenbucket.New(tokenbucket.Config{Capacity: 1_000_000_000, Rate: 1e9 / 3600})
-		},
-		Denied: func() (algorithm.Algorithm, error) {
-			return tokenbucket.New(tokenbucket.Config{Capacity: 1, Rate: 1e-8})
-		},
-	},
-	{
-		Name: "tokenbucket-interval",
-		// 2^40 tokens, one per 256µs: the slowest refill allowed.
-		Allowed: func() (algorithm.Algorithm, error) {
-			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{
-				Capacity: algorithm.MaxLimit, Tokens: 1, Interval: 256 * time.Microsecond})
-		},
-		Prime: int(algorithm.MaxLimit / 2),
-		Generous: func() (algorithm.Algorithm, error) {
-			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 1_000_000, Tokens: 1, Interval: time.Microsecond})
-		},
-		Denied: func() (algorithm.Algorithm, error) {
-			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: 1, Tokens: 1, Interval: maxWindow})
-		},
-	},
-	{
-		Name: "slidinglog",
-		// 2^15 per millisecond is never reached. The log keeps one entry
-		// per microsecond in which a key was admitted, so a short window
-		// keeps a hot key's log at a realistic size (≤ 1000 entries).
-		// Keys seen less often than once a millisecond expire between
-		// requests and are created again after a sweep.
-		Allowed: func() (algorithm.Algorithm, error) {
-			return slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: time.Millisecond})
-		},
-		Prime: 1,
-		Generous: func() (algorithm.Algorithm, error) {
-			return slidinglog.New(slidinglog.Config{Limit: slidinglog.MaxLimit, Window: 10 * time.Microsecond})
-		},
-		Denied: func() (algorithm.Algorithm, error) {
-			return slidinglog.New(slidinglog.Config{Limit: 1, Window: maxWindow})
-		},
-	},
-	{
-		Name: "fixedwindow",
-		Allowed: func() (algorithm.Algorithm, error) {
-			return fixedwindow.New(fixedwindow.Config{Limit: algorithm.MaxLimit, Window: maxWindow})
-		},
-		Prime: 1,
-		Generous: func() (algorithm.Algorithm, error) {
-			return fixedwindow.New(fixedwindow.Config{Limit: 1_000_000, Window: 10 * time.Microsecond})
-		},
-		Denied: func() (algorithm.Algorithm, error) {
-			return fixedwindow.New(fixedwindow.Config{Limit: 1, Window: maxWindow})
-		},
-	},
-	{
-		Name: "gcra",
-		// A burst of 2^40, one unit per 256µs: the slowest refill
-		// allowed; priming takes half, so the key rests in 4.4 years.
-		Allowed: func() (algorithm.Algorithm, error) {
-			return gcra.New(gcra.Config{Burst: algorithm.MaxLimit, Every: 256 * time.Microsecond})
-		},
-		Prime: int(algorithm.MaxLimit / 2),
-		// A burst of 1e9, one unit back every 4µs (about 1e9 per hour).
-		Generous: func() (algorithm.Algorithm, error) {
-			return gcra.New(gcra.Config{Burst: 1_000_000_000, Every: 4 * time.Microsecond})
-		},
-		Denied: func() (algorithm.Algorithm, error) {
-			return gcra.New(gcra.Config{Burst: 1, Every: maxWindow})
-		},
-	},
-	{
-		Name: "slidingwindow",
-		Allowed: func() (algorithm.Algorithm, error) {
-			return slidingwindow.New(slidingwindow.Config{Limit: algorithm.MaxLimit, Window: maxWindow})
-		},
-		Prime: 1,
-		Generous: func() (algorithm.Algorithm, error) {
-			return slidingwindow.New(slidingwindow.Config{Limit: 1_000_000, Window: 10 * time.Microsecond})
-		},
-		Denied: func() (algorithm.Algorithm, error) {
-			return slidingwindow.New(slidingwindow.Config{Limit: 1, Window: maxWindow})
-		},
-	},
-}
+// Algorithms are the algorithms of package algorithms, in its order, in
+// their benchmark configurations (algorithms.Bench).
+var Algorithms = func() []Algorithm {
+	var algs []Algorithm
+	for _, e := range algorithms.All() {
+		b := e.Bench
+		algs = append(algs, Algorithm{Name: e.Name, Allowed: b.Allowed, Prime: b.Prime, Generous: b.Generous, Denied: b.Denied})
+	}
+	return algs
+}()
 
 // KeyCounts are the numbers of keys requests are spread over, round
 // robin: one hot key, or many.
@@ -348,10 +257,9 @@ func reportDecisions(b *testing.B, wrong int, allowed bool) {
 func Policy(b *testing.B, stores []Store) {
 	// 10^5 per second: the memory store's 20 M decisions/s spread over
 	// 10,000 keys never reach it.
-	second, err1 := tokenbucket.New(tokenbucket.Config{Capacity: 100_000, Rate: 100_000})
-	day, err2 := fixedwindow.New(fixedwindow.Config{Limit: 1_000_000_000, Window: 24 * time.Hour})
-	if err1 != nil || err2 != nil {
-		b.Fatal(err1, err2)
+	second, day, err := algorithms.Route()
+	if err != nil {
+		b.Fatal(err)
 	}
 	keys := make([]string, 10_000)
 	for i := range keys {

@@ -3,17 +3,19 @@ package luascript
 import (
 	"strings"
 	"testing"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
 )
 
 // The composer drops comment lines, which would cut a block comment in
 // two: no embedded file may use one. And no composed script keeps a
 // comment line or a blank one.
 func TestNoBlockComments(t *testing.T) {
-	for name, text := range map[string]string{
-		"prelude": prelude, "load": loadHash, "store": storeHash,
-		"tokenbucket": tokenBucket, "tokenbucket-interval": intervalBucket, "slidinglog": slidingLog,
-		"fixedwindow": fixedWindow, "gcra": gcra, "slidingwindow": slidingWindow,
-	} {
+	texts := map[string]string{"prelude": prelude, "load": loadHash, "store": storeHash}
+	for _, k := range algorithm.Kinds() {
+		texts[k.Name] = k.Body
+	}
+	for name, text := range texts {
 		if strings.Contains(text, "--[[") || strings.Contains(text, "[[") {
 			t.Errorf("%s.lua has a long bracket, which the composer's comment stripping would break", name)
 		}

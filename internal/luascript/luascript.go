@@ -23,24 +23,13 @@ import (
 	"sync"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	_ "github.com/go-ratelimit/ratelimit/algorithms" // registers every algorithm's Kind and body
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
 var (
 	//go:embed prelude.lua
 	prelude string
-	//go:embed tokenbucket.lua
-	tokenBucket string
-	//go:embed tokenbucket-interval.lua
-	intervalBucket string
-	//go:embed slidinglog.lua
-	slidingLog string
-	//go:embed fixedwindow.lua
-	fixedWindow string
-	//go:embed gcra.lua
-	gcra string
-	//go:embed slidingwindow.lua
-	slidingWindow string
 	//go:embed load.lua
 	loadHash string
 	//go:embed store.lua
@@ -148,16 +137,6 @@ var (
 	composed sync.Map
 )
 
-// kinds are the Tag Kinds of the algorithms that have a body.
-var kinds = map[string]byte{
-	"tokenbucket":          algorithm.KindTokenBucket,
-	"tokenbucket-interval": algorithm.KindInterval,
-	"slidinglog":           algorithm.KindSlidingLog,
-	"fixedwindow":          algorithm.KindFixedWindow,
-	"gcra":                 algorithm.KindGCRA,
-	"slidingwindow":        algorithm.KindSlidingWindow,
-}
-
 // fixedArgs is how many arguments every limit has before its algorithm's
 // parameters: its state ID, its header and its mode.
 const fixedArgs = 3
@@ -190,11 +169,10 @@ func usedHead(names []string) string {
 }
 
 func init() {
-	if !strings.Contains(loadHash, usedLine) || !strings.Contains(slidingLog, usedLine) || !strings.Contains(usedState, "\nif $afresh then\n") {
-		panic("luascript: load.lua and slidinglog.lua need a --#used line, used.lua $afresh") // a bug in an embedded file
+	if !strings.Contains(loadHash, usedLine) || !strings.Contains(usedState, "\nif $afresh then\n") {
+		panic("luascript: load.lua needs a --#used line, used.lua $afresh") // a bug in an embedded file
 	}
 	loadHash = strings.Replace(loadHash, usedLine, usedCall, 1)
-	slidingLog = strings.Replace(slidingLog, usedLine, usedCall, 1)
 	// Every script carries used.lua, which runs only on a switch of
 	// algorithm: without its indentation it is a quarter shorter (4.7 KB).
 	var used strings.Builder
@@ -207,19 +185,19 @@ func init() {
 			panic("luascript: load.lua: no line " + strings.TrimSpace(line)) // a bug in an embedded file
 		}
 	}
-	for name, text := range map[string]string{
-		"tokenbucket":          tokenBucket,
-		"tokenbucket-interval": intervalBucket,
-		"slidinglog":           slidingLog,
-		"fixedwindow":          fixedWindow,
-		"gcra":                 gcra,
-		"slidingwindow":        slidingWindow,
-	} {
-		b, err := split(text)
+	for _, k := range algorithm.Kinds() {
+		if k.Body == "" {
+			continue
+		}
+		name := k.Name
+		if k.Letter == algorithm.KindSlidingLog && !strings.Contains(k.Body, usedLine) {
+			panic("luascript: slidinglog.lua needs a --#used line") // a bug in an embedded file
+		}
+		b, err := split(strings.Replace(k.Body, usedLine, usedCall, 1))
 		if err != nil {
 			panic(fmt.Sprintf("luascript: %s.lua: %v", name, err)) // a bug in an embedded file
 		}
-		b.kind = kinds[name]
+		b.kind = k.Letter
 		if (b.carry == nil) != (b.kind == algorithm.KindSlidingLog) {
 			panic(fmt.Sprintf("luascript: %s.lua: a state kept in the hash needs --#parse and --#encode marks, and only there", name)) // a bug in an embedded file
 		}

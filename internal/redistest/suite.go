@@ -17,16 +17,12 @@ import (
 
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	catalog "github.com/go-ratelimit/ratelimit/algorithms"
 	"github.com/go-ratelimit/ratelimit/clock"
-	"github.com/go-ratelimit/ratelimit/fixedwindow"
-	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/internal/redistable"
-	"github.com/go-ratelimit/ratelimit/slidinglog"
-	"github.com/go-ratelimit/ratelimit/slidingwindow"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 	"github.com/go-ratelimit/ratelimit/store/storetest"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // NewStore returns a store on target whose keys all start with prefix,
@@ -142,21 +138,20 @@ type algo struct {
 	alg  algorithm.Algorithm
 }
 
-// algorithms returns one configuration of every algorithm, each admitting
-// about limit per period.
+// algorithms returns one configuration of every algorithm of package
+// algorithms, in its order, each admitting about limit per period
+// (Entry.Spread).
 func algorithms(t testing.TB, limit int64, period time.Duration) []algo {
 	t.Helper()
-	tb, err1 := tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: float64(limit) / period.Seconds()})
-	ib, err2 := tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: 1, Interval: period / time.Duration(limit)})
-	sl, err3 := slidinglog.New(slidinglog.Config{Limit: limit, Window: period})
-	fw, err4 := fixedwindow.New(fixedwindow.Config{Limit: limit, Window: period})
-	gc, err5 := gcra.New(gcra.Config{Burst: limit, Every: period / time.Duration(limit)})
-	sw, err6 := slidingwindow.New(slidingwindow.Config{Limit: limit, Window: period})
-	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
-		t.Fatalf("algorithms(%d, %v): %v", limit, period, err)
+	var algs []algo
+	for _, e := range catalog.All() {
+		alg, err := e.Spread(limit, period)
+		if err != nil {
+			t.Fatalf("algorithms(%d, %v): %s: %v", limit, period, e.Name, err)
+		}
+		algs = append(algs, algo{e.Name, alg})
 	}
-	return []algo{{"tokenbucket", tb}, {"tokenbucket-interval", ib}, {"slidinglog", sl}, {"fixedwindow", fw},
-		{"gcra", gc}, {"slidingwindow", sw}}
+	return algs
 }
 
 func newLimiter(t testing.TB, alg algorithm.Algorithm, st store.Store[string], opts ...ratelimit.Option) *ratelimit.Limiter[string] {

@@ -8,31 +8,12 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
-	"github.com/go-ratelimit/ratelimit/fixedwindow"
-	"github.com/go-ratelimit/ratelimit/gcra"
-	"github.com/go-ratelimit/ratelimit/slidinglog"
-	"github.com/go-ratelimit/ratelimit/slidingwindow"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // per returns the algorithm of kind k admitting n per period.
 func per(k kind, n int64, period time.Duration) (algorithm.Algorithm, error) {
-	switch k.name {
-	case "tokenbucket":
-		return tokenbucket.Per(n, period)
-	case "tokenbucket-interval":
-		return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: n, Tokens: n, Interval: period})
-	case "gcra":
-		return gcra.Per(n, period)
-	case "slidinglog":
-		return slidinglog.Per(n, period)
-	case "slidingwindow":
-		return slidingwindow.Per(n, period)
-	case "fixedwindow":
-		return fixedwindow.Per(n, period)
-	}
-	return nil, fmt.Errorf("no kind %q", k.name)
+	return k.per(n, period)
 }
 
 // change is a way a key's limit changes: in place (SetAlgorithm), or by a
@@ -156,10 +137,7 @@ func testWindowChange(t *testing.T, k kind, st store.Store[string]) {
 				}
 				// A sliding window's count fades over the window after its
 				// own: it is fresh two windows on at most.
-				longest := to.period
-				if k.name == "slidingwindow" {
-					longest = 2 * to.period
-				}
+				longest := k.freshIn * to.period
 				if err := sanity(p, 100, 0); err != nil || p.ResetAfter() > longest {
 					t.Fatalf("Peek after the change to %v: %s: %v (reset at most %v)", to.alg, show(p), err, longest)
 				}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/big"
 	"slices"
+	"testing"
+	"time"
 
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
@@ -20,6 +22,38 @@ import (
 // This file holds the reference models: slow, obviously correct
 // restatements of each algorithm's documentation, and the bound each
 // algorithm promises on what it admits.
+
+// models are the suite's knowledge of each algorithm, by name: its
+// reference model (draw), and how many of its periods a used key takes at
+// most to be fresh again (freshIn).
+var models = map[string]struct {
+	draw    func(t *rapid.T) setup
+	freshIn time.Duration
+}{
+	"tokenbucket":          {drawBucket, 1},
+	"tokenbucket-interval": {drawInterval, 1},
+	"slidinglog":           {drawLog, 1},
+	"fixedwindow":          {drawWindow, 1},
+	"gcra":                 {drawGCRA, 1},
+	// A sliding window's count fades over the window after its own: it
+	// is fresh two windows on at most.
+	"slidingwindow": {drawSlidingWindow, 2},
+}
+
+// policyLimits returns a policy's limits for the concurrency test: a
+// fixed window of 40, a token bucket of 25 that refills too slowly to
+// matter, and a sliding log of 60, all over hours.
+func policyLimits(t *testing.T) []ratelimit.Limit {
+	window, err1 := fixedwindow.New(fixedwindow.Config{Limit: 40, Window: time.Hour})
+	bucket, err2 := tokenbucket.New(tokenbucket.Config{Capacity: 25, Rate: 1.0 / 3600})
+	log, err3 := slidinglog.New(slidinglog.Config{Limit: 60, Window: time.Hour})
+	for _, err := range []error{err1, err2, err3} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []ratelimit.Limit{{Name: "window", Algorithm: window}, {Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}}
+}
 
 // setup is a randomly configured algorithm with its reference model.
 type setup struct {

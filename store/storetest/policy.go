@@ -11,10 +11,7 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
-	"github.com/go-ratelimit/ratelimit/fixedwindow"
-	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 	"pgregory.net/rapid"
 )
 
@@ -209,21 +206,6 @@ func checkCombined(d ratelimit.PolicyDecision, n int) error {
 		return fmt.Errorf("allowed, binding=%d has remaining %d, want the least, %d", d.Binding, d.Limits()[d.Binding].Remaining(), d.Remaining())
 	}
 	return nil
-}
-
-// policyLimits returns a policy's limits for the concurrency test: a
-// fixed window of 40, a token bucket of 25 that refills too slowly to
-// matter, and a sliding log of 60, all over hours.
-func policyLimits(t *testing.T) []ratelimit.Limit {
-	window, err1 := fixedwindow.New(fixedwindow.Config{Limit: 40, Window: time.Hour})
-	bucket, err2 := tokenbucket.New(tokenbucket.Config{Capacity: 25, Rate: 1.0 / 3600})
-	log, err3 := slidinglog.New(slidinglog.Config{Limit: 60, Window: time.Hour})
-	for _, err := range []error{err1, err2, err3} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return []ratelimit.Limit{{Name: "window", Algorithm: window}, {Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}}
 }
 
 // testPolicyConcurrent races goroutines on one key of a three-limit policy

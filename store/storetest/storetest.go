@@ -41,12 +41,8 @@ import (
 
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
-	"github.com/go-ratelimit/ratelimit/fixedwindow"
-	"github.com/go-ratelimit/ratelimit/gcra"
-	"github.com/go-ratelimit/ratelimit/slidinglog"
-	"github.com/go-ratelimit/ratelimit/slidingwindow"
+	"github.com/go-ratelimit/ratelimit/algorithms"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 	"pgregory.net/rapid"
 )
 
@@ -159,54 +155,29 @@ type kind struct {
 	// withLimit returns the algorithm in a fixed configuration with the
 	// given limit, for the scenario and concurrency tests.
 	withLimit func(limit int64) (algorithm.Algorithm, error)
+	// per returns the algorithm admitting about n per period, as its
+	// package's Per.
+	per func(n int64, period time.Duration) (algorithm.Algorithm, error)
 	// draw returns a random configuration and its reference model.
 	draw func(t *rapid.T) setup
+	// freshIn is how many of its Per's periods a used key takes at most
+	// to be fresh again.
+	freshIn time.Duration
 }
 
-var kinds = []kind{
-	{
-		name: "tokenbucket",
-		withLimit: func(limit int64) (algorithm.Algorithm, error) {
-			return tokenbucket.New(tokenbucket.Config{Capacity: limit, Rate: 2})
-		},
-		draw: drawBucket,
-	},
-	{
-		name: "tokenbucket-interval",
-		withLimit: func(limit int64) (algorithm.Algorithm, error) {
-			return tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: limit, Tokens: 2, Interval: time.Second})
-		},
-		draw: drawInterval,
-	},
-	{
-		name: "slidinglog",
-		withLimit: func(limit int64) (algorithm.Algorithm, error) {
-			return slidinglog.New(slidinglog.Config{Limit: limit, Window: time.Second})
-		},
-		draw: drawLog,
-	},
-	{
-		name: "fixedwindow",
-		withLimit: func(limit int64) (algorithm.Algorithm, error) {
-			return fixedwindow.New(fixedwindow.Config{Limit: limit, Window: time.Second})
-		},
-		draw: drawWindow,
-	},
-	{
-		name: "gcra",
-		withLimit: func(limit int64) (algorithm.Algorithm, error) {
-			return gcra.New(gcra.Config{Burst: limit, Every: 500 * time.Millisecond})
-		},
-		draw: drawGCRA,
-	},
-	{
-		name: "slidingwindow",
-		withLimit: func(limit int64) (algorithm.Algorithm, error) {
-			return slidingwindow.New(slidingwindow.Config{Limit: limit, Window: time.Second})
-		},
-		draw: drawSlidingWindow,
-	},
-}
+// kinds are the algorithms of package algorithms, in its order, each with
+// its reference model (model.go).
+var kinds = func() []kind {
+	var ks []kind
+	for _, e := range algorithms.All() {
+		m, ok := models[e.Name]
+		if !ok {
+			panic("storetest: algorithm " + e.Name + " has no reference model (models in model.go)")
+		}
+		ks = append(ks, kind{name: e.Name, withLimit: e.Sample, per: e.Per, draw: m.draw, freshIn: m.freshIn})
+	}
+	return ks
+}()
 
 // epoch is where the fake clocks start: a Unix instant with a fraction of
 // a second, so that no fixed window starts on it.

@@ -1,0 +1,52 @@
+package tokenbucket
+
+import (
+	_ "embed"
+	"math"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+)
+
+// body and intervalBody are the transitions in Lua, which the Redis
+// stores run.
+var (
+	//go:embed tokenbucket.lua
+	body string
+	//go:embed tokenbucket-interval.lua
+	intervalBody string
+)
+
+func init() {
+	algorithm.Register(algorithm.Kind{Name: "tokenbucket", Letter: algorithm.KindTokenBucket, Params: 1, Body: body, Used: used})
+	algorithm.Register(algorithm.Kind{Name: "tokenbucket-interval", Letter: algorithm.KindInterval, Params: 1, Body: intervalBody, Used: intervalUsed})
+}
+
+// maxExact is 2^53, the range within which stored counts are exact
+// doubles, as the scripts check them.
+const maxExact = 1 << 53
+
+// used is what a bucket's state had used: ⌈C − tokens⌉ as stored, C =
+// from.P0; the rate is not in the Tag, so nothing refilled since is
+// counted (a debt, tokens below zero, counts beyond C).
+func used(from algorithm.Tag, s algorithm.State, now int64) int64 {
+	p0 := from.P0
+	tokens := math.Float64frombits(uint64(s.N0))
+	if p0 > algorithm.MaxLimit || !(tokens >= -maxExact && tokens <= maxExact) {
+		return algorithm.MaxLimit
+	}
+	f := math.Ceil(float64(p0) - tokens)
+	if f >= float64(algorithm.MaxLimit) {
+		return algorithm.MaxLimit
+	}
+	return int64(f)
+}
+
+// intervalUsed is what an interval bucket's state had used: C − tokens as
+// stored, C = from.P0, as used counts it.
+func intervalUsed(from algorithm.Tag, s algorithm.State, now int64) int64 {
+	p0 := from.P0
+	if p0 > algorithm.MaxLimit || s.N0 < -maxExact || s.N0 > maxExact {
+		return algorithm.MaxLimit
+	}
+	return p0 - s.N0
+}
