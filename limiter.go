@@ -472,7 +472,9 @@ func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
 
 // AllowN decides whether a request of cost n for key is admitted now, and
 // consumes n if it is. A cost below 1 or above Limit is an error
-// (ErrInvalidCost, ErrCostExceedsLimit) that consumes nothing.
+// (ErrInvalidCost, ErrCostExceedsLimit) that consumes nothing. An
+// admission that may have to be given back later is ReserveN(ctx, key,
+// n, 0), whose Reservation's Refund gives back that admission alone.
 func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error) {
 	if l.hooked != nil {
 		return l.hooked.allowN(ctx, key, n)

@@ -175,7 +175,9 @@ func (p *Policy[K]) Allow(ctx context.Context, key K) (PolicyDecision, error) {
 // AllowN decides whether a request of cost n for key is admitted now by
 // every limit, and charges n to every limit if it is. A cost below 1 or
 // above Limit is an error (ErrInvalidCost, ErrCostExceedsLimit) that
-// charges nothing.
+// charges nothing. An admission that may have to be given back later is
+// ReserveN(ctx, key, n, 0), whose Reservation's Refund gives back that
+// admission alone.
 func (p *Policy[K]) AllowN(ctx context.Context, key K, n int) (d PolicyDecision, err error) {
 	// The hooks are dispatched here rather than through AllowNInto, which
 	// would make AllowN small enough to be inlined: inlined, its result

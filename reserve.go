@@ -111,6 +111,41 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	return err
 }
 
+// Refund gives back this reservation's own charge, to every limit it was
+// charged to, in one store call (one script on Redis). Before the booking
+// is due it is Cancel. At or after its instant it gives back at most what
+// undoing it would leave, whatever was charged to the key since: all of
+// it while the key's state is still the one the booking left; otherwise
+// the sliding log that admission's own entry while it is the newest
+// charge, a fixed window or the sliding-window counter the cost into the
+// window it was counted in while that window counts, a token bucket and
+// GCRA the cost less what can have refilled since its instant (as
+// golang.org/x/time/rate's CancelAt); nothing once it no longer counts.
+// A second Refund, or one after Cancel, gives nothing; so does a
+// reservation that was not booked, or one a failure policy decided
+// without the store (FailOpen: nothing was charged). A state carried from
+// another algorithm gets nothing back. On an error the charge may or may
+// not have been given back.
+//
+// A refundable admission at now is ReserveN(ctx, key, n, 0): its OK says
+// whether it was admitted, and its Refund gives back that admission.
+func (r *Reservation[K]) Refund(ctx context.Context) error {
+	if !r.ok || r.table == nil || r.done.Swap(true) {
+		return nil
+	}
+	start := r.hooks.begin(r.e.clock)
+	err := r.table.Undo(ctx, r.key, r.e.micros.UnixMicro(), r.booking)
+	if err != nil && storeFailed(err) {
+		if cerr := callerEnded(ctx); cerr != nil {
+			err = &endedError{ctxErr: cerr, storeErr: err}
+		}
+	}
+	d := r.decision
+	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the refund's
+	end(ctx, r.hooks, r.e.clock, OpRefund, r.key, r.booking.Cost, start, &d, err)
+	return err
+}
+
 // Admission returns the decision admitting the booked request at its
 // instant: Limits, with RetryAfter 0 and Allowed, ResetAfter less the
 // delay. It is what WaitN returns after its sleep.
@@ -403,12 +438,21 @@ func (l *Limiter[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error
 }
 
 // Refund gives back up to n of what key was charged, newest first, and
-// returns the key's state after it (for a cost of 1). It never leaves a
-// key more room than a fresh key has: a token bucket gets tokens back up to
-// its capacity, GCRA its time, a window only what its windows that still
-// count hold, a sliding log its newest charges. A key without state is left
-// without. No failure policy decides a refund: a store error is returned
-// and the charge stays. A count below 1 is ErrInvalidCost.
+// returns the key's state after it (for a cost of 1). It takes the newest
+// charges that are due and still count at now: never a booking not yet
+// due (a key with one gets nothing back, since only its Reservation knows
+// it), never into a window that no longer counts. A token bucket gets
+// tokens back up to its capacity, GCRA its time, a fixed window or the
+// sliding-window counter what the window of now (then the one before)
+// counted, a sliding log its newest entries. It never leaves a key more
+// room than a fresh key has, but it does not know which charge the caller
+// means, nor when it was made: a late refund to a bucket or GCRA gives
+// back as if it were the newest. Where the caller holds the admission's
+// Reservation (ReserveN with a maximum delay of 0 admits at now), its
+// Refund gives back that charge alone, as far as undoing it allows. A key
+// without state is left without. No failure policy decides a refund: a
+// store error is returned and the charge stays. A count below 1 is
+// ErrInvalidCost.
 func (l *Limiter[K]) Refund(ctx context.Context, key K, n int) (Decision, error) {
 	var d PolicyDecision
 	err := l.refund(ctx, &l.hooks, key, n, &d)
@@ -432,7 +476,8 @@ func (p *Policy[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error)
 }
 
 // Refund gives back up to n of what key was charged to every limit, as
-// Limiter.Refund does, and returns each limit's state after it.
+// Limiter.Refund does (the newest charges that are due and still count,
+// never a booking not yet due), and returns each limit's state after it.
 func (p *Policy[K]) Refund(ctx context.Context, key K, n int) (PolicyDecision, error) {
 	var d PolicyDecision
 	err := p.refund(ctx, &p.hooks, key, n, &d)

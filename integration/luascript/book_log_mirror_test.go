@@ -174,7 +174,7 @@ func (m *bookMirror) cancel(now, act, cost int64) (got, want []int64) {
 		give := int64(0)
 		if act > now {
 			if give = l.alg.Unused(l.s, now, act, cost); give > 0 {
-				l.s, _ = l.alg.Refund(l.s, now, give)
+				l.s, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost)
 			}
 		}
 		want = append(want, give)

@@ -68,6 +68,8 @@ type body struct {
 	book, refund, unused, earliest string
 	params                         int  // $1…$params
 	kind                           byte // its algorithm.Tag's Kind
+	// undo is the --@undo part (docs/design/refund-by-handle.md).
+	undo string
 	// carry is how a batch keeps the state in Lua numbers from one request
 	// to the next, for a body that marks it (every string-state body).
 	carry *carry
@@ -124,7 +126,7 @@ func carried(field, n int) string {
 }
 
 // localLimits is the most limits whose closures a script keeps in a
-// local each (2 per limit for a decision, 6 for a booking script); past
+// local each (2 per limit for a decision, 7 for a booking script); past
 // it, they go in tables, one lookup slower, within Lua's 200 locals.
 const localLimits = 24
 
@@ -228,13 +230,14 @@ func init() {
 }
 
 // split cuts a body at its "--@name" lines (--@report and --@commit, in
-// that order, then any of --@book, --@refund, --@unused and --@earliest)
+// that order, then any of --@book, --@refund, --@unused, --@earliest and
+// --@undo)
 // and counts the parameters it names.
 func split(text string) (body, error) {
 	var b body
 	parts := map[string]*string{
 		"report": &b.report, "commit": &b.commit,
-		"book": &b.book, "refund": &b.refund, "unused": &b.unused, "earliest": &b.earliest,
+		"book": &b.book, "refund": &b.refund, "unused": &b.unused, "earliest": &b.earliest, "undo": &b.undo,
 	}
 	rest := text
 	cur := &b.decide

@@ -35,6 +35,13 @@ const (
 	// Unused refunded. Nothing once the booking is due. It replies what
 	// each limit gave back, as integers.
 	OpCancel
+	// OpUndo gives back a booking as a Reservation's Refund does, with
+	// OpCancel's arguments: before the booking is due, as OpCancel; once
+	// due, a limit whose state is still the one after gets the one before
+	// back, and any other gets what its --@undo part says (Go: the
+	// algorithm's Undo). It replies what each limit gave back, as
+	// integers.
+	OpUndo
 )
 
 func (op Op) String() string {
@@ -45,6 +52,8 @@ func (op Op) String() string {
 		return "refund"
 	case OpCancel:
 		return "cancel"
+	case OpUndo:
+		return "undo"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(op))
 }
@@ -57,7 +66,7 @@ var opScripts sync.Map
 // an error wrapping store.ErrAlgorithmUnsupported when an algorithm has
 // no part for op.
 func ForOp(op Op, limits ...Limit) (*Script, []string, error) {
-	if op < OpBook || op > OpCancel {
+	if op < OpBook || op > OpUndo {
 		return nil, nil, fmt.Errorf("%w: %v", store.ErrAlgorithmUnsupported, op)
 	}
 	decision, params, err := For(limits...)
@@ -131,6 +140,9 @@ func composeOp(op Op, names []string) *Script {
 	}
 	field := 0 // the limit's place among those kept in the hash, from 1
 	src.WriteString("local bcost = cost\n")
+	// keyed: a refund by key (the --@refund parts give nothing back of a
+	// booking not yet due); a cancel's or an undo's gives back its own.
+	fmt.Fprintf(&src, "local keyed = %v\n", op == OpRefund)
 	if op == OpRefund {
 		src.WriteString("local refundn = cost\ncost = 1\n")
 	}
@@ -142,7 +154,7 @@ func composeOp(op Op, names []string) *Script {
 		fmt.Fprintf(&src, "local out = {%s}\nlocal bact = now\n", slots("''", 2+5*len(names)))
 	case OpRefund:
 		fmt.Fprintf(&src, "local out = {%s}\n", slots("0", 3*len(names)))
-	case OpCancel:
+	case OpCancel, OpUndo:
 		fmt.Fprintf(&src, "local out = {%s}\nlocal cact = tonumber(ARGV[%d])\n", slots("0", len(names)), opa)
 	}
 	// Each limit's closures are locals, or, past localLimits limits, in
@@ -162,7 +174,7 @@ func composeOp(op Op, names []string) *Script {
 		return fmt.Sprintf("%s[%d]", slot("rep", n), k)
 	}
 	if tables {
-		src.WriteString("local rep, earliest, book, refund, unused, raw = {}, {}, {}, {}, {}, {}\n")
+		src.WriteString("local rep, earliest, book, refund, unused, undo, raw = {}, {}, {}, {}, {}, {}, {}\n")
 	}
 	if nested {
 		for i := range names {
@@ -201,7 +213,7 @@ func composeOp(op Op, names []string) *Script {
 		log := b.kind == algorithm.KindSlidingLog
 		sub := func(p string) string { return substitute(p, argv, n) }
 		if !nested && !tables {
-			fmt.Fprintf(&src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\n", n, n, n, n, n, n)
+			fmt.Fprintf(&src, "local rep%d, earliest%d, book%d, refund%d, unused%d, undo%d, raw%d\n", n, n, n, n, n, n, n)
 		}
 		fmt.Fprintf(&src, "do\n-- limit %d: %s\n", n, name)
 		if log {
@@ -246,7 +258,7 @@ func composeOp(op Op, names []string) *Script {
 		// A state of another kind (load.lua's carried, or the log's) gives
 		// nothing back and is not written: the limit reports it as it
 		// reads it (Go: the memory store's Refund and Cancel).
-		if op == OpRefund || op == OpCancel {
+		if op == OpRefund || op == OpCancel || op == OpUndo {
 			body := sub(b.refund) + "\n"
 			if !log {
 				body += fmt.Sprintf("if value then\n%s\nend\n", sub(wipeFirst+storeMany))
@@ -255,7 +267,15 @@ func composeOp(op Op, names []string) *Script {
 				body + "crem, cretry, creset = rem, retry, reset\nend\n"
 			define(n, "refund", opPart{"n", body, "crem, cretry, creset"})
 		}
-		if op == OpCancel {
+		if op == OpUndo {
+			undo := b.undo
+			if undo == "" {
+				undo = "local give = 0\n"
+			}
+			undo = "local ugive = 0\nif carried == 0 then\n" + undo + "\nugive = give\nend\n"
+			define(n, "undo", opPart{"act, bcost", sub(undo) + "\n", "ugive"})
+		}
+		if op == OpCancel || op == OpUndo {
 			unused := b.unused
 			if unused == "" {
 				unused = "local give = 0\n"
@@ -299,10 +319,14 @@ func composeOp(op Op, names []string) *Script {
 				call(n, "book", "bact", "brem, breset, bpost"), 3*i+3, 3*i+4, 3*i+5, num("brem"), num("bact - now"), num("breset"), base, base+1, slot("raw", n))
 		case OpRefund:
 			src.WriteString(call(n, "refund", "refundn", fmt.Sprintf("out[%d], out[%d], out[%d]", 3*i+1, 3*i+2, 3*i+3)))
-		case OpCancel:
+		case OpCancel, OpUndo:
 			idArg := idArgs[i]
 			pre, post := opa+1+2*i, opa+2+2*i
-			src.WriteString("if cact > now then\n")
+			if op == OpCancel {
+				src.WriteString("if cact > now then\n")
+			} else {
+				src.WriteString("do\n") // due or not: an undo gives back either way
+			}
 			if bodies[name].kind != algorithm.KindSlidingLog {
 				// The state is still the one the booking left: the one
 				// before comes back, exactly.
@@ -311,7 +335,11 @@ func composeOp(op Op, names []string) *Script {
 			} else {
 				src.WriteString("  do\n")
 			}
-			fmt.Fprintf(&src, "local given\n%sif given > 0 then\n%send\nout[%d] = given\nend\nend\n", call(n, "unused", "cact, bcost", "given"), call(n, "refund", "given", "local _"), n)
+			give := call(n, "unused", "cact, bcost", "given")
+			if op == OpUndo {
+				give = "if cact > now then\n" + give + "else\n" + call(n, "undo", "cact, bcost", "given") + "end\n"
+			}
+			fmt.Fprintf(&src, "local given\n%sif given > 0 then\n%send\nout[%d] = given\nend\nend\n", give, call(n, "refund", "given", "local _"), n)
 		}
 	}
 	if nested {
