@@ -124,8 +124,10 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 // A second Refund, or one after Cancel, gives nothing; so does a
 // reservation that was not booked, or one a failure policy decided
 // without the store (FailOpen: nothing was charged). A state carried from
-// another algorithm gets nothing back. On an error the charge may or may
-// not have been given back.
+// another algorithm gets nothing back. The store cannot tell a charge
+// Limiter.Refund already gave back: refund a request through its
+// Reservation or by key, not both. On an error the charge may or may not
+// have been given back.
 //
 // A refundable admission at now is ReserveN(ctx, key, n, 0): its OK says
 // whether it was admitted, and its Refund gives back that admission.

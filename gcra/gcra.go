@@ -194,13 +194,19 @@ func (m *Meter) Refund(s algorithm.State, now, n int64) (algorithm.State, algori
 // before act its Unused; at or after it the cost less the intervals that
 // have begun since act, cost − ⌈(now − act)/Every⌉: TAT had the admission
 // never been made would be cost·Every earlier until it fell behind the
-// clock, and from then on less so by at most the time since act. Exact at
-// act, less as time passes, never more; TAT never before now.
+// clock, and from then on less so by at most the time since act
+// (x/time/rate's CancelAt bound). Exact at act, less as time passes, never
+// more; TAT never before now. A TAT more than tau ahead (bookings not yet
+// due) gives nothing back, as tokenbucket.Bucket.Undo.
 func (m *Meter) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
 	give := m.Unused(s, now, act, cost)
 	if act <= now {
 		give = 0
-		if late := now - act; late < cost*m.every {
+		late := now - act
+		if s.N0 > now && s.N0-now > m.tau { // not s.N0-m.tau: MinInt64
+			late = cost * m.every // bookings ahead: nothing
+		}
+		if late < cost*m.every {
 			give = cost - (late+m.every-1)/m.every
 		}
 	}

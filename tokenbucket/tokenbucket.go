@@ -283,11 +283,16 @@ func (b *Bucket) Refund(s algorithm.State, now, n int64) (algorithm.State, algor
 // the key would hold no more had the admission never been made, since the
 // tokens it took are lost only while that bucket sat full, at most the
 // refill since act. Exact at act, less as time passes, never more; up to
-// the capacity.
+// the capacity. A bucket in debt gives nothing back: bookings made since
+// counted on the refill until they are due, which the bound does not
+// cover, and a debt given back would hide them from Refund.
 func (b *Bucket) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
 	give := b.Unused(s, now, act, cost)
 	if act <= now {
 		left := float64(float64(cost) - float64(float64(now-act)*b.perMicro))
+		if tokens, last := load(s); b.at(tokens, last, now) < 0 {
+			left = 0
+		}
 		give = 0
 		if left >= 1 {
 			give = min(int64(left), cost)
@@ -530,12 +535,14 @@ func (b *IntervalBucket) Refund(s algorithm.State, now, n int64) (algorithm.Stat
 // before act its Unused; at or after it the cost less Tokens for each
 // refill that can have come since act, ⌈(now − act)/Interval⌉ of them
 // (Bucket.Undo's bound in whole refills): never more than the key would
-// hold had the admission never been made; up to the capacity.
+// hold had the admission never been made; up to the capacity. A bucket in
+// debt gives nothing back, as Bucket.Undo.
 func (b *IntervalBucket) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
 	give := b.Unused(s, now, act, cost)
 	if act <= now {
 		give = 0
-		if ticks := ceilDiv(now-act, b.interval); ticks < ceilDiv(cost, b.tokens) {
+		tokens, _ := b.at(s.N0, s.N1, now)
+		if ticks := ceilDiv(now-act, b.interval); ticks < ceilDiv(cost, b.tokens) && tokens >= 0 {
 			give = cost - ticks*b.tokens
 		}
 	}

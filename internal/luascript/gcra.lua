@@ -197,9 +197,13 @@ end
 --@undo
 -- What an admission of bcost due at act ≤ now gives back (Go:
 -- Meter.Undo): bcost less the intervals begun since act,
--- ⌈(now − act)/every⌉.
+-- ⌈(now − act)/every⌉; nothing while the debt is above tau (bookings not
+-- yet due).
 local give = 0
 local late = now - act
+if debt > tau then
+  late = bcost * every
+end
 if late < bcost * every then
   local q = math.floor((late + every - 1) / every)
   if q * every > late + every - 1 then

@@ -210,9 +210,10 @@ end
 --@undo
 -- What an admission of bcost due at act ≤ now gives back (Go:
 -- IntervalBucket.Undo): bcost less per for each refill that can have come
--- since act, ⌈(now − act)/interval⌉ of them.
+-- since act, ⌈(now − act)/interval⌉ of them; nothing while in debt
+-- (bookings not yet due).
 local give = 0
 local ticks = floordiv(now - act + interval - 1, interval)
-if ticks < floordiv(bcost + per - 1, per) then
+if ticks < floordiv(bcost + per - 1, per) and tokens >= 0 then
   give = bcost - ticks * per
 end

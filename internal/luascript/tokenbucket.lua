@@ -288,9 +288,13 @@ end
 
 --@undo
 -- What an admission of bcost due at act ≤ now gives back (Go:
--- Bucket.Undo): bcost less the refill since act, rounded down.
+-- Bucket.Undo): bcost less the refill since act, rounded down; nothing
+-- while in debt (bookings not yet due).
 local give = 0
 local left = bcost - (now - act) * per_micro
+if avail < 0 then
+  left = 0
+end
 if left >= 1 then
   give = math.min(math.floor(left), bcost)
 end
