@@ -120,7 +120,8 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 // charge, a fixed window or the sliding-window counter the cost into the
 // window it was counted in while that window counts, a token bucket and
 // GCRA the cost less what can have refilled since its instant (as
-// golang.org/x/time/rate's CancelAt); nothing once it no longer counts.
+// golang.org/x/time/rate's CancelAt) while no later booking is still to
+// come; nothing once it no longer counts.
 // A second Refund, or one after Cancel, gives nothing; so does a
 // reservation that was not booked, or one a failure policy decided
 // without the store (FailOpen: nothing was charged). A state carried from
