@@ -174,11 +174,11 @@ func (p *policy[K]) Undo(_ context.Context, key K, now int64, b store.Booking) e
 	return p.giveBack(key, now, b, true)
 }
 
-// giveBack is Cancel, or with due Undo: a booking given back at now,
-// exactly where each limit's state is still the one it left, otherwise
-// by the algorithm's Undo (before the booking is due, its Unused). Cancel
-// gives nothing back once the booking is due.
-func (p *policy[K]) giveBack(key K, now int64, b store.Booking, due bool) error {
+// giveBack is Cancel, or with refund Undo (a Reservation's Refund): a
+// booking given back at now, exactly where each limit's state is still
+// the one it left, otherwise by the algorithm's Undo (before the booking
+// is due, its Unused). Cancel gives nothing back once the booking is due.
+func (p *policy[K]) giveBack(key K, now int64, b store.Booking, refund bool) error {
 	t := p.t
 	if t.tooLong(&key) {
 		return t.errLong
@@ -187,7 +187,7 @@ func (p *policy[K]) giveBack(key K, now int64, b store.Booking, due bool) error 
 	if !ok || len(u.pre) != len(p.limits) {
 		return fmt.Errorf("%w: a booking not made by this memory table", store.ErrInvalidBooking)
 	}
-	if b.Act <= now && !due {
+	if b.Act <= now && !refund {
 		return nil // due: used
 	}
 	bs, _, err := p.bookers()
