@@ -114,24 +114,18 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 // Refund gives back this reservation's own charge, to every limit it was
 // charged to, in one store call (one script on Redis). Before the booking
 // is due it is Cancel. At or after its instant it gives back at most what
-// undoing it would leave, whatever was charged to the key since: all of
-// it while the key's state is still the one the booking left; otherwise
-// the sliding log that admission's own entry while it is the newest
-// charge, a fixed window or the sliding-window counter the cost into the
-// window it was counted in while that window counts, a token bucket and
-// GCRA the cost less what can have refilled since its instant (as
-// golang.org/x/time/rate's CancelAt) while no later booking is still to
-// come; nothing once it no longer counts.
-// A second Refund, or one after Cancel, gives nothing; so does a
-// reservation that was not booked, or one a failure policy decided
-// without the store (FailOpen: nothing was charged). A state carried from
-// another algorithm gets nothing back. The store cannot tell a charge
-// Limiter.Refund already gave back: refund a request through its
-// Reservation or by key, not both. On an error the charge may or may not
-// have been given back.
+// undoing it would leave, whatever was charged since: all of it while the
+// key is as the booking left it, otherwise each algorithm's rule
+// (algorithm.Undoer: the log's own entry, a window's count while that
+// window counts, a bucket's and GCRA's cost less the refill since, as
+// golang.org/x/time/rate's CancelAt), less where that cannot be known,
+// never more. A second Refund, or one after Cancel, gives nothing, nor
+// does a reservation that was not booked or that a failure policy decided
+// without the store. Refund a request through its Reservation or by key
+// (Limiter.Refund), not both: the store cannot tell. On an error the
+// charge may or may not have been given back.
 //
-// A refundable admission at now is ReserveN(ctx, key, n, 0): its OK says
-// whether it was admitted, and its Refund gives back that admission.
+// A refundable admission at now is ReserveN(ctx, key, n, 0).
 func (r *Reservation[K]) Refund(ctx context.Context) error {
 	if !r.ok || r.table == nil || r.done.Swap(true) {
 		return nil
