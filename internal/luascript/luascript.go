@@ -126,7 +126,7 @@ func carried(field, n int) string {
 }
 
 // localLimits is the most limits whose closures a script keeps in a
-// local each (2 per limit for a decision, 7 for a booking script); past
+// local each (2 per limit for a decision, 6 for a booking script); past
 // it, they go in tables, one lookup slower, within Lua's 200 locals.
 const localLimits = 24
 

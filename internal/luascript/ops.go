@@ -213,7 +213,12 @@ func composeOp(op Op, names []string) *Script {
 		log := b.kind == algorithm.KindSlidingLog
 		sub := func(p string) string { return substitute(p, argv, n) }
 		if !nested && !tables {
-			fmt.Fprintf(&src, "local rep%d, earliest%d, book%d, refund%d, unused%d, undo%d, raw%d\n", n, n, n, n, n, n, n)
+			if op == OpUndo {
+				// Its own parts only: Lua allows a function 200 locals.
+				fmt.Fprintf(&src, "local rep%d, refund%d, unused%d, undo%d, raw%d\n", n, n, n, n, n)
+			} else {
+				fmt.Fprintf(&src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\n", n, n, n, n, n, n)
+			}
 		}
 		fmt.Fprintf(&src, "do\n-- limit %d: %s\n", n, name)
 		if log {
