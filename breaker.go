@@ -181,7 +181,7 @@ func (t *breakerTable[K]) Reset(ctx context.Context, key K) error {
 	return err
 }
 
-// Book, Cancel and Refund pass the booking operations (store.Booker)
+// Book, Cancel, Undo and Refund pass the booking operations (store.Booker)
 // through the breaker as Take does.
 func (t *breakerTable[K]) Book(ctx context.Context, key K, now, cost, maxDelay int64, out []algorithm.Result) (algorithm.Result, store.Booking, bool, error) {
 	b, err := bookerOf(t.next)
@@ -205,6 +205,19 @@ func (t *breakerTable[K]) Cancel(ctx context.Context, key K, now int64, bk store
 		return ErrBreakerOpen
 	}
 	err = b.Cancel(ctx, key, now, bk)
+	t.b.done(ctx, err, now, t.micros)
+	return err
+}
+
+func (t *breakerTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) error {
+	b, err := bookerOf(t.next)
+	if err != nil {
+		return err
+	}
+	if !t.b.admit(now) {
+		return ErrBreakerOpen
+	}
+	err = b.Undo(ctx, key, now, bk)
 	t.b.done(ctx, err, now, t.micros)
 	return err
 }

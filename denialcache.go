@@ -206,7 +206,7 @@ func (t *denialTable[K]) Book(ctx context.Context, key K, now, cost, maxDelay in
 	return b.Book(ctx, key, now, cost, maxDelay, out)
 }
 
-// Cancel and Refund give room back: the key's cached denial, which may
+// Cancel, Undo and Refund give room back: the key's cached denial, which may
 // no longer stand, is forgotten, whether the store's call succeeded or
 // not (as Reset's).
 func (t *denialTable[K]) Cancel(ctx context.Context, key K, now int64, bk store.Booking) error {
@@ -215,6 +215,16 @@ func (t *denialTable[K]) Cancel(ctx context.Context, key K, now int64, bk store.
 		return err
 	}
 	err = b.Cancel(ctx, key, now, bk)
+	t.forget(key)
+	return err
+}
+
+func (t *denialTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) error {
+	b, err := bookerOf(t.next)
+	if err != nil {
+		return err
+	}
+	err = b.Undo(ctx, key, now, bk)
 	t.forget(key)
 	return err
 }

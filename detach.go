@@ -132,7 +132,7 @@ func (t *remoteTable[K]) Reset(ctx context.Context, key K) error {
 	return p.err
 }
 
-// Book, Cancel and Refund detach the booking operations (store.Booker)
+// Book, Cancel, Undo and Refund detach the booking operations (store.Booker)
 // as Take does.
 func (t *remoteTable[K]) Book(ctx context.Context, key K, now, cost, maxDelay int64, out []algorithm.Result) (algorithm.Result, store.Booking, bool, error) {
 	b, err := bookerOf(t.next)
@@ -162,6 +162,23 @@ func (t *remoteTable[K]) Cancel(ctx context.Context, key K, now int64, bk store.
 	}
 	p, err := t.detached(ctx, 0, func(ctx context.Context, p *pending) {
 		p.err = b.Cancel(ctx, key, now, bk)
+	})
+	if err != nil {
+		return err
+	}
+	return p.err
+}
+
+func (t *remoteTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) error {
+	b, err := bookerOf(t.next)
+	if err != nil {
+		return err
+	}
+	if ctx.Done() == nil {
+		return b.Undo(ctx, key, now, bk)
+	}
+	p, err := t.detached(ctx, 0, func(ctx context.Context, p *pending) {
+		p.err = b.Undo(ctx, key, now, bk)
 	})
 	if err != nil {
 		return err

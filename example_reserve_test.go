@@ -46,6 +46,42 @@ func ExampleLimiter_Refund() {
 	// locked for 59m0s
 }
 
+// Count only failed logins, giving back a success through its own
+// Reservation: ReserveN with no delay is an admission at now that can be
+// refunded later, and its Refund gives back that admission alone, never
+// another attempt's charge.
+func ExampleReservation_Refund() {
+	fake := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	attempts, _ := slidinglog.PerHour(3)
+	logins, _ := ratelimit.New(attempts, memorystore.New[string](), ratelimit.WithClock(fake))
+	ctx := context.Background()
+
+	login := func(user, password string) string {
+		r, err := logins.ReserveN(ctx, user, 1, 0)
+		if err != nil || !r.OK() {
+			return fmt.Sprintf("locked for %v", r.Decision().RetryAfter())
+		}
+		if password != "secret" {
+			return fmt.Sprintf("wrong password (%d tries left)", r.Decision().Remaining())
+		}
+		_ = r.Refund(ctx) // a success does not count
+		d, _ := logins.Peek(ctx, user)
+		return fmt.Sprintf("welcome (%d tries left)", d.Remaining())
+	}
+	fmt.Println(login("ann", "guess"))
+	fmt.Println(login("ann", "secret"))
+	fmt.Println(login("ann", "guess2"))
+	fmt.Println(login("ann", "guess3"))
+	fake.Advance(time.Minute)
+	fmt.Println(login("ann", "secret"))
+	// Output:
+	// wrong password (2 tries left)
+	// welcome (2 tries left)
+	// wrong password (1 tries left)
+	// wrong password (0 tries left)
+	// locked for 59m0s
+}
+
 // Reserve books a request at the instant it fits and says how long to
 // wait: a caller that cannot wait that long gives the booking back.
 func ExampleLimiter_ReserveN() {

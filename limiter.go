@@ -369,6 +369,7 @@ func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
 
 // AllowN decides whether a request of cost n for key is admitted now, and
 // charges n if so. A cost outside 1 to Limit is an error that charges nothing.
+// An admission to refund later is ReserveN(ctx, key, n, 0).
 func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error) {
 	if l.hooks.active() {
 		return l.allowNHooked(ctx, key, n)

@@ -92,6 +92,26 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	return err
 }
 
+// Refund gives back this reservation's own charge in one store call: before it
+// is due as Cancel, after it at most what undoing it leaves. A second call gives
+// nothing. Refund a request this way or by key (Limiter.Refund), not both.
+func (r *Reservation[K]) Refund(ctx context.Context) error {
+	if !r.ok || r.table == nil || r.done.Swap(true) {
+		return nil
+	}
+	start := r.hooks.begin(r.e.clock)
+	err := r.table.Undo(ctx, r.key, r.e.micros.UnixMicro(), r.booking)
+	if err != nil && storeFailed(err) {
+		if cerr := callerEnded(ctx); cerr != nil {
+			err = &endedError{ctxErr: cerr, storeErr: err}
+		}
+	}
+	d := r.decision
+	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the refund's
+	end(ctx, r.hooks, r.e.clock, OpRefund, r.key, r.booking.Cost, start, &d, err)
+	return err
+}
+
 // Admission returns the decision admitting the booked request at its instant,
 // as WaitN returns it.
 func (r *Reservation[K]) Admission() PolicyDecision {
@@ -377,9 +397,10 @@ func (l *Limiter[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error
 	return l.ReserveN(ctx, key, 1, -1)
 }
 
-// Refund gives back up to n of what key was charged, newest first, never
-// leaving it more room than a fresh key, and returns its state after. A store
-// error is returned, never decided by a failure policy.
+// Refund gives back up to n of key's newest due charges that still count, never
+// a booking not yet due nor more room than a fresh key; it cannot tell which
+// request is meant (Reservation.Refund can). A store error is never decided by
+// a failure policy.
 func (l *Limiter[K]) Refund(ctx context.Context, key K, n int) (Decision, error) {
 	var d PolicyDecision
 	err := l.refund(ctx, &l.hooks, key, n, &d)
@@ -402,7 +423,8 @@ func (p *Policy[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error)
 }
 
 // Refund gives back up to n of what key was charged to every limit, as
-// Limiter.Refund does, and returns each limit's state after it.
+// Limiter.Refund does (the newest charges that are due and still count,
+// never a booking not yet due), and returns each limit's state after it.
 func (p *Policy[K]) Refund(ctx context.Context, key K, n int) (PolicyDecision, error) {
 	var d PolicyDecision
 	err := p.refund(ctx, &p.hooks, key, n, &d)

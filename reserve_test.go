@@ -136,6 +136,7 @@ func (bookDownTable) Book(context.Context, string, int64, int64, int64, []algori
 	return algorithm.Result{}, store.Booking{}, false, errBookDown
 }
 func (bookDownTable) Cancel(context.Context, string, int64, store.Booking) error { return errBookDown }
+func (bookDownTable) Undo(context.Context, string, int64, store.Booking) error   { return errBookDown }
 func (bookDownTable) Refund(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
 	return algorithm.Result{}, errBookDown
 }

@@ -37,8 +37,10 @@ type Booker interface {
 	// Refund gives back up to n (n ≥ 1) of what s has charged, newest
 	// first, as far as what was charged still counts at now: the new
 	// state's Remaining is at most n more than s's, and it never admits
-	// more than a fresh state would. The result is Peek(next, now, 1).
-	// A state with nothing to give back is returned as it is.
+	// more than a fresh state would. It never gives back a booking not
+	// yet due: a state holding one gives nothing back (only the
+	// booking's own Undo may). The result is Peek(next, now, 1). A state
+	// with nothing to give back is returned as it is.
 	Refund(s State, now, n int64) (State, Result)
 	// Unused returns how much of a booking of cost due at act may be
 	// given back at now, between 0 and cost: none once act ≤ now (the
@@ -48,6 +50,29 @@ type Booker interface {
 	// booking later bookings did not consume; the windows and the log give
 	// back a booking only while it is the newest charge.
 	Unused(s State, now, act, cost int64) int64
+}
+
+// Undoer is a Booker that gives back one admission of its own, through
+// the booking that made it (a Reservation's Refund): all six algorithms
+// implement it; stores find it by type assertion.
+type Undoer interface {
+	Booker
+	// Undo gives back, at now, an admission of cost due at act that s
+	// has charged. Before act (act > now) it gives back Unused(s, now,
+	// act, cost), as a cancel does. At or after act it gives back at most
+	// what the key would hold at now had the admission never been made,
+	// whatever was charged since: the sliding log the admission's own
+	// entry while it is the newest charge, the windows the cost into the
+	// window it was counted in while that window counts, a token bucket
+	// and GCRA the cost less what can have refilled since act
+	// (x/time/rate's CancelAt bound); less where it cannot be known,
+	// never more. The result is Peek(next, now, 1). A state with nothing
+	// to give back is returned as it is. (A store undoes exactly, by
+	// restoring the state before the booking, while the key's state is
+	// still the one it left: see ExactUndo.)
+	//
+	// As with Take, an algorithm that keeps a Log changes it in place.
+	Undo(s State, now, act, cost int64) (State, Result)
 }
 
 // Earliest returns the first instant at or after from at which Peek of s
@@ -207,6 +232,39 @@ func CheckRefund(b Booker, s State, now, n int64, later []int64) (State, Result,
 		for _, c := range []int64{1, b.Limit()} {
 			if got, f := b.Peek(next, t, c), b.Peek(fresh, t, c); got.Allowed() && !f.Allowed() || got.Remaining > f.Remaining {
 				return fail("at %d the refunded state admits more than a fresh one: Peek of %d %+v, fresh %+v", t, c, got, f)
+			}
+		}
+	}
+	return next, r, nil
+}
+
+// CheckUndo reports how u.Undo(s, now, act, cost) departs from what
+// every undo keeps (see [Undoer]), or nil when it keeps it, and returns
+// what Undo returned: the result is Peek of the new state, Remaining grows
+// by at most cost and stays within the limit, and at the instants of
+// later (each ≥ now) the new state admits no more than a fresh one. That
+// it gives back no more than undoing the admission leaves is each
+// algorithm's own property, which its tests check against a model.
+func CheckUndo(u Undoer, s State, now, act, cost int64, later []int64) (State, Result, error) {
+	before := u.Peek(s, now, 1)
+	next, r := u.Undo(s, now, act, cost)
+	fail := func(format string, args ...any) (State, Result, error) {
+		return next, r, fmt.Errorf("undo at %d of %d due at %d: "+format, append([]any{now, cost, act}, args...)...)
+	}
+	if want := u.Peek(next, now, 1); r != want {
+		return fail("got %+v, Peek of the new state says %+v", r, want)
+	}
+	if r.Remaining < before.Remaining || r.Remaining-before.Remaining > cost || r.Remaining > u.Limit() {
+		return fail("Remaining went from %d to %d: want at least as much, at most %d more, at most the limit %d", before.Remaining, r.Remaining, cost, u.Limit())
+	}
+	fresh := u.Init(State{}, now)
+	for _, t := range later {
+		if t < now {
+			continue
+		}
+		for _, c := range []int64{1, u.Limit()} {
+			if got, f := u.Peek(next, t, c), u.Peek(fresh, t, c); got.Allowed() && !f.Allowed() || got.Remaining > f.Remaining {
+				return fail("at %d the state admits more than a fresh one: Peek of %d %+v, fresh %+v", t, c, got, f)
 			}
 		}
 	}

@@ -42,6 +42,7 @@ type Window struct {
 var (
 	_ algorithm.Algorithm = (*Window)(nil)
 	_ algorithm.Booker    = (*Window)(nil)
+	_ algorithm.Undoer    = (*Window)(nil)
 	_ algorithm.Narrow    = (*Window)(nil)
 	_ algorithm.Quoter    = (*Window)(nil)
 )
@@ -189,15 +190,39 @@ func (w *Window) Book(s algorithm.State, now, act, cost int64) (algorithm.State,
 	return algorithm.State{N0: index, N1: count}, r
 }
 
-// Refund gives back up to n of the pointer at now, the latest booked
-// units first (see algorithm.Booker).
+// Refund gives back up to n of the count of the window of now (see
+// algorithm.Booker), only while nothing is booked past it: a pointer
+// beyond the limit, or one in a later window, holds bookings not yet
+// due, which only their Reservation gives back (Cancel).
 func (w *Window) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
 	index, count := w.at(s, now)
-	if count == 0 {
-		return algorithm.State{N0: s.N0, N1: s.N1}, w.report(index, 0, 1, now)
+	if index != algorithm.FloorDiv(now, w.window) || count > w.limit {
+		n = 0
+	}
+	return w.give(s, now, n)
+}
+
+// give takes up to n off the pointer at now.
+func (w *Window) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+	index, count := w.at(s, now)
+	if count == 0 || n < 1 {
+		return algorithm.State{N0: s.N0, N1: s.N1}, w.report(index, count, 1, now)
 	}
 	count = max(count-n, 0)
 	return algorithm.State{N0: index, N1: count}, w.report(index, count, 1, now)
+}
+
+// Undo gives back an admission of cost due at act (see algorithm.Undoer):
+// before act nothing (Unused), at or after it the cost, from the count of
+// the window of now, when act lies in that window and nothing is booked
+// past it; nothing once that window has ended.
+func (w *Window) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+	index, count := w.at(s, now)
+	give := w.Unused(s, now, act, cost)
+	if act <= now && algorithm.FloorDiv(act, w.window) == algorithm.FloorDiv(now, w.window) && index == algorithm.FloorDiv(now, w.window) && count <= w.limit {
+		give = cost
+	}
+	return w.give(s, now, give)
 }
 
 // Unused is 0: a window gives back a booking only through a store's exact

@@ -189,14 +189,29 @@ if rem < 0 then
 end
 
 --@refund
--- Up to n of the pointer at now given back, the latest booked first.
+-- Up to n of the pointer at now given back, the latest booked first. By
+-- key (Go: Window.Refund) nothing while something is booked past the
+-- window of now (a pointer above the limit, or in a later window).
+if keyed then
+local nindex = math.floor(now / window)
+  if nindex * window > now then
+    nindex = nindex - 1
+  elseif (nindex + 1) * window <= now then
+    nindex = nindex + 1
+  end
+  if index ~= nindex or count > limit then
+    n = 0
+  end
+end
 local value, ttl, rem, retry, reset = nil, 2, limit, 0, 0
 if count > 0 then
   local c = count - n
   if c < 0 then
     c = 0
   end
-  value = string.format('%.0f %.0f', index, c)
+  if n > 0 then
+    value = string.format('%.0f %.0f', index, c)
+  end
   rem = limit - c
   if rem < 0 then
     rem = 0
@@ -213,4 +228,25 @@ if count > 0 then
   if ttl < 2 then
     ttl = 2
   end
+end
+
+--@undo
+-- What an admission of bcost due at act ≤ now gives back (Go:
+-- Window.Undo): all of it when act lies in the window of now and nothing
+-- is booked past that window; nothing once that window has ended.
+local nindex = math.floor(now / window)
+if nindex * window > now then
+  nindex = nindex - 1
+elseif (nindex + 1) * window <= now then
+  nindex = nindex + 1
+end
+local aindex = math.floor(act / window)
+if aindex * window > act then
+  aindex = aindex - 1
+elseif (aindex + 1) * window <= act then
+  aindex = aindex + 1
+end
+local give = 0
+if aindex == nindex and index == nindex and count <= limit then
+  give = bcost
 end

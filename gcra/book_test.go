@@ -59,13 +59,16 @@ func TestMeterBook(t *testing.T) {
 	})
 
 	t.Run("a refund never gives more than a key at rest", func(t *testing.T) {
-		s, _, _ := book(t, m, used, t0, 3) // TAT t12
-		s, r, err := algorithm.CheckRefund(m, s, t0, 5, []int64{t0, t2, t12})
-		if err != nil || s.N0 != t2 || r.Remaining != 2 {
-			t.Fatalf("Refund of 5 of 6 units: got %+v %+v, %v; want TAT t2, 2 left", s, r, err)
+		s, _, _ := book(t, m, used, t0, 3) // TAT t12, due at t6
+		if next, _ := m.Refund(s, t0, 5); next.N0 != t12 {
+			t.Fatalf("Refund by key before the booking is due: TAT t0%+d, want t12 (nothing)", next.N0-t0)
 		}
-		s, r, err = algorithm.CheckRefund(m, s, t1, math.MaxInt64, []int64{t1, t2})
-		if err != nil || s.N0 != t1 || r != algorithm.Fresh(3) {
+		s, r, err := algorithm.CheckRefund(m, s, t6, 2, []int64{t6, t6 + 2*d, t12})
+		if err != nil || s.N0 != t6+2*d || r.Remaining != 2 {
+			t.Fatalf("Refund of 2 of 6 units at t6: got %+v %+v, %v; want TAT t6+2d, 2 left", s, r, err)
+		}
+		s, r, err = algorithm.CheckRefund(m, s, t6+d, math.MaxInt64, []int64{t6 + d, t10})
+		if err != nil || s.N0 != t6+d || r != algorithm.Fresh(3) {
 			t.Fatalf("Refund of MaxInt64: got %+v %+v, %v; want TAT now, at rest", s, r, err)
 		}
 		fresh := m.Init(algorithm.State{}, t0)

@@ -63,7 +63,7 @@ type Meter struct {
 var (
 	_ algorithm.Narrow = (*Meter)(nil)
 	_ algorithm.Quoter = (*Meter)(nil)
-	_ algorithm.Booker = (*Meter)(nil)
+	_ algorithm.Undoer = (*Meter)(nil)
 )
 
 // New returns a GCRA admitting bursts of cfg.Burst and one unit per
@@ -179,8 +179,43 @@ func (m *Meter) Book(s algorithm.State, now, act, cost int64) (algorithm.State, 
 // before now. What was charged counts until TAT, so at now what is left
 // of it is TAT − now: a TAT moved before now would give a clock that
 // steps back more than that. A key at rest has nothing to give back.
+//
+// A key whose TAT is more than tau ahead gives nothing back: no Take
+// leaves it so, only bookings not yet due, which only their Reservation
+// gives back (Cancel).
 func (m *Meter) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
-	if s.N0 <= now { // not s.N0-now: a fresh key's TAT is math.MinInt64
+	if s.N0 > now && s.N0-now > m.tau { // not s.N0-now > tau alone: MinInt64
+		n = 0
+	}
+	return m.give(s, now, n)
+}
+
+// Undo gives back an admission of cost due at act (see algorithm.Undoer):
+// before act its Unused; at or after it the cost less the intervals that
+// have begun since act, cost − ⌈(now − act)/Every⌉: TAT had the admission
+// never been made would be cost·Every earlier until it fell behind the
+// clock, and from then on less so by at most the time since act
+// (x/time/rate's CancelAt bound). Exact at act, less as time passes, never
+// more; TAT never before now. A TAT more than tau ahead (bookings not yet
+// due) gives nothing back, as tokenbucket.Bucket.Undo.
+func (m *Meter) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+	give := m.Unused(s, now, act, cost)
+	if act <= now {
+		give = 0
+		late := now - act
+		if s.N0 > now && s.N0-now > m.tau { // not s.N0-m.tau: MinInt64
+			late = cost * m.every // bookings ahead: nothing
+		}
+		if late < cost*m.every {
+			give = cost - (late+m.every-1)/m.every
+		}
+	}
+	return m.give(s, now, give)
+}
+
+// give moves TAT up to n intervals earlier, but not before now.
+func (m *Meter) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+	if s.N0 <= now || n < 1 { // not s.N0-now: a fresh key's TAT is math.MinInt64
 		return algorithm.State{N0: s.N0}, m.Peek(s, now, 1)
 	}
 	tat := now

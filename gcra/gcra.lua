@@ -147,9 +147,13 @@ local rem, reset = left(debt), debt
 
 --@refund
 -- Up to n units back (Go: Meter.Refund): TAT n intervals earlier, but not
--- before now; a key at rest has nothing to give back.
+-- before now; a key at rest has nothing to give back. By key nothing
+-- while the debt is above tau: bookings not yet due.
+if keyed and debt > tau then
+  n = 0
+end
 local value
-if debt > 0 then
+if debt > 0 and n > 0 then
   if n * every < debt then
     debt = debt - n * every
   else
@@ -188,4 +192,24 @@ if act > now then
       end
     end
   end
+end
+
+--@undo
+-- What an admission of bcost due at act ≤ now gives back (Go:
+-- Meter.Undo): bcost less the intervals begun since act,
+-- ⌈(now − act)/every⌉; nothing while the debt is above tau (bookings not
+-- yet due).
+local give = 0
+local late = now - act
+if debt > tau then
+  late = bcost * every
+end
+if late < bcost * every then
+  local q = math.floor((late + every - 1) / every)
+  if q * every > late + every - 1 then
+    q = q - 1
+  elseif (q + 1) * every <= late + every - 1 then
+    q = q + 1
+  end
+  give = bcost - q
 end

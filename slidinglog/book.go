@@ -33,9 +33,49 @@ func (l *Log) Book(s algorithm.State, now, act, cost int64) (algorithm.State, al
 // the log forgot left the window there). A log with nothing in the window
 // is returned as it is. The result is Peek(next, now, 1).
 //
+// A log whose newest entry is after now (or after its clock, when that is
+// later) gives nothing back: that entry is a booking not yet due, which
+// only its Reservation gives back (Cancel), and the cost due before it
+// counts in its cumulative cost.
+//
 // As Take, Refund changes s.Log in place and returns a state pointing to
 // it.
 func (l *Log) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+	if entries := live(&s); len(entries) > 0 && entries[len(entries)-1].At > at(&s, now) {
+		n = 0
+	}
+	return l.give(s, now, n)
+}
+
+// Undo gives back an admission of cost due at act (see algorithm.Undoer):
+// before act its Unused; at or after it the cost, when the admission is
+// still the newest charge, in the window at now (the newest entry is at
+// act and holds at least cost: the admission's own); otherwise nothing,
+// since the log does not tell which later charge was admitted with it
+// counted. Nothing once act has left the window.
+//
+// As Take, Undo changes s.Log in place and returns a state pointing to
+// it.
+func (l *Log) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+	give := l.Unused(s, now, act, cost)
+	if act <= now {
+		t := at(&s, now)
+		entries := live(&s)
+		if k := len(entries); s.N2 > 0 && k > 0 && entries[k-1].At == act && act > t-l.window {
+			prev := s.N0
+			if k > 1 {
+				prev = entries[k-2].Cost
+			}
+			if entries[k-1].Cost-prev >= cost {
+				give = cost
+			}
+		}
+	}
+	return l.give(s, now, give)
+}
+
+// give takes up to n off the cost in the window at now, newest first.
+func (l *Log) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
 	t := at(&s, now)
 	entries := live(&s)
 	i, base := split(&s, entries, t-l.window)

@@ -75,10 +75,15 @@ func TestBookSteps(t *testing.T) {
 	if u := l.Unused(s, t4, t4, 1); u != 0 {
 		t.Errorf("Unused once due: got %d, want 0", u)
 	}
-	// Refund 4: the 3 booked for t4, then 1 of the 3 of t0, which stays
-	// an entry of 2.
+	// Refund 4 by key: nothing, the 3 booked for t4 are not due. Given
+	// back by their handle (Undo), then 1 of the 3 of t0 by key, which
+	// stays an entry of 2.
+	before := l.Peek(s, t2, 1)
 	s, r = l.Refund(s, t2, 4)
-	step("Refund(4) at t2", r, ok(2, 2*d))
+	step("Refund(4) at t2", r, before)
+	s, _ = l.Undo(s, t2, t4, 3)
+	s, r = l.Refund(s, t2, 1)
+	step("Refund(1) at t2", r, ok(2, 2*d))
 	if got := s.Log.Entries[s.Log.Head:]; !slices.Equal(got, []algorithm.Entry{{At: t0, Cost: 2}}) {
 		t.Errorf("entries after the refund: got %+v", got)
 	}
@@ -176,9 +181,14 @@ func (m *model) charge(now, due, cost int64) {
 }
 
 // refund gives back up to n of what counts at now, the latest logged
-// first (of those logged at one instant, the latest due).
-func (m *model) refund(now, n int64) {
+// first (of those logged at one instant, the latest due); by key
+// (keyed), nothing while a unit is logged after the instant a decision at
+// now is made at (a booking not yet due).
+func (m *model) refund(now, n int64, keyed bool) {
 	t := m.at(now)
+	if keyed && len(m.units) > 0 && m.newest() > t {
+		return
+	}
 	slices.SortStableFunc(m.units, func(a, b unit) int {
 		if a.rec != b.rec {
 			return int(a.rec - b.rec)
@@ -199,6 +209,25 @@ func (m *model) refund(now, n int64) {
 // instant, act, add up to cost at least.
 func (m *model) unused(now, act, cost int64) int64 {
 	if act <= m.at(now) || len(m.units) == 0 || m.newest() != act {
+		return 0
+	}
+	sum := int64(0)
+	for _, u := range m.units {
+		if u.rec == act {
+			sum += u.cost
+		}
+	}
+	if sum < cost {
+		return 0
+	}
+	return cost
+}
+
+// undo is what an admission of cost due at act ≤ now gives back by its
+// handle: cost while it is the newest charge, in the window at now.
+func (m *model) undo(now, act, cost int64) int64 {
+	t := m.at(now)
+	if act > now || len(m.units) == 0 || m.newest() != act || act <= t-m.window {
 		return 0
 	}
 	sum := int64(0)
@@ -317,7 +346,7 @@ func history(t *testing.T, rng *rand.Rand, limit, window int64, steps int) {
 		case op < 9:
 			n := 1 + rng.Int64N(limit+1)
 			s, r, err = algorithm.CheckRefund(l, s, now, n, later(now))
-			m.refund(now, n)
+			m.refund(now, n, true)
 			trace = append(trace, fmt.Sprintf("Refund(%d) at t0%+d: %+v", n, now-t0, r))
 		default:
 			if len(books) == 0 {
@@ -331,13 +360,19 @@ func history(t *testing.T, rng *rand.Rand, limit, window int64, steps int) {
 			if u, err = algorithm.CheckUnused(l, s, now, b.act, b.cost); err == nil && u != m.unused(now, b.act, b.cost) {
 				fail("Unused of Book(%d) for t0%+d at t0%+d: got %d, model %d", b.cost, b.act-t0, now-t0, u, m.unused(now, b.act, b.cost))
 			}
-			if err == nil && u > 0 {
-				s, r, err = algorithm.CheckRefund(l, s, now, u, later(now))
-				m.refund(now, u)
-			} else {
-				r = l.Peek(s, now, 1)
+			if b.act <= now {
+				// Due: given back by its handle (Undo).
+				u = m.undo(now, b.act, b.cost)
 			}
-			trace = append(trace, fmt.Sprintf("Cancel of Book(%d) for t0%+d at t0%+d: unused %d, %+v", b.cost, b.act-t0, now-t0, u, r))
+			before := l.Peek(s, now, 1)
+			if err == nil {
+				s, r, err = algorithm.CheckUndo(l, s, now, b.act, b.cost, later(now))
+				m.refund(now, u, false)
+			}
+			if err == nil && r.Remaining-before.Remaining > u {
+				fail("Undo of Book(%d) for t0%+d at t0%+d gave back %d, model %d", b.cost, b.act-t0, now-t0, r.Remaining-before.Remaining, u)
+			}
+			trace = append(trace, fmt.Sprintf("Undo of Book(%d) for t0%+d at t0%+d: gives %d, %+v", b.cost, b.act-t0, now-t0, u, r))
 		}
 		if err != nil {
 			fail("%v", err)

@@ -76,6 +76,7 @@ var (
 	_ algorithm.Algorithm = (*Log)(nil)
 	_ algorithm.Quoter    = (*Log)(nil)
 	_ algorithm.Booker    = (*Log)(nil)
+	_ algorithm.Undoer    = (*Log)(nil)
 )
 
 // New returns a sliding log admitting cfg.Limit per cfg.Window, or an error

@@ -365,6 +365,11 @@ end
 -- below that. The clock does not move. Then the report, for a cost of 1
 -- (decide may have run for another: a cancel's). A state carried from
 -- another kind (carried) never gets here: ops.go reports it instead.
+-- By key (Go: Log.Refund) nothing while the newest member is after t: a
+-- booking not yet due.
+if keyed and last and last > t then
+  n = 0
+end
 local left = used
 if used > 0 and n >= 1 then
   if oldw then
@@ -502,6 +507,25 @@ end
 -- (Go: Log.Unused).
 local give = 0
 if last and act > t and last == act then
+  local own = total
+  local m = redis.call('ZRANGE', zkey, -2, -2)
+  if m[1] and string.byte(m[1], 1) ~= 35 then -- 35 is '#': none before
+    own = total - tonumber(m[1])
+    if own < 0 then
+      own = own + modulus
+    end
+  end
+  if own >= bcost then
+    give = bcost
+  end
+end
+
+--@undo
+-- An admission of bcost due at act ≤ now is given back while it is the
+-- newest charge, in the window at t: the newest member is at act and
+-- holds bcost at least (Go: Log.Undo).
+local give = 0
+if last and last == act and act > t - window then
   local own = total
   local m = redis.call('ZRANGE', zkey, -2, -2)
   if m[1] and string.byte(m[1], 1) ~= 35 then -- 35 is '#': none before

@@ -154,23 +154,22 @@ func TestRefundWithBookings(t *testing.T) {
 	}
 	s, _ = w.Book(s, t5, t8, 2) // the pointer at 6, skipping 2; 2 before
 	later := []int64{t5, t6, t8, t8 + d, t12}
-	for i, c := range []struct {
-		n    int64
-		want algorithm.Result
-	}{
-		{1, no(0, 5*d, 11*d)},   // 5 + 2: 1 + ⌈4·(4d−e)/4d⌉ ≤ 3 from e = 2d in [t8, t12)
-		{2, no(0, 3*d, 7*d)},    // 3 + ⌈2·3d/4d⌉ = 5, 4 at t8
-		{4, ok(3, 3*d)},         // 0 + ⌈1·3d/4d⌉ = 1
-		{3, algorithm.Fresh(4)}, // the previous window given back too
-	} {
-		var r algorithm.Result
-		var err error
-		if s, r, err = algorithm.CheckRefund(w, s, t5, c.n, later); err != nil {
+	// By key, nothing while the booking is not due.
+	before := w.Peek(s, t5, 1)
+	if next, r, err := algorithm.CheckRefund(w, s, t5, 3, later); err != nil || next != s || r != before {
+		t.Fatalf("Refund by key before the booking is due: got %+v %+v, %v; want nothing given back (%+v)", next, r, err, before)
+	}
+	// Due at t8: the 2 booked are the count, the 4 of [t4, t8) the
+	// previous window's; 6 given back leave a fresh key.
+	var r algorithm.Result
+	var err error
+	for _, n := range []int64{2, 4} {
+		if s, r, err = algorithm.CheckRefund(w, s, t8, n, later[2:]); err != nil {
 			t.Fatal(err)
 		}
-		if r != c.want {
-			t.Errorf("refund %d of %d: got %+v, want %+v", i, c.n, r, c.want)
-		}
+	}
+	if r != algorithm.Fresh(4) {
+		t.Errorf("refund of 6 at t8: got %+v, want fresh", r)
 	}
 }
 

@@ -67,6 +67,7 @@ type Window struct {
 var (
 	_ algorithm.Algorithm = (*Window)(nil)
 	_ algorithm.Booker    = (*Window)(nil)
+	_ algorithm.Undoer    = (*Window)(nil)
 	_ algorithm.Quoter    = (*Window)(nil)
 )
 
@@ -259,17 +260,50 @@ func (w *Window) Book(s algorithm.State, now, act, cost int64) (algorithm.State,
 
 // Refund gives back up to n of what counts at now, the latest first: from
 // the count (the pointer), then from the previous window's count (see
-// algorithm.Booker).
+// algorithm.Booker), only while nothing is booked past the window of now:
+// a pointer beyond the limit, or one in a later window, holds bookings not
+// yet due, which only their Reservation gives back (Cancel).
 func (w *Window) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+	if v := w.at(s, now); v.index != algorithm.FloorDiv(now, w.window) || v.count > w.limit {
+		n = 0
+	}
+	return w.give(s, now, n)
+}
+
+// give takes up to n off the count at now, then off the previous window's.
+func (w *Window) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
 	v := w.at(s, now)
-	if v.count == 0 && v.prev == 0 {
-		return s, w.report(v, 0, now, 1)
+	if v.count == 0 && v.prev == 0 || n < 1 {
+		return s, w.report(v, w.used(v), now, 1)
 	}
 	c := min(n, v.count)
 	v.count -= c
 	v.prev -= min(n-c, v.prev)
 	s.N0, s.N1, s.N2 = v.index, v.count, v.prev
 	return s, w.report(v, w.used(v), now, 1)
+}
+
+// Undo gives back an admission of cost due at act (see algorithm.Undoer):
+// before act nothing (Unused); at or after it, when nothing is booked past
+// the window of now, the cost from the count when act lies in the window
+// of now, or from the previous window's count when it lies there and the
+// window of now has counted nothing (a cost taken from the count instead
+// would count longer); nothing once act's window no longer counts.
+func (w *Window) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+	v := w.at(s, now)
+	give := w.Unused(s, now, act, cost)
+	cur := algorithm.FloorDiv(now, w.window)
+	if act <= now && v.index == cur && v.count <= w.limit {
+		switch algorithm.FloorDiv(act, w.window) {
+		case cur:
+			give = cost
+		case cur - 1:
+			if v.count == 0 {
+				give = cost
+			}
+		}
+	}
+	return w.give(s, now, give)
 }
 
 // Unused is 0: a counter gives back a booking only through a store's

@@ -309,7 +309,20 @@ local value = string.format('%.0f %.0f %.0f', bindex, bcount, bprev)
 
 --@refund
 -- Up to n given back, the latest first: from the count (the pointer),
--- then from the previous window's count.
+-- then from the previous window's count. By key (Go: Window.Refund)
+-- nothing while something is booked past the window of now (a pointer
+-- above the limit, or in a later window).
+if keyed then
+local nindex = math.floor(now / window)
+  if nindex * window > now then
+    nindex = nindex - 1
+  elseif (nindex + 1) * window <= now then
+    nindex = nindex + 1
+  end
+  if index ~= nindex or count > limit then
+    n = 0
+  end
+end
 local value, ttl, rem, retry, reset = nil, 2, limit, 0, 0
 if count > 0 or prev > 0 then
   local c = math.min(n, count)
@@ -349,5 +362,31 @@ if count > 0 or prev > 0 then
   if ttl < 2 then
     ttl = 2
   end
-  value = string.format('%.0f %.0f %.0f', index, rc, rp)
+  if n > 0 then
+    value = string.format('%.0f %.0f %.0f', index, rc, rp)
+  end
+end
+
+--@undo
+-- What an admission of bcost due at act ≤ now gives back (Go:
+-- Window.Undo): when nothing is booked past the window of now, all of it
+-- when act lies in that window, or in the one before while the window of
+-- now has counted nothing; otherwise nothing.
+local nindex = math.floor(now / window)
+if nindex * window > now then
+  nindex = nindex - 1
+elseif (nindex + 1) * window <= now then
+  nindex = nindex + 1
+end
+local aindex = math.floor(act / window)
+if aindex * window > act then
+  aindex = aindex - 1
+elseif (aindex + 1) * window <= act then
+  aindex = aindex + 1
+end
+local give = 0
+if index == nindex and count <= limit then
+  if aindex == nindex or (aindex == nindex - 1 and count == 0) then
+    give = bcost
+  end
 end

@@ -318,6 +318,13 @@ type Booker[K comparable] interface {
 	// still the one the booking left; otherwise as far as the algorithm's
 	// Unused says. Nothing once b is due (b.Act ≤ now).
 	Cancel(ctx context.Context, key K, now int64, b Booking) error
+	// Undo gives b back, at now, as a Reservation's Refund does: before
+	// b is due, as Cancel; once due, exactly for every limit whose state
+	// is still the one the booking left, otherwise as far as the
+	// algorithm's Undo says (algorithm.Undoer): never more than the key
+	// would hold had the booking never been made. A limit whose state is
+	// another kind's (carried) or gone gets nothing back.
+	Undo(ctx context.Context, key K, now int64, b Booking) error
 	// Refund gives back up to n (n ≥ 1) of what every limit charged key
 	// (algorithm.Booker.Refund), and reports each limit's state for a
 	// cost of 1. A key without state is left without.

@@ -167,9 +167,13 @@ local rem = math.max(tokens, 0)
 
 --@refund
 -- Up to n tokens back (Go: IntervalBucket.Refund), to the capacity; a
--- full bucket has nothing to give back.
+-- full bucket has nothing to give back. By key nothing while in debt:
+-- bookings not yet due.
+if keyed and tokens < 0 then
+  n = 0
+end
 local value
-if tokens < capacity then
+if tokens < capacity and n > 0 then
   if n < capacity - tokens then
     tokens = tokens + n
   else
@@ -201,4 +205,15 @@ if act > now then
   if give < 0 then
     give = 0
   end
+end
+
+--@undo
+-- What an admission of bcost due at act ≤ now gives back (Go:
+-- IntervalBucket.Undo): bcost less per for each refill that can have come
+-- since act, ⌈(now − act)/interval⌉ of them; nothing while in debt
+-- (bookings not yet due).
+local give = 0
+local ticks = floordiv(now - act + interval - 1, interval)
+if ticks < floordiv(bcost + per - 1, per) and tokens >= 0 then
+  give = bcost - ticks * per
 end

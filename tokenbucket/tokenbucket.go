@@ -60,7 +60,7 @@ type Bucket struct {
 var (
 	_ algorithm.Narrow = (*Bucket)(nil)
 	_ algorithm.Quoter = (*Bucket)(nil)
-	_ algorithm.Booker = (*Bucket)(nil)
+	_ algorithm.Undoer = (*Bucket)(nil)
 )
 
 // New returns a bucket of cfg.Capacity tokens refilled at cfg.Rate tokens
@@ -266,10 +266,46 @@ func (b *Bucket) Book(s algorithm.State, now, act, cost int64) (algorithm.State,
 // up to a whole count n+1 above held's (3.9999999999999996 + 6 is 10 in
 // float64) is taken a float lower, so that no more than n whole tokens
 // come back.
+//
+// A bucket in debt gives nothing back: its debt is bookings not yet due,
+// which only their Reservation gives back (Cancel).
 func (b *Bucket) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
 	tokens, last := load(s)
+	if b.at(tokens, last, now) < 0 {
+		n = 0
+	}
+	return b.give(s, now, n)
+}
+
+// Undo gives back an admission of cost due at act (see algorithm.Undoer):
+// before act its Unused; at or after it, x/time/rate's CancelAt bound, the
+// cost less the refill since act, cost − rate·(now − act), rounded down:
+// the key would hold no more had the admission never been made, since the
+// tokens it took are lost only while that bucket sat full, at most the
+// refill since act. Exact at act, less as time passes, never more; up to
+// the capacity. A bucket in debt gives nothing back: bookings made since
+// counted on the refill until they are due, which the bound does not
+// cover, and a debt given back would hide them from Refund.
+func (b *Bucket) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+	give := b.Unused(s, now, act, cost)
+	if act <= now {
+		left := float64(float64(cost) - float64(float64(now-act)*b.perMicro))
+		if tokens, last := load(s); b.at(tokens, last, now) < 0 {
+			left = 0
+		}
+		give = 0
+		if left >= 1 {
+			give = min(int64(left), cost)
+		}
+	}
+	return b.give(s, now, give)
+}
+
+// give puts up to n tokens back, up to the capacity.
+func (b *Bucket) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+	tokens, last := load(s)
 	held := b.at(tokens, last, now)
-	if held >= b.capacity {
+	if held >= b.capacity || n < 1 {
 		return algorithm.State{N0: s.N0, N1: s.N1}, b.Peek(s, now, 1)
 	}
 	left := min(held+float64(n), b.capacity)
@@ -330,7 +366,7 @@ type IntervalBucket struct {
 var (
 	_ algorithm.Narrow = (*IntervalBucket)(nil)
 	_ algorithm.Quoter = (*IntervalBucket)(nil)
-	_ algorithm.Booker = (*IntervalBucket)(nil)
+	_ algorithm.Undoer = (*IntervalBucket)(nil)
 )
 
 // NewInterval returns a bucket of cfg.Capacity tokens that gains cfg.Tokens
@@ -485,9 +521,38 @@ func (b *IntervalBucket) Book(s algorithm.State, now, act, cost int64) (algorith
 
 // Refund gives back up to n tokens: the bucket at now holds n more, up to
 // its capacity. A full bucket has nothing to give back.
+//
+// A bucket in debt gives nothing back: its debt is bookings not yet due,
+// which only their Reservation gives back (Cancel).
 func (b *IntervalBucket) Refund(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+	if tokens, _ := b.at(s.N0, s.N1, now); tokens < 0 {
+		n = 0
+	}
+	return b.give(s, now, n)
+}
+
+// Undo gives back an admission of cost due at act (see algorithm.Undoer):
+// before act its Unused; at or after it the cost less Tokens for each
+// refill that can have come since act, ⌈(now − act)/Interval⌉ of them
+// (Bucket.Undo's bound in whole refills): never more than the key would
+// hold had the admission never been made; up to the capacity. A bucket in
+// debt gives nothing back, as Bucket.Undo.
+func (b *IntervalBucket) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+	give := b.Unused(s, now, act, cost)
+	if act <= now {
+		give = 0
+		tokens, _ := b.at(s.N0, s.N1, now)
+		if ticks := ceilDiv(now-act, b.interval); ticks < ceilDiv(cost, b.tokens) && tokens >= 0 {
+			give = cost - ticks*b.tokens
+		}
+	}
+	return b.give(s, now, give)
+}
+
+// give puts up to n tokens back, up to the capacity.
+func (b *IntervalBucket) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
 	tokens, last := b.at(s.N0, s.N1, now)
-	if tokens >= b.capacity {
+	if tokens >= b.capacity || n < 1 {
 		return algorithm.State{N0: s.N0, N1: s.N1}, b.Peek(s, now, 1)
 	}
 	left := b.capacity

@@ -220,9 +220,12 @@ end
 -- Up to n tokens back (Go: Bucket.Refund), to the capacity; a full
 -- bucket has nothing to give back. A sum rounded up to n+1 whole tokens
 -- more is taken a float lower (Go: math.Nextafter toward -Inf; the sum is
--- then at least 1).
+-- then at least 1). By key nothing while in debt: bookings not yet due.
+if keyed and avail < 0 then
+  n = 0
+end
 local value
-if avail < capacity then
+if avail < capacity and n > 0 then
   local was = 0
   if avail > 0 then
     was = math.floor(avail)
@@ -281,4 +284,17 @@ if act > now then
       give = 0
     end
   end
+end
+
+--@undo
+-- What an admission of bcost due at act ≤ now gives back (Go:
+-- Bucket.Undo): bcost less the refill since act, rounded down; nothing
+-- while in debt (bookings not yet due).
+local give = 0
+local left = bcost - (now - act) * per_micro
+if avail < 0 then
+  left = 0
+end
+if left >= 1 then
+  give = math.min(math.floor(left), bcost)
 end

@@ -63,8 +63,8 @@ func TestLogWindowShrinkKeepsBase(t *testing.T) {
 }
 
 // TestBookingServerClock: with clock.Server() the booking scripts read
-// Redis's TIME: a booking's delay, its cancel and a refund work on the
-// server's clock as on a local one.
+// Redis's TIME: a booking's delay, its cancel and refunds (by key, and
+// through Reservations) work on the server's clock as on a local one.
 func TestBookingServerClock(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		ctx := context.Background()
@@ -92,7 +92,15 @@ func TestBookingServerClock(t *testing.T) {
 		if err != nil || !third.OK() || third.Delay() < 1900*time.Millisecond || third.Delay() > 2*time.Second {
 			t.Fatalf("after the cancel: delay %v, %v; want about 2 s again, not 4", third.Delay(), err)
 		}
-		if _, err := lim.Refund(ctx, "k", 2); err != nil {
+		// By key, nothing: the third booking is not due (only its
+		// Reservation gives it back). Through their Reservations, both.
+		if d, err := lim.Refund(ctx, "k", 2); err != nil || d.Remaining() != 0 {
+			t.Fatalf("Refund by key with a booking not due: %v, %v; want nothing given back", d, err)
+		}
+		if err := third.Refund(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Refund(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if d, err := lim.Peek(ctx, "k"); err != nil && target.Mini == nil || err == nil && d.Remaining() != 1 {

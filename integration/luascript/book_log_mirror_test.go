@@ -55,7 +55,7 @@ func newBookMirror(t *testing.T, client redis.UniversalClient, base string, limi
 		t.Fatal(err)
 	}
 	m.params = anys(params)
-	for _, op := range []luascript.Op{luascript.OpBook, luascript.OpRefund, luascript.OpCancel} {
+	for _, op := range []luascript.Op{luascript.OpBook, luascript.OpRefund, luascript.OpCancel, luascript.OpUndo} {
 		if m.ops[op], _, err = luascript.ForOp(op, ls...); err != nil {
 			t.Fatal(err)
 		}
@@ -174,9 +174,48 @@ func (m *bookMirror) cancel(now, act, cost int64) (got, want []int64) {
 		give := int64(0)
 		if act > now {
 			if give = l.alg.Unused(l.s, now, act, cost); give > 0 {
-				l.s, _ = l.alg.Refund(l.s, now, give)
+				l.s, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost)
 			}
 		}
+		want = append(want, give)
+	}
+	return got, want
+}
+
+// undo gives a booking back as a Reservation's Refund does (OpUndo),
+// before or after it is due, and replies what each limit gave: Unused
+// before act; after it the cost while the booking is the newest entry, in
+// the window at the log's instant (Go: Log.Undo).
+func (m *bookMirror) undo(now, act, cost int64) (got, want []int64) {
+	extra := []any{strconv.FormatInt(act, 10)}
+	for range m.limits {
+		extra = append(extra, "", "")
+	}
+	got, err := m.eval(m.ops[luascript.OpUndo], now, cost, extra...).Int64Slice()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	for _, l := range m.limits {
+		give := int64(0)
+		if act > now {
+			give = l.alg.Unused(l.s, now, act, cost)
+		} else if s := l.s; s.Log != nil && s.N2 > 0 {
+			t := now
+			if s.N1 > now {
+				t = s.N1
+			}
+			es := s.Log.Entries[s.Log.Head:]
+			if k := len(es); k > 0 && es[k-1].At == act && act > t-int64(l.alg.Spec().Params[1]) {
+				prev := s.N0
+				if k > 1 {
+					prev = es[k-2].Cost
+				}
+				if es[k-1].Cost-prev >= cost {
+					give = cost
+				}
+			}
+		}
+		l.s, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost)
 		want = append(want, give)
 	}
 	return got, want
@@ -318,6 +357,10 @@ func TestSlidingLogBookMirror(t *testing.T) {
 						}
 						what = fmt.Sprintf("cancel %d booked for %d at %d", b.cost, b.act, now)
 						g, w := m.cancel(now, b.act, b.cost)
+						if rng.IntN(2) == 0 {
+							what = fmt.Sprintf("undo %d booked for %d at %d", b.cost, b.act, now)
+							g, w = m.undo(now, b.act, b.cost)
+						}
 						got, want = g, w
 						if slices.Max(w) > 0 {
 							gave++

@@ -38,8 +38,8 @@ func mirrorBookings(t *testing.T, client redis.UniversalClient, alg algorithm.Al
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ops [luascript.OpCancel + 1]*luascript.Script
-	for op := luascript.OpBook; op <= luascript.OpCancel; op++ {
+	var ops [luascript.OpUndo + 1]*luascript.Script
+	for op := luascript.OpBook; op <= luascript.OpUndo; op++ {
 		if ops[op], _, err = luascript.ForOp(op, l); err != nil {
 			if errors.Is(err, store.ErrAlgorithmUnsupported) {
 				t.Skipf("%v: %v", alg, err)
@@ -97,7 +97,7 @@ func mirrorBookings(t *testing.T, client redis.UniversalClient, alg algorithm.Al
 		}
 		var what string
 		var got, want []int64
-		switch op := rng.IntN(6); op {
+		switch op := rng.IntN(7); op {
 		case 0, 1: // Take, Peek
 			cost := drawCost()
 			if op == 1 {
@@ -159,10 +159,32 @@ func mirrorBookings(t *testing.T, client redis.UniversalClient, alg algorithm.Al
 				if exact {
 					s, give = bk.pre, bk.cost
 				} else if give = b.Unused(s, now, bk.act, bk.cost); give > 0 {
-					s, _ = b.Refund(s, now, give)
+					s, _ = b.(algorithm.Undoer).Undo(s, now, bk.act, bk.cost)
 				}
 			}
 			want = []int64{give}
+		case 6: // A Reservation's Refund (OpUndo), due or not, then a peek
+			if len(pending) == 0 {
+				continue
+			}
+			j := rng.IntN(len(pending))
+			bk := pending[j]
+			pending = append(pending[:j], pending[j+1:]...)
+			what = fmt.Sprintf("step %d: undo %d due at %d, at %d", i, bk.cost, bk.act, now)
+			args := append([]string{strconv.FormatInt(bk.act, 10)}, bk.values...)
+			ints(what, run(ops[luascript.OpUndo], now, bk.cost, args...))
+			if algorithm.ExactUndo(b) && s.N0 == bk.post.N0 && s.N1 == bk.post.N1 && s.N2 == bk.post.N2 {
+				s = bk.pre
+				if bk.values[0] == "" {
+					exists = false // the booking made the state: there is none again
+				}
+			} else {
+				s, _ = b.(algorithm.Undoer).Undo(s, now, bk.act, bk.cost)
+			}
+			what += ", then a peek"
+			got = ints(what, run(decide, now, 0))
+			r := b.Peek(s, now, 1)
+			want = []int64{r.Remaining, r.RetryAfter, r.ResetAfter}
 		case 5: // Refund
 			n := 1 + rng.Int64N(limit)
 			what = fmt.Sprintf("step %d: refund %d at %d", i, n, now)

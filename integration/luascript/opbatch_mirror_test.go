@@ -45,8 +45,8 @@ func TestOpBatchMirror(t *testing.T) {
 			if err != nil {
 				rt.Fatal(err)
 			}
-			var ops [luascript.OpCancel + 1]*luascript.Script
-			for op := luascript.OpBook; op <= luascript.OpCancel; op++ {
+			var ops [luascript.OpUndo + 1]*luascript.Script
+			for op := luascript.OpBook; op <= luascript.OpUndo; op++ {
 				if ops[op], _, err = luascript.ForOp(op, limits...); err != nil {
 					rt.Fatal(err)
 				}
@@ -118,8 +118,8 @@ func TestOpBatchMirror(t *testing.T) {
 				}
 			}
 
-			op := luascript.Op(rapid.IntRange(int(luascript.OpBook), int(luascript.OpCancel)).Draw(rt, "op"))
-			if op == luascript.OpCancel && len(bookings) == 0 {
+			op := luascript.Op(rapid.IntRange(int(luascript.OpBook), int(luascript.OpUndo)).Draw(rt, "op"))
+			if (op == luascript.OpCancel || op == luascript.OpUndo) && len(bookings) == 0 {
 				op = luascript.OpRefund
 			}
 			size := rapid.IntRange(1, 30).Draw(rt, "batch")
@@ -127,7 +127,7 @@ func TestOpBatchMirror(t *testing.T) {
 			switch op {
 			case luascript.OpBook:
 				m = 3
-			case luascript.OpCancel:
+			case luascript.OpCancel, luascript.OpUndo:
 				m = 3 + 2*n
 			}
 			argv := []any{strconv.Itoa(size), strconv.Itoa(m)}
@@ -145,7 +145,7 @@ func TestOpBatchMirror(t *testing.T) {
 					extra = []string{d}
 				case luascript.OpRefund:
 					cost = rapid.Int64Range(1, 2*maxCost).Draw(rt, fmt.Sprint("refund", i))
-				case luascript.OpCancel:
+				case luascript.OpCancel, luascript.OpUndo:
 					b := rapid.SampledFrom(bookings).Draw(rt, fmt.Sprint("cancel", i))
 					cost, extra = b.cost, b.extra
 				}

@@ -99,8 +99,18 @@ func TestBigPolicy(t *testing.T) {
 			if _, err := p.Refund(ctx, key, 1); err != nil {
 				t.Fatalf("%d limits: Refund: %v", n, err)
 			}
+			// An admission refunded through its Reservation (the undo
+			// script, with as many limits): nothing charged since, so
+			// all of it comes back.
+			once, err := p.ReserveN(ctx, key, 1, 0)
+			if err != nil || !once.OK() {
+				t.Fatalf("%d limits: ReserveN(1, 0): %v, %v", n, once, err)
+			}
+			if err := once.Refund(ctx); err != nil {
+				t.Fatalf("%d limits: Reservation.Refund: %v", n, err)
+			}
 			// 2 + 16 taken, 3 booked for now (due at once: its Cancel
-			// gives nothing back), 1 refunded.
+			// gives nothing back), 1 refunded, 1 taken and given back.
 			pd, err := p.Peek(ctx, key)
 			if err != nil {
 				t.Fatalf("%d limits: Peek: %v", n, err)

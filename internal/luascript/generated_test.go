@@ -33,7 +33,7 @@ func generatedScripts() map[string]string {
 		d := compose(names)
 		out[base+".decide.lua"] = d.Source
 		out[base+".batch.lua"] = Batch(d).Source
-		for _, op := range []Op{OpBook, OpRefund, OpCancel} {
+		for _, op := range []Op{OpBook, OpRefund, OpCancel, OpUndo} {
 			out[base+"."+op.String()+".lua"] = composeOp(op, names).Source
 		}
 	}

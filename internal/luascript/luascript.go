@@ -61,6 +61,8 @@ type body struct {
 	book, refund, unused, earliest string
 	params                         int  // $1…$params
 	kind                           byte // its algorithm.Tag's Kind
+	// undo is the --@undo part (docs/design/refund-by-handle.md).
+	undo string
 	// carry is how a batch keeps the state in Lua numbers from one request
 	// to the next, for a body that marks it (every string-state body).
 	carry *carry
@@ -210,8 +212,9 @@ func init() {
 }
 
 // split cuts a body at its "--@name" lines (--@report and --@commit, in
-// that order, then any of --@book, --@refund, --@unused and --@earliest),
-// counts the parameters it names, and reads its --#setup and carry marks.
+// that order, then any of --@book, --@refund, --@unused, --@earliest and
+// --@undo), counts the parameters it names, and reads its --#setup and carry
+// marks.
 func split(text string) (body, error) {
 	b, err := splitParts(text)
 	if err != nil {
@@ -234,7 +237,7 @@ func splitParts(text string) (body, error) {
 	var b body
 	parts := map[string]*string{
 		"report": &b.report, "commit": &b.commit,
-		"book": &b.book, "refund": &b.refund, "unused": &b.unused, "earliest": &b.earliest,
+		"book": &b.book, "refund": &b.refund, "unused": &b.unused, "earliest": &b.earliest, "undo": &b.undo,
 	}
 	rest := text
 	cur := &b.decide

@@ -35,6 +35,13 @@ const (
 	// Unused refunded. Nothing once the booking is due. It replies what
 	// each limit gave back, as integers.
 	OpCancel
+	// OpUndo gives back a booking as a Reservation's Refund does, with
+	// OpCancel's arguments: before the booking is due, as OpCancel; once
+	// due, a limit whose state is still the one after gets the one before
+	// back, and any other gets what its --@undo part says (Go: the
+	// algorithm's Undo). It replies what each limit gave back, as
+	// integers.
+	OpUndo
 )
 
 func (op Op) String() string {
@@ -45,6 +52,8 @@ func (op Op) String() string {
 		return "refund"
 	case OpCancel:
 		return "cancel"
+	case OpUndo:
+		return "undo"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(op))
 }
@@ -57,7 +66,7 @@ var opScripts sync.Map
 // an error wrapping store.ErrAlgorithmUnsupported when an algorithm has
 // no part for op.
 func ForOp(op Op, limits ...Limit) (*Script, []string, error) {
-	if op < OpBook || op > OpCancel {
+	if op < OpBook || op > OpUndo {
 		return nil, nil, fmt.Errorf("%w: %v", store.ErrAlgorithmUnsupported, op)
 	}
 	decision, params, err := For(limits...)
@@ -160,6 +169,9 @@ func newOpComposer(op Op, names []string) *opComposer {
 func (c *opComposer) opHead() {
 	src := &c.src
 	src.WriteString("local bcost = cost\n")
+	// keyed: a refund by key (the --@refund parts give nothing back of a
+	// booking not yet due); a cancel's or an undo's gives back its own.
+	fmt.Fprintf(src, "local keyed = %v\n", c.op == OpRefund)
 	if c.op == OpRefund {
 		src.WriteString("local refundn = cost\ncost = 1\n")
 	}
@@ -169,11 +181,11 @@ func (c *opComposer) opHead() {
 		fmt.Fprintf(src, "local out = {%s}\nlocal bact = now\n", slots("''", 2+5*len(c.limits)))
 	case OpRefund:
 		fmt.Fprintf(src, "local out = {%s}\n", slots("0", 3*len(c.limits)))
-	case OpCancel:
+	case OpCancel, OpUndo:
 		fmt.Fprintf(src, "local out = {%s}\nlocal cact = tonumber(ARGV[%d])\n", slots("0", len(c.limits)), c.opa)
 	}
 	if c.tables {
-		src.WriteString("local rep, earliest, book, refund, unused, raw = {}, {}, {}, {}, {}, {}\n")
+		src.WriteString("local rep, earliest, book, refund, unused, undo, raw = {}, {}, {}, {}, {}, {}, {}\n")
 	}
 	if !c.nested {
 		return
@@ -228,7 +240,12 @@ func (c *opComposer) call(n int, name, args, into string) string {
 func (c *opComposer) limit(l limitAt) {
 	c.parts[l.n-1] = map[string]opPart{}
 	if !c.nested && !c.tables {
-		fmt.Fprintf(&c.src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\n", l.n, l.n, l.n, l.n, l.n, l.n)
+		if c.op == OpUndo {
+			// Its own parts only: Lua allows a function 200 locals.
+			fmt.Fprintf(&c.src, "local rep%d, refund%d, unused%d, undo%d, raw%d\n", l.n, l.n, l.n, l.n, l.n)
+		} else {
+			fmt.Fprintf(&c.src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\n", l.n, l.n, l.n, l.n, l.n, l.n)
+		}
 	}
 	fmt.Fprintf(&c.src, "do\n-- limit %d: %s\n", l.n, l.name)
 	c.src.WriteString(c.load(l) + c.decide(l))
@@ -238,10 +255,13 @@ func (c *opComposer) limit(l limitAt) {
 	if c.op == OpBook {
 		c.defineBook(l)
 	}
-	if c.op == OpRefund || c.op == OpCancel {
+	if c.op == OpRefund || c.op == OpCancel || c.op == OpUndo {
 		c.defineRefund(l)
 	}
-	if c.op == OpCancel {
+	if c.op == OpUndo {
+		c.defineUndo(l)
+	}
+	if c.op == OpCancel || c.op == OpUndo {
 		c.defineUnused(l)
 	}
 	if !c.nested {
@@ -302,6 +322,18 @@ func (c *opComposer) defineUnused(l limitAt) {
 	c.define(l.n, "unused", opPart{"act, bcost", l.sub(unused) + "\n", "cgive"})
 }
 
+// defineUndo defines the limit's undo part for a refund through its
+// handle once the booking is due: the body's --@undo part (none: nothing
+// to give), nothing for a state of another kind.
+func (c *opComposer) defineUndo(l limitAt) {
+	undo := l.b.undo
+	if undo == "" {
+		undo = "local give = 0\n"
+	}
+	undo = "local ugive = 0\nif carried == 0 then\n" + undo + "\nugive = give\nend\n"
+	c.define(l.n, "undo", opPart{"act, bcost", l.sub(undo) + "\n", "ugive"})
+}
+
 // num formats a Lua number x as a booking's reply string.
 func num(x string) string { return "string.format('%.0f', " + x + ")" }
 
@@ -351,26 +383,35 @@ func (c *opComposer) end(l limitAt) {
 			c.call(l.n, "book", "bact", "brem, breset, bpost"), 3*i+3, 3*i+4, 3*i+5, num("brem"), num("bact - now"), num("breset"), base, base+1, c.slot("raw", l.n))
 	case OpRefund:
 		c.src.WriteString(c.call(l.n, "refund", "refundn", fmt.Sprintf("out[%d], out[%d], out[%d]", 3*i+1, 3*i+2, 3*i+3)))
-	case OpCancel:
+	case OpCancel, OpUndo:
 		c.cancelEnd(l)
 	}
 }
 
 // cancelEnd writes the limit's share of a cancel, before the booking is
-// due: a state still the one the booking left gets the one before back,
-// exactly; any other gives back its unused units.
+// due, or of an undo, due or not: a state still the one the booking left
+// gets the one before back, exactly; any other gives back its unused
+// units (before the booking is due) or its undo part's (after).
 func (c *opComposer) cancelEnd(l limitAt) {
 	src := &c.src
 	idArg := l.argv + 1
 	pre, post := c.opa+1+2*(l.n-1), c.opa+2+2*(l.n-1)
-	src.WriteString("if cact > now then\n")
+	if c.op == OpCancel {
+		src.WriteString("if cact > now then\n")
+	} else {
+		src.WriteString("do\n") // due or not: an undo gives back either way
+	}
 	if l.log() {
 		src.WriteString("  do\n")
 	} else {
 		fmt.Fprintf(src, "  if ARGV[%d] ~= '' and %s == ARGV[%d] then\n", post, c.slot("raw", l.n), post)
 		fmt.Fprintf(src, "    if ARGV[%d] == '' then\n      redis.call('HDEL', hkey, ARGV[%d])\n    else\n      redis.call('HSET', hkey, ARGV[%d], ARGV[%d])\n    end\n    out[%d] = bcost\n  else\n", pre, idArg, idArg, pre, l.n)
 	}
-	fmt.Fprintf(src, "local given\n%sif given > 0 then\n%send\nout[%d] = given\nend\nend\n", c.call(l.n, "unused", "cact, bcost", "given"), c.call(l.n, "refund", "given", "local _"), l.n)
+	give := c.call(l.n, "unused", "cact, bcost", "given")
+	if c.op == OpUndo {
+		give = "if cact > now then\n" + give + "else\n" + c.call(l.n, "undo", "cact, bcost", "given") + "end\n"
+	}
+	fmt.Fprintf(src, "local given\n%sif given > 0 then\n%send\nout[%d] = given\nend\nend\n", give, c.call(l.n, "refund", "given", "local _"), l.n)
 }
 
 // opPart is one of a limit's op parts as a function: its parameters, its

@@ -120,6 +120,24 @@ func (t *Table[K]) Cancel(ctx context.Context, key K, now int64, b store.Booking
 	return t.submit(ctx, keys, luascript.OpCancel, now, b.Cost, extra, nil).err
 }
 
+// Undo runs the undo script (luascript.OpUndo): before b is due, the
+// cancel's; once due, a Reservation's Refund.
+func (t *Table[K]) Undo(ctx context.Context, key K, now int64, b store.Booking) error {
+	u, ok := b.Undo.(bookingUndo)
+	if !ok || u.table != any(t) || len(u.values) != 2*len(t.limits) {
+		return fmt.Errorf("%w: a booking not made by this Redis table", store.ErrInvalidBooking)
+	}
+	if _, err := t.op(luascript.OpUndo); err != nil {
+		return err
+	}
+	keys, _, err := t.keys(nil, key, t.declared, nil)
+	if err != nil {
+		return err
+	}
+	extra := append([]string{strconv.FormatInt(b.Act, 10)}, u.values...)
+	return t.submit(ctx, keys, luascript.OpUndo, now, b.Cost, extra, nil).err
+}
+
 // Refund runs the refund script (luascript.OpRefund).
 func (t *Table[K]) Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {
 	if _, err := t.op(luascript.OpRefund); err != nil {
@@ -164,7 +182,7 @@ func (t *Table[K]) opReplyLen(op luascript.Op) int {
 	case luascript.OpRefund:
 		return 3 * n
 	}
-	return n // OpCancel: what each limit gave back
+	return n // OpCancel and OpUndo: what each limit gave back
 }
 
 // sendOps runs batch, requests of one booking operation, in order: one

@@ -193,17 +193,17 @@ type Table[K comparable] struct {
 	server   bool
 	limits   []int64 // each limit's Limit
 	specs    []luascript.Limit
-	ops      [luascript.OpCancel + 1]*luascript.Script // the booking scripts, by Op; nil for an algorithm without them
-	opBatch  [luascript.OpCancel + 1]*luascript.Script // their batch scripts (luascript.OpBatch), with coalescing
-	opsErr   error                                     // why they are nil
-	maxKey   int                                       // the longest encoding of a key accepted
-	warnings []error                                   // found by cfg.Evictions
-	evict    tableEviction                             // cfg.Evictions, which decisions poll (eviction.go)
-	lines    *lines                                    // keys in flight, nil without coalescing
-	inFlight int                                       // Config.InFlight
-	batch    *luascript.Script                         // the batch script of script
-	maxBatch int                                       // the most requests in a batch (batchBound)
-	timeout  time.Duration                             // Config.Timeout
+	ops      [luascript.OpUndo + 1]*luascript.Script // the booking scripts, by Op; nil for an algorithm without them
+	opBatch  [luascript.OpUndo + 1]*luascript.Script // their batch scripts (luascript.OpBatch), with coalescing
+	opsErr   error                                   // why they are nil
+	maxKey   int                                     // the longest encoding of a key accepted
+	warnings []error                                 // found by cfg.Evictions
+	evict    tableEviction                           // cfg.Evictions, which decisions poll (eviction.go)
+	lines    *lines                                  // keys in flight, nil without coalescing
+	inFlight int                                     // Config.InFlight
+	batch    *luascript.Script                       // the batch script of script
+	maxBatch int                                     // the most requests in a batch (batchBound)
+	timeout  time.Duration                           // Config.Timeout
 }
 
 var (
@@ -312,7 +312,7 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 		t.lines = newLines()
 		t.batch = luascript.Batch(script)
 	}
-	for op := luascript.OpBook; op <= luascript.OpCancel; op++ {
+	for op := luascript.OpBook; op <= luascript.OpUndo; op++ {
 		t.ops[op], _, t.opsErr = luascript.ForOp(op, specs...)
 		if t.opsErr != nil {
 			break

@@ -53,6 +53,10 @@ func (h *handle[K]) Cancel(ctx context.Context, key K, now int64, b store.Bookin
 	return h.one().Cancel(ctx, key, now, b)
 }
 
+func (h *handle[K]) Undo(ctx context.Context, key K, now int64, b store.Booking) error {
+	return h.one().Undo(ctx, key, now, b)
+}
+
 func (h *handle[K]) Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {
 	return h.one().Refund(ctx, key, now, n, out)
 }
@@ -163,6 +167,18 @@ func (p *policy[K]) Book(_ context.Context, key K, now, cost, maxDelay int64, ou
 }
 
 func (p *policy[K]) Cancel(_ context.Context, key K, now int64, b store.Booking) error {
+	return p.giveBack(key, now, b, false)
+}
+
+func (p *policy[K]) Undo(_ context.Context, key K, now int64, b store.Booking) error {
+	return p.giveBack(key, now, b, true)
+}
+
+// giveBack is Cancel, or with refund Undo (a Reservation's Refund): a
+// booking given back at now, exactly where each limit's state is still
+// the one it left, otherwise by the algorithm's Undo (before the booking
+// is due, its Unused). Cancel gives nothing back once the booking is due.
+func (p *policy[K]) giveBack(key K, now int64, b store.Booking, refund bool) error {
 	t := p.t
 	if t.tooLong(&key) {
 		return t.errLong
@@ -171,7 +187,7 @@ func (p *policy[K]) Cancel(_ context.Context, key K, now int64, b store.Booking)
 	if !ok || len(u.pre) != len(p.limits) {
 		return fmt.Errorf("%w: a booking not made by this memory table", store.ErrInvalidBooking)
 	}
-	if b.Act <= now {
+	if b.Act <= now && !refund {
 		return nil // due: used
 	}
 	bs, _, err := p.bookers()
@@ -219,9 +235,15 @@ func (p *policy[K]) Cancel(_ context.Context, key K, now int64, b store.Booking)
 				continue
 			}
 		}
-		if give := bk.Unused(s, now, b.Act, b.Cost); give > 0 {
-			if next, _ := bk.Refund(s, now, give); changed(next, s) {
+		if ud, ok := bk.(algorithm.Undoer); ok {
+			if next, _ := ud.Undo(s, now, b.Act, b.Cost); changed(next, s) {
 				t.write(e, n, l, next)
+			}
+		} else if b.Act > now {
+			if give := bk.Unused(s, now, b.Act, b.Cost); give > 0 {
+				if next, _ := bk.Refund(s, now, give); changed(next, s) {
+					t.write(e, n, l, next)
+				}
 			}
 		}
 	}

@@ -283,9 +283,9 @@ func (r *reconfig) reserve(t *rapid.T) {
 // instant, a key whose state is still the one the booking left gets the
 // one before back (as it was kept, under its writer; none if it had none),
 // as stores undo a booking exactly; any other state is converted to the
-// booking limit's terms, which refunds what the booking's units left
-// unused (algorithm.Booker's Unused) and writes it only when that gives
-// something back.
+// booking limit's terms, which gives back what the booking's units left
+// unused (algorithm.Undoer's Undo, before its instant Unused) and writes
+// it only when that gives something back.
 func (r *reconfig) cancel(t *rapid.T) {
 	if len(r.books) == 0 {
 		t.Skip("nothing booked")
@@ -313,9 +313,9 @@ func (r *reconfig) cancel(t *rapid.T) {
 // the limit that booked it (post.writer), and found pre before it (nil:
 // none). Before act, where c is still what the booking left, pre comes
 // back exactly (as stores undo a booking); any other state is converted
-// to the booking limit's terms by rule, which refunds what the booking's
-// units left unused (algorithm.Booker's Unused), written only when that
-// gives something back; another kind's state (a limiter that resets on
+// to the booking limit's terms by rule, which gives back what the
+// booking's units left unused (algorithm.Undoer's Undo, before its
+// instant Unused), written only when that gives something back; another kind's state (a limiter that resets on
 // mismatch switched kinds) is read carried (algorithm.Carry) and gives
 // nothing back. From act on, the booking is used and c stays. exact reports the
 // exact undo; dropped, a state its writer would report fresh, which the
@@ -344,11 +344,8 @@ func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int6
 	if from != to {
 		s = booker.(algorithm.Inheritor).Inherit(from, s, now, rule)
 	}
-	b := booker.(algorithm.Booker)
-	if give := b.Unused(s, now, act, cost); give > 0 {
-		if refunded, _ := b.Refund(copyState(s), now, give); !sameState(refunded, s) {
-			return &carried{s: refunded, writer: booker}, false, false // written only when something comes back
-		}
+	if refunded, _ := booker.(algorithm.Undoer).Undo(copyState(s), now, act, cost); !sameState(refunded, s) {
+		return &carried{s: refunded, writer: booker}, false, false // written only when something comes back
 	}
 	return c, false, false
 }
@@ -582,15 +579,18 @@ func testLogRefundThenWiderWindow(t *testing.T, st store.Store[string]) {
 	step("Allow after it", d, err, true, 0)
 }
 
-// testLogRefundUnderNarrowerWindow books ahead on a log of 1 per 2 µs,
-// narrows it to 1 per µs and refunds the booking there, then widens it
-// back: the refund is written in the narrower window's terms, so the
-// admission the narrower window had forgotten stays forgotten under the
-// wider one. (The script refunded but kept the wider window's header, so
-// the wider window read its own old admission as live and denied.)
+// testLogRefundUnderNarrowerWindow admits at 0 and at 1 µs on a log of
+// 2 per 2 µs, narrows it to 1 per µs and refunds 1 by key there, then
+// widens it back: the refund is written in the narrower window's terms,
+// so the admission at 0, which the narrower window had forgotten, stays
+// forgotten under the wider one. (The script refunded but kept the wider
+// window's header, so the wider window read its own old admission as
+// live. The test booked ahead and refunded that booking by key, which no
+// longer gives back a booking not yet due: it refunds an admission that
+// is due instead.)
 func testLogRefundUnderNarrowerWindow(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
-	wide, err := slidinglog.Per(1, 2*time.Microsecond)
+	wide, err := slidinglog.Per(2, 2*time.Microsecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,12 +603,12 @@ func testLogRefundUnderNarrowerWindow(t *testing.T, st store.Store[string]) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := lim.ReserveN(ctx, "ln", 1, 0); err != nil || !r.OK() {
-		t.Fatalf("ReserveN at 0: %v, %v", r, err)
+	if d, err := lim.Allow(ctx, "ln"); err != nil || !d.Allowed() {
+		t.Fatalf("Allow at 0: %v, %v", d, err)
 	}
 	clk.Advance(time.Microsecond)
-	if r, err := lim.ReserveN(ctx, "ln", 1, time.Microsecond); err != nil || !r.OK() || r.Delay() != time.Microsecond {
-		t.Fatalf("ReserveN at 1µs within 1µs: %v, %v; want it booked for 2µs", r, err)
+	if d, err := lim.Allow(ctx, "ln"); err != nil || !d.Allowed() {
+		t.Fatalf("Allow at 1µs: %v, %v", d, err)
 	}
 	if err := lim.SetAlgorithm(narrow); err != nil {
 		t.Fatal(err)
@@ -619,21 +619,21 @@ func testLogRefundUnderNarrowerWindow(t *testing.T, st store.Store[string]) {
 	if err := lim.SetAlgorithm(wide); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Allow(ctx, "ln"); err != nil || !d.Allowed() {
-		t.Fatalf("Allow under 1 per 2µs again: %v, %v; want it admitted (the admission at 0 was forgotten under 1 per µs)", d, err)
+	if d, err := lim.Allow(ctx, "ln"); err != nil || !d.Allowed() || d.Remaining() != 1 {
+		t.Fatalf("Allow under 2 per 2µs again: %v, %v; want it admitted with 1 remaining (the admission at 0 was forgotten under 1 per µs)", d, err)
 	}
 }
 
 // testLogRefundKeepsKnownAdmission admits 1 on a log of 3 per 2 µs and
 // books 3 for 2 µs later, narrows the log to 1 per µs a µs on and refunds
-// 1 there, then widens it to 20 per 2 µs: the admission at 0 lies outside
-// the narrow window, but after the log's clock (0, when the booking was
-// decided) less that window, so it is known under the narrow window's
-// header, and the wide window counts it with the 2 units still booked:
-// 17 remaining, as Go's Refund (which trims nothing) leaves it. (The
-// script's refund moved it to the clock less the narrow window, where
-// every later reader took it for forgotten: 18. Found by CI on a Redis
-// Cluster, by the reconfigure machine.)
+// the booking there through its Reservation, then widens it to 20 per
+// 2 µs: the admission at 0 still counts, 19 remaining. (It refunded 1 by
+// key under the narrow window, where the script's refund moved the
+// admission at 0 to the clock less the narrow window, and every later
+// reader took it for forgotten: found by CI on a Redis Cluster, by the
+// reconfigure machine. A refund by key no longer gives back a booking
+// not yet due, and a Reservation gives back through the table that
+// booked it, under the limit it was booked under.)
 func testLogRefundKeepsKnownAdmission(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
 	mk := func(limit int64, w time.Duration) *slidinglog.Log {
@@ -651,21 +651,22 @@ func testLogRefundKeepsKnownAdmission(t *testing.T, st store.Store[string]) {
 	if d, err := lim.Allow(ctx, "lk"); err != nil || !d.Allowed() {
 		t.Fatalf("Allow at 0: %v, %v", d, err)
 	}
-	if r, err := lim.ReserveN(ctx, "lk", 3, 2*time.Microsecond); err != nil || !r.OK() || r.Delay() != 2*time.Microsecond {
-		t.Fatalf("ReserveN of 3 within 2µs: %v, %v; want it booked for 2µs", r, err)
+	booked, err := lim.ReserveN(ctx, "lk", 3, 2*time.Microsecond)
+	if err != nil || !booked.OK() || booked.Delay() != 2*time.Microsecond {
+		t.Fatalf("ReserveN of 3 within 2µs: %v, %v; want it booked for 2µs", booked, err)
 	}
 	if err := lim.SetAlgorithm(mk(1, time.Microsecond)); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Microsecond)
-	if d, err := lim.Refund(ctx, "lk", 1); err != nil || d.Remaining() != 0 {
-		t.Fatalf("Refund of 1 under 1 per µs at 1µs: %v, %v; want 0 remaining (2 still booked for 2µs)", d, err)
+	if err := booked.Refund(ctx); err != nil {
+		t.Fatalf("Refund of the booking under 1 per µs at 1µs: %v", err)
 	}
 	if err := lim.SetAlgorithm(mk(20, 2*time.Microsecond)); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Peek(ctx, "lk"); err != nil || d.Remaining() != 17 {
-		t.Fatalf("Peek under 20 per 2µs at 1µs: %v, %v; want 17 remaining (the admission at 0 and the 2 booked)", d, err)
+	if d, err := lim.Peek(ctx, "lk"); err != nil || d.Remaining() != 19 {
+		t.Fatalf("Peek under 20 per 2µs at 1µs: %v, %v; want 19 remaining (the admission at 0)", d, err)
 	}
 }
 

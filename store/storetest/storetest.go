@@ -133,6 +133,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("CancelKeepsAnotherKindsState", func(t *testing.T) { testCancelKeepsAnotherKindsState(t, newStore(t)) })
 	t.Run("LogRefundsAcrossWidenings", func(t *testing.T) { testLogRefundsAcrossWidenings(t, newStore(t)) })
 	t.Run("TooManyStates", func(t *testing.T) { testTooManyStates(t, newStore(t)) })
+	t.Run("JobRunnerRefundByHandle", func(t *testing.T) { testJobRunner(t, newStore(t), true) })
+	t.Run("JobRunnerRefundByKey", func(t *testing.T) { testJobRunner(t, newStore(t), false) })
+	t.Run("LateRefunds", func(t *testing.T) { testLateRefunds(t, newStore(t)) })
+	t.Run("RefundsInWindow", func(t *testing.T) { testRefundsInWindow(t, newStore(t)) })
 }
 
 // Differential runs the same random operation sequences (rapid) on limiters

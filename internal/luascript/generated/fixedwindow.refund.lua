@@ -220,6 +220,7 @@ return u
 end
 end
 local bcost = cost
+local keyed = true
 local refundn = cost
 cost = 1
 local hset, httl = {}, 0
@@ -378,13 +379,26 @@ elseif count > 0 then
 end
 crem, cretry, creset = rem, retry, reset
 else
+if keyed then
+local nindex = math.floor(now / window)
+  if nindex * window > now then
+    nindex = nindex - 1
+  elseif (nindex + 1) * window <= now then
+    nindex = nindex + 1
+  end
+  if index ~= nindex or count > limit then
+    n = 0
+  end
+end
 local value, ttl, rem, retry, reset = nil, 2, limit, 0, 0
 if count > 0 then
   local c = count - n
   if c < 0 then
     c = 0
   end
-  value = string.format('%.0f %.0f', index, c)
+  if n > 0 then
+    value = string.format('%.0f %.0f', index, c)
+  end
   rem = limit - c
   if rem < 0 then
     rem = 0

@@ -220,6 +220,7 @@ return u
 end
 end
 local bcost = cost
+local keyed = false
 local hset, httl = {}, 0
 local out = {'', '', '', '', '', '', ''}
 local bact = now

@@ -220,6 +220,7 @@ return u
 end
 end
 local bcost = cost
+local keyed = true
 local refundn = cost
 cost = 1
 local hset, httl = {}, 0
@@ -359,8 +360,11 @@ if retry < 0 then
 end
 crem, cretry, creset = rem, retry, reset
 else
+if keyed and debt > tau then
+  n = 0
+end
 local value
-if debt > 0 then
+if debt > 0 and n > 0 then
   if n * every < debt then
     debt = debt - n * every
   else

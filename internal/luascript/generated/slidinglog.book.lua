@@ -223,6 +223,7 @@ if #KEYS == 1 then
   hkey = string.sub(hkey, 1, #hkey - (ARGV[4] == '' and 2 or #ARGV[4]))
 end
 local bcost = cost
+local keyed = false
 local hset, httl = {}, 0
 local out = {'', '', '', '', '', '', ''}
 local bact = now

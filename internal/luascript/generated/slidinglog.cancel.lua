@@ -223,6 +223,7 @@ if #KEYS == 1 then
   hkey = string.sub(hkey, 1, #hkey - (ARGV[4] == '' and 2 or #ARGV[4]))
 end
 local bcost = cost
+local keyed = false
 local hset, httl = {}, 0
 local out = {0}
 local cact = tonumber(ARGV[9])
@@ -409,6 +410,9 @@ if used > 0 then
 end
 crem, cretry, creset = rem, retry, reset
 else
+if keyed and last and last > t then
+  n = 0
+end
 local left = used
 if used > 0 and n >= 1 then
   if oldw then

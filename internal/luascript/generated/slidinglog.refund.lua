@@ -223,6 +223,7 @@ if #KEYS == 1 then
   hkey = string.sub(hkey, 1, #hkey - (ARGV[4] == '' and 2 or #ARGV[4]))
 end
 local bcost = cost
+local keyed = true
 local refundn = cost
 cost = 1
 local hset, httl = {}, 0
@@ -383,6 +384,9 @@ if used > 0 then
 end
 crem, cretry, creset = rem, retry, reset
 else
+if keyed and last and last > t then
+  n = 0
+end
 local left = used
 if used > 0 and n >= 1 then
   if oldw then

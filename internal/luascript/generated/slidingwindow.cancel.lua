@@ -220,6 +220,7 @@ return u
 end
 end
 local bcost = cost
+local keyed = false
 local hset, httl = {}, 0
 local out = {0}
 local cact = tonumber(ARGV[9])
@@ -478,6 +479,17 @@ if used + cost > limit then
 end
 crem, cretry, creset = rem, retry, reset
 else
+if keyed then
+local nindex = math.floor(now / window)
+  if nindex * window > now then
+    nindex = nindex - 1
+  elseif (nindex + 1) * window <= now then
+    nindex = nindex + 1
+  end
+  if index ~= nindex or count > limit then
+    n = 0
+  end
+end
 local value, ttl, rem, retry, reset = nil, 2, limit, 0, 0
 if count > 0 or prev > 0 then
   local c = math.min(n, count)
@@ -517,7 +529,9 @@ if count > 0 or prev > 0 then
   if ttl < 2 then
     ttl = 2
   end
-  value = string.format('%.0f %.0f %.0f', index, rc, rp)
+  if n > 0 then
+    value = string.format('%.0f %.0f %.0f', index, rc, rp)
+  end
 end
 if value then
 if wipe == 1 and redis.call('TYPE', hkey)['ok'] ~= 'hash' then

@@ -220,6 +220,7 @@ return u
 end
 end
 local bcost = cost
+local keyed = false
 local hset, httl = {}, 0
 local out = {0, 0}
 local cact = tonumber(ARGV[14])
@@ -568,6 +569,9 @@ if used > 0 then
 end
 crem, cretry, creset = rem, retry, reset
 else
+if keyed and last and last > t then
+  n = 0
+end
 local left = used
 if used > 0 and n >= 1 then
   if oldw then
@@ -737,8 +741,11 @@ end
 local retry, reset = wait(cost, avail, tokens, last, now), wait(capacity, avail, tokens, last, now)
 crem, cretry, creset = rem, retry, reset
 else
+if keyed and avail < 0 then
+  n = 0
+end
 local value
-if avail < capacity then
+if avail < capacity and n > 0 then
   local was = 0
   if avail > 0 then
     was = math.floor(avail)

@@ -220,6 +220,7 @@ return u
 end
 end
 local bcost = cost
+local keyed = true
 local refundn = cost
 cost = 1
 local hset, httl = {}, 0
@@ -362,8 +363,11 @@ if carried > 0 then
 local rem, retry, reset = math.max(tokens, 0), wait(tokens, cost, last, now), wait(tokens, capacity, last, now)
 crem, cretry, creset = rem, retry, reset
 else
+if keyed and tokens < 0 then
+  n = 0
+end
 local value
-if tokens < capacity then
+if tokens < capacity and n > 0 then
   if n < capacity - tokens then
     tokens = tokens + n
   else

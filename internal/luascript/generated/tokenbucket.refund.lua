@@ -220,6 +220,7 @@ return u
 end
 end
 local bcost = cost
+local keyed = true
 local refundn = cost
 cost = 1
 local hset, httl = {}, 0
@@ -395,8 +396,11 @@ end
 local retry, reset = wait(cost, avail, tokens, last, now), wait(capacity, avail, tokens, last, now)
 crem, cretry, creset = rem, retry, reset
 else
+if keyed and avail < 0 then
+  n = 0
+end
 local value
-if avail < capacity then
+if avail < capacity and n > 0 then
   local was = 0
   if avail > 0 then
     was = math.floor(avail)
