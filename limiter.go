@@ -276,10 +276,9 @@ func WithStateID(id string) Option {
 	return optionFunc(func(o *options) { o.stateID = &id })
 }
 
-// WithMaxBookAhead bounds how far ahead a key may be booked: ReserveN
-// does not book (nothing charged) past d, and WaitN waits until its
-// booking fits within d. The default is the limits' reset period, at least
-// a minute; a negative d removes the bound, 0 books nothing ahead.
+// WithMaxBookAhead bounds how far ahead a key is booked (ReserveN books nothing
+// past d, WaitN waits until it fits): by default the limits' reset period, at
+// least a minute; a negative d removes the bound.
 func WithMaxBookAhead(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.bookAhead = &d })
 }

@@ -92,9 +92,8 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	return err
 }
 
-// Refund gives back this reservation's own charge in one store call: before it
-// is due as Cancel, after it at most what undoing it leaves. A second call gives
-// nothing. Refund a request this way or by key (Limiter.Refund), not both.
+// Refund gives back this reservation's own charge: before it is due as Cancel,
+// after it at most what undoing it leaves. A second call gives nothing.
 func (r *Reservation[K]) Refund(ctx context.Context) error {
 	if !r.ok || r.table == nil || r.done.Swap(true) {
 		return nil
@@ -397,10 +396,8 @@ func (l *Limiter[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error
 	return l.ReserveN(ctx, key, 1, -1)
 }
 
-// Refund gives back up to n of key's newest due charges that still count, never
-// a booking not yet due nor more room than a fresh key; it cannot tell which
-// request is meant (Reservation.Refund can). A store error is never decided by
-// a failure policy.
+// Refund gives back up to n of key's newest due charges that still count, never a
+// booking not yet due; Reservation.Refund gives back one admission exactly.
 func (l *Limiter[K]) Refund(ctx context.Context, key K, n int) (Decision, error) {
 	var d PolicyDecision
 	err := l.refund(ctx, &l.hooks, key, n, &d)
@@ -422,9 +419,7 @@ func (p *Policy[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error)
 	return p.ReserveN(ctx, key, 1, -1)
 }
 
-// Refund gives back up to n of what key was charged to every limit, as
-// Limiter.Refund does (the newest charges that are due and still count,
-// never a booking not yet due), and returns each limit's state after it.
+// Refund gives back up to n to every limit, as Limiter.Refund.
 func (p *Policy[K]) Refund(ctx context.Context, key K, n int) (PolicyDecision, error) {
 	var d PolicyDecision
 	err := p.refund(ctx, &p.hooks, key, n, &d)
