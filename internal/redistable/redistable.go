@@ -231,20 +231,13 @@ func (t *Table[K]) bounded(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(ctx, t.timeout)
 }
 
-// Open returns a table for limits. With cfg.Evictions, it first reads
-// the servers' maxmemory-policy (once per store; see EvictionCheck): a
-// server that may evict limiter state is reported by the table's Warnings,
-// or fails Open with EvictionRefuse.
-func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clock.Clock) (*Table[K], error) {
-	if err := store.CheckLimits(limits); err != nil {
-		return nil, err
-	}
-	if len(limits) > MaxLimits {
-		return nil, fmt.Errorf("%w: a Policy of %d limits; a Redis store decides for at most %d in one script", store.ErrAlgorithmUnsupported, len(limits), MaxLimits)
-	}
-	if err := cfg.Check(); err != nil {
-		return nil, err
-	}
+// newTable returns a table for limits with its keys' suffixes and its
+// limits' IDs, but no scripts yet, and the limits' specs for the scripts:
+// an error wraps
+// algorithm.ErrInvalidConfig for a state ID with a brace, or
+// store.ErrAlgorithmUnsupported for an algorithm without an
+// algorithm.Tag.
+func newTable[K comparable](run Runner, cfg Config[K], limits []store.Limit, server bool) (*Table[K], []luascript.Limit, error) {
 	specs := make([]luascript.Limit, len(limits))
 	t := &Table[K]{
 		run:      run,
@@ -253,24 +246,30 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 		suffixes: make([]string, 1+len(limits)),
 		ids:      make([]string, len(limits)),
 		limits:   make([]int64, len(limits)),
-		server:   clock.IsServer(clk),
+		server:   server,
 		maxKey:   cfg.MaxKeyBytes,
 	}
 	for i, l := range limits {
 		if strings.ContainsAny(l.ID, "{}") {
-			return nil, fmt.Errorf("%w: state ID %q must not contain '{' or '}'", algorithm.ErrInvalidConfig, l.ID)
+			return nil, nil, fmt.Errorf("%w: state ID %q must not contain '{' or '}'", algorithm.ErrInvalidConfig, l.ID)
 		}
 		t.ids[i] = l.ID
 		specs[i] = luascript.Limit{Spec: l.Algorithm.Spec(), ID: l.ID, Rule: l.Inherit, ResetOnMismatch: l.ResetOnMismatch}
 		var ok bool
 		if specs[i].Tag, ok = algorithm.TagOf(l.Algorithm); !ok {
-			return nil, fmt.Errorf("%w: %v has no algorithm.Tag", store.ErrAlgorithmUnsupported, l.Algorithm)
+			return nil, nil, fmt.Errorf("%w: %v has no algorithm.Tag", store.ErrAlgorithmUnsupported, l.Algorithm)
 		}
 		t.limits[i] = l.Algorithm.Limit()
 	}
 	for i, k := range luascript.Keys("", t.ids...) {
 		t.suffixes[i] = k
 	}
+	return t, specs, nil
+}
+
+// declare sets the keys a decision declares, and the most requests in a
+// batch, which a sliding log lowers.
+func (t *Table[K]) declare(limits []store.Limit) {
 	// A decision declares the keys it must find where it runs: the hash
 	// when a limit keeps its state there, and each log's sorted set. A
 	// key it only looks at on a miss is not declared, so that a Limiter's
@@ -288,6 +287,27 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	}
 	t.declared = append(t.declared, logs...)
 	t.maxBatch = batchBound(len(limits), len(logs) > 0)
+}
+
+// Open returns a table for limits. With cfg.Evictions, it first reads
+// the servers' maxmemory-policy (once per store; see EvictionCheck): a
+// server that may evict limiter state is reported by the table's Warnings,
+// or fails Open with EvictionRefuse.
+func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clock.Clock) (*Table[K], error) {
+	if err := store.CheckLimits(limits); err != nil {
+		return nil, err
+	}
+	if len(limits) > MaxLimits {
+		return nil, fmt.Errorf("%w: a Policy of %d limits; a Redis store decides for at most %d in one script", store.ErrAlgorithmUnsupported, len(limits), MaxLimits)
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	t, specs, err := newTable(run, cfg, limits, clock.IsServer(clk))
+	if err != nil {
+		return nil, err
+	}
+	t.declare(limits)
 	t.resetAny = make([]any, len(t.ids))
 	for i, id := range t.ids {
 		t.resetAny[i] = id
@@ -302,7 +322,6 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	t.evict.check = cfg.Evictions
 	t.evict.seen.Store(cfg.Evictions.Gen())
 	t.script = script
-	t.specs = specs
 	t.timeout = cfg.Timeout
 	if t.timeout <= 0 {
 		t.timeout = DefaultTimeout
