@@ -13,7 +13,6 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
-	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
@@ -384,11 +383,8 @@ func (b *bookingMachine) reserve(t *rapid.T) {
 		return
 	}
 	for i, s := range b.setups {
-		switch s.alg.(type) {
-		case *tokenbucket.Bucket, *tokenbucket.IntervalBucket, *gcra.Meter:
-			if act > algorithm.Earliest(s.alg, b.states[i], b.now, cost) {
-				b.delayed[i] = true
-			}
+		if readsBookingsEarly(s.alg) && act > algorithm.Earliest(s.alg, b.states[i], b.now, cost) {
+			b.delayed[i] = true
 		}
 	}
 	bk := booked{res: res, act: act, cost: cost, made: made, adm: &counted{at: act, cost: cost}}

@@ -55,6 +55,69 @@ func policyLimits(t *testing.T) []ratelimit.Limit {
 	return []ratelimit.Limit{{Name: "window", Algorithm: window}, {Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}}
 }
 
+// namedAlg is an algorithm of the refund scenarios (refund.go), built
+// anew by alg, under its Kind's name.
+type namedAlg struct {
+	name string
+	alg  func() (algorithm.Algorithm, error)
+}
+
+// jobRunnerAlgs returns the job runner's algorithms: a sliding log of
+// perSec a second, and GCRA of perSec a second with a burst of 1.
+func jobRunnerAlgs(perSec int64) []namedAlg {
+	return []namedAlg{
+		{"slidinglog", func() (algorithm.Algorithm, error) { return slidinglog.PerSecond(perSec) }},
+		{"gcra", func() (algorithm.Algorithm, error) { return gcra.PerSecond(perSec, gcra.Burst(1)) }},
+	}
+}
+
+// lateAlg is an algorithm of the late-refund scenario with its bound.
+type lateAlg struct {
+	namedAlg
+	// bound returns the most admissions that may count in [from, to].
+	bound func(from, to int64) float64
+	// span reports whether [from, to] is one the bound covers.
+	span func(from, to int64) bool
+}
+
+// lateRefundAlgs returns the late-refund scenario's algorithms, each of
+// lateLimit (10) per minute: a fixed window, a sliding log, a token
+// bucket and GCRA, with their bounds: 10 per aligned minute, 10 in any
+// rolling minute, and 10 + 1/6 s × the span for the bucket and GCRA.
+func lateRefundAlgs() []lateAlg {
+	const limit = lateLimit
+	minute := time.Minute.Microseconds()
+	return []lateAlg{
+		{namedAlg{"fixedwindow", func() (algorithm.Algorithm, error) { return fixedwindow.PerMinute(limit) }},
+			func(int64, int64) float64 { return limit },
+			func(from, to int64) bool { return algorithm.FloorDiv(from, minute) == algorithm.FloorDiv(to, minute) }},
+		{namedAlg{"slidinglog", func() (algorithm.Algorithm, error) { return slidinglog.PerMinute(limit) }},
+			func(int64, int64) float64 { return limit },
+			func(from, to int64) bool { return to-from < minute }},
+		{namedAlg{"tokenbucket", func() (algorithm.Algorithm, error) { return tokenbucket.PerMinute(limit) }},
+			func(from, to int64) float64 { return limit + float64(to-from)/6e6 },
+			func(int64, int64) bool { return true }},
+		{namedAlg{"gcra", func() (algorithm.Algorithm, error) { return gcra.PerMinute(limit) }},
+			func(from, to int64) float64 { return limit + float64(to-from)/6e6 },
+			func(int64, int64) bool { return true }},
+	}
+}
+
+// windowPerMinute is a fixed window of n per minute.
+func windowPerMinute(n int64) (algorithm.Algorithm, error) { return fixedwindow.PerMinute(n) }
+
+// readsBookingsEarly reports whether alg's state reads a booking made
+// for a later instant than alg alone would have booked it as charged
+// from the instant alg would have admitted it: the token buckets and
+// GCRA (booking.go's delayed).
+func readsBookingsEarly(alg algorithm.Algorithm) bool {
+	switch alg.(type) {
+	case *tokenbucket.Bucket, *tokenbucket.IntervalBucket, *gcra.Meter:
+		return true
+	}
+	return false
+}
+
 // setup is a randomly configured algorithm with its reference model.
 type setup struct {
 	alg   algorithm.Algorithm

@@ -7,13 +7,8 @@ import (
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
-	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
-	"github.com/go-ratelimit/ratelimit/fixedwindow"
-	"github.com/go-ratelimit/ratelimit/gcra"
-	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // The scenarios of issue 41 (docs/design/refund-by-handle.md): refunds
@@ -31,20 +26,8 @@ import (
 // with a burst of 1. (Refund by key gave back the newest charge, another
 // worker's booking, which freed a second call at its instant.)
 func testJobRunner(t *testing.T, st store.Store[string], byHandle bool) {
-	const (
-		workers = 20
-		jobs    = 300
-		perSec  = 50
-		done    = 5 * time.Millisecond // from a call to the worker's next booking
-	)
-	algs := []struct {
-		name string
-		alg  func() (algorithm.Algorithm, error)
-	}{
-		{"slidinglog", func() (algorithm.Algorithm, error) { return slidinglog.PerSecond(perSec) }},
-		{"gcra", func() (algorithm.Algorithm, error) { return gcra.PerSecond(perSec, gcra.Burst(1)) }},
-	}
-	for _, a := range algs {
+	const perSec = 50
+	for _, a := range jobRunnerAlgs(perSec) {
 		for _, late := range []time.Duration{5 * time.Millisecond, time.Second + 5*time.Millisecond} {
 			t.Run(fmt.Sprintf("%s/refund+%v", a.name, late), func(t *testing.T) {
 				alg, err := a.alg()
@@ -57,93 +40,16 @@ func testJobRunner(t *testing.T, st store.Store[string], byHandle bool) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ctx := context.Background()
-				key := id
-				now := epoch
-				moveTo := func(at int64) {
-					clk.Advance(time.Duration(at-now) * time.Microsecond)
-					now = at
+				r := &jobRun{t: t, lim: lim, clk: clk, ctx: context.Background(), key: id,
+					byHandle: byHandle, late: late, now: epoch, ws: make([]jobWorker, jobWorkers)}
+				for i := range r.ws {
+					r.ws[i].next = epoch
 				}
-				// Each worker's next event, at next: a booking (res nil),
-				// or the call of its booked job.
-				type worker struct {
-					next int64
-					res  *ratelimit.Reservation[string]
-					job  int
+				r.run()
+				if len(r.calls) != jobCount-jobCount/10 {
+					t.Fatalf("%d calls counted, want %d", len(r.calls), jobCount-jobCount/10)
 				}
-				type refund struct {
-					at  int64
-					res *ratelimit.Reservation[string]
-				}
-				ws := make([]worker, workers)
-				for i := range ws {
-					ws[i].next = epoch
-				}
-				var refunds []refund // in order of instant
-				var calls []int64    // the instants of the calls that still count
-				started := 0
-				for {
-					w := -1
-					for i := range ws {
-						if ws[i].next >= 0 && (w < 0 || ws[i].next < ws[w].next) {
-							w = i
-						}
-					}
-					if len(refunds) > 0 && (w < 0 || refunds[0].at <= ws[w].next) {
-						rf := refunds[0]
-						refunds = refunds[1:]
-						moveTo(rf.at)
-						if byHandle {
-							err = rf.res.Refund(ctx)
-						} else {
-							_, err = lim.Refund(ctx, key, 1)
-						}
-						if err != nil {
-							t.Fatalf("refund at +%v: %v", time.Duration(now-epoch)*time.Microsecond, err)
-						}
-						continue
-					}
-					if w < 0 {
-						break
-					}
-					wk := &ws[w]
-					moveTo(wk.next)
-					if wk.res == nil {
-						if started == jobs {
-							wk.next = -1 // no job left
-							continue
-						}
-						res, err := lim.ReserveN(ctx, key, 1, -1)
-						if err != nil || !res.OK() {
-							t.Fatalf("job %d: ReserveN: %v, %v", started, res, err)
-						}
-						wk.res, wk.job = res, started
-						wk.next = now + res.Delay().Microseconds()
-						started++
-						continue
-					}
-					if wk.job%10 == 9 {
-						refunds = append(refunds, refund{now + late.Microseconds(), wk.res})
-					} else {
-						calls = append(calls, now)
-					}
-					wk.res, wk.next = nil, now+done.Microseconds()
-				}
-				if len(calls) != jobs-jobs/10 {
-					t.Fatalf("%d calls counted, want %d", len(calls), jobs-jobs/10)
-				}
-				most, at := 0, int64(0)
-				for _, x := range calls {
-					n := 0
-					for _, y := range calls {
-						if y > x-time.Second.Microseconds() && y <= x {
-							n++
-						}
-					}
-					if n > most {
-						most, at = n, x
-					}
-				}
+				most, at := mostInASecond(r.calls)
 				how := "Limiter.Refund"
 				if byHandle {
 					how = "Reservation.Refund"
@@ -155,6 +61,143 @@ func testJobRunner(t *testing.T, st store.Store[string], byHandle bool) {
 			})
 		}
 	}
+}
+
+// The job runner's numbers: workers, jobs, and the time from a call to
+// the worker's next booking.
+const (
+	jobWorkers = 20
+	jobCount   = 300
+	jobDone    = 5 * time.Millisecond
+)
+
+// jobRun is one run of the job runner on a fake clock.
+type jobRun struct {
+	t        *testing.T
+	lim      *ratelimit.Limiter[string]
+	clk      *clock.Fake
+	ctx      context.Context
+	key      string
+	byHandle bool
+	late     time.Duration // from a refunded call to its refund
+	now      int64
+	ws       []jobWorker
+	refunds  []jobRefund // in order of instant
+	calls    []int64     // the instants of the calls that still count
+	started  int         // jobs booked
+}
+
+// jobWorker is a worker's next event, at next: a booking (res nil), or
+// the call of its booked job. next is -1 once no job is left.
+type jobWorker struct {
+	next int64
+	res  *ratelimit.Reservation[string]
+	job  int
+}
+
+// jobRefund is a refund to make at an instant.
+type jobRefund struct {
+	at  int64
+	res *ratelimit.Reservation[string]
+}
+
+// run plays every event in order of instant, a refund before a worker's
+// event at the same instant, until none is left.
+func (r *jobRun) run() {
+	for {
+		w := r.nextWorker()
+		switch {
+		case len(r.refunds) > 0 && (w < 0 || r.refunds[0].at <= r.ws[w].next):
+			r.refund()
+		case w < 0:
+			return
+		case r.ws[w].res == nil:
+			r.book(&r.ws[w])
+		default:
+			r.call(&r.ws[w])
+		}
+	}
+}
+
+// nextWorker returns the index of the worker whose event comes first,
+// or -1 when no worker has one.
+func (r *jobRun) nextWorker() int {
+	w := -1
+	for i := range r.ws {
+		if r.ws[i].next >= 0 && (w < 0 || r.ws[i].next < r.ws[w].next) {
+			w = i
+		}
+	}
+	return w
+}
+
+// moveTo advances the clock to at.
+func (r *jobRun) moveTo(at int64) {
+	r.clk.Advance(time.Duration(at-r.now) * time.Microsecond)
+	r.now = at
+}
+
+// refund makes the first refund due, through its Reservation or with
+// Limiter.Refund of 1.
+func (r *jobRun) refund() {
+	rf := r.refunds[0]
+	r.refunds = r.refunds[1:]
+	r.moveTo(rf.at)
+	var err error
+	if r.byHandle {
+		err = rf.res.Refund(r.ctx)
+	} else {
+		_, err = r.lim.Refund(r.ctx, r.key, 1)
+	}
+	if err != nil {
+		r.t.Fatalf("refund at +%v: %v", time.Duration(r.now-epoch)*time.Microsecond, err)
+	}
+}
+
+// book books wk's next job, if one is left, with ReserveN and no maximum
+// delay: wk calls when it is due.
+func (r *jobRun) book(wk *jobWorker) {
+	r.moveTo(wk.next)
+	if r.started == jobCount {
+		wk.next = -1 // no job left
+		return
+	}
+	res, err := r.lim.ReserveN(r.ctx, r.key, 1, -1)
+	if err != nil || !res.OK() {
+		r.t.Fatalf("job %d: ReserveN: %v, %v", r.started, res, err)
+	}
+	wk.res, wk.job = res, r.started
+	wk.next = r.now + res.Delay().Microseconds()
+	r.started++
+}
+
+// call makes wk's call: every tenth did not count and is refunded late
+// after it; wk books its next job jobDone later.
+func (r *jobRun) call(wk *jobWorker) {
+	r.moveTo(wk.next)
+	if wk.job%10 == 9 {
+		r.refunds = append(r.refunds, jobRefund{r.now + r.late.Microseconds(), wk.res})
+	} else {
+		r.calls = append(r.calls, r.now)
+	}
+	wk.res, wk.next = nil, r.now+jobDone.Microseconds()
+}
+
+// mostInASecond returns the most of calls (instants in µs) that fall in
+// a second (x−1s, x], and the first x, one of calls, where that many do.
+func mostInASecond(calls []int64) (most int, at int64) {
+	for _, x := range calls {
+		n := 0
+		for _, y := range calls {
+			if y > x-time.Second.Microseconds() && y <= x {
+				n++
+			}
+		}
+		if n > most {
+			most, at = n, x
+		}
+	}
+	return most, at
 }
 
 // testLateRefunds is issue 41's late refunds: 10 requests admitted at
@@ -169,99 +212,102 @@ func testJobRunner(t *testing.T, st store.Store[string], byHandle bool) {
 // 31 s for the log, 20 in a span where 15.2 is the most the bucket
 // allows.)
 func testLateRefunds(t *testing.T, st store.Store[string]) {
-	const limit = 10
-	minute := time.Minute.Microseconds()
-	algs := []struct {
-		name string
-		alg  func() (algorithm.Algorithm, error)
-		// bound returns the most admissions that may count in [from, to].
-		bound func(from, to int64) float64
-		// span reports whether [from, to] is one the bound covers.
-		span func(from, to int64) bool
-	}{
-		{"fixedwindow", func() (algorithm.Algorithm, error) { return fixedwindow.PerMinute(limit) },
-			func(int64, int64) float64 { return limit },
-			func(from, to int64) bool { return algorithm.FloorDiv(from, minute) == algorithm.FloorDiv(to, minute) }},
-		{"slidinglog", func() (algorithm.Algorithm, error) { return slidinglog.PerMinute(limit) },
-			func(int64, int64) float64 { return limit },
-			func(from, to int64) bool { return to-from < minute }},
-		{"tokenbucket", func() (algorithm.Algorithm, error) { return tokenbucket.PerMinute(limit) },
-			func(from, to int64) float64 { return limit + float64(to-from)/6e6 },
-			func(int64, int64) bool { return true }},
-		{"gcra", func() (algorithm.Algorithm, error) { return gcra.PerMinute(limit) },
-			func(from, to int64) float64 { return limit + float64(to-from)/6e6 },
-			func(int64, int64) bool { return true }},
-	}
-	for _, a := range algs {
+	for _, a := range lateRefundAlgs() {
 		t.Run(a.name, func(t *testing.T) {
 			alg, err := a.alg()
 			if err != nil {
 				t.Fatal(err)
 			}
+			minute := time.Minute.Microseconds()
 			start := (epoch/minute + 1) * minute // a minute's start: 10:00:00
 			clk := clock.NewFake(time.UnixMicro(start))
 			lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID("late-"+a.name))
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx := context.Background()
 			key := "late-" + a.name
-			var admitted []int64 // the instants of the admissions that still count
-			var slow []*ratelimit.Reservation[string]
-			for i := range limit {
-				res, err := lim.ReserveN(ctx, key, 1, 0)
-				if err != nil || !res.OK() {
-					t.Fatalf("admission %d at 10:00:00: %v, %v", i, res, err)
-				}
-				if i < 5 {
-					slow = append(slow, res)
-				} else {
-					admitted = append(admitted, start)
-				}
-			}
-			for s := int64(1); s <= 180; s++ {
-				clk.Advance(time.Second)
-				now := start + s*time.Second.Microseconds()
-				if s < 60 {
-					continue // idle: the key refills
-				}
-				if s == 61 {
-					for _, res := range slow {
-						if err := res.Refund(ctx); err != nil {
-							t.Fatalf("Refund at 10:01:01: %v", err)
-						}
-					}
-				}
-				for {
-					d, err := lim.Allow(ctx, key)
-					if err != nil {
-						t.Fatalf("Allow at +%ds: %v", s, err)
-					}
-					if !d.Allowed() {
-						break
-					}
-					admitted = append(admitted, now)
-				}
-			}
-			for i, from := range admitted {
-				for j := i; j < len(admitted); j++ {
-					to := admitted[j]
-					if !a.span(from, to) {
-						continue
-					}
-					n := 0
-					for _, x := range admitted {
-						if x >= from && x <= to {
-							n++
-						}
-					}
-					if b := a.bound(from, to); float64(n) > b {
-						t.Fatalf("%d admissions count in [+%v, +%v], more than %.2f", n,
-							time.Duration(from-start)*time.Microsecond, time.Duration(to-start)*time.Microsecond, b)
-					}
-				}
-			}
+			slow, admitted := lateFirstAdmissions(t, lim, key, start)
+			admitted = lateClient(t, lim, clk, key, start, slow, admitted)
+			checkLateBound(t, a, start, admitted)
 		})
+	}
+}
+
+// lateLimit is the late-refund scenario's limit, per minute.
+const lateLimit = 10
+
+// lateFirstAdmissions admits lateLimit requests at start, at once
+// (ReserveN with no delay): it returns the first 5, the slow ones, and
+// the instants of the others.
+func lateFirstAdmissions(t *testing.T, lim *ratelimit.Limiter[string], key string, start int64) (slow []*ratelimit.Reservation[string], admitted []int64) {
+	for i := range lateLimit {
+		res, err := lim.ReserveN(context.Background(), key, 1, 0)
+		if err != nil || !res.OK() {
+			t.Fatalf("admission %d at 10:00:00: %v, %v", i, res, err)
+		}
+		if i < 5 {
+			slow = append(slow, res)
+		} else {
+			admitted = append(admitted, start)
+		}
+	}
+	return slow, admitted
+}
+
+// lateClient plays the 180 seconds after start: the key rests for the
+// first minute, the slow requests are refunded at +61 s, and from +60 s
+// on the client admits as many requests as it can every second. It
+// returns admitted with the instants of the client's admissions added.
+func lateClient(t *testing.T, lim *ratelimit.Limiter[string], clk *clock.Fake, key string, start int64,
+	slow []*ratelimit.Reservation[string], admitted []int64) []int64 {
+	ctx := context.Background()
+	for s := int64(1); s <= 180; s++ {
+		clk.Advance(time.Second)
+		now := start + s*time.Second.Microseconds()
+		if s < 60 {
+			continue // idle: the key refills
+		}
+		if s == 61 {
+			for _, res := range slow {
+				if err := res.Refund(ctx); err != nil {
+					t.Fatalf("Refund at 10:01:01: %v", err)
+				}
+			}
+		}
+		for {
+			d, err := lim.Allow(ctx, key)
+			if err != nil {
+				t.Fatalf("Allow at +%ds: %v", s, err)
+			}
+			if !d.Allowed() {
+				break
+			}
+			admitted = append(admitted, now)
+		}
+	}
+	return admitted
+}
+
+// checkLateBound fails t if the admissions that still count, in order,
+// exceed a's bound in a span it covers.
+func checkLateBound(t *testing.T, a lateAlg, start int64, admitted []int64) {
+	for i, from := range admitted {
+		for j := i; j < len(admitted); j++ {
+			to := admitted[j]
+			if !a.span(from, to) {
+				continue
+			}
+			n := 0
+			for _, x := range admitted {
+				if x >= from && x <= to {
+					n++
+				}
+			}
+			if b := a.bound(from, to); float64(n) > b {
+				t.Fatalf("%d admissions count in [+%v, +%v], more than %.2f", n,
+					time.Duration(from-start)*time.Microsecond, time.Duration(to-start)*time.Microsecond, b)
+			}
+		}
 	}
 }
 
@@ -270,7 +316,7 @@ func testLateRefunds(t *testing.T, st store.Store[string]) {
 // through their Reservations in that window, one of them twice: exactly
 // 3 more are admitted.
 func testRefundsInWindow(t *testing.T, st store.Store[string]) {
-	alg, err := fixedwindow.PerMinute(10)
+	alg, err := windowPerMinute(10)
 	if err != nil {
 		t.Fatal(err)
 	}
