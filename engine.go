@@ -29,6 +29,7 @@ type engine[K comparable] struct {
 	localSt store.Store[K] // FailLocal's private memory store; nil otherwise
 	localAt clock.Clock    // the clock of localSt
 	mu      *sync.Mutex    // serialises changes of limits
+	ahead   int64          // WithMaxBookAhead in µs; -1 for the limits' reset period
 }
 
 // limits is a configuration of limits in force, with the tables opened
@@ -40,6 +41,7 @@ type limits[K comparable] struct {
 	limit  int64          // the largest cost every limit can admit at once
 	each   []int64        // each limit's Limit
 	stored []store.Limit  // as opened
+	ahead  int64          // how far ahead, in µs, a booking may be due
 	spec   []Limit        // a Policy's limits with names and state IDs; nil for a Limiter
 }
 
@@ -64,7 +66,7 @@ func (e *engine[K]) init(st store.Store[K], spec []Limit, stored []store.Limit, 
 		return fmt.Errorf("%w: nil store", ErrInvalidConfig)
 	}
 	*e = engine[K]{cur: new(atomic.Pointer[limits[K]]), clock: o.clock, micros: clock.AsMicros(o.clock),
-		policy: o.policy, onError: o.onError, store: st, mu: new(sync.Mutex)}
+		policy: o.policy, onError: o.onError, store: st, mu: new(sync.Mutex), ahead: bookAheadMicros(o.bookAhead)}
 	var err error
 	if e.wrap, err = newWrapping[K](&o, e.micros); err != nil {
 		return err
@@ -103,9 +105,16 @@ func (e *engine[K]) open(spec []Limit, stored []store.Limit) (*limits[K], error)
 	}
 	ls := &limits[K]{table: e.wrap.wrap(table), each: make([]int64, len(stored)), stored: stored, spec: spec}
 	ls.limit = stored[0].Algorithm.Limit()
+	ls.ahead = e.ahead
+	if e.ahead < 0 {
+		ls.ahead = minBookAhead.Microseconds()
+	}
 	for i, l := range stored {
 		ls.each[i] = l.Algorithm.Limit()
 		ls.limit = min(ls.limit, ls.each[i])
+		if e.ahead < 0 {
+			ls.ahead = max(ls.ahead, resetPeriod(l.Algorithm))
+		}
 	}
 	if e.localSt != nil {
 		if ls.local, err = e.localSt.Open(stored, e.localAt); err != nil {
@@ -113,6 +122,30 @@ func (e *engine[K]) open(spec []Limit, stored []store.Limit) (*limits[K], error)
 		}
 	}
 	return ls, nil
+}
+
+// bookAheadMicros is WithMaxBookAhead's bound in µs: -1 when not given
+// (each configuration's reset period then, at least minBookAhead), algorithm.MaxDuration for no
+// bound.
+func bookAheadMicros(d *time.Duration) int64 {
+	switch {
+	case d == nil:
+		return -1
+	case *d < 0 || *d > MaxDelay:
+		return algorithm.MaxDuration
+	}
+	return d.Microseconds()
+}
+
+// minBookAhead is the least default bound on booking ahead: waiters
+// queued within it each make one store call, however fast the limit.
+const minBookAhead = time.Minute
+
+// resetPeriod is how long a key alg has fully spent takes to be fresh
+// again, in µs: the default bound on booking ahead.
+func resetPeriod(alg algorithm.Algorithm) int64 {
+	_, r := alg.Take(alg.Init(algorithm.State{}, 0), 0, alg.Limit())
+	return min(r.ResetAfter, algorithm.MaxDuration)
 }
 
 // replace puts alg in place of limit i's algorithm, keeping its state

@@ -293,6 +293,7 @@ type options struct {
 	breaker         *Breaker        // WithBreaker; nil without
 	denialCache     bool            // WithDenialCache was given,
 	denials         int             // with this size
+	bookAhead       *time.Duration  // WithMaxBookAhead's, nil when not given
 }
 
 type optionFunc func(*options)
@@ -341,6 +342,20 @@ func WithErrorHandler(f func(error)) Option {
 // error for a Policy, whose limits name their state in Limit.StateID.
 func WithStateID(id string) Option {
 	return optionFunc(func(o *options) { o.stateID = &id })
+}
+
+// WithMaxBookAhead bounds how far ahead a key may be booked: ReserveN
+// books nothing (OK false, nothing charged) when the booking would be due
+// more than d after now, whatever maxDelay it was given, and WaitN waits
+// until the booking fits within d before making it. The default is the
+// limits' reset period (the time a fully spent key takes to become fresh;
+// a Policy's longest), and at least a minute: bookings left behind (a
+// Reservation never used or cancelled, a process that died) hold a key at
+// most that long, and waiters queued within it make one store call each.
+// A negative d removes the bound, as in x/time/rate; 0 books nothing
+// ahead.
+func WithMaxBookAhead(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.bookAhead = &d })
 }
 
 // WithInheritance sets how a key's state written by the same algorithm
@@ -503,8 +518,10 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) (Decision, error) {
 // each time room frees up. It returns at once with ErrCostExceedsLimit for
 // a cost that can never be admitted, and with ErrWouldExceedDeadline,
 // charging nothing, when the request cannot be booked before ctx's
-// deadline (with the denial, whose RetryAfter says when it would fit). When ctx ends first it gives the booking back (Cancel) and
-// returns ctx's error.
+// deadline (with the denial, whose RetryAfter says when it would fit). A
+// booking due beyond the bound on booking ahead (WithMaxBookAhead) is made
+// once it fits within it. When ctx ends first it gives the booking back
+// (Cancel) and returns ctx's error.
 func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) {
 	r, err := l.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return l.ReserveN(ctx, key, n, maxDelay)

@@ -214,7 +214,7 @@ func (e *engine[K]) book(ctx context.Context, now0 bool, key K, n int, maxDelay 
 	if n < 1 || int64(n) > ls.limit {
 		return algorithm.CheckCost(int64(n), ls.limit)
 	}
-	md := delayMicros(maxDelay)
+	md := min(delayMicros(maxDelay), ls.ahead)
 	if now0 {
 		md = 0
 	}
@@ -284,7 +284,8 @@ func (e *engine[K]) failBook(ctx context.Context, ls *limits[K], err error, key 
 // waitBooked is WaitN: one booking, then a sleep until it is due. A
 // booking that cannot be made before ctx's deadline fails with
 // ErrWouldExceedDeadline, charging nothing; one refused by FailClosed is
-// asked again after its RetryAfter. A caller whose ctx ends first gives its
+// asked again after its RetryAfter, one due beyond the bound on booking
+// ahead (WithMaxBookAhead) once it would fit within it. A caller whose ctx ends first gives its
 // booking back (Cancel, within CancelTimeout). With ErrWouldExceedDeadline
 // it returns the reservation that was not booked, whose decision says
 // when the request would fit.
@@ -307,10 +308,17 @@ func (e *engine[K]) waitBooked(ctx context.Context, reserve func(maxDelay time.D
 		}
 		if !r.OK() {
 			retry := r.decision.RetryAfter()
-			if hasDeadline && time.Until(deadline) < retry || r.decision.Source() == FromStore {
+			ahead := time.Duration(e.cur.Load().ahead) * time.Microsecond
+			wait := retry // FailClosed's refusal: ask again after its RetryAfter
+			if r.decision.Source() == FromStore {
+				// Refused within the deadline: by the bound on booking
+				// ahead, until the booking fits within it.
+				wait = retry - ahead
+			}
+			if hasDeadline && time.Until(deadline) < retry || wait <= 0 {
 				return r, fmt.Errorf("%w (retry after %v): %w", ErrWouldExceedDeadline, retry, context.DeadlineExceeded)
 			}
-			if err := e.sleep(ctx, retry); err != nil {
+			if err := e.sleep(ctx, wait); err != nil {
 				return nil, err
 			}
 			continue
@@ -410,7 +418,8 @@ func (e *engine[K]) refundStore(ctx context.Context, key K, n int, d *PolicyDeci
 
 // ReserveN books a request of cost n for key at the earliest instant the
 // limit admits it, at most maxDelay from now (a negative maxDelay, or one
-// above MaxDelay, means no maximum), and charges it now, in one store call
+// above MaxDelay, means no maximum) and never beyond the bound on booking
+// ahead (WithMaxBookAhead), and charges it now, in one store call
 // (one script on Redis): the Reservation says when it is due (Delay). A
 // request that cannot be booked in time charges nothing and returns a
 // Reservation whose OK is false. Every algorithm books by its own rule: a
