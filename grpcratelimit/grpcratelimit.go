@@ -167,9 +167,12 @@ func WithCost(cost func(fullMethod string) int) Option {
 // satisfies refund (err is nil for a call that succeeded), so that only
 // some calls count: refund successes to count failed logins alone, or
 // refund codes.Internal so that clients are not charged for the server's
-// failures. The refund is one more store call, after the handler
-// returns, with the call's context freed of its cancellation; a store
-// error there is dropped (the call has been answered). Server interceptors
+// failures. Each call is then admitted as a reservation at now (ReserveN
+// with no delay), and a refund gives back that admission alone
+// (Reservation.Refund): never another call's booking, nor into a window
+// that no longer counts. The refund is one more store call, after the
+// handler returns, with the call's context freed of its cancellation; a
+// store error there is dropped (the call has been answered). Server interceptors
 // only; a call admitted in dry-run mode past a denial, or by a failure
 // policy (the store did not charge it), is not refunded.
 func WithRefund(refund func(err error) bool) Option {
@@ -324,6 +327,9 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 	if ls.lim == nil && ls.policy == nil {
 		return ctx, nil // unlimited
 	}
+	if in.refundIf != nil {
+		return in.admitRefundable(ctx, fullMethod, key, ls, cost)
+	}
 	if ls.lim != nil {
 		// A Limiter's context keeps its one decision, a sixth the size of a
 		// policy's.
@@ -341,6 +347,36 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 	if err := in.settle(ctx, fullMethod, ls, &c.d, &c.fields, err); err != nil {
 		return nil, err
 	}
+	return c, nil
+}
+
+// admitRefundable is admit under WithRefund: the call is admitted as a
+// reservation at now, whose Refund gives back that admission alone.
+func (in *Interceptor[K]) admitRefundable(ctx context.Context, fullMethod string, key K, ls limits[K], cost int) (context.Context, error) {
+	var res *ratelimit.Reservation[K]
+	var err error
+	if ls.lim != nil {
+		res, err = ls.lim.ReserveN(ctx, key, cost, 0)
+	} else {
+		res, err = ls.policy.ReserveN(ctx, key, cost, 0)
+	}
+	var d ratelimit.PolicyDecision
+	if err == nil {
+		d = res.Limits()
+	}
+	if ls.lim != nil {
+		c := &decided[ratelimit.Decision]{Context: ctx}
+		if err := in.settle(ctx, fullMethod, ls, &d, &c.fields, err); err != nil {
+			return nil, err
+		}
+		c.d, c.refund = d.Decision, res.Refund
+		return c, nil
+	}
+	c := &decided[ratelimit.PolicyDecision]{Context: ctx}
+	if err := in.settle(ctx, fullMethod, ls, &d, &c.fields, err); err != nil {
+		return nil, err
+	}
+	c.d, c.refund = d, res.Refund
 	return c, nil
 }
 
@@ -386,7 +422,8 @@ func (in *Interceptor[K]) settle(ctx context.Context, fullMethod string, ls limi
 type decided[D ratelimit.Decision | ratelimit.PolicyDecision] struct {
 	context.Context
 	d      D
-	fields [2]string // ratelimit-policy, ratelimit
+	fields [2]string                   // ratelimit-policy, ratelimit
+	refund func(context.Context) error // WithRefund's: gives back the admission
 }
 
 func (c *decided[D]) Value(key any) any {
@@ -448,27 +485,21 @@ func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, e
 	if cost == 0 {
 		return
 	}
-	var charged bool
+	var refund func(context.Context) error
 	switch c := ctx.(type) {
 	case *decided[ratelimit.Decision]:
-		charged = !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore
+		if !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore {
+			refund = c.refund
+		}
 	case *decided[ratelimit.PolicyDecision]:
-		charged = !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore
+		if !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore {
+			refund = c.refund
+		}
 	}
-	if !charged {
+	if refund == nil {
 		return // unlimited, passed on uncharged in dry-run mode, or the failure policy's
 	}
-	key, ls, rerr := in.resolve(ctx, fullMethod)
-	if rerr != nil {
-		return
-	}
-	bg := context.WithoutCancel(ctx)
-	switch {
-	case ls.lim != nil:
-		_, _ = ls.lim.Refund(bg, key, cost)
-	case ls.policy != nil:
-		_, _ = ls.policy.Refund(bg, key, cost)
-	}
+	_ = refund(context.WithoutCancel(ctx))
 }
 
 // Stream returns the server interceptor for streams, charged once when

@@ -606,6 +606,10 @@ func (s downForTakes) Refund(context.Context, string, int64, int64, []algorithm.
 	s.refunds.Add(1)
 	return algorithm.Result{Remaining: 1}, nil
 }
+func (s downForTakes) Undo(context.Context, string, int64, store.Booking) error {
+	s.refunds.Add(1)
+	return nil
+}
 
 // TestWithRefundOnlyWhatTheStoreCharged: a call a failure policy admitted
 // (FailOpen uncharged, FailLocal charged to the process's own table) is

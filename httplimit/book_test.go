@@ -183,6 +183,10 @@ func (s downForTakes) Refund(context.Context, string, int64, int64, []algorithm.
 	s.refunds.Add(1)
 	return algorithm.Result{Remaining: 1}, nil
 }
+func (s downForTakes) Undo(context.Context, string, int64, store.Booking) error {
+	s.refunds.Add(1)
+	return nil
+}
 
 // TestWithRefundOnlyWhatTheStoreCharged: a request the failure policy
 // admitted (FailOpen uncharged, FailLocal charged to the process's own

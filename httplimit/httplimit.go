@@ -103,10 +103,14 @@ func WithWait(maxWait time.Duration, maxWaiting int) Option {
 // WithRefund gives back a request's cost when the handler's response
 // status satisfies refund, so that only some responses count: refund
 // successful logins (status < 400) to count failed ones alone, or refund
-// 5xx so that clients are not charged for the server's failures. The
-// refund is one more store call, after the handler has written its
-// response, with the request's context freed of its cancellation. Handler
-// does it; adapters that call Admit call Middleware.Refund themselves.
+// 5xx so that clients are not charged for the server's failures. Each
+// request is then admitted as a reservation at now (ReserveN with no
+// delay), and a refund gives back that admission alone
+// (Reservation.Refund): never another request's booking, nor into a
+// window that no longer counts. The refund is one more store call, after
+// the handler has written its response, with the request's context freed
+// of its cancellation. Handler does it; adapters that call Admit call
+// Middleware.Refund themselves.
 func WithRefund(refund func(status int) bool) Option {
 	return func(c *config) { c.refundIf = refund }
 }
@@ -425,7 +429,7 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 	if ls.lim == nil && ls.policy == nil {
 		return r, true
 	}
-	d, f, err := m.decide(r.Context(), key, ls, m.cost(r))
+	d, f, res, err := m.decide(r.Context(), key, ls, m.cost(r))
 	if errors.Is(err, ratelimit.ErrCostExceedsLimit) || errors.Is(err, ratelimit.ErrInvalidCost) {
 		m.log(r, http.StatusRequestEntityTooLarge, err)
 		writeProblem(w, http.StatusRequestEntityTooLarge, "Request Too Costly",
@@ -454,38 +458,36 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 		return nil, false
 	}
 	dd := newDecided(f, d)
-	if m.refundIf != nil { // the closure costs an allocation: only when asked for
-		cost := m.cost(r)
-		dd.refund = func(ctx context.Context) error {
-			if ls.lim != nil {
-				_, err := ls.lim.Refund(ctx, key, cost)
-				return err
-			}
-			_, err := ls.policy.Refund(ctx, key, cost)
-			return err
-		}
+	if res != nil {
+		dd.refund = res.Refund // the method value costs an allocation: only when asked for
 	}
 	return r.WithContext(context.WithValue(r.Context(), decisionsKey{}, dd)), true
 }
 
 // decide charges cost for key to ls, and returns the fields of ls. With
-// WithWait it books a request that does not fit now, and waits for it.
-func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, error) {
-	if m.maxWait > 0 && !m.dryRun {
+// WithWait it books a request that does not fit now, and waits for it;
+// with WithRefund it books one that fits now, and returns its
+// reservation, whose Refund gives back that admission alone.
+func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, *ratelimit.Reservation[K], error) {
+	if m.refundIf != nil || m.maxWait > 0 && !m.dryRun {
 		return m.wait(ctx, key, ls, cost)
 	}
 	if ls.lim != nil {
 		d, err := ls.lim.AllowN(ctx, key, cost)
-		return ratelimit.DecisionOfOne(d), m.fields.Limiter(ls.lim), err
+		return ratelimit.DecisionOfOne(d), m.fields.Limiter(ls.lim), nil, err
 	}
 	d, err := ls.policy.AllowN(ctx, key, cost)
-	return d, m.fields.Policy(ls.policy), err
+	return d, m.fields.Policy(ls.policy), nil, err
 }
 
-// wait books cost for key on ls within maxWait, and sleeps until it is
-// due: the admission, or the denial when it could not be booked in time.
-func (m *Middleware[K]) wait(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, error) {
+// wait books cost for key on ls within maxWait (0 without WithWait or in
+// dry-run mode), and sleeps until it is due: the admission and its
+// reservation, or the denial when it could not be booked in time.
+func (m *Middleware[K]) wait(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, *ratelimit.Reservation[K], error) {
 	maxWait := m.maxWait
+	if m.dryRun {
+		maxWait = 0
+	}
 	if deadline, ok := ctx.Deadline(); ok {
 		maxWait = max(0, min(maxWait, time.Until(deadline)))
 	}
@@ -509,15 +511,15 @@ func (m *Middleware[K]) wait(ctx context.Context, key K, ls limits[K], cost int)
 		f = m.fields.Policy(ls.policy)
 	}
 	if err != nil {
-		return ratelimit.PolicyDecision{}, f, err
+		return ratelimit.PolicyDecision{}, f, nil, err
 	}
 	if !res.OK() {
-		return res.Limits(), f, nil
+		return res.Limits(), f, nil, nil
 	}
 	if err := res.Wait(ctx); err != nil {
-		return ratelimit.PolicyDecision{}, f, err // the client has gone; its booking was given back
+		return ratelimit.PolicyDecision{}, f, nil, err // the client has gone; its booking was given back
 	}
-	return res.Admission(), f, nil
+	return res.Admission(), f, res, nil
 }
 
 // describe returns the fields of limits of these names and configured
