@@ -22,6 +22,14 @@
 // hourly limit, say, of any algorithms): a request is charged to every
 // limit or to none, atomically, in one round trip on Redis.
 //
+// Limits built apart never share a quota unless asked: a Limiter or Policy
+// shares with itself, and with any limit given the same state ID
+// (WithStateID, Limit.StateID). Without one, a limit's state ID is a
+// fingerprint of its configuration, so building a second limit configured
+// alike on the same store value while the first lives fails with
+// [ErrStateInUse]. Processes sharing one Redis share such limits, as they
+// must.
+//
 // Limiter methods come in four families: Allow and AllowN decide at once;
 // ReserveN books a request at the earliest instant it fits and charges it
 // now (a [Reservation], which Cancel gives back), and Wait and WaitN book

@@ -29,6 +29,7 @@ type engine[K comparable] struct {
 	localSt store.Store[K] // FailLocal's private memory store; nil otherwise
 	localAt clock.Clock    // the clock of localSt
 	mu      *sync.Mutex    // serialises changes of limits
+	own     *owner         // the Limiter or Policy whose default state IDs are claimed (claim.go)
 }
 
 // limits is a configuration of limits in force, with the tables opened

@@ -332,10 +332,12 @@ func WithErrorHandler(f func(error)) Option {
 // memory store numbers it). By default it is store.DefaultID of the
 // algorithm: a fingerprint of its name and parameters, so that limiters
 // configured differently never read each other's state, and limiters
-// configured alike share it, in any process on Redis and within one memory
-// Store. Give two Limiters configured alike IDs of their own to keep their
-// states apart, and give an ID of your own to keep a key's state across a
-// change of configuration (see WithInheritance). The empty ID is an ID
+// configured alike in processes sharing a Redis share it; within one
+// store value a second limiter with a default ID in use fails with
+// ErrStateInUse. Give Limiters built apart one ID to share each key's
+// state, IDs of their own to keep them apart, and an ID of your own to
+// keep a key's state across a change of configuration (see
+// WithInheritance). The empty ID is an ID
 // like any other; it no longer names the Redis keys of releases before
 // headers, which are never read (see README's migration notes). It is an
 // error for a Policy, whose limits name their state in Limit.StateID.
@@ -385,7 +387,8 @@ type Limiter[K comparable] struct {
 
 // New returns a Limiter deciding with alg on state kept in st. It returns
 // an error wrapping ErrInvalidConfig when alg or st is nil (or an
-// interface holding a nil pointer), or the store's
+// interface holding a nil pointer), ErrStateInUse when another live
+// Limiter or Policy on st has alg's default state ID, or the store's
 // error when it cannot run alg with the chosen clock (ErrClockUnsupported).
 func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Option) (*Limiter[K], error) {
 	if nilness.Is(alg) {
@@ -404,9 +407,16 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if o.inherit != nil {
 		lim.Inherit = *o.inherit
 	}
-	if err := l.engine.init(st, nil, []store.Limit{lim}, o); err != nil {
+	own := newOwner("a Limiter", o.hooks.name, 1)
+	made, err := claimStore(st, own, []store.Limit{lim}, []bool{o.stateID == nil})
+	if err != nil {
 		return nil, err
 	}
+	if err := l.engine.init(st, nil, []store.Limit{lim}, o); err != nil {
+		unclaimAll(own, made)
+		return nil, err
+	}
+	l.own = own
 	l.hooked = newHooked(l, o.hooks)
 	return l, nil
 }

@@ -21,9 +21,9 @@ type Limit struct {
 	// Algorithm decides for this limit.
 	Algorithm algorithm.Algorithm
 	// StateID names the limit's state in its store, memory or Redis (see
-	// WithStateID). Empty means store.DefaultID of the algorithm: limits
-	// configured alike share state, limits configured differently never
-	// do. IDs differ within a policy.
+	// WithStateID). Empty means store.DefaultID of the algorithm, which
+	// another live Limiter or Policy on the same store value may not use
+	// (ErrStateInUse). IDs differ within a policy.
 	StateID string
 	// Inherit is how a key's state written by this algorithm under other
 	// parameters is carried (see WithInheritance): AsIs, the zero value,
@@ -93,7 +93,8 @@ type Policy[K comparable] struct {
 
 // NewPolicy returns a Policy of limits, whose state is kept in st. Errors
 // wrap ErrInvalidConfig (no limits, a nil algorithm or store, names or
-// state IDs that repeat, WithStateID given), or are the store's
+// state IDs that repeat, WithStateID given, a default state ID in use:
+// ErrStateInUse), or are the store's
 // (ErrClockUnsupported, store.ErrAlgorithmUnsupported).
 func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) (*Policy[K], error) {
 	if len(limits) == 0 {
@@ -117,6 +118,7 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 	p := &Policy[K]{}
 	spec := make([]Limit, len(limits))
 	stored := make([]store.Limit, len(limits))
+	implicit := make([]bool, len(limits))
 	for i, l := range limits {
 		if nilness.Is(l.Algorithm) {
 			return nil, fmt.Errorf("%w: limit %d has a nil algorithm", ErrInvalidConfig, i)
@@ -124,7 +126,7 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 		if l.Name == "" {
 			l.Name = fmt.Sprintf("limit%d", i+1)
 		}
-		if l.StateID == "" {
+		if implicit[i] = l.StateID == ""; implicit[i] {
 			l.StateID = store.DefaultID(l.Algorithm.Spec())
 		}
 		for _, prev := range spec[:i] {
@@ -135,9 +137,16 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 		spec[i] = l
 		stored[i] = store.Limit{Algorithm: l.Algorithm, ID: l.StateID, Inherit: l.Inherit, ResetOnMismatch: l.ResetOnMismatch}
 	}
-	if err := p.engine.init(st, spec, stored, o); err != nil {
+	own := newOwner("a Policy", o.hooks.name, 1)
+	made, err := claimStore(st, own, stored, implicit)
+	if err != nil {
 		return nil, err
 	}
+	if err := p.engine.init(st, spec, stored, o); err != nil {
+		unclaimAll(own, made)
+		return nil, err
+	}
+	p.own = own
 	p.hooks = o.hooks
 	return p, nil
 }

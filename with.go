@@ -37,8 +37,9 @@ func newWiths[K comparable]() *withs[K] { return new(withs[K]) }
 // key's limit changes, as SetAlgorithm does; alg must be of the same kind
 // as l's (or l built WithResetOnMismatch). Otherwise it is
 // store.DefaultID(alg.Spec()): keys decided with equal limits share
-// state, keys decided with other limits do not, as two Limiters built
-// with New would.
+// state, keys decided with other limits do not; a limit that another
+// Limiter or Policy built apart from l uses by default is refused with
+// ErrStateInUse, as New refuses it.
 //
 // The Limiter is kept, by alg: asking again with the same algorithm value
 // returns it, allocating nothing, so hold on to one algorithm per limit
@@ -47,7 +48,8 @@ func newWiths[K comparable]() *withs[K] { return new(withs[K]) }
 // when l has one (WithDenialCache: maxKeys·8 bytes each, since a denial
 // holds only for the limit that made it): size it for that. A Limiter built anew for the same
 // limit decides exactly as the kept one. It returns an error wrapping
-// ErrInvalidConfig for a nil alg, or the store's error opening it.
+// ErrInvalidConfig for a nil alg, ErrStateInUse, or the store's error
+// opening it.
 //
 // What limits given per call keep is bounded, whoever picks them: a key
 // holds at most store.MaxStatesPerKey states, one per state ID (here, per
@@ -96,10 +98,17 @@ func (l *Limiter[K]) openWith(alg algorithm.Algorithm) (*Limiter[K], error) {
 		return nil, err
 	}
 	lim.Algorithm = alg
+	own := l.own.with()
+	made, err := claimStore(l.store, own, []store.Limit{lim}, []bool{!l.named})
+	if err != nil {
+		return nil, err
+	}
 	w := &Limiter[K]{engine: l.engine, named: l.named, hooks: l.hooks, with: l.with}
+	w.own = own
 	w.cur = new(atomic.Pointer[limits[K]]) // its own limits; changes of them are serialised with l's
 	ls, err := w.open(nil, []store.Limit{lim})
 	if err != nil {
+		unclaimAll(own, made)
 		return nil, err
 	}
 	w.cur.Store(ls)

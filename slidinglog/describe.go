@@ -1,0 +1,20 @@
+package slidinglog
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+)
+
+func init() {
+	algorithm.RegisterKind(algorithm.KindSlidingLog, func(t algorithm.Tag) string {
+		return fmt.Sprintf("a sliding log over %v", time.Duration(t.P0)*time.Microsecond)
+	})
+}
+
+// Describe returns the log in words, for errors: "a sliding log of 100
+// per 1m0s".
+func (l *Log) Describe() string {
+	return fmt.Sprintf("a sliding log of %d per %v", l.limit, time.Duration(l.window)*time.Microsecond)
+}
