@@ -193,6 +193,7 @@ type Table[K comparable] struct {
 	server   bool
 	limits   []int64 // each limit's Limit
 	specs    []luascript.Limit
+	algs     []algorithm.Algorithm                     // the limits' algorithms, to name them in errors
 	ops      [luascript.OpCancel + 1]*luascript.Script // the booking scripts, by Op; nil for an algorithm without them
 	opBatch  [luascript.OpCancel + 1]*luascript.Script // their batch scripts (luascript.OpBatch), with coalescing
 	opsErr   error                                     // why they are nil
@@ -253,6 +254,7 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 		suffixes: make([]string, 1+len(limits)),
 		ids:      make([]string, len(limits)),
 		limits:   make([]int64, len(limits)),
+		algs:     make([]algorithm.Algorithm, len(limits)),
 		server:   clock.IsServer(clk),
 		maxKey:   cfg.MaxKeyBytes,
 	}
@@ -267,6 +269,7 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 			return nil, fmt.Errorf("%w: %v has no algorithm.Tag", store.ErrAlgorithmUnsupported, l.Algorithm)
 		}
 		t.limits[i] = l.Algorithm.Limit()
+		t.algs[i] = l.Algorithm
 	}
 	for i, k := range luascript.Keys("", t.ids...) {
 		t.suffixes[i] = k
