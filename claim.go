@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -20,9 +19,8 @@ import (
 // equal configuration, store.DefaultID): the two would share each key's
 // quota without being asked to. Use one Limiter or Policy for both, or
 // give the limits state IDs (WithStateID, Limit.StateID): the same one to
-// share, different ones to keep them apart. It also matches
-// ErrInvalidConfig.
-var ErrStateInUse = errors.New("ratelimit: a default state ID is in use by another limiter on this store")
+// share, different ones to keep them apart. It wraps ErrInvalidConfig.
+var ErrStateInUse = fmt.Errorf("%w: a default state ID is in use by another limiter on this store", ErrInvalidConfig)
 
 // owner stands for one Limiter or Policy built with New or NewPolicy, or
 // for one Limiter of With, which is of the same family as the Limiter it
@@ -80,8 +78,8 @@ func claimStore(st any, own *owner, limits []store.Limit, implicit []bool) ([]cl
 	if !reflect.TypeOf(st).Comparable() {
 		for i := range limits {
 			if implicit[i] {
-				return nil, fmt.Errorf("%w: %w: the store, a %T, is not comparable, so the library cannot tell whether another limiter uses the default state ID %q of %s on it: give the limit a state ID (WithStateID, Limit.StateID)",
-					ErrStateInUse, ErrInvalidConfig, st, limits[i].ID, algorithm.Describe(limits[i].Algorithm))
+				return nil, fmt.Errorf("%w: the store, a %T, is not comparable, so the library cannot tell whether another limiter uses the default state ID %q of %s on it: give the limit a state ID (WithStateID, Limit.StateID)",
+					ErrStateInUse, st, limits[i].ID, algorithm.Describe(limits[i].Algorithm))
 			}
 		}
 		return nil, nil
@@ -94,9 +92,9 @@ func claimStore(st any, own *owner, limits []store.Limit, implicit []bool) ([]cl
 	for i, l := range limits {
 		if o := claims.m[claimKey{st, l.ID}].Value(); implicit[i] && o != nil && o.family != own.family {
 			// Equal default IDs mean equal configurations: l says what o's is.
-			return nil, fmt.Errorf("%w: %w: %s built at %s and %s built at %s would share each key's quota on this store: both have the default state ID %q of %s; "+
+			return nil, fmt.Errorf("%w: %s built at %s and %s built at %s would share each key's quota on this store: both have the default state ID %q of %s; "+
 				"use one Limiter or Policy for both, or give them state IDs (WithStateID, Limit.StateID), the same to share, different ones to keep them apart",
-				ErrStateInUse, ErrInvalidConfig, o.what, o.at, own.what, own.at, l.ID, algorithm.Describe(l.Algorithm))
+				ErrStateInUse, o.what, o.at, own.what, own.at, l.ID, algorithm.Describe(l.Algorithm))
 		}
 	}
 	var made []claimKey
