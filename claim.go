@@ -116,6 +116,21 @@ func (o *owner) with() *owner {
 	return &owner{what: o.what, at: o.at, family: o.family}
 }
 
+// heldBy returns the owner of own's family that holds id on st, so that
+// Limiters of one With that use id share its claim, which lasts while
+// any of them lives; or own when none does.
+func heldBy(st any, id string, own *owner) *owner {
+	if nilness.Is(st) || !reflect.TypeOf(st).Comparable() {
+		return own
+	}
+	claims.mu.Lock()
+	defer claims.mu.Unlock()
+	if o := claims.m[claimKey{st, id}].Value(); o != nil && o.family == own.family {
+		return o
+	}
+	return own
+}
+
 // unclaim removes the claim of k when its owner is gone: run when an
 // owner is collected, or when building it failed.
 func unclaim(k claimKey) {

@@ -99,6 +99,9 @@ func (l *Limiter[K]) openWith(alg algorithm.Algorithm) (*Limiter[K], error) {
 	}
 	lim.Algorithm = alg
 	own := l.own.with()
+	if !l.named {
+		own = heldBy(l.store, lim.ID, own)
+	}
 	made, err := claimStore(l.store, own, []store.Limit{lim}, []bool{!l.named})
 	if err != nil {
 		return nil, err
