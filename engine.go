@@ -31,6 +31,7 @@ type engine[K comparable] struct {
 	mu      *sync.Mutex    // serialises changes of limits
 	ahead   int64          // WithMaxBookAhead in µs; -1 for the limits' reset period
 	hooks   hooks          // the observer and dry run, applied by end (observer.go)
+	own     *owner         // the Limiter or Policy whose default state IDs are claimed (claim.go)
 }
 
 // limits is a configuration of limits in force, with the tables opened

@@ -271,7 +271,8 @@ func WithErrorHandler(f func(error)) Option {
 
 // WithStateID names the Limiter's state in its store: limiters with one state
 // ID share each key's state. The default, store.DefaultID of the algorithm, is
-// shared by limiters configured alike. A Policy sets Limit.StateID.
+// shared by processes configured alike; a second limiter built apart with it
+// on one store value fails with ErrStateInUse. A Policy sets Limit.StateID.
 func WithStateID(id string) Option {
 	return optionFunc(func(o *options) { o.stateID = &id })
 }
@@ -305,7 +306,8 @@ type Limiter[K comparable] struct {
 }
 
 // New returns a Limiter deciding with alg on state kept in st. Errors wrap
-// ErrInvalidConfig, or are the store's.
+// ErrInvalidConfig (ErrStateInUse: alg's default state ID is another live
+// limit's on st), or are the store's.
 func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Option) (*Limiter[K], error) {
 	if nilness.Is(alg) {
 		return nil, fmt.Errorf("%w: nil algorithm", ErrInvalidConfig)
@@ -323,9 +325,16 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if o.inherit != nil {
 		lim.Inherit = *o.inherit
 	}
-	if err := l.engine.init(st, nil, []store.Limit{lim}, o); err != nil {
+	own := newOwner("a Limiter", o.hooks.name, 1)
+	made, err := claimStore(st, own, []store.Limit{lim}, []bool{o.stateID == nil})
+	if err != nil {
 		return nil, err
 	}
+	if err := l.engine.init(st, nil, []store.Limit{lim}, o); err != nil {
+		unclaimAll(own, made)
+		return nil, err
+	}
+	l.own = own
 	return l, nil
 }
 

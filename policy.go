@@ -66,7 +66,7 @@ type Policy[K comparable] struct {
 }
 
 // NewPolicy returns a Policy of limits, whose state is kept in st. Errors wrap
-// ErrInvalidConfig, or are the store's.
+// ErrInvalidConfig (ErrStateInUse, as New), or are the store's.
 func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) (*Policy[K], error) {
 	if len(limits) == 0 {
 		return nil, fmt.Errorf("%w: a policy needs at least one limit", ErrInvalidConfig)
@@ -89,6 +89,7 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 	p := &Policy[K]{}
 	spec := make([]Limit, len(limits))
 	stored := make([]store.Limit, len(limits))
+	implicit := make([]bool, len(limits))
 	for i, l := range limits {
 		if nilness.Is(l.Algorithm) {
 			return nil, fmt.Errorf("%w: limit %d has a nil algorithm", ErrInvalidConfig, i)
@@ -96,7 +97,7 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 		if l.Name == "" {
 			l.Name = fmt.Sprintf("limit%d", i+1)
 		}
-		if l.StateID == "" {
+		if implicit[i] = l.StateID == ""; implicit[i] {
 			l.StateID = store.DefaultID(l.Algorithm.Spec())
 		}
 		for _, prev := range spec[:i] {
@@ -107,9 +108,16 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 		spec[i] = l
 		stored[i] = store.Limit{Algorithm: l.Algorithm, ID: l.StateID, Inherit: l.Inherit, ResetOnMismatch: l.ResetOnMismatch}
 	}
-	if err := p.engine.init(st, spec, stored, o); err != nil {
+	own := newOwner("a Policy", o.hooks.name, 1)
+	made, err := claimStore(st, own, stored, implicit)
+	if err != nil {
 		return nil, err
 	}
+	if err := p.engine.init(st, spec, stored, o); err != nil {
+		unclaimAll(own, made)
+		return nil, err
+	}
+	p.own = own
 	return p, nil
 }
 

@@ -24,8 +24,8 @@ func newWiths[K comparable]() *withs[K] { return new(withs[K]) }
 
 // With returns a Limiter like l deciding with alg, for limits given per call:
 // under l's state ID when l was given one (alg then of l's kind), else alg's
-// default. It is kept by alg: asking again with the same value allocates
-// nothing.
+// default (ErrStateInUse when a limit built apart uses it). It is kept by alg:
+// asking again with the same value allocates nothing.
 func (l *Limiter[K]) With(alg algorithm.Algorithm) (*Limiter[K], error) {
 	if err := checkAlgorithm(alg); err != nil {
 		return nil, err
@@ -67,10 +67,20 @@ func (l *Limiter[K]) openWith(alg algorithm.Algorithm) (*Limiter[K], error) {
 		return nil, err
 	}
 	lim.Algorithm = alg
+	own := l.own.with()
+	if !l.named {
+		own = heldBy(l.store, lim.ID, own)
+	}
+	made, err := claimStore(l.store, own, []store.Limit{lim}, []bool{!l.named})
+	if err != nil {
+		return nil, err
+	}
 	w := &Limiter[K]{engine: l.engine, named: l.named, with: l.with}
+	w.own = own
 	w.cur = new(atomic.Pointer[limits[K]]) // its own limits; changes of them are serialised with l's
 	ls, err := w.open(nil, []store.Limit{lim})
 	if err != nil {
+		unclaimAll(own, made)
 		return nil, err
 	}
 	w.cur.Store(ls)

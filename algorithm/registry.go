@@ -41,6 +41,9 @@ type Kind struct {
 	// Proportional), and a booking on it is given back by Unused alone
 	// ([ExactUndo]).
 	Log bool
+	// Describe puts a Tag of this Kind in words, for errors ("GCRA,
+	// burst 100, one every 36s"); nil: its String.
+	Describe func(Tag) string
 }
 
 // registry is the Kinds registered, copied on every Register so that

@@ -16,7 +16,8 @@ const Kind byte = 'F'
 var body string
 
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "fixedwindow", Letter: Kind, Params: 2, Body: body, Used: used})
+	algorithm.Register(algorithm.Kind{Name: "fixedwindow", Letter: Kind, Params: 2, Body: body, Used: used,
+		Describe: func(t algorithm.Tag) string { return describe(t.P0, t.P1) }})
 }
 
 // used is what a window's state had used at now: the fill pointer of the

@@ -16,7 +16,8 @@ const Kind byte = 'G'
 var body string
 
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "gcra", Letter: Kind, Params: 2, Body: body, Used: used, StepBack: stepBack})
+	algorithm.Register(algorithm.Kind{Name: "gcra", Letter: Kind, Params: 2, Body: body, Used: used, StepBack: stepBack,
+		Describe: func(t algorithm.Tag) string { return describe(t.P0, t.P1) }})
 }
 
 // maxExact is 2^53, the range within which stored instants are exact

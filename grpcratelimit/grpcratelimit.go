@@ -118,10 +118,10 @@ func Method(_ context.Context, fullMethod string) (string, error) {
 // method or tier, say) and reused: the interceptor keeps the metadata
 // fields that describe each one it sees.
 //
-// On a Redis store, limits configured alike share a key's state, whatever
-// policy they are in (see ratelimit.Limit.StateID): for limits per method
-// that must not share, give each method's limits state IDs of their own,
-// or put the method in the key.
+// Policies built apart never share a quota unless asked (see
+// ratelimit.ErrStateInUse): one Policy picked for two methods is one
+// quota per key (put the method in the key to count them apart), and two
+// policies configured alike need state IDs (ratelimit.Limit.StateID).
 type Resolver[K comparable] func(ctx context.Context, fullMethod string) (key K, policy *ratelimit.Policy[K], err error)
 
 // Interceptor limits gRPC calls with a Limiter or Policies. Create it with

@@ -229,8 +229,15 @@ func TestPeerAddrOverLoopback(t *testing.T) {
 	wantCode(t, check(context.Background(), bc), codes.InvalidArgument)
 }
 
-// failing is a store whose backend is down.
-type failing struct{}
+// failing is a store whose backend is down. Its n tells stores apart:
+// equal store values are one store, on which limits built apart with
+// equal configurations are refused (ratelimit.ErrStateInUse).
+type failing struct{ n int }
+
+var failings atomic.Int64
+
+// newFailing returns a failing store of its own.
+func newFailing() failing { return failing{n: int(failings.Add(1))} }
 
 func (failing) Open([]store.Limit, clock.Clock) (store.Table[string], error) {
 	return failing{}, nil
@@ -248,7 +255,7 @@ func (failing) Reset(context.Context, string) error { return store.ErrUnavailabl
 func TestFailurePolicies(t *testing.T) {
 	kinds := map[string]func(t *testing.T, fp ratelimit.FailurePolicy) *grpcratelimit.Interceptor[string]{
 		"Limiter": func(t *testing.T, fp ratelimit.FailurePolicy) *grpcratelimit.Interceptor[string] {
-			lim, _ := newLimiter[string](t, 1, failing{}, ratelimit.WithFailurePolicy(fp))
+			lim, _ := newLimiter[string](t, 1, newFailing(), ratelimit.WithFailurePolicy(fp))
 			return newInterceptor(t, lim, grpcratelimit.Method)
 		},
 		"Policy": func(t *testing.T, fp ratelimit.FailurePolicy) *grpcratelimit.Interceptor[string] {
@@ -256,7 +263,7 @@ func TestFailurePolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, _ := newPolicy(t, failing{}, []ratelimit.Limit{{Algorithm: alg}}, ratelimit.WithFailurePolicy(fp))
+			p, _ := newPolicy(t, newFailing(), []ratelimit.Limit{{Algorithm: alg}}, ratelimit.WithFailurePolicy(fp))
 			in, err := grpcratelimit.NewPolicy(p, grpcratelimit.Method)
 			if err != nil {
 				t.Fatal(err)
@@ -339,7 +346,7 @@ func TestTooManyStates(t *testing.T) {
 }
 
 func TestErrorHandler(t *testing.T) {
-	lim, _ := newLimiter[string](t, 1, failing{})
+	lim, _ := newLimiter[string](t, 1, newFailing())
 	var got error
 	in := newInterceptor(t, lim, grpcratelimit.Method, grpcratelimit.WithErrorHandler(func(_ context.Context, method string, err error) error {
 		got = err
@@ -359,7 +366,7 @@ func TestErrorHandler(t *testing.T) {
 	// The end of the call's context is its status, whatever the policy.
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	lim, _ = newLimiter[string](t, 1, failing{}, ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	lim, _ = newLimiter[string](t, 1, newFailing(), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 	in = newInterceptor(t, lim, grpcratelimit.Method)
 	_, err = in.Unary()(cancelled, nil, &grpc.UnaryServerInfo{FullMethod: "/a.B/C"}, func(context.Context, any) (any, error) {
 		t.Error("handler called with a cancelled context")

@@ -381,7 +381,7 @@ func TestStoreFailure(t *testing.T) {
 		{ratelimit.FailClosed, []int{429, 429}},
 		{ratelimit.FailLocal, []int{200, 429}},
 	} {
-		lim, err := ratelimit.New[string](alg, failing{}, ratelimit.WithFailurePolicy(tt.policy))
+		lim, err := ratelimit.New[string](alg, failing{}, ratelimit.WithFailurePolicy(tt.policy), ratelimit.WithStateID(fmt.Sprint(tt.policy)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -757,7 +757,7 @@ func TestHeadersAgree(t *testing.T) {
 	}
 
 	for _, policy := range []ratelimit.FailurePolicy{ratelimit.FailOpen, ratelimit.FailClosed, ratelimit.FailLocal} {
-		lim, err := ratelimit.New[string](alg, failing{}, ratelimit.WithFailurePolicy(policy))
+		lim, err := ratelimit.New[string](alg, failing{}, ratelimit.WithFailurePolicy(policy), ratelimit.WithStateID(fmt.Sprint(policy)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -427,7 +427,10 @@ func TestNonAtomicRejected(t *testing.T) {
 					st := &racyStore{c: client, prefix: redistest.Prefix(t), pause: 200 * time.Microsecond}
 					var lims []*ratelimit.Limiter[string]
 					for range clients {
-						lim, err := ratelimit.New(alg, st)
+						// One state for every client's Limiter, named: built
+						// apart on one store they would be refused
+						// (ratelimit.ErrStateInUse).
+						lim, err := ratelimit.New(alg, st, ratelimit.WithStateID(store.DefaultID(alg.Spec())))
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -2,7 +2,9 @@ package slidinglog
 
 import (
 	_ "embed"
+	"fmt"
 	"sort"
+	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 )
@@ -13,7 +15,10 @@ import (
 var body string
 
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "slidinglog", Letter: algorithm.KindSlidingLog, Params: 1, Body: body, Used: used, Log: true})
+	algorithm.Register(algorithm.Kind{Name: "slidinglog", Letter: algorithm.KindSlidingLog, Params: 1, Body: body, Used: used, Log: true,
+		Describe: func(t algorithm.Tag) string {
+			return fmt.Sprintf("a sliding log over %v", time.Duration(t.P0)*time.Microsecond)
+		}})
 }
 
 // used is what a log had used at now: the cost of its entries after

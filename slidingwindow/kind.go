@@ -17,7 +17,8 @@ const Kind byte = 'S'
 var body string
 
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "slidingwindow", Letter: Kind, Params: 2, Body: body, Used: used})
+	algorithm.Register(algorithm.Kind{Name: "slidingwindow", Letter: Kind, Params: 2, Body: body, Used: used,
+		Describe: func(t algorithm.Tag) string { return describe(t.P0, t.P1) }})
 }
 
 // used is what a counter's state had used at now: its estimate, the

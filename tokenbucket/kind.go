@@ -2,6 +2,7 @@ package tokenbucket
 
 import (
 	_ "embed"
+	"fmt"
 	"math"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
@@ -17,8 +18,12 @@ var (
 )
 
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "tokenbucket", Letter: algorithm.KindTokenBucket, Params: 1, Body: body, Used: used})
-	algorithm.Register(algorithm.Kind{Name: "tokenbucket-interval", Letter: algorithm.KindInterval, Params: 1, Body: intervalBody, Used: intervalUsed})
+	algorithm.Register(algorithm.Kind{Name: "tokenbucket", Letter: algorithm.KindTokenBucket, Params: 1, Body: body, Used: used,
+		Describe: func(t algorithm.Tag) string { return fmt.Sprintf("a token bucket of %d", t.P0) }})
+	algorithm.Register(algorithm.Kind{Name: "tokenbucket-interval", Letter: algorithm.KindInterval, Params: 1, Body: intervalBody, Used: intervalUsed,
+		Describe: func(t algorithm.Tag) string {
+			return fmt.Sprintf("a token bucket of %d refilled by whole tokens per interval", t.P0)
+		}})
 }
 
 // maxExact is 2^53, the range within which stored counts are exact

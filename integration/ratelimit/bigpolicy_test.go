@@ -59,7 +59,9 @@ func TestBigPolicy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out[i] = ratelimit.Limit{Name: fmt.Sprint("limit", i), Algorithm: alg}
+			// A state of each policy's own: the policies before may not
+			// be collected yet (ratelimit.ErrStateInUse).
+			out[i] = ratelimit.Limit{Name: fmt.Sprint("limit", i), Algorithm: alg, StateID: fmt.Sprintf("big%d-%d", n, i)}
 		}
 		return out
 	}

@@ -135,7 +135,7 @@ func TestCoalescedExact(t *testing.T) {
 						t.Fatal(err)
 					}
 					st, calls := newStore(t)
-					p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}}, ratelimit.WithClock(clk))
+					p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket, StateID: "bucket"}, {Name: "log", Algorithm: log, StateID: "log"}}, ratelimit.WithClock(clk))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -146,7 +146,7 @@ func TestCoalescedExact(t *testing.T) {
 					check(t, calls, admitted, decisions)
 					// Peeked with the local clock: miniredis refuses TIME in
 					// a read-only script.
-					local, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}})
+					local, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket, StateID: "bucket"}, {Name: "log", Algorithm: log, StateID: "log"}})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -286,7 +286,7 @@ func TestCoalescedBookings(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}})
+						p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket, StateID: "bucket"}, {Name: "log", Algorithm: log, StateID: "log"}})
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -47,7 +47,7 @@ func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func(cont
 		case err == nil:
 			return nil
 		case IsMismatch(err):
-			return fmt.Errorf("%w: %s script: %w", store.ErrStateMismatch, s.Name, err)
+			return fmt.Errorf("%w: %s%s script: %w", store.ErrStateMismatch, t.mismatch(err), s.Name, err)
 		case IsTooMany(err):
 			return fmt.Errorf("%w: %s script: %w", store.ErrTooManyStates, s.Name, err)
 		case IsOOM(err):

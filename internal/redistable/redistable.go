@@ -193,6 +193,7 @@ type Table[K comparable] struct {
 	server   bool
 	limits   []int64 // each limit's Limit
 	specs    []luascript.Limit
+	algs     []algorithm.Algorithm                   // the limits' algorithms, to name them in errors
 	ops      [luascript.OpUndo + 1]*luascript.Script // the booking scripts, by Op; nil for an algorithm without them
 	opBatch  [luascript.OpUndo + 1]*luascript.Script // their batch scripts (luascript.OpBatch), with coalescing
 	opsErr   error                                   // why they are nil
@@ -246,6 +247,7 @@ func newTable[K comparable](run Runner, cfg Config[K], limits []store.Limit, ser
 		suffixes: make([]string, 1+len(limits)),
 		ids:      make([]string, len(limits)),
 		limits:   make([]int64, len(limits)),
+		algs:     make([]algorithm.Algorithm, len(limits)),
 		server:   server,
 		maxKey:   cfg.MaxKeyBytes,
 	}
@@ -260,6 +262,7 @@ func newTable[K comparable](run Runner, cfg Config[K], limits []store.Limit, ser
 			return nil, nil, fmt.Errorf("%w: %v has no algorithm.Tag", store.ErrAlgorithmUnsupported, l.Algorithm)
 		}
 		t.limits[i] = l.Algorithm.Limit()
+		t.algs[i] = l.Algorithm
 	}
 	for i, k := range luascript.Keys("", t.ids...) {
 		t.suffixes[i] = k

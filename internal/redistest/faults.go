@@ -27,8 +27,8 @@ func testTimeout(t *testing.T, newStore NewStore) {
 	alg := algorithms(t, 5, time.Hour)[3].alg
 	st := newStore(t, srv.Target(), Prefix(t))
 	clk := clock.NewFake(epoch)
-	lim := newLimiter(t, alg, st, ratelimit.WithClock(clk))
-	open := newLimiter(t, alg, st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	lim := newLimiter(t, alg, st, ratelimit.WithClock(clk), shared(alg))
+	open := newLimiter(t, alg, st, ratelimit.WithClock(clk), shared(alg), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 	for _, l := range []*ratelimit.Limiter[string]{lim, open} {
 		if _, err := l.Allow(ctx, "warm"); err != nil { // connected, script cached
 			t.Fatalf("Allow(warm): %v", err)
@@ -123,7 +123,7 @@ func testRestart(t *testing.T, newStore NewStore) {
 	lims := make([]*ratelimit.Limiter[string], len(policies))
 	clk := clock.NewFake(epoch)
 	for i, p := range policies {
-		lims[i] = newLimiter(t, alg, st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(p),
+		lims[i] = newLimiter(t, alg, st, ratelimit.WithClock(clk), shared(alg), ratelimit.WithFailurePolicy(p),
 			ratelimit.WithErrorHandler(func(error) { handled.Add(1) }))
 		key := fmt.Sprint("k", i)
 		if d, err := lims[i].Allow(ctx, key); err != nil || d.Source() != ratelimit.FromStore || d.Remaining() != 2 {
@@ -397,7 +397,7 @@ func testOutOfMemory(t *testing.T, newStore NewStore) {
 	for policy, source := range map[ratelimit.FailurePolicy]ratelimit.Source{
 		ratelimit.FailOpen: ratelimit.FromFailOpen, ratelimit.FailClosed: ratelimit.FromFailClosed, ratelimit.FailLocal: ratelimit.FromLocal,
 	} {
-		pl := newLimiter(t, alg, st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(policy),
+		pl := newLimiter(t, alg, st, ratelimit.WithClock(clk), shared(alg), ratelimit.WithFailurePolicy(policy),
 			ratelimit.WithErrorHandler(func(err error) { handled = append(handled, err) }))
 		d, err := pl.Allow(ctx, "new")
 		if err != nil || d.Source() != source || d.Allowed() != (policy != ratelimit.FailClosed) {

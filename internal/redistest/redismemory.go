@@ -206,8 +206,8 @@ func testKeyTooLong(t *testing.T, newStore NewStore) {
 			st := newStore(t, target, Prefix(t))
 			clk := ratelimit.WithClock(clock.NewFake(epoch))
 			for _, lim := range []*ratelimit.Limiter[string]{
-				newLimiter(t, alg, st, clk),
-				newLimiter(t, alg, st, clk, ratelimit.WithFailurePolicy(ratelimit.FailOpen)),
+				newLimiter(t, alg, st, clk, shared(alg)),
+				newLimiter(t, alg, st, clk, shared(alg), ratelimit.WithFailurePolicy(ratelimit.FailOpen)),
 			} {
 				for _, key := range []string{strings.Repeat("k", max), "{" + strings.Repeat("}", max-2) + "{"} {
 					if d, err := lim.Allow(ctx, key); err != nil || d.Remaining() != 4 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,6 +162,13 @@ func newLimiter(t testing.TB, alg algorithm.Algorithm, st store.Store[string], o
 		t.Fatalf("ratelimit.New(%v): %v", alg, err)
 	}
 	return lim
+}
+
+// shared names the state of alg's default ID (store.DefaultID), for the
+// tests' limiters configured alike on one store that share it on purpose:
+// built apart, they would be refused (ratelimit.ErrStateInUse).
+func shared(alg algorithm.Algorithm) ratelimit.Option {
+	return ratelimit.WithStateID(store.DefaultID(alg.Spec()))
 }
 
 // epoch is where the tests' fake clocks start, with a fraction of a second.
@@ -708,8 +716,9 @@ func testUnsupportedAlgorithm(t *testing.T, newStore NewStore) {
 }
 
 // testStateIDs checks that two limiters under one prefix share a key's
-// state only when they are configured alike or name the same state: a
-// 100-token bucket is not drained by a 2-token bucket on the same key.
+// state only when they are configured alike (on two store values, as two
+// processes have; on one, the second is refused) or name the same state:
+// a 100-token bucket is not drained by a 2-token bucket on the same key.
 func testStateIDs(t *testing.T, newStore NewStore) {
 	Each(t, func(t *testing.T, target Target) {
 		ctx := t.Context()
@@ -731,13 +740,20 @@ func testStateIDs(t *testing.T, newStore NewStore) {
 			}
 		}
 		// Configured differently: nothing shared.
-		drain(newLimiter(t, small, st, clk), "k")
+		drained := newLimiter(t, small, st, clk)
+		drain(drained, "k")
 		if d, err := newLimiter(t, big, st, clk).Allow(ctx, "k"); err != nil || d.Remaining() != 99 {
 			t.Errorf("a 100-token bucket after a 2-token bucket drained the key: %+v, %v; want remaining 99 (state of its own)", d, err)
 		}
-		// Configured alike: shared, as processes sharing a limit need.
-		if d, err := newLimiter(t, small, st, clk).Allow(ctx, "k"); err != nil || d.Allowed() {
-			t.Errorf("a second 2-token bucket on the drained key: %+v, %v; want denied (shared state)", d, err)
+		// Configured alike, in another process: shared, as processes
+		// sharing a limit need. In this one, on the same store value,
+		// refused while the first lives (ratelimit.ErrStateInUse).
+		if _, err := ratelimit.New(small, st, clk); !errors.Is(err, ratelimit.ErrStateInUse) {
+			t.Errorf("a second 2-token bucket on the same store value: %v; want ErrStateInUse", err)
+		}
+		runtime.KeepAlive(drained)
+		if d, err := newLimiter(t, small, newStore(t, target, prefix), clk).Allow(ctx, "k"); err != nil || d.Allowed() {
+			t.Errorf("a 2-token bucket of another process on the drained key: %+v, %v; want denied (shared state)", d, err)
 		}
 		// Named alike: shared on purpose, across a change of configuration,
 		// which carries what was used (algorithm.AsIs): the 2 tokens used

@@ -126,7 +126,7 @@ func (t *table[K]) read(e *entry[K], n uint32, l *limitRef, now int64) (algorith
 		}
 		return l.alg.Init(algorithm.State{}, now), nil
 	}
-	return s, fmt.Errorf("%w: state ID %q holds a %s state; this limit reads %s", store.ErrStateMismatch, l.name, w.describe(), mine.describe())
+	return s, fmt.Errorf("%w: state ID %q holds the state of %s, which this limit, %s, cannot read", store.ErrStateMismatch, l.name, w.describe(), mine.describe())
 }
 
 // write makes s, which l admitted a cost on, entry n's state under l's

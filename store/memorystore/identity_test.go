@@ -91,6 +91,8 @@ func TestLimiterAndPolicyShareALimit(t *testing.T) {
 // TestLimiterPerRequestDecidesAsACachedOne is the case of issue 24: a
 // Limiter built anew for each request, on one store, must enforce the
 // limit as one built once does: 8 of 2,000 requests admitted, not 2,000.
+// Limiters built apart share a state only when asked (issue 43): these
+// name theirs (WithStateID).
 func TestLimiterPerRequestDecidesAsACachedOne(t *testing.T) {
 	fake := clock.NewFake(time.UnixMicro(t0))
 	const requests = 2000
@@ -109,7 +111,7 @@ func TestLimiterPerRequestDecidesAsACachedOne(t *testing.T) {
 		return admitted, decisions
 	}
 	newLimiter := func(s *memorystore.Store[string]) *ratelimit.Limiter[string] {
-		lim, err := ratelimit.New(newAlg(), s, ratelimit.WithClock(fake))
+		lim, err := ratelimit.New(newAlg(), s, ratelimit.WithClock(fake), ratelimit.WithStateID("per-request"))
 		if err != nil {
 			t.Fatal(err)
 		}

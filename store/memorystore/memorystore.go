@@ -61,10 +61,11 @@ import (
 // being store.Limit.ID, as on the Redis stores: every Open of a limit with
 // the same ID reads and writes the same state, whichever Limiter or Policy
 // it serves, and limits with different IDs never share state. So Limiters
-// configured alike on one Store share their keys' state (the default ID
-// is a fingerprint of the algorithm and its parameters: store.DefaultID),
-// a Limiter built anew for each request decides as a long-lived one
-// does, and a limit reopened with other parameters under the same ID
+// given one state ID on one Store share their keys' state (package
+// ratelimit refuses a second live Limiter configured alike under the
+// default ID, a fingerprint: ErrStateInUse), a Limiter built anew for
+// each request under a named state decides as a long-lived one does,
+// and a limit reopened with other parameters under the same ID
 // carries its keys' state (see algorithm.Inheritor). A state written by
 // another algorithm under the same ID is refused with an error wrapping
 // store.ErrStateMismatch, unless the limit resets on mismatch

@@ -275,10 +275,10 @@ func releaseOnCleanup[T any](r *registry, table *T, refs []limitRef) {
 	runtime.AddCleanup(table, r.release, pairs)
 }
 
-// describe names the meaning of c's states, for errors.
+// describe names c's algorithm in words, for errors (algorithm.Describe).
 func (c *limitConfig) describe() string {
-	if c.tagged {
-		return c.tag.String()
+	if c.alg != nil {
+		return algorithm.Describe(c.alg)
 	}
 	return c.spec
 }

@@ -60,7 +60,7 @@ func testBooking(t *testing.T, st store.Store[string], k *kind, maxLimits int) {
 		clk := clock.NewFake(time.UnixMicro(start))
 		b := &bookingMachine{clk: clk, now: start, start: start, key: fmt.Sprintf("bk%d", seq)}
 		if n == 1 {
-			lim, err := ratelimit.New(setups[0].alg, st, ratelimit.WithClock(clk))
+			lim, err := ratelimit.New(setups[0].alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID(limits[0].StateID))
 			if err != nil {
 				rt.Fatalf("New: %v", err)
 			}

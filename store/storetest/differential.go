@@ -60,8 +60,11 @@ func testDifferential(t *testing.T, k kind, sa, sb store.Store[string]) {
 		w := &twins{s: s, start: start, now: start, seq: seq}
 		w.ca, w.cb = clock.NewFake(time.UnixMicro(start)), clock.NewFake(time.UnixMicro(start))
 		var errA, errB error
-		w.a, errA = ratelimit.New(s.alg, sa, ratelimit.WithClock(w.ca))
-		w.b, errB = ratelimit.New(s.alg, sb, ratelimit.WithClock(w.cb))
+		// A state of each sequence's own: the Limiters of the sequences
+		// before may not be collected yet (ratelimit.ErrStateInUse).
+		id := ratelimit.WithStateID(fmt.Sprint("differential-", seq))
+		w.a, errA = ratelimit.New(s.alg, sa, ratelimit.WithClock(w.ca), id)
+		w.b, errB = ratelimit.New(s.alg, sb, ratelimit.WithClock(w.cb), id)
 		if errA != nil || errB != nil {
 			rt.Fatalf("ratelimit.New(%v, store, fake clock): store a: %v; store b: %v", s.alg, errA, errB)
 		}

@@ -282,6 +282,7 @@ func testPolicyErrors(t *testing.T, st store.Store[string]) {
 	if _, err := ratelimit.NewPolicy(st, same, ratelimit.WithClock(clk)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 		t.Errorf("NewPolicy with a limit twice: %v, want ErrInvalidConfig", err)
 	}
+	same[0].StateID = "once" // p, still live, has limits[0] under its default ID
 	same[1].Name, same[1].StateID = "again", "again"
 	if _, err := ratelimit.NewPolicy(st, same, ratelimit.WithClock(clk)); err != nil {
 		t.Errorf("NewPolicy with a limit twice under two names and state IDs: %v", err)

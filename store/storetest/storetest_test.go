@@ -31,7 +31,7 @@ func (s brokenStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[st
 
 func broken(wrap func(store.Table[string]) store.Table[string]) func(*testing.T) store.Store[string] {
 	return func(*testing.T) store.Store[string] {
-		return brokenStore{memorystore.New[string](), wrap}
+		return &brokenStore{memorystore.New[string](), wrap} // a pointer: a brokenStore is not comparable
 	}
 }
 
