@@ -14,12 +14,9 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// ErrStateInUse reports a Limiter or Policy built apart from a live one
-// on the same store value with a limit of the same default state ID (an
-// equal configuration, store.DefaultID): the two would share each key's
-// quota without being asked to. Use one Limiter or Policy for both, or
-// give the limits state IDs (WithStateID, Limit.StateID): the same one to
-// share, different ones to keep them apart. It wraps ErrInvalidConfig.
+// ErrStateInUse reports a limit built apart from a live one on the same store
+// value with an equal default state ID: they would share a quota unasked. Share
+// one Limiter or Policy, or give state IDs (WithStateID, Limit.StateID).
 var ErrStateInUse = fmt.Errorf("%w: a default state ID is in use by another limiter on this store", ErrInvalidConfig)
 
 // owner stands for one Limiter or Policy built with New or NewPolicy, or

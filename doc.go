@@ -9,9 +9,5 @@
 //	lim, err := ratelimit.New(alg, memorystore.New[string]())
 //	d, err := lim.Allow(ctx, "alice") // d.Allowed(), d.RetryAfter()
 //
-// Limits built apart never share a quota unless asked: the same Limiter or
-// Policy, or the same state ID (WithStateID), shares; see [ErrStateInUse].
-//
-// examples/quickstart is that program in full; docs/design/limiter.md
-// explains the choices behind this API.
+// examples/quickstart has it in full; docs/design/limiter.md the reasons.
 package ratelimit

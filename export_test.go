@@ -7,3 +7,6 @@ const (
 	DefaultProbeInterval   = defaultProbeInterval
 	DefaultSlowCall        = defaultSlowCall
 )
+
+// MaxWithLimiters is how many Limiters of With a Limiter keeps.
+const MaxWithLimiters = maxWithLimiters

@@ -20,8 +20,7 @@ var (
 	ErrInvalidCost = algorithm.ErrInvalidCost
 	// ErrCostExceedsLimit reports a cost above Limit; nothing is charged.
 	ErrCostExceedsLimit = algorithm.ErrCostExceedsLimit
-	// ErrWouldExceedDeadline reports a Wait that would end past ctx's
-	// deadline; it matches context.DeadlineExceeded.
+	// ErrWouldExceedDeadline reports a Wait past ctx's deadline (DeadlineExceeded).
 	ErrWouldExceedDeadline = errors.New("ratelimit: wait would exceed the context deadline")
 	// ErrNotBooked reports Reservation.Wait on a request not booked.
 	ErrNotBooked = errors.New("ratelimit: the request was not booked")
@@ -198,8 +197,7 @@ const (
 	FailOpen
 	// FailClosed denies, with a RetryAfter of FailClosedRetryAfter.
 	FailClosed
-	// FailLocal decides with an in-memory limiter private to this process;
-	// its charges are not carried to the store.
+	// FailLocal decides with a limiter in this process's memory alone.
 	FailLocal
 )
 
@@ -271,8 +269,8 @@ func WithErrorHandler(f func(error)) Option {
 
 // WithStateID names the Limiter's state in its store: limiters with one state
 // ID share each key's state. The default, store.DefaultID of the algorithm, is
-// shared by processes configured alike; a second limiter built apart with it
-// on one store value fails with ErrStateInUse. A Policy sets Limit.StateID.
+// shared by processes configured alike (in one: ErrStateInUse). A Policy sets
+// Limit.StateID.
 func WithStateID(id string) Option {
 	return optionFunc(func(o *options) { o.stateID = &id })
 }
@@ -306,8 +304,7 @@ type Limiter[K comparable] struct {
 }
 
 // New returns a Limiter deciding with alg on state kept in st. Errors wrap
-// ErrInvalidConfig (ErrStateInUse: alg's default state ID is another live
-// limit's on st), or are the store's.
+// ErrInvalidConfig (ErrStateInUse among them), or are the store's.
 func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Option) (*Limiter[K], error) {
 	if nilness.Is(alg) {
 		return nil, fmt.Errorf("%w: nil algorithm", ErrInvalidConfig)
@@ -411,10 +408,9 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) (Decision, error) {
 	return l.WaitN(ctx, key, 1)
 }
 
-// WaitN blocks until a request of cost n for key is admitted: it books it
-// (ReserveN) and sleeps until its instant, so waiters go in booking order. One
-// that cannot be booked before ctx's deadline fails at once, uncharged; when
-// ctx ends first, the booking is cancelled.
+// WaitN books a request of cost n for key (ReserveN) and sleeps until it is
+// due, so waiters go in booking order. One not bookable before ctx's deadline
+// fails at once, uncharged; one whose ctx ends first is cancelled.
 func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) {
 	r, err := l.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return l.ReserveN(ctx, key, n, maxDelay)

@@ -404,8 +404,7 @@ func (l *Limiter[K]) Refund(ctx context.Context, key K, n int) (Decision, error)
 	return d.Decision, err
 }
 
-// ReserveN books a request for every limit at one instant, as
-// Limiter.ReserveN.
+// ReserveN books a request for every limit at one instant, as Limiter's.
 func (p *Policy[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
 	res := &Reservation[K]{e: &p.engine, hooks: &p.hooks}
 	if err := p.reserve(ctx, &p.hooks, key, n, maxDelay, res); err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// MaxWithLimiters is how many Limiters of With a Limiter keeps for reuse.
-const MaxWithLimiters = 4096
+// maxWithLimiters is how many Limiters of With a Limiter keeps for reuse.
+const maxWithLimiters = 4096
 
 // withs keeps the Limiters of With by algorithm: the interface value, so
 // that finding one needs no Spec and allocates nothing.
@@ -23,9 +23,8 @@ type withs[K comparable] struct {
 func newWiths[K comparable]() *withs[K] { return new(withs[K]) }
 
 // With returns a Limiter like l deciding with alg, for limits given per call:
-// under l's state ID when l was given one (alg then of l's kind), else alg's
-// default (ErrStateInUse when a limit built apart uses it). It is kept by alg:
-// asking again with the same value allocates nothing.
+// under l's state ID if l has one (alg then of l's kind), else alg's default
+// (or ErrStateInUse). Kept by alg, asking again allocates nothing.
 func (l *Limiter[K]) With(alg algorithm.Algorithm) (*Limiter[K], error) {
 	if err := checkAlgorithm(alg); err != nil {
 		return nil, err
@@ -46,7 +45,7 @@ func (l *Limiter[K]) With(alg algorithm.Algorithm) (*Limiter[K], error) {
 	if err != nil {
 		return nil, err
 	}
-	if ws.n.Load() >= MaxWithLimiters {
+	if ws.n.Load() >= maxWithLimiters {
 		ws.m.Range(func(k, _ any) bool { // in map order: one at random
 			ws.m.Delete(k)
 			return false
