@@ -48,16 +48,20 @@ func (l *Log) Refund(s algorithm.State, now, n int64) (algorithm.State, algorith
 }
 
 // Undo gives back an admission of cost due at act (see algorithm.Undoer):
-// before act its Unused; at or after it the cost, when the admission is
-// still the newest charge, in the window at now (the newest entry is at
-// act and holds at least cost: the admission's own); otherwise nothing,
-// since the log does not tell which later charge was admitted with it
-// counted. Nothing once act has left the window.
+// before act its Unused; at or after it, while act is in the window at
+// now, the admission's own entry: the cost comes off the entry at act
+// (which holds at least cost of its own) and off the cumulative cost of
+// every later entry (at most maxRewrite of them), as if it had never been
+// admitted; the entry goes when nothing of its own is left. Nothing once
+// act has left the window.
 //
 // As Take, Undo changes s.Log in place and returns a state pointing to
 // it.
 func (l *Log) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
 	give := l.Unused(s, now, act, cost)
+	if act <= now && act > at(&s, now)-l.window && removeOwn(&s, act, cost) {
+		return s, l.Peek(s, now, 1)
+	}
 	if act <= now {
 		t := at(&s, now)
 		entries := live(&s)
@@ -72,6 +76,40 @@ func (l *Log) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, al
 		}
 	}
 	return l.give(s, now, give)
+}
+
+// maxRewrite is the most later entries an Undo rewrites: the script's
+// trim bound, so that a refund stays O(1000) commands on Redis.
+const maxRewrite = 1000
+
+// removeOwn takes cost off the entry at act, when it holds that much of
+// its own and is not the newest (the newest is given back from the end,
+// as Refund does), and off every later entry's cumulative cost, dropping
+// the entry when nothing of its own is left. It reports whether it did.
+func removeOwn(s *algorithm.State, act, cost int64) bool {
+	entries := live(s)
+	i := sort.Search(len(entries), func(i int) bool { return entries[i].At >= act })
+	if s.N2 <= 0 || i >= len(entries)-1 || entries[i].At != act || len(entries)-1-i > maxRewrite {
+		return false
+	}
+	prev := s.N0
+	if i > 0 {
+		prev = entries[i-1].Cost
+	}
+	if entries[i].Cost-prev < cost {
+		return false
+	}
+	for j := i; j < len(entries); j++ {
+		entries[j].Cost -= cost
+	}
+	if entries[i].Cost == prev {
+		g := s.Log
+		k := g.Head + i
+		copy(g.Entries[k:], g.Entries[k+1:])
+		g.Entries = g.Entries[:len(g.Entries)-1]
+	}
+	s.N2 -= cost
+	return true
 }
 
 // give takes up to n off the cost in the window at now, newest first.

@@ -223,11 +223,13 @@ func (m *model) unused(now, act, cost int64) int64 {
 	return cost
 }
 
-// undo is what an admission of cost due at act ≤ now gives back by its
-// handle: cost while it is the newest charge, in the window at now.
+// undo gives back an admission of cost due at act ≤ now by its handle,
+// and returns what it gave: cost off the units logged at act (the latest
+// due first), when they hold that much and act is in the window at now,
+// as if it had never been admitted, whatever was logged since.
 func (m *model) undo(now, act, cost int64) int64 {
 	t := m.at(now)
-	if act > now || len(m.units) == 0 || m.newest() != act || act <= t-m.window {
+	if act > now || act <= t-m.window {
 		return 0
 	}
 	sum := int64(0)
@@ -239,6 +241,16 @@ func (m *model) undo(now, act, cost int64) int64 {
 	if sum < cost {
 		return 0
 	}
+	n := cost
+	for i := len(m.units) - 1; i >= 0 && n > 0; i-- {
+		if m.units[i].rec == act {
+			give := min(n, m.units[i].cost)
+			m.units[i].cost -= give
+			n -= give
+		}
+	}
+	m.total -= cost
+	m.units = slices.DeleteFunc(m.units, func(u unit) bool { return u.cost == 0 })
 	return cost
 }
 
@@ -360,14 +372,15 @@ func history(t *testing.T, rng *rand.Rand, limit, window int64, steps int) {
 			if u, err = algorithm.CheckUnused(l, s, now, b.act, b.cost); err == nil && u != m.unused(now, b.act, b.cost) {
 				fail("Unused of Book(%d) for t0%+d at t0%+d: got %d, model %d", b.cost, b.act-t0, now-t0, u, m.unused(now, b.act, b.cost))
 			}
-			if b.act <= now {
-				// Due: given back by its handle (Undo).
-				u = m.undo(now, b.act, b.cost)
-			}
 			before := l.Peek(s, now, 1)
 			if err == nil {
 				s, r, err = algorithm.CheckUndo(l, s, now, b.act, b.cost, later(now))
-				m.refund(now, u, false)
+				if b.act <= now {
+					// Due: given back by its handle (Undo), its own units.
+					u = m.undo(now, b.act, b.cost)
+				} else {
+					m.refund(now, u, false)
+				}
 			}
 			if err == nil && r.Remaining-before.Remaining > u {
 				fail("Undo of Book(%d) for t0%+d at t0%+d gave back %d, model %d", b.cost, b.act-t0, now-t0, r.Remaining-before.Remaining, u)

@@ -521,9 +521,13 @@ if last and act > t and last == act then
 end
 
 --@undo
--- An admission of bcost due at act ≤ now is given back while it is the
--- newest charge, in the window at t: the newest member is at act and
--- holds bcost at least (Go: Log.Undo).
+-- An admission of bcost due at act ≤ now, in the window at t, is given
+-- back as if it had never been admitted (Go: Log.Undo): the newest member
+-- at act gives bcost back from the end, as a refund does; a member at act
+-- that is not the newest and holds bcost of its own loses it, and every
+-- later member (at most 1000) its cumulative count lowered by bcost; the
+-- member goes when nothing of its own is left, here: give stays 0, since
+-- the refund part that give feeds takes from the end.
 local give = 0
 if last and last == act and act > t - window then
   local own = total
@@ -536,5 +540,42 @@ if last and last == act and act > t - window then
   end
   if own >= bcost then
     give = bcost
+  end
+elseif last and act > t - window then
+  local sat = string.format('%.0f', act)
+  local m = redis.call('ZRANGEBYSCORE', zkey, sat, sat)
+  if m[1] and redis.call('ZCOUNT', zkey, '(' .. sat, '+inf') <= 1000 then
+    local v = tonumber(m[1])
+    local own = v
+    local p = redis.call('ZREVRANGEBYSCORE', zkey, '(' .. sat, '-inf', 'LIMIT', 0, 1)
+    if p[1] and string.byte(p[1], 1) ~= 35 then
+      own = v - tonumber(p[1])
+      if own < 0 then
+        own = own + modulus
+      end
+    end
+    if own >= bcost then
+      local later = redis.call('ZRANGEBYSCORE', zkey, '(' .. sat, '+inf', 'WITHSCORES')
+      redis.call('ZREM', zkey, m[1])
+      if own > bcost then
+        local nv = v - bcost
+        if nv < 0 then
+          nv = nv + modulus
+        end
+        redis.call('ZADD', zkey, sat, string.format('%.0f', nv))
+      end
+      for i = 1, #later, 2 do
+        local nv = tonumber(later[i]) - bcost
+        if nv < 0 then
+          nv = nv + modulus
+        end
+        redis.call('ZREM', zkey, later[i])
+        redis.call('ZADD', zkey, later[i + 1], string.format('%.0f', nv))
+      end
+      total = total - bcost
+      if total < 0 then
+        total = total + modulus
+      end
+    end
   end
 end

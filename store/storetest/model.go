@@ -106,6 +106,18 @@ func lateRefundAlgs() []lateAlg {
 // windowPerMinute is a fixed window of n per minute.
 func windowPerMinute(n int64) (algorithm.Algorithm, error) { return fixedwindow.PerMinute(n) }
 
+// exactUndoPerMinute returns, by name, the algorithms of n a minute whose
+// Reservation.Refund gives back exactly the refunded admission within
+// its window, whatever was admitted since: the fixed window, the
+// sliding-window counter and the sliding log.
+func exactUndoPerMinute(n int64) map[string]func() (algorithm.Algorithm, error) {
+	return map[string]func() (algorithm.Algorithm, error){
+		"fixedwindow":   func() (algorithm.Algorithm, error) { return fixedwindow.PerMinute(n) },
+		"slidingwindow": func() (algorithm.Algorithm, error) { return slidingwindow.PerMinute(n) },
+		"slidinglog":    func() (algorithm.Algorithm, error) { return slidinglog.PerMinute(n) },
+	}
+}
+
 // readsBookingsEarly reports whether alg's state reads a booking made
 // for a later instant than alg alone would have booked it as charged
 // from the instant alg would have admitted it: the token buckets and

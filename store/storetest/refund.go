@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/store"
 )
@@ -312,18 +313,26 @@ func checkLateBound(t *testing.T, a lateAlg, start int64, admitted []int64) {
 }
 
 // testRefundsInWindow is issue 41's third scenario: 10 admissions spend a
-// fixed window of 10 (ReserveN with no delay), 3 of them are refunded
-// through their Reservations in that window, one of them twice: exactly
-// 3 more are admitted.
+// window of 10 (ReserveN with no delay), 3 of them, none the newest, are
+// refunded through their Reservations in that window, one of them twice:
+// exactly 3 more are admitted, on the fixed window, the sliding-window
+// counter and the sliding log.
 func testRefundsInWindow(t *testing.T, st store.Store[string]) {
-	alg, err := windowPerMinute(10)
+	for name, newAlg := range exactUndoPerMinute(10) {
+		t.Run(name, func(t *testing.T) { refundsInWindow(t, st, name, newAlg) })
+	}
+}
+
+// refundsInWindow is testRefundsInWindow for one algorithm.
+func refundsInWindow(t *testing.T, st store.Store[string], name string, newAlg func() (algorithm.Algorithm, error)) {
+	alg, err := newAlg()
 	if err != nil {
 		t.Fatal(err)
 	}
 	minute := time.Minute.Microseconds()
 	start := (epoch/minute + 1) * minute
 	clk := clock.NewFake(time.UnixMicro(start))
-	lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID("spent"))
+	lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID("spent-"+name))
 	if err != nil {
 		t.Fatal(err)
 	}
