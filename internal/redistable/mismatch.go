@@ -23,8 +23,8 @@ func (t *Table[K]) mismatch(err error) string {
 		return ""
 	}
 	id, was, reader := m[1], tagOf(m[2:5]), tagOf(m[5:8]).Describe()
-	for i, s := range t.specs {
-		if s.ID == id {
+	for i, sid := range t.ids {
+		if sid == id {
 			reader = algorithm.Describe(t.algs[i])
 			break
 		}

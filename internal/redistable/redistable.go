@@ -191,8 +191,7 @@ type Table[K comparable] struct {
 	rest     []string // ARGV[3…]: the TTL margin in ms, then the parameters
 	restAny  []any
 	server   bool
-	limits   []int64 // each limit's Limit
-	specs    []luascript.Limit
+	limits   []int64                                 // each limit's Limit
 	algs     []algorithm.Algorithm                   // the limits' algorithms, to name them in errors
 	ops      [luascript.OpUndo + 1]*luascript.Script // the booking scripts, by Op; nil for an algorithm without them
 	opBatch  [luascript.OpUndo + 1]*luascript.Script // their batch scripts (luascript.OpBatch), with coalescing

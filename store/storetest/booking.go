@@ -59,14 +59,18 @@ func testBooking(t *testing.T, st store.Store[string], k *kind, maxLimits int) {
 		start := drawStart(rt)
 		clk := clock.NewFake(time.UnixMicro(start))
 		b := &bookingMachine{clk: clk, now: start, start: start, key: fmt.Sprintf("bk%d", seq)}
+		// The model books as far ahead as asked, as x/time/rate does: the
+		// bound on booking ahead (WithMaxBookAhead) is the root package's
+		// to test.
+		unbounded := ratelimit.WithMaxBookAhead(-1)
 		if n == 1 {
-			lim, err := ratelimit.New(setups[0].alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID(limits[0].StateID))
+			lim, err := ratelimit.New(setups[0].alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID(limits[0].StateID), unbounded)
 			if err != nil {
 				rt.Fatalf("New: %v", err)
 			}
 			b.lim = lim
 		} else {
-			p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithClock(clk))
+			p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithClock(clk), unbounded)
 			if err != nil {
 				rt.Fatalf("NewPolicy: %v", err)
 			}
