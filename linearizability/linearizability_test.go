@@ -296,7 +296,9 @@ func TestLinearizable(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if shared[c], err = ratelimit.New(alg, st, ratelimit.WithClock(clock.Server())); err != nil {
+					// The model books as far ahead as asked (algorithm.MaxDuration):
+					// no bound on booking ahead (WithMaxBookAhead).
+					if shared[c], err = ratelimit.New(alg, st, ratelimit.WithClock(clock.Server()), ratelimit.WithMaxBookAhead(-1)); err != nil {
 						t.Fatal(err)
 					}
 				}
