@@ -72,7 +72,7 @@ func claimStore(st any, own *owner, limits []store.Limit, implicit []bool) ([]cl
 	if nilness.Is(st) || store.CheckLimits(limits) != nil {
 		return nil, nil // opening them reports it
 	}
-	if !reflect.TypeOf(st).Comparable() {
+	if !reflect.ValueOf(st).Comparable() {
 		for i := range limits {
 			if implicit[i] {
 				return nil, fmt.Errorf("%w: the store, a %T, is not comparable, so the library cannot tell whether another limiter uses the default state ID %q of %s on it: give the limit a state ID (WithStateID, Limit.StateID)",
@@ -117,7 +117,7 @@ func (o *owner) with() *owner {
 // Limiters of one With that use id share its claim, which lasts while
 // any of them lives; or own when none does.
 func heldBy(st any, id string, own *owner) *owner {
-	if nilness.Is(st) || !reflect.TypeOf(st).Comparable() {
+	if nilness.Is(st) || !reflect.ValueOf(st).Comparable() {
 		return own
 	}
 	claims.mu.Lock()

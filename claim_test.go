@@ -10,7 +10,9 @@ import (
 
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/gcra"
+	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
@@ -161,5 +163,35 @@ func TestDroppedLimiterFreesItsClaim(t *testing.T) {
 			t.Fatalf("after the first Limiter was dropped: %v", err)
 		}
 		time.Sleep(time.Millisecond) // the cleanup runs on a goroutine of its own
+	}
+}
+
+// taggedStore is a store value of a comparable type holding a value that
+// is not: comparing two of them panics.
+type taggedStore struct {
+	inner store.Store[string]
+	tag   any
+}
+
+func (s taggedStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[string], error) {
+	return s.inner.Open(limits, clk)
+}
+
+// TestUncomparableStoreValue: a store value whose type is comparable but
+// which holds an uncomparable value (here a slice in an interface field)
+// is refused a default state ID with ErrStateInUse, never a panic, and
+// works with a state ID of its own.
+func TestUncomparableStoreValue(t *testing.T) {
+	st := taggedStore{inner: memorystore.New[string](), tag: []int{1}}
+	_, err := ratelimit.New(daily(t), st)
+	if !errors.Is(err, ratelimit.ErrStateInUse) {
+		t.Fatalf("New on an uncomparable store value: %v; want ErrStateInUse", err)
+	}
+	lim, err := ratelimit.New(daily(t), st, ratelimit.WithStateID("tagged"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := lim.Allow(context.Background(), "k"); err != nil || !d.Allowed() {
+		t.Fatalf("Allow: %v, %v", d, err)
 	}
 }
