@@ -2,13 +2,14 @@ package algorithms_test
 
 import (
 	"bufio"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-ratelimit/ratelimit/internal/repotree"
 )
 
 // TestOnePlace checks issue 42's "an algorithm is one package": each of
@@ -22,33 +23,20 @@ import (
 //	  cut -d: -f1 | sort -u
 func TestOnePlace(t *testing.T) {
 	const most = 2
+	all, err := repotree.GoFiles("..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"gcra", "slidingwindow", "fixedwindow"} {
 		named := regexp.MustCompile(`ratelimit/` + name + `"|\b` + name + `\b`)
 		var files []string
-		err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
+		for _, rel := range all {
+			if strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, name+"/") || strings.HasSuffix(rel, "_test.go") {
+				continue
 			}
-			rel := filepath.ToSlash(strings.TrimPrefix(path, ".."+string(filepath.Separator)))
-			if d.IsDir() {
-				// As the go tool, skip testdata and names starting with "." or "_"
-				// (TestREADME builds its blocks in a "_readmetest" directory
-				// while this test may run).
-				if rel == "cmd" || rel == name || d.Name() == "testdata" || (strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_")) && path != ".." {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-				return nil
-			}
-			if names(t, path, named) {
+			if names(t, filepath.Join("..", rel), named) {
 				files = append(files, rel)
 			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
 		slices.Sort(files)
 		if len(files) > most {

@@ -5,12 +5,13 @@ import (
 	"go/constant"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/go-ratelimit/ratelimit/internal/repotree"
 )
 
 // TestNoIntegerDivisionRate checks that no Go file of this repository, and
@@ -20,33 +21,19 @@ import (
 func TestNoIntegerDivisionRate(t *testing.T) {
 	fset := token.NewFileSet()
 	files, blocks := 0, 0
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+	all, err := repotree.GoFiles("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range all {
+		f, err := parser.ParseFile(fset, filepath.Join("..", rel), nil, 0)
 		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			// As the go tool, skip names starting with "." or "_": TestREADME
-			// builds its blocks in a "_readmetest" directory meanwhile.
-			if name := d.Name(); path != ".." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		files++
 		for _, p := range integerDivisionRates(f) {
 			t.Errorf("%v: Rate is a division of integer constants that is not whole", fset.Position(p))
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {

@@ -7,84 +7,50 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/go-ratelimit/ratelimit/internal/repotree"
 )
 
 // maxLines is the most lines a function of the library may span, from
 // its func line to its closing brace (issue 42).
 const maxLines = 80
 
-// pending are the functions over maxLines that another change of issue
-// 42 is splitting, by file and name; remove an entry when it lands.
-var pending = map[string]bool{
-	"internal/redistable/redistable.go: Open": true,
-}
-
 // TestFunctionLength fails on a function or method longer than maxLines
 // in any .go file of the repository (every module, cmd/ included) but
-// tests, generated files and pending, and lists them.
+// tests and generated files, and lists them.
 func TestFunctionLength(t *testing.T) {
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
 	var long []string
-	seen := map[string]bool{}
-	files := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	files, err := repotree.GoFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 50 {
+		t.Fatalf("found only %d .go files under %s: not the repository's root?", len(files), root)
+	}
+	for _, rel := range files {
+		if strings.HasSuffix(rel, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(root, rel), nil, parser.ParseComments|parser.SkipObjectResolution)
 		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			// As the go tool, skip names starting with "." or "_": TestREADME
-			// builds its blocks in a "_readmetest" directory meanwhile.
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		if ast.IsGenerated(f) {
-			return nil
+			continue
 		}
-		files++
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Body == nil {
 				continue
 			}
-			n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1
-			rel, _ := filepath.Rel(root, path)
-			at := filepath.ToSlash(rel) + ": " + name(fn)
-			if pending[at] {
-				seen[at] = true
-				if n <= maxLines {
-					t.Logf("%s is %d lines now: remove it from pending", at, n)
-				}
-				continue
+			if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxLines {
+				long = append(long, fmt.Sprintf("%s: %s: %d lines", rel, name(fn), n))
 			}
-			if n > maxLines {
-				long = append(long, fmt.Sprintf("%s: %d lines", at, n))
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files < 50 {
-		t.Fatalf("found only %d .go files under %s: not the repository's root?", files, root)
-	}
-	for at := range pending {
-		if !seen[at] {
-			t.Logf("%s is gone: remove it from pending", at)
 		}
 	}
 	if len(long) > 0 {
