@@ -113,6 +113,21 @@ func (c *denialCache[K]) record(s *denialSet[K], h uint64, key K, now int64, r a
 	s.slots[victim].Store(d)
 }
 
+// settle keeps the cache true to a decision of cost at now the store
+// made: an admission forgets a denial recorded meanwhile (only a Reset
+// makes room before a denial's end, but a denial recorded by a request
+// sent earlier may have arrived), a denial of cost 1 is recorded.
+func (c *denialCache[K]) settle(s *denialSet[K], h uint64, key K, now, cost int64, r algorithm.Result, gen uint64) {
+	switch {
+	case r.Allowed():
+		if slot, _ := c.find(s, h, key); slot != nil {
+			c.forget(s, h, key, false)
+		}
+	case cost == 1:
+		c.record(s, h, key, now, r, gen)
+	}
+}
+
 // forget drops key's denial, if any. With reset set, denials of the set's
 // keys whose requests are in flight are not recorded when they return.
 func (c *denialCache[K]) forget(s *denialSet[K], h uint64, key K, reset bool) {
@@ -153,16 +168,7 @@ func (t *denialTable[K]) Take(ctx context.Context, key K, now, cost int64, out [
 	if err != nil {
 		return r, err
 	}
-	switch {
-	case r.Allowed():
-		// Only a Reset makes room before a denial's end; but a denial
-		// recorded by a request sent earlier may have arrived meanwhile.
-		if slot, _ := c.find(s, h, key); slot != nil {
-			c.forget(s, h, key, false)
-		}
-	case cost == 1:
-		c.record(s, h, key, now, r, gen)
-	}
+	c.settle(s, h, key, now, cost, r, gen)
 	return r, nil
 }
 
@@ -194,16 +200,37 @@ func (t *denialTable[K]) Reset(ctx context.Context, key K) error {
 	return err
 }
 
-// Book passes a booking to the store: a booking is not a decision of cost
-// 1 at now, so the cache neither answers nor records it; a booked cost
-// only makes a standing denial longer, which the store tells the next
-// request after it ends.
+// Book passes a booking to the store. A booking at now (maxDelay 0, the
+// refundable admission of ReserveN(ctx, key, n, 0)) is a decision, which
+// the cache answers and records as Take's; one that may wait is not: a
+// booked cost only makes a standing denial longer, which the store tells
+// the next request after it ends.
 func (t *denialTable[K]) Book(ctx context.Context, key K, now, cost, maxDelay int64, out []algorithm.Result) (algorithm.Result, store.Booking, bool, error) {
 	b, err := bookerOf(t.next)
 	if err != nil {
 		return algorithm.Result{}, store.Booking{}, false, err
 	}
-	return b.Book(ctx, key, now, cost, maxDelay, out)
+	if maxDelay != 0 || len(out) > 1 {
+		return b.Book(ctx, key, now, cost, maxDelay, out) // a Policy's: NewPolicy refuses the cache
+	}
+	c := t.cache
+	h := c.hash.Sum(key)
+	s := c.set(h)
+	if cost == 1 {
+		if r, ok := c.standing(s, h, key, now); ok {
+			if len(out) == 1 {
+				out[0] = r
+			}
+			return r, store.Booking{}, false, nil
+		}
+	}
+	gen := s.gen.Load()
+	r, bk, ok, err := b.Book(ctx, key, now, cost, 0, out)
+	if err != nil {
+		return r, bk, ok, err
+	}
+	c.settle(s, h, key, now, cost, r, gen)
+	return r, bk, ok, nil
 }
 
 // Cancel, Undo and Refund give room back: the key's cached denial, which may
