@@ -123,7 +123,7 @@ type app struct {
 // newApp opens the store and loads the configuration. clk is the clock
 // that decides; nil means the one -clock names.
 func newApp(o options, clk clock.Clock, log *slog.Logger) (*app, error) {
-	cfg, err := loadConfig(o.configPath, o.mergeDomains)
+	cfg, err := loadConfig(o.configPath, o.mergeDomains, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func openRedis(addrs, prefix string, margin time.Duration) (store.Store[string],
 // reload loads the configuration again; when it fails, the one in force
 // stays and the error is returned.
 func (a *app) reload() error {
-	cfg, err := loadConfig(a.opts.configPath, a.opts.mergeDomains)
+	cfg, err := loadConfig(a.opts.configPath, a.opts.mergeDomains, 0)
 	if err == nil {
 		err = a.svc.setConfig(cfg)
 	}
@@ -271,7 +271,7 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	if o.check {
-		cfg, err := loadConfig(o.configPath, o.mergeDomains)
+		cfg, err := loadConfig(o.configPath, o.mergeDomains, 0)
 		if err != nil {
 			fmt.Fprintln(stderr, "ratelimit-server:", err)
 			return 1
