@@ -85,8 +85,8 @@ func (h *storeHealth) answered() {
 // failures count (ErrStoreUnavailable); an open breaker's refusals do not,
 // since the failures that opened it were counted.
 func (h *storeHealth) failed(err error) {
-	if !errors.Is(err, ratelimit.ErrStoreUnavailable) || errors.Is(err, ratelimit.ErrBreakerOpen) {
-		return
+	if h.probe == nil || !errors.Is(err, ratelimit.ErrStoreUnavailable) || errors.Is(err, ratelimit.ErrBreakerOpen) {
+		return // with no probe, nothing would mark the store up again
 	}
 	if h.callFailures.Add(1) >= downAfterCalls && !h.down.Load() {
 		h.mu.Lock()

@@ -147,8 +147,13 @@ type app struct {
 	grpc    *grpc.Server
 	health  *health.Server
 	store   *storeHealth
-	http    []*http.Server
 	close   func() error
+
+	// mu guards what serve starts and stop stops.
+	mu      sync.Mutex
+	stopped bool
+	http    []*http.Server
+	unwatch func()
 
 	// reloading serialises reloads (SIGHUP and the watch), and guards
 	// inForce and refused: the digests of the configuration in force and
@@ -158,7 +163,6 @@ type app struct {
 	inForce   [sha256.Size]byte
 	refused   [sha256.Size]byte
 	refusal   error // why refused was
-	unwatch   func()
 }
 
 // newApp opens the store and loads the configuration. clk is the clock
@@ -311,6 +315,11 @@ func (a *app) reload() (reloadOutcome, error) {
 // /healthcheck and /json on httpLn and pprof on debugLn, until stop. It
 // starts probing the store and, with -watch, watching the configuration.
 func (a *app) serve(grpcLn, httpLn, debugLn net.Listener) error {
+	a.mu.Lock()
+	if a.stopped {
+		a.mu.Unlock()
+		return grpc.ErrServerStopped
+	}
 	for _, l := range []struct {
 		ln net.Listener
 		h  http.Handler
@@ -335,13 +344,18 @@ func (a *app) serve(grpcLn, httpLn, debugLn net.Listener) error {
 			a.unwatch = unwatch
 		}
 	}
+	a.mu.Unlock()
 	return a.grpc.Serve(grpcLn)
 }
 
 // stop marks the server not serving, lets calls in flight finish for up
 // to the stop timeout, and closes the store.
 func (a *app) stop() {
-	a.unwatch()
+	a.mu.Lock()
+	a.stopped = true
+	unwatch, servers := a.unwatch, a.http
+	a.mu.Unlock()
+	unwatch()
 	a.store.close()
 	a.health.Shutdown()
 	done := make(chan struct{})
@@ -357,7 +371,7 @@ func (a *app) stop() {
 		a.grpc.Stop()
 		<-done
 	}
-	for _, srv := range a.http {
+	for _, srv := range servers {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		srv.Shutdown(ctx)
 		cancel()
