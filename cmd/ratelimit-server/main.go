@@ -479,6 +479,7 @@ func (a *app) logReload(cause string) {
 // debugLogger takes go-redis's log lines (redis.SetLogger) at level DEBUG.
 type debugLogger struct{ log *slog.Logger }
 
+// Printf logs a line of go-redis's.
 func (l debugLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "from", "go-redis")
 }
