@@ -1,8 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,6 +69,9 @@ var units = map[rlspb.RateLimitResponse_RateLimit_Unit]time.Duration{
 type config struct {
 	domains map[string]*node
 	files   []string
+	// digest is a hash of the files' names and contents: a reload that
+	// finds the same digest has nothing to change.
+	digest [sha256.Size]byte
 }
 
 // rule is one rate_limit block.
@@ -119,46 +124,94 @@ type node struct {
 
 func newNode() *node { return &node{children: map[entryKey]*node{}} }
 
+// defaultMaxConfigBytes is -max-config-bytes's default: far above the
+// largest configurations deployed (a few thousand descriptors is well
+// under a megabyte), far below what would hurt the process.
+const defaultMaxConfigBytes = 16 << 20
+
 // loadConfig reads path, a YAML file or a directory of them (*.yaml and
 // *.yml, not descending into subdirectories, dotfiles skipped). With merge,
-// files may add descriptors to a domain another file declared.
-func loadConfig(path string, merge bool) (*config, error) {
+// files may add descriptors to a domain another file declared. The files
+// together may hold at most maxBytes bytes (0: defaultMaxConfigBytes).
+func loadConfig(path string, merge bool, maxBytes int64) (*config, error) {
+	files, digest, err := readConfig(path, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := parseConfig(merge, files...)
+	if err != nil {
+		return nil, err
+	}
+	cfg.digest = digest
+	return cfg, nil
+}
+
+// readConfig reads the files of the configuration at path (see
+// loadConfig), each as its name and contents, and their digest.
+func readConfig(path string, maxBytes int64) ([][2]string, [sha256.Size]byte, error) {
+	var digest [sha256.Size]byte
+	if maxBytes <= 0 {
+		maxBytes = defaultMaxConfigBytes
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errConfig, err)
+		return nil, digest, fmt.Errorf("%w: %v", errConfig, err)
 	}
-	files := []string{path}
+	names := []string{path}
 	if fi.IsDir() {
 		entries, err := os.ReadDir(path)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errConfig, err)
+			return nil, digest, fmt.Errorf("%w: %v", errConfig, err)
 		}
-		files = files[:0]
+		names = names[:0]
 		for _, e := range entries {
 			n := e.Name()
 			if e.IsDir() || strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
 				continue
 			}
-			files = append(files, filepath.Join(path, n))
+			names = append(names, filepath.Join(path, n))
 		}
-		if len(files) == 0 {
-			return nil, &configError{file: path, msg: "no configuration files (*.yaml, *.yml) in the directory"}
+		if len(names) == 0 {
+			return nil, digest, &configError{file: path, msg: "no configuration files (*.yaml, *.yml) in the directory"}
 		}
 	}
-	cfg := &config{domains: map[string]*node{}, files: files}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
+	h := sha256.New()
+	files := make([][2]string, 0, len(names))
+	left := maxBytes
+	for _, f := range names {
+		data, err := readAtMost(f, left, maxBytes)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errConfig, err)
+			return nil, digest, err
 		}
-		if err := cfg.add(f, data, merge); err != nil {
-			return nil, err
-		}
+		left -= int64(len(data))
+		fmt.Fprintf(h, "%d:%s%d:", len(f), f, len(data))
+		h.Write(data)
+		files = append(files, [2]string{f, string(data)})
 	}
-	return cfg, nil
+	h.Sum(digest[:0])
+	return files, digest, nil
 }
 
-// parseConfig is loadConfig of files given as contents, for tests.
+// readAtMost reads file, refusing it when it holds more than max bytes,
+// what is left of total.
+func readAtMost(file string, max, total int64) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errConfig, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errConfig, err)
+	}
+	if int64(len(data)) > max {
+		return nil, &configError{file: file, msg: fmt.Sprintf("the configuration's files hold more than %d bytes (-max-config-bytes)", total)}
+	}
+	return data, nil
+}
+
+// parseConfig loads a configuration from its files, each given as its
+// name and contents.
 func parseConfig(merge bool, files ...[2]string) (*config, error) {
 	cfg := &config{domains: map[string]*node{}}
 	for _, f := range files {
@@ -188,7 +241,8 @@ func (cfg *config) add(file string, data []byte, merge bool) error {
 	p := &parser{file: file}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return &configError{file: file, msg: "error loading config file: " + err.Error()}
+		line, msg := yamlFault(data, err)
+		return &configError{file: file, line: line, msg: "error loading config file: " + msg}
 	}
 	var root *yaml.Node
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
@@ -362,6 +416,9 @@ func (p *parser) rule(m *yaml.Node, statsKey string) (*rule, error) {
 	if r.algorithm == "" {
 		r.algorithm = algFixedWindow
 	}
+	if !knownAlgorithm(r.algorithm) {
+		return nil, p.errf(algNode, "unknown algorithm '%s' (known: %s)", r.algorithm, strings.Join(algorithms, ", "))
+	}
 	if burstNode != nil && r.algorithm != algTokenBucket && r.algorithm != algGCRA {
 		return nil, p.errf(burstNode, "burst is for the token_bucket and gcra algorithms, not %s", r.algorithm)
 	}
@@ -369,9 +426,6 @@ func (p *parser) rule(m *yaml.Node, statsKey string) (*rule, error) {
 		return nil, p.errf(burstNode, "burst must be at least 1, not %d", r.burst)
 	}
 	if r.requestsPerUnit == 0 {
-		if algNode != nil && !knownAlgorithm(r.algorithm) {
-			return nil, p.errf(algNode, "unknown algorithm '%s' (known: %s)", r.algorithm, strings.Join(algorithms, ", "))
-		}
 		return r, nil // denies every request without asking the store
 	}
 	alg, err := newAlgorithm(r.algorithm, int64(r.requestsPerUnit), units[r.unit], r.burst)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +34,7 @@ func TestBadConfigFixtures(t *testing.T) {
 	for _, c := range badConfigs {
 		t.Run(c.file, func(t *testing.T) {
 			path := filepath.Join("testdata", "bad", c.file)
-			_, err := loadConfig(path, false)
+			_, err := loadConfig(path, false, 0)
 			if err == nil {
 				t.Fatalf("%s loaded", path)
 			}
@@ -85,11 +86,11 @@ func TestGoodConfigs(t *testing.T) {
 		"testdata/good/basic_config.yaml", "testdata/good/shadowmode_config.yaml", "testdata/good/share_threshold.yaml",
 		"testdata/good/wildcard.yaml", "testdata/good/metadata.yaml", "examples/example.yaml", "examples/config.yaml",
 	} {
-		if _, err := loadConfig(path, false); err != nil {
+		if _, err := loadConfig(path, false, 0); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
 	}
-	cfg, err := loadConfig("examples", false)
+	cfg, err := loadConfig("examples", false, 0)
 	if err != nil {
 		t.Fatalf("directory: %v", err)
 	}
@@ -144,7 +145,7 @@ func TestUnits(t *testing.T) {
 // fixture: key and value first, then the key alone, and only at the
 // descriptor's own depth.
 func TestLookup(t *testing.T) {
-	cfg, err := loadConfig("testdata/good/basic_config.yaml", false)
+	cfg, err := loadConfig("testdata/good/basic_config.yaml", false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ descriptors:
 // TestNilEntries: a descriptor made in process with nil entries matches
 // nothing and does not panic.
 func TestNilEntries(t *testing.T) {
-	cfg, err := loadConfig(exampleConfig, false)
+	cfg, err := loadConfig(exampleConfig, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,4 +262,74 @@ func TestNilEntries(t *testing.T) {
 		t.Errorf("(foo, nil) matched %+v", m.rule)
 	}
 	stateKey("rl", entries, nil)
+}
+
+// TestYAMLFaultLine: a YAML syntax error names the line of the fault.
+// yaml.v3 names the line where the construct around it began, counted
+// from 0 for its parser's errors: the first case said "line 2".
+func TestYAMLFaultLine(t *testing.T) {
+	head := "domain: rl\ndescriptors:\n  - key: foo\n    rate_limit:\n      unit: minute\n"
+	for _, c := range []struct {
+		yaml string
+		line int
+		want string
+	}{
+		// requests_per_unit one column left of unit
+		{head + "     requests_per_unit: 3\n", 6, "did not find expected key"},
+		// a descriptor one column right of its siblings
+		{head + "      requests_per_unit: 3\n   - key: bar\n", 7, "did not find expected '-' indicator"},
+		// requests_per_unit two columns right of unit
+		{head + "        requests_per_unit: 3\n", 6, "mapping values are not allowed in this context"},
+		// a tab for indentation
+		{"domain: rl\ndescriptors:\n  - key: foo\n\trate_limit: x\n", 4, "found a tab character"},
+		// a quote never closed, then more lines
+		{"domain: rl\ndescriptors:\n  - key: foo\n    value: \"abc\n  - key: bar\n", 4, "found unexpected end of stream"},
+		// a flow mapping never closed, after one that spans two lines
+		{"domain: rl\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute,\n      requests_per_unit: 3}\n  - key: foo\n    rate_limit: {unit: minute, requests_per_unit: 3\n  - key: bar\n", 7, "did not find expected ',' or '}'"},
+	} {
+		_, err := parseConfig(false, [2]string{"f.yaml", c.yaml})
+		prefix := fmt.Sprintf("f.yaml:%d: error loading config file: yaml: line %d: ", c.line, c.line)
+		if err == nil || !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %s…%s", c.yaml, err, prefix, c.want)
+		}
+	}
+}
+
+// TestUnknownAlgorithm: an unknown algorithm is the fault named, with the
+// known ones, whatever else the rate_limit holds (with a burst, it was
+// reported as "burst is for the token_bucket and gcra algorithms").
+func TestUnknownAlgorithm(t *testing.T) {
+	for _, rl := range []string{
+		"{unit: minute, requests_per_unit: 5, algorithm: leaky_bucket, burst: 3}",
+		"{unit: minute, requests_per_unit: 5, algorithm: leaky_bucket}",
+		"{unit: minute, requests_per_unit: 0, algorithm: leaky_bucket}",
+	} {
+		_, err := parseConfig(false, [2]string{"f.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: " + rl + "\n"})
+		want := "f.yaml:4: unknown algorithm 'leaky_bucket' (known: fixed_window, sliding_window, sliding_log, token_bucket, gcra)"
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: error %v, want %s", rl, err, want)
+		}
+	}
+}
+
+// TestConfigSize: the configuration's files together hold at most
+// -max-config-bytes; past it the file that crosses the bound is named and
+// nothing loads.
+func TestConfigSize(t *testing.T) {
+	dir := t.TempDir()
+	one := "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"
+	for _, f := range []string{"a.yaml", "b.yaml"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(strings.Replace(one, "domain: a", "domain: "+f[:1], 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := int64(len(one))
+	if _, err := loadConfig(dir, false, 2*n); err != nil {
+		t.Fatalf("two files of %d bytes under a bound of %d: %v", n, 2*n, err)
+	}
+	_, err := loadConfig(dir, false, 2*n-1)
+	want := filepath.Join(dir, "b.yaml") + fmt.Sprintf(": the configuration's files hold more than %d bytes (-max-config-bytes)", 2*n-1)
+	if err == nil || err.Error() != want || !errors.Is(err, errConfig) {
+		t.Fatalf("a bound of %d: error %v, want %s", 2*n-1, err, want)
+	}
 }

@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,6 +87,12 @@ type testServer struct {
 // startServer serves the configuration at configPath on tg.
 func startServer(t *testing.T, tg target, configPath string, mod ...func(*options)) *testServer {
 	t.Helper()
+	return startServerLogging(t, tg, configPath, io.Discard, mod...)
+}
+
+// startServerLogging is startServer with the server's log written to w.
+func startServerLogging(t *testing.T, tg target, configPath string, w io.Writer, mod ...func(*options)) *testServer {
+	t.Helper()
 	o := options{
 		configPath:  configPath,
 		storeKind:   tg.store,
@@ -105,7 +114,7 @@ func startServer(t *testing.T, tg target, configPath string, mod ...func(*option
 		f(&o)
 	}
 	clk := clock.NewFake(start)
-	a, err := newApp(o, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := newApp(o, clk, slog.New(slog.NewTextHandler(w, nil)))
 	if err != nil {
 		t.Fatalf("newApp: %v", err)
 	}
@@ -117,7 +126,7 @@ func startServer(t *testing.T, tg target, configPath string, mod ...func(*option
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- a.serve(ln, nil) }()
+	go func() { served <- a.serve(ln, nil, nil) }()
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -220,3 +229,32 @@ const (
 	ok   = rlspb.RateLimitResponse_OK
 	over = rlspb.RateLimitResponse_OVER_LIMIT
 )
+
+// metricsText is what /metrics serves.
+func metricsText(t *testing.T, m *metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+// syncBuffer is a buffer safe for concurrent writes and reads: a log.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -33,6 +35,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/store"
@@ -46,18 +49,24 @@ const maxKeyBytes = 4096
 
 // options are the command line's.
 type options struct {
-	configPath   string
-	grpcAddr     string
-	httpAddr     string
-	storeKind    string
-	redisAddrs   string
-	redisPrefix  string
-	redisMargin  time.Duration
-	clockKind    string
-	mergeDomains bool
-	check        bool
-	service      serviceOptions
-	stopTimeout  time.Duration
+	configPath     string
+	grpcAddr       string
+	httpAddr       string
+	debugAddr      string
+	storeKind      string
+	redisAddrs     string
+	redisPrefix    string
+	redisMargin    time.Duration
+	redisTimeout   time.Duration
+	memoryMaxKeys  int
+	clockKind      string
+	mergeDomains   bool
+	maxConfigBytes int64
+	watch          bool
+	healthInterval time.Duration
+	check          bool
+	service        serviceOptions
+	stopTimeout    time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -66,13 +75,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.configPath, "config", "", "configuration: a YAML `file` or a directory of them (envoyproxy/ratelimit's format)")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:8081", "gRPC `address` to serve on (port 0 picks a free one)")
-	fs.StringVar(&o.httpAddr, "http-addr", "", "HTTP `address` for /metrics and /healthcheck; empty serves none")
+	fs.StringVar(&o.httpAddr, "http-addr", "", "HTTP `address` for /metrics, /healthcheck and /json; empty serves none")
+	fs.StringVar(&o.debugAddr, "debug-addr", "", "HTTP `address` for /debug/pprof/; empty serves none")
 	fs.StringVar(&o.storeKind, "store", "memory", "where limits are counted: memory (this process) or redis")
 	fs.StringVar(&o.redisAddrs, "redis", "127.0.0.1:6379", "Redis `addresses`: one for a standalone server, several (comma-separated) for a cluster")
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "ratelimit-server:", "prefix of every Redis key")
 	fs.DurationVar(&o.redisMargin, "redis-ttl-margin", time.Second, "how much longer than its state needs every Redis key lives (at least the clocks' disagreement)")
+	fs.DurationVar(&o.redisTimeout, "redis-timeout", 3*time.Second, "the longest one Redis call may take")
+	fs.IntVar(&o.memoryMaxKeys, "memory-max-keys", memorystore.DefaultMaxKeys, "the most states the memory store keeps (one per descriptor value and rule); past it, the least harmful is evicted")
 	fs.StringVar(&o.clockKind, "clock", "local", "clock that decides: local, or server (Redis TIME; -store redis only)")
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "let several files add descriptors to one domain")
+	fs.Int64Var(&o.maxConfigBytes, "max-config-bytes", defaultMaxConfigBytes, "the most `bytes` the configuration's files may hold together")
+	fs.BoolVar(&o.watch, "watch", true, "reload the configuration when its files change on disk (SIGHUP reloads it too)")
+	fs.DurationVar(&o.healthInterval, "health-interval", time.Second, "how often the store is probed for the health service")
+	fs.IntVar(&o.service.maxDescriptors, "max-descriptors", defaultMaxDescriptors, "the most descriptors one request may carry (INVALID_ARGUMENT past it)")
 	fs.BoolVar(&o.check, "check", false, "check the configuration and exit: 0 when it loads, 1 with its fault when not")
 	fs.BoolVar(&o.service.headers, "response-headers", false, "add RateLimit-Limit, -Remaining and -Reset headers to responses")
 	fs.StringVar(&o.service.limitHeader, "header-limit", "RateLimit-Limit", "`name` of the limit header")
@@ -105,6 +121,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	default:
 		return o, fmt.Errorf("-clock %q: want local or server", o.clockKind)
 	}
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"-memory-max-keys", o.memoryMaxKeys < 1},
+		{"-max-config-bytes", o.maxConfigBytes < 1},
+		{"-max-descriptors", o.service.maxDescriptors < 1},
+		{"-health-interval", o.healthInterval <= 0},
+		{"-redis-timeout", o.redisTimeout <= 0},
+	} {
+		if f.bad {
+			return o, fmt.Errorf("%s must be positive", f.name)
+		}
+	}
 	return o, nil
 }
 
@@ -116,28 +146,53 @@ type app struct {
 	metrics *metrics
 	grpc    *grpc.Server
 	health  *health.Server
-	http    *http.Server
+	store   *storeHealth
 	close   func() error
+
+	// mu guards what serve starts and stop stops.
+	mu      sync.Mutex
+	stopped bool
+	http    []*http.Server
+	unwatch func()
+
+	// reloading serialises reloads (SIGHUP and the watch), and guards
+	// inForce and refused: the digests of the configuration in force and
+	// of the last one refused, so that files changed back and forth, or
+	// touched without a change, are not loaded (nor refused) again.
+	reloading sync.Mutex
+	inForce   [sha256.Size]byte
+	refused   [sha256.Size]byte
+	refusal   error // why refused was
 }
 
 // newApp opens the store and loads the configuration. clk is the clock
 // that decides; nil means the one -clock names.
 func newApp(o options, clk clock.Clock, log *slog.Logger) (*app, error) {
-	cfg, err := loadConfig(o.configPath, o.mergeDomains)
+	cfg, err := loadConfig(o.configPath, o.mergeDomains, o.maxConfigBytes)
 	if err != nil {
 		return nil, err
 	}
-	a := &app{opts: o, log: log, metrics: newMetrics(), close: func() error { return nil }}
+	if o.healthInterval <= 0 {
+		o.healthInterval = time.Second
+	}
+	a := &app{opts: o, log: log, metrics: newMetrics(), close: func() error { return nil }, unwatch: func() {}}
 	var st store.Store[string]
+	var probe func(context.Context) error
 	switch o.storeKind {
 	case "memory":
-		st = memorystore.New[string](memorystore.WithMaxKeyBytes(maxKeyBytes))
+		opts := []memorystore.Option{memorystore.WithMaxKeyBytes(maxKeyBytes)}
+		if o.memoryMaxKeys > 0 {
+			opts = append(opts, memorystore.WithMaxKeys(o.memoryMaxKeys))
+		}
+		mst := memorystore.New[string](opts...)
+		a.metrics.memoryStore(mst)
+		st = mst
 	case "redis":
-		rst, closeFn, err := openRedis(o.redisAddrs, o.redisPrefix, o.redisMargin)
+		r, err := openRedis(o)
 		if err != nil {
 			return nil, err
 		}
-		st, a.close = rst, closeFn
+		st, probe, a.close = r.store, r.probe, r.close
 		o.service.parallel = true
 	}
 	if clk == nil {
@@ -146,91 +201,162 @@ func newApp(o options, clk clock.Clock, log *slog.Logger) (*app, error) {
 			clk = clock.Server()
 		}
 	}
-	a.svc = newService(st, clk, o.service, a.metrics, log)
+	a.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(a.metrics.interceptor))
+	a.health = health.NewServer()
+	a.store = newStoreHealth(log, a.health, a.metrics, probe, o.healthInterval)
+	a.svc = newService(st, clk, o.service, a.metrics, a.store, log)
 	if err := a.svc.setConfig(cfg); err != nil {
 		a.close()
 		return nil, err
 	}
+	a.inForce = cfg.digest
 	a.metrics.configLoaded(nil)
-	a.grpc = grpc.NewServer()
 	rlspb.RegisterRateLimitServiceServer(a.grpc, a.svc)
-	a.health = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.health)
-	a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	a.health.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	reflection.Register(a.grpc)
 	return a, nil
 }
 
-// openRedis returns a store on the Redis at addrs: a standalone server for
-// one address, a cluster for several. It fails when Redis does not answer.
-func openRedis(addrs, prefix string, margin time.Duration) (store.Store[string], func() error, error) {
-	list := strings.Split(addrs, ",")
+// redisStore is a store on Redis, with how to probe and close it.
+type redisStore struct {
+	store store.Store[string]
+	probe func(context.Context) error
+	close func() error
+}
+
+// openRedis returns a store on the Redis at o.redisAddrs: a standalone
+// server for one address, a cluster for several. It fails when Redis does
+// not answer. Its probe pings the server, or every master of the cluster.
+func openRedis(o options) (redisStore, error) {
+	list := strings.Split(o.redisAddrs, ",")
 	for i := range list {
 		list[i] = strings.TrimSpace(list[i])
 	}
 	var client interface {
 		goredisstore.Client
-		Ping(ctx context.Context) *redis.StatusCmd
 		Close() error
 	}
+	var probe func(context.Context) error
+	// One dial per attempt, not go-redis's five 100ms apart: a dead Redis
+	// is answered at once, and the breakers and the probe do the retrying.
 	if len(list) == 1 {
-		client = redis.NewClient(&redis.Options{Addr: list[0], ContextTimeoutEnabled: true})
+		c := redis.NewClient(&redis.Options{Addr: list[0], ContextTimeoutEnabled: true, DialerRetries: 1})
+		client, probe = c, func(ctx context.Context) error { return c.Ping(ctx).Err() }
 	} else {
-		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: list, ContextTimeoutEnabled: true})
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: list, ContextTimeoutEnabled: true, DialerRetries: 1})
+		client = c
+		probe = func(ctx context.Context) error {
+			return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil {
+	if err := probe(ctx); err != nil {
 		client.Close()
-		return nil, nil, fmt.Errorf("redis %s: %w", addrs, err)
+		return redisStore{}, fmt.Errorf("redis %s: %w", o.redisAddrs, err)
 	}
-	st, err := goredisstore.New[string](client, goredisstore.WithPrefix[string](prefix),
-		goredisstore.WithMaxKeyBytes[string](maxKeyBytes), goredisstore.WithTTLMargin[string](margin))
+	opts := []goredisstore.Option[string]{
+		goredisstore.WithPrefix[string](o.redisPrefix),
+		goredisstore.WithMaxKeyBytes[string](maxKeyBytes),
+		goredisstore.WithTTLMargin[string](o.redisMargin),
+	}
+	if o.redisTimeout > 0 {
+		opts = append(opts, goredisstore.WithTimeout[string](o.redisTimeout))
+	}
+	st, err := goredisstore.New[string](client, opts...)
 	if err != nil {
 		client.Close()
-		return nil, nil, err
+		return redisStore{}, err
 	}
-	return st, client.Close, nil
+	return redisStore{store: st, probe: probe, close: client.Close}, nil
 }
 
-// reload loads the configuration again; when it fails, the one in force
-// stays and the error is returned.
-func (a *app) reload() error {
-	cfg, err := loadConfig(a.opts.configPath, a.opts.mergeDomains)
+// reloadOutcome is what a reload did.
+type reloadOutcome int
+
+const (
+	reloaded     reloadOutcome = iota // a new configuration is in force
+	unchanged                         // the files hold the configuration in force
+	refused                           // the files do not load; the one in force stays
+	stillRefused                      // the files hold what was last refused
+)
+
+// reload loads the configuration again, unless its files hold what they
+// held when it was last loaded or refused (then nothing is counted or
+// changed). A configuration refused leaves the one in force; the error
+// says why (again for stillRefused).
+func (a *app) reload() (reloadOutcome, error) {
+	a.reloading.Lock()
+	defer a.reloading.Unlock()
+	files, digest, err := readConfig(a.opts.configPath, a.opts.maxConfigBytes)
+	switch {
+	case err == nil && digest == a.inForce:
+		return unchanged, nil
+	case err == nil && digest == a.refused:
+		return stillRefused, a.refusal
+	}
+	var cfg *config
+	if err == nil {
+		cfg, err = parseConfig(a.opts.mergeDomains, files...)
+	}
 	if err == nil {
 		err = a.svc.setConfig(cfg)
 	}
 	a.metrics.configLoaded(err)
-	return err
+	if err != nil {
+		a.refused, a.refusal = digest, err // digest is zero when the files could not be read
+		return refused, err
+	}
+	a.inForce, a.refused, a.refusal = digest, [sha256.Size]byte{}, nil
+	return reloaded, nil
 }
 
-// serve serves gRPC on grpcLn and, when httpLn is not nil, /metrics and
-// /healthcheck on httpLn, until stop.
-func (a *app) serve(grpcLn, httpLn net.Listener) error {
-	if httpLn != nil {
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", a.metrics)
-		mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, r *http.Request) {
-			res, err := a.health.Check(r.Context(), &healthpb.HealthCheckRequest{})
-			if err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
-				http.Error(w, "NOT_SERVING", http.StatusServiceUnavailable)
-				return
-			}
-			io.WriteString(w, "OK\n")
-		})
-		a.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+// serve serves gRPC on grpcLn and, when they are not nil, /metrics,
+// /healthcheck and /json on httpLn and pprof on debugLn, until stop. It
+// starts probing the store and, with -watch, watching the configuration.
+func (a *app) serve(grpcLn, httpLn, debugLn net.Listener) error {
+	a.mu.Lock()
+	if a.stopped {
+		a.mu.Unlock()
+		return grpc.ErrServerStopped
+	}
+	for _, l := range []struct {
+		ln net.Listener
+		h  http.Handler
+	}{{httpLn, a.httpHandler()}, {debugLn, debugHandler()}} {
+		if l.ln == nil {
+			continue
+		}
+		srv := &http.Server{Handler: l.h, ReadHeaderTimeout: 5 * time.Second}
+		a.http = append(a.http, srv)
 		go func() {
-			if err := a.http.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				a.log.Error("http server", "err", err)
+			if err := srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.log.Error("http server", "addr", l.ln.Addr().String(), "err", err)
 			}
 		}()
 	}
+	a.store.start()
+	if a.opts.watch {
+		unwatch, err := a.watch()
+		if err != nil {
+			a.log.Warn("not watching the configuration (SIGHUP reloads it)", "err", err)
+		} else {
+			a.unwatch = unwatch
+		}
+	}
+	a.mu.Unlock()
 	return a.grpc.Serve(grpcLn)
 }
 
 // stop marks the server not serving, lets calls in flight finish for up
 // to the stop timeout, and closes the store.
 func (a *app) stop() {
+	a.mu.Lock()
+	a.stopped = true
+	unwatch, servers := a.unwatch, a.http
+	a.mu.Unlock()
+	unwatch()
+	a.store.close()
 	a.health.Shutdown()
 	done := make(chan struct{})
 	go func() {
@@ -245,9 +371,9 @@ func (a *app) stop() {
 		a.grpc.Stop()
 		<-done
 	}
-	if a.http != nil {
+	for _, srv := range servers {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		a.http.Shutdown(ctx)
+		srv.Shutdown(ctx)
 		cancel()
 	}
 	if err := a.close(); err != nil {
@@ -271,7 +397,7 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	if o.check {
-		cfg, err := loadConfig(o.configPath, o.mergeDomains)
+		cfg, err := loadConfig(o.configPath, o.mergeDomains, o.maxConfigBytes)
 		if err != nil {
 			fmt.Fprintln(stderr, "ratelimit-server:", err)
 			return 1
@@ -279,29 +405,35 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ratelimit-server: %s: %d domains in %d files\n", o.configPath, len(cfg.domains), len(cfg.files))
 		return 0
 	}
+	// go-redis logs each failed dial of its pool: once a call while
+	// Redis is down. The store's health logs the outage, once.
+	redis.SetLogger(debugLogger{log})
 	a, err := newApp(o, nil, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "ratelimit-server:", err)
 		return 1
 	}
-	grpcLn, err := net.Listen("tcp", o.grpcAddr)
-	if err != nil {
-		fmt.Fprintln(stderr, "ratelimit-server:", err)
-		a.close()
-		return 1
-	}
-	var httpLn net.Listener
-	if o.httpAddr != "" {
-		if httpLn, err = net.Listen("tcp", o.httpAddr); err != nil {
+	var lns [3]net.Listener // gRPC, HTTP, debug
+	for i, addr := range []string{o.grpcAddr, o.httpAddr, o.debugAddr} {
+		if addr == "" {
+			continue
+		}
+		if lns[i], err = net.Listen("tcp", addr); err != nil {
 			fmt.Fprintln(stderr, "ratelimit-server:", err)
-			grpcLn.Close()
+			for _, ln := range lns[:i] {
+				if ln != nil {
+					ln.Close()
+				}
+			}
 			a.close()
 			return 1
 		}
 	}
-	attrs := []any{"grpc", grpcLn.Addr().String(), "store", o.storeKind, "config", o.configPath}
-	if httpLn != nil {
-		attrs = append(attrs, "http", httpLn.Addr().String())
+	attrs := []any{"grpc", lns[0].Addr().String(), "store", o.storeKind, "config", o.configPath}
+	for i, name := range []string{"", "http", "debug"} {
+		if i > 0 && lns[i] != nil {
+			attrs = append(attrs, name, lns[i].Addr().String())
+		}
 	}
 	log.Info("serving", attrs...)
 
@@ -309,7 +441,7 @@ func run(args []string, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	served := make(chan error, 1)
-	go func() { served <- a.serve(grpcLn, httpLn) }()
+	go func() { served <- a.serve(lns[0], lns[1], lns[2]) }()
 	for {
 		select {
 		case err := <-served:
@@ -318,11 +450,7 @@ func run(args []string, stderr io.Writer) int {
 			return 1
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				if err := a.reload(); err != nil {
-					log.Error("reload failed, the configuration in force stays", "err", err)
-				} else {
-					log.Info("configuration reloaded", "config", o.configPath)
-				}
+				a.logReload("SIGHUP")
 				continue
 			}
 			log.Info("stopping", "signal", sig.String())
@@ -332,4 +460,26 @@ func run(args []string, stderr io.Writer) int {
 			return 0
 		}
 	}
+}
+
+// logReload reloads the configuration, and logs what came of it: every
+// outcome of a SIGHUP; of a change on disk, only what changed.
+func (a *app) logReload(cause string) {
+	outcome, err := a.reload()
+	switch {
+	case outcome == reloaded:
+		a.log.Info("configuration reloaded", "cause", cause, "config", a.opts.configPath)
+	case outcome == refused, outcome == stillRefused && cause == "SIGHUP":
+		a.log.Error("reload failed, the configuration in force stays", "cause", cause, "err", err)
+	case outcome == unchanged && cause == "SIGHUP":
+		a.log.Info("configuration unchanged", "cause", cause, "config", a.opts.configPath)
+	}
+}
+
+// debugLogger takes go-redis's log lines (redis.SetLogger) at level DEBUG.
+type debugLogger struct{ log *slog.Logger }
+
+// Printf logs a line of go-redis's.
+func (l debugLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "from", "go-redis")
 }

@@ -108,12 +108,14 @@ type process struct {
 	cmd      *exec.Cmd
 	grpcAddr string
 	httpAddr string
-	exited   chan error
-	logs     *strings.Builder
-	logMu    *sync.Mutex
+	// debugAddr is -debug-addr's, when the arguments ask for one.
+	debugAddr string
+	exited    chan error
+	logs      *strings.Builder
+	logMu     *sync.Mutex
 }
 
-var servingLine = regexp.MustCompile(`msg=serving grpc=(\S+) .*http=(\S+)`)
+var servingLine = regexp.MustCompile(`msg=serving grpc=(\S+) .*http=(\S+)(?: debug=(\S+))?`)
 
 // startBinary runs the server with args (and gRPC and HTTP on free ports)
 // and waits for it to say where it serves.
@@ -130,7 +132,7 @@ func startBinary(t *testing.T, args ...string) *process {
 		t.Fatal(err)
 	}
 	p := &process{cmd: cmd, exited: make(chan error, 1), logs: &strings.Builder{}, logMu: &sync.Mutex{}}
-	addrs := make(chan [2]string, 1)
+	addrs := make(chan [3]string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -139,7 +141,7 @@ func startBinary(t *testing.T, args ...string) *process {
 			p.logs.WriteString(line + "\n")
 			p.logMu.Unlock()
 			if m := servingLine.FindStringSubmatch(line); m != nil {
-				addrs <- [2]string{m[1], m[2]}
+				addrs <- [3]string{m[1], m[2], m[3]}
 			}
 		}
 		io.Copy(io.Discard, stderr)
@@ -152,7 +154,7 @@ func startBinary(t *testing.T, args ...string) *process {
 	})
 	select {
 	case a := <-addrs:
-		p.grpcAddr, p.httpAddr = a[0], a[1]
+		p.grpcAddr, p.httpAddr, p.debugAddr = a[0], a[1], a[2]
 	case err := <-p.exited:
 		t.Fatalf("server exited before serving: %v\n%s", err, p.log())
 	case <-time.After(30 * time.Second):
@@ -220,7 +222,7 @@ func TestBinary(t *testing.T) {
 				t.Fatal(err)
 			}
 			rewrite(t, path, string(example))
-			args := []string{"-config", dir, "-store", tg.store}
+			args := []string{"-config", dir, "-store", tg.store, "-watch=false"}
 			if tg.addrs != nil {
 				prefix := fmt.Sprintf("rltest:server:%d:", rand.Uint64())
 				addrs := tg.addrs(t)
@@ -249,7 +251,7 @@ func TestBinary(t *testing.T) {
 			// A reload that fails keeps the configuration in force.
 			rewrite(t, path, "domain: rl\ndescriptors:\n  - key: foo\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
 			p.cmd.Process.Signal(syscall.SIGHUP)
-			p.waitMetric(t, "ratelimit_server_config_load_errors_total", "1")
+			p.waitMetric(t, "ratelimit_service_config_load_error", "1")
 			if !strings.Contains(p.log(), "invalid rate limit unit 'fortnight'") {
 				t.Errorf("the failed reload's fault is not logged:\n%s", p.log())
 			}
@@ -260,7 +262,7 @@ func TestBinary(t *testing.T) {
 			// to straddle).
 			rewrite(t, path, "domain: rl\ndescriptors:\n  - key: foo\n    descriptors:\n      - key: bar\n        rate_limit: {unit: hour, requests_per_unit: 1, algorithm: token_bucket}\n")
 			p.cmd.Process.Signal(syscall.SIGHUP)
-			p.waitMetric(t, "ratelimit_server_config_loads_total", "2")
+			p.waitMetric(t, "ratelimit_service_config_load_success", "2")
 			s.expectCodes(t, "rl", descs(desc("foo", "b", "bar", "banned")), ok, over)
 
 			p.cmd.Process.Signal(syscall.SIGTERM)

@@ -68,10 +68,9 @@ func TestShadowMode(t *testing.T) {
 				t.Fatalf("request %d: %v, want OK with %d remaining", i+1, res, remaining)
 			}
 		}
-		var b strings.Builder
-		s.app.metrics.write(&b)
-		if !strings.Contains(b.String(), `ratelimit_server_rule_shadow_mode_total{key="rl.foo.baz_shady"} 2`) {
-			t.Fatalf("metrics do not count 2 shadowed denials:\n%s", b.String())
+		text := metricsText(t, s.app.metrics)
+		if !strings.Contains(text, `ratelimit_service_rate_limit_shadow_mode{domain="rl",key1="foo",key2="baz_shady"} 2`) {
+			t.Fatalf("metrics do not count 2 shadowed denials:\n%s", text)
 		}
 	})
 }
@@ -393,22 +392,36 @@ func TestGlobalShadowMode(t *testing.T) {
 }
 
 // TestReload: a configuration that loads replaces the one in force; one
-// that does not leaves it.
+// that does not leaves it. Files that hold what was last loaded or
+// refused are neither loaded nor refused again.
 func TestReload(t *testing.T) {
+	three := "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 3}\n"
 	path := writeConfig(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
 	s := startServer(t, targets[0], path)
 	s.expectCodes(t, "d", descs(desc("k", "a")), ok, over)
-	rewrite(t, path, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 3}\n")
-	if err := s.app.reload(); err != nil {
-		t.Fatal(err)
+	rewrite(t, path, three)
+	if outcome, err := s.app.reload(); outcome != reloaded || err != nil {
+		t.Fatalf("reload: %v, %v; want reloaded", outcome, err)
 	}
 	// The count carries: 1 used of the new 3.
 	s.expectCodes(t, "d", descs(desc("k", "a")), ok, ok, over)
 	rewrite(t, path, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 3}\n")
-	if err := s.app.reload(); err == nil || !strings.Contains(err.Error(), "invalid rate limit unit 'fortnight'") {
-		t.Fatalf("reload of a bad unit: %v", err)
+	for _, want := range []reloadOutcome{refused, stillRefused} {
+		if outcome, err := s.app.reload(); outcome != want || err == nil || !strings.Contains(err.Error(), "invalid rate limit unit 'fortnight'") {
+			t.Fatalf("reload of a bad unit: %v, %v; want %v", outcome, err, want)
+		}
 	}
 	s.expectCodes(t, "d", descs(desc("k", "b")), ok, ok, ok, over)
+	rewrite(t, path, three)
+	if outcome, err := s.app.reload(); outcome != unchanged || err != nil {
+		t.Fatalf("reload of the configuration in force: %v, %v; want unchanged", outcome, err)
+	}
+	text := metricsText(t, s.app.metrics)
+	for _, want := range []string{"ratelimit_service_config_load_success 2", "ratelimit_service_config_load_error 1"} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("metrics lack %q:\n%s", want, text)
+		}
+	}
 }
 
 // TestReloadSwitchingAlgorithm: a reload that gives a descriptor another
@@ -421,7 +434,7 @@ func TestReloadSwitchingAlgorithm(t *testing.T) {
 		s.expectCodes(t, "d", descs(desc("k", "a")), ok, ok, ok, over)
 		for _, alg := range []string{"token_bucket", "gcra", "sliding_log", "sliding_window", "fixed_window"} {
 			rewrite(t, path, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 3, algorithm: "+alg+"}\n")
-			if err := s.app.reload(); err != nil {
+			if _, err := s.app.reload(); err != nil {
 				t.Fatal(err)
 			}
 			s.expectCodes(t, "d", descs(desc("k", "a")), over)

@@ -50,7 +50,16 @@ type serviceOptions struct {
 	// parallel asks the store for a request's descriptors concurrently
 	// (for a remote store; in memory, one after the other is cheaper).
 	parallel bool
+	// maxDescriptors is the most descriptors a request may carry
+	// (-max-descriptors).
+	maxDescriptors int
 }
+
+// defaultMaxDescriptors is -max-descriptors's default. Envoy sends one
+// descriptor per rate_limits action set of a route that applies, a handful
+// in any deployment; the bound keeps one request from holding a store for
+// a long time (100,000 descriptors took 0.8 s and 90 MB).
+const defaultMaxDescriptors = 1000
 
 // service answers ShouldRateLimit.
 type service struct {
@@ -60,7 +69,11 @@ type service struct {
 	clk     clock.Clock
 	opts    serviceOptions
 	metrics *metrics
+	health  *storeHealth
 	log     *slog.Logger
+	// lastLog is when a failure other than the store's outage was last
+	// logged (Unix ns): at most one a second is.
+	lastLog atomic.Int64
 
 	cur atomic.Pointer[limits]
 }
@@ -88,8 +101,11 @@ type overrideRule struct {
 // themselves (RateLimitDescriptor.limit); past it they are made per request.
 const maxOverrides = 1024
 
-func newService(st store.Store[string], clk clock.Clock, opts serviceOptions, m *metrics, log *slog.Logger) *service {
-	return &service{st: st, clk: clk, opts: opts, metrics: m, log: log}
+func newService(st store.Store[string], clk clock.Clock, opts serviceOptions, m *metrics, h *storeHealth, log *slog.Logger) *service {
+	if opts.maxDescriptors <= 0 {
+		opts.maxDescriptors = defaultMaxDescriptors
+	}
+	return &service{st: st, clk: clk, opts: opts, metrics: m, health: h, log: log}
 }
 
 // setConfig makes cfg the configuration in force, or returns why it cannot
@@ -135,9 +151,9 @@ func (s *service) newLimiter(alg algorithm.Algorithm, name string) (*ratelimit.L
 		ratelimit.WithClock(s.clk),
 		ratelimit.WithResetOnMismatch(),
 		ratelimit.WithName(name),
-	}
-	if s.metrics != nil {
-		opts = append(opts, ratelimit.WithObserver(s.metrics))
+		ratelimit.WithObserver(s.metrics),
+		// A dead store fails calls at once, not after each one's timeout.
+		ratelimit.WithBreaker(ratelimit.Breaker{}),
 	}
 	return ratelimit.New(alg, s.st, opts...)
 }
@@ -199,12 +215,12 @@ type item struct {
 func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	l, err := s.loadedFor(req)
 	if err != nil {
-		s.metrics.request("error")
+		s.metrics.request("error", false)
 		return nil, err
 	}
 	items, err := s.items(l, req)
 	if err != nil {
-		s.metrics.request("error")
+		s.metrics.request("error", false)
 		return nil, err
 	}
 	s.decideAll(ctx, items)
@@ -221,13 +237,9 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		s.giveBack(ctx, items)
 	}
 	if failed != nil {
-		s.metrics.request("error")
-		if errors.Is(failed, ratelimit.ErrKeyTooLong) {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptor too long: %v", failed)
-		}
-		s.log.Warn("store failed", "domain", req.Domain, "err", failed)
-		return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", failed)
+		return nil, s.failure(req, failed)
 	}
+	s.health.answered()
 	for i := range items {
 		it := &items[i]
 		if it.m.rule == nil || it.unlimited {
@@ -244,11 +256,34 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	}
 	if code == rlspb.RateLimitResponse_OVER_LIMIT && s.opts.shadow {
 		code = rlspb.RateLimitResponse_OK
-		s.metrics.globalShadow()
+		s.metrics.globalShadowed()
 	}
 	resp.OverallCode = code
-	s.metrics.request(code.String())
+	s.metrics.request(code.String(), false)
 	return resp, nil
+}
+
+// failure is the gRPC error of a request the store did not decide: the
+// caller's (a descriptor too long: INVALID_ARGUMENT; its context ended:
+// its context's code), or the store's (UNAVAILABLE). The store's outages
+// are logged by the health, once per change; other failures at most once
+// a second.
+func (s *service) failure(req *rlspb.RateLimitRequest, err error) error {
+	switch {
+	case errors.Is(err, ratelimit.ErrKeyTooLong):
+		s.metrics.request("error", false)
+		return status.Errorf(codes.InvalidArgument, "descriptor too long: %v", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		s.metrics.request("error", false)
+		return status.FromContextError(err).Err()
+	}
+	s.metrics.request("error", true)
+	if errors.Is(err, ratelimit.ErrStoreUnavailable) {
+		s.health.failed(err)
+	} else if now, last := time.Now().UnixNano(), s.lastLog.Load(); now-last >= int64(time.Second) && s.lastLog.CompareAndSwap(last, now) {
+		s.log.Warn("store failed", "domain", req.Domain, "err", err)
+	}
+	return status.Errorf(codes.Unavailable, "rate limit store: %v", err)
 }
 
 // loadedFor returns the configuration that decides req, or the gRPC
@@ -260,6 +295,9 @@ func (s *service) loadedFor(req *rlspb.RateLimitRequest) (*limits, error) {
 	}
 	if len(req.GetDescriptors()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	if n := len(req.GetDescriptors()); n > s.opts.maxDescriptors {
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors in one request, more than the %d this server takes (-max-descriptors)", n, s.opts.maxDescriptors)
 	}
 	l := s.cur.Load()
 	if l == nil {
@@ -434,8 +472,11 @@ func (s *service) giveBack(ctx context.Context, items []item) {
 		}
 		d, err := it.lim.Refund(context.WithoutCancel(ctx), it.key, int(it.hits))
 		if err != nil {
+			// An outage is the health's to log; anything else is rare.
 			s.metrics.refundFailed()
-			s.log.Warn("refund failed", "rule", it.m.rule.statsKey, "err", err)
+			if !errors.Is(err, ratelimit.ErrStoreUnavailable) {
+				s.log.Warn("refund failed", "rule", it.m.rule.statsKey, "err", err)
+			}
 			continue
 		}
 		it.charged = false

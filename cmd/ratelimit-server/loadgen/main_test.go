@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -64,5 +65,60 @@ func TestRun(t *testing.T) {
 	}
 	if !(r.p50 <= r.p99 && r.p99 <= r.p999 && r.p999 <= r.max) {
 		t.Fatalf("percentiles out of order: %v", r)
+	}
+}
+
+// TestCPU: with -pid and -redis, a run reports the CPU time the server
+// and Redis spent per call while measuring. The server here is the test
+// process itself; Redis is RATELIMIT_REDIS_ADDR's when set.
+func TestCPU(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	rlspb.RegisterRateLimitServiceServer(srv, &fakeService{counts: map[int]int{}})
+	go srv.Serve(ln)
+	defer srv.Stop()
+	c := config{
+		addr: ln.Addr().String(), domain: "bench", key: "user", keys: 10, descriptors: 1,
+		concurrency: 4, conns: 1, duration: 300 * time.Millisecond, warmup: 50 * time.Millisecond,
+		pid: os.Getpid(), redis: os.Getenv("RATELIMIT_REDIS_ADDR"),
+	}
+	r, err := run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.serverCPU <= 0 || r.perCall(r.serverCPU) > 10000 {
+		t.Errorf("server CPU %v over %d calls: want some, and under 10 ms a call", r.serverCPU, r.calls)
+	}
+	if c.redis == "" && r.redisCPU != -1 || c.redis != "" && r.redisCPU < 0 {
+		t.Errorf("Redis CPU %v with -redis %q", r.redisCPU, c.redis)
+	}
+	cols := strings.Split(r.TSV(), "\t")
+	if len(cols) != len(strings.Split(tsvHeader, "\t")) || cols[6] == "-" || (c.redis == "") != (cols[7] == "-") {
+		t.Errorf("TSV %q does not match its header %q", r.TSV(), tsvHeader)
+	}
+	if !strings.Contains(r.String(), "µs/call") {
+		t.Errorf("%s: no CPU per call", r)
+	}
+}
+
+// TestProcessCPU reads /proc/PID/stat: a process's CPU time only grows,
+// and a process that does not exist is an error.
+func TestProcessCPU(t *testing.T) {
+	a, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for x, end := 0, time.Now().Add(50*time.Millisecond); time.Now().Before(end); x++ {
+		_ = x * x
+	}
+	b, err := processCPU(os.Getpid())
+	if err != nil || b < a {
+		t.Fatalf("CPU time %v then %v, %v", a, b, err)
+	}
+	if _, err := processCPU(1 << 30); err == nil {
+		t.Error("no error for a process that does not exist")
 	}
 }
