@@ -99,8 +99,8 @@ func TestReserveFailurePolicies(t *testing.T) {
 		{ratelimit.FailLocal, true, false},
 		{ratelimit.FailWithError, false, true},
 	} {
-		lim, err := ratelimit.New(mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1}), bookDownStore{n: int(c.policy)},
-			ratelimit.WithFailurePolicy(c.policy), ratelimit.WithErrorHandler(func(error) {}))
+		lim, err := ratelimit.New(mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1}), bookDownStore{},
+			ratelimit.WithName("down"), ratelimit.WithFailurePolicy(c.policy), ratelimit.WithErrorHandler(func(error) {}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestReserveFailurePolicies(t *testing.T) {
 }
 
 // bookDownStore's tables fail every call as a Redis that is down does.
-type bookDownStore struct{ n int } // n tells stores apart: equal store values are one store
+type bookDownStore struct{}
 
 func (bookDownStore) Open([]store.Limit, clock.Clock) (store.Table[string], error) {
 	return bookDownTable{}, nil

@@ -94,11 +94,11 @@ func startLoad(t *testing.T, c *cluster, targets []target) *load {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gl, err := ratelimit.New(tg.alg, gs, ratelimit.WithClock(clock.Server()))
+		gl, err := ratelimit.New(tg.alg, gs, ratelimit.WithName("load"), ratelimit.WithClock(clock.Server()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rl, err := ratelimit.New(tg.alg, rs, ratelimit.WithClock(clock.Server()))
+		rl, err := ratelimit.New(tg.alg, rs, ratelimit.WithName("load"), ratelimit.WithClock(clock.Server()))
 		if err != nil {
 			t.Fatal(err)
 		}
