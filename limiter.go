@@ -267,12 +267,11 @@ func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(o *options) { o.onError = f })
 }
 
-// WithName names the Limiter's quota, and a Policy's: limits of one name on
-// one store backend share each key's state, from any process, across a change
-// of numbers (WithInheritance); a Policy's limit is the quota name/Limit.Name.
-// Unnamed, each Limiter or Policy is its own quota on a memory store
-// (store.Local) and refused on any other. A name is 1 to 256 bytes of UTF-8,
-// no control characters. Events carry it.
+// WithName names the quota of a Limiter or Policy (a Policy's limit's is
+// name/Limit.Name): limits of one name on one store backend share each key's
+// usage, across processes and changes of numbers. Unnamed, each is a quota of
+// its own on a store.Local and refused elsewhere. A name is 1 to 256 bytes of
+// UTF-8 without control characters.
 func WithName(name string) Option {
 	return optionFunc(func(o *options) { o.hooks.name, o.named = name, true })
 }

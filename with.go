@@ -22,10 +22,9 @@ type withs[K comparable] struct {
 
 func newWiths[K comparable]() *withs[K] { return new(withs[K]) }
 
-// With returns a Limiter like l deciding with alg, for limits given per call:
-// under l's quota, each key's usage carried by l's rule (WithInheritance), alg
-// of l's kind unless l resets on mismatch. Kept by alg, asking again allocates
-// nothing.
+// With returns a Limiter like l deciding with alg (of l's kind unless l resets
+// on mismatch) under l's quota, for limits given per call. Kept by alg, asking
+// again allocates nothing.
 func (l *Limiter[K]) With(alg algorithm.Algorithm) (*Limiter[K], error) {
 	if err := checkAlgorithm(alg); err != nil {
 		return nil, err
