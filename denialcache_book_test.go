@@ -51,11 +51,11 @@ func TestDenialCacheAnswersReservesAtNow(t *testing.T) {
 			shared := newSharedStore(t, alg)
 			st := &bookCountingStore{next: shared}
 			fake := clock.NewFake(t0)
-			cached, err := ratelimit.New(alg, st, ratelimit.WithClock(fake), ratelimit.WithDenialCache(64))
+			cached, err := ratelimit.New(alg, st, ratelimit.WithName("api"), ratelimit.WithClock(fake), ratelimit.WithDenialCache(64))
 			if err != nil {
 				t.Fatal(err)
 			}
-			other, err := ratelimit.New(alg, shared, ratelimit.WithClock(fake))
+			other, err := ratelimit.New(alg, shared, ratelimit.WithName("api"), ratelimit.WithClock(fake))
 			if err != nil {
 				t.Fatal(err)
 			}

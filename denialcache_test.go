@@ -23,11 +23,11 @@ func cachedLimiter(t *testing.T, alg algorithm.Algorithm, st store.Store[string]
 	t.Helper()
 	fs = &faultStore{next: st}
 	fake = clock.NewFake(t0)
-	cached, err := ratelimit.New(alg, fs, ratelimit.WithClock(fake), ratelimit.WithDenialCache(64))
+	cached, err := ratelimit.New(alg, fs, ratelimit.WithName("api"), ratelimit.WithClock(fake), ratelimit.WithDenialCache(64))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err = ratelimit.New(alg, st, ratelimit.WithClock(fake))
+	other, err = ratelimit.New(alg, st, ratelimit.WithName("api"), ratelimit.WithClock(fake))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestDenialCacheResetDuringTake(t *testing.T) {
 	alg := mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1.0 / 3600})
 	gate := &gateStore{next: memorystore.New[string](), arrived: make(chan struct{}), release: make(chan struct{})}
 	fake := clock.NewFake(t0)
-	lim, err := ratelimit.New(alg, gate, ratelimit.WithClock(fake), ratelimit.WithDenialCache(8))
+	lim, err := ratelimit.New(alg, gate, ratelimit.WithName("api"), ratelimit.WithClock(fake), ratelimit.WithDenialCache(8))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestDenialCacheKeepsTheLatest(t *testing.T) {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			fs := &faultStore{next: memorystore.New[string]()}
 			fake := clock.NewFake(t0)
-			lim, err := ratelimit.New(alg, fs, ratelimit.WithClock(fake), ratelimit.WithDenialCache(size))
+			lim, err := ratelimit.New(alg, fs, ratelimit.WithName("api"), ratelimit.WithClock(fake), ratelimit.WithDenialCache(size))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -105,7 +105,7 @@ func TestRemoteCallerDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	var handled []error
-	lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clock.NewFake(time.Unix(1e9, 0))),
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("remote"), ratelimit.WithClock(clock.NewFake(time.Unix(1e9, 0))),
 		ratelimit.WithFailurePolicy(ratelimit.FailOpen), ratelimit.WithBreaker(ratelimit.Breaker{Failures: 1, ProbeInterval: time.Hour}),
 		ratelimit.WithErrorHandler(func(err error) { handled = append(handled, err) }))
 	if err != nil {
@@ -202,7 +202,7 @@ func TestRemoteCallsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := ratelimit.New(alg, st)
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("remote"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,6 @@ type engine[K comparable] struct {
 	mu      *sync.Mutex    // serialises changes of limits
 	ahead   int64          // WithMaxBookAhead in µs; -1 for the limits' reset period
 	hooks   hooks          // the observer and dry run, applied by end (observer.go)
-	own     *owner         // the Limiter or Policy whose default state IDs are claimed (claim.go)
 }
 
 // limits is a configuration of limits in force, with the tables opened
@@ -44,7 +43,7 @@ type limits[K comparable] struct {
 	each   []int64        // each limit's Limit
 	stored []store.Limit  // as opened
 	ahead  int64          // how far ahead, in µs, a booking may be due
-	spec   []Limit        // a Policy's limits with names and state IDs; nil for a Limiter
+	spec   []Limit        // a Policy's limits with their names; nil for a Limiter
 }
 
 func newOptions(opts []Option) (options, error) {
@@ -57,6 +56,9 @@ func newOptions(opts []Option) (options, error) {
 	}
 	if o.policy > FailLocal {
 		return o, fmt.Errorf("%w: unknown FailurePolicy %d", ErrInvalidConfig, o.policy)
+	}
+	if o.named {
+		return o, checkName(o.hooks.name)
 	}
 	return o, nil
 }
@@ -150,7 +152,7 @@ func resetPeriod(alg algorithm.Algorithm) int64 {
 	return min(r.ResetAfter, algorithm.MaxDuration)
 }
 
-// replace puts alg in place of limit i's algorithm, keeping its state
+// replace puts alg in place of limit i's algorithm, keeping its quota's
 // ID, so that each key's state is carried by the limit's rule on its next
 // decision. It refuses an algorithm of another Kind than the one it
 // replaces unless the limit starts keys afresh on a mismatch.
@@ -202,7 +204,7 @@ func sameKind(l store.Limit, alg algorithm.Algorithm) error {
 	was, _ := algorithm.TagOf(l.Algorithm)
 	now, _ := algorithm.TagOf(alg)
 	if was.Kind != now.Kind || was.Kind == 0 && l.Algorithm.Spec().Name != alg.Spec().Name {
-		return fmt.Errorf("%w: %v cannot read the states %v writes under state ID %q (ResetOnMismatch starts them afresh)", ErrInvalidConfig, alg, l.Algorithm, l.ID)
+		return fmt.Errorf("%w: %v cannot read the states %v writes under its name (ResetOnMismatch starts them afresh)", ErrInvalidConfig, alg, l.Algorithm)
 	}
 	return nil
 }

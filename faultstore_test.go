@@ -36,6 +36,15 @@ type faultStore struct {
 
 var errForeign = errors.New("a failure that is not the store's")
 
+// localOf is what a store wrapping next answers to store.Local: what next
+// says.
+func localOf(next any) bool {
+	l, ok := next.(store.Local)
+	return ok && l.Local()
+}
+
+func (s *faultStore) Local() bool { return localOf(s.next) }
+
 func (s *faultStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[string], error) {
 	t, err := s.next.Open(limits, clk)
 	if err != nil {
@@ -95,6 +104,8 @@ type warningStore struct {
 	warnings []error
 }
 
+func (s *warningStore) Local() bool { return localOf(s.next) }
+
 func (s *warningStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[string], error) {
 	t, err := s.next.Open(limits, clk)
 	if err != nil {
@@ -116,6 +127,8 @@ type reportingStore struct {
 	next    store.Store[string]
 	reports []func(error)
 }
+
+func (s *reportingStore) Local() bool { return localOf(s.next) }
 
 func (s *reportingStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[string], error) {
 	t, err := s.next.Open(limits, clk)

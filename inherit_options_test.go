@@ -34,7 +34,7 @@ func TestInheritanceOptions(t *testing.T) {
 	if _, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Algorithm: log, Inherit: algorithm.Proportional}}); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 		t.Errorf("a proportional sliding log in a policy: %v, want ErrInvalidConfig", err)
 	}
-	if _, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Algorithm: bucket, StateID: "policy", Inherit: algorithm.Proportional, ResetOnMismatch: true}}); err != nil {
+	if _, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Algorithm: bucket, Inherit: algorithm.Proportional, ResetOnMismatch: true}}); err != nil {
 		t.Errorf("a proportional bucket in a policy: %v", err)
 	}
 }

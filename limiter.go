@@ -232,7 +232,7 @@ type options struct {
 	clock           clock.Clock
 	policy          FailurePolicy
 	onError         func(error)
-	stateID         *string         // WithStateID's, nil when not given
+	named           bool            // WithName was given: hooks.name is the quota's name
 	inherit         *algorithm.Rule // WithInheritance's, nil when not given
 	resetOnMismatch bool            // WithResetOnMismatch was given
 	hooks           hooks           // observer.go
@@ -267,12 +267,13 @@ func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(o *options) { o.onError = f })
 }
 
-// WithStateID names the Limiter's state in its store: limiters with one state
-// ID share each key's state. The default, store.DefaultID of the algorithm, is
-// shared by processes configured alike (in one: ErrStateInUse). A Policy sets
-// Limit.StateID.
-func WithStateID(id string) Option {
-	return optionFunc(func(o *options) { o.stateID = &id })
+// WithName names the quota of a Limiter or Policy (a Policy's limit's is
+// name/Limit.Name): limits of one name on one store backend share each key's
+// usage, across processes and changes of numbers. Unnamed, each is a quota of
+// its own on a store.Local and refused elsewhere. A name is 1 to 256 bytes of
+// UTF-8 without control characters.
+func WithName(name string) Option {
+	return optionFunc(func(o *options) { o.hooks.name, o.named = name, true })
 }
 
 // WithMaxBookAhead bounds how far ahead a key is booked (ReserveN books nothing
@@ -299,12 +300,11 @@ func WithResetOnMismatch() Option {
 // limit, allocating nothing. It is safe for concurrent use.
 type Limiter[K comparable] struct {
 	engine[K]
-	with  *withs[K] // the Limiters of With (with.go)
-	named bool      // the state ID was given (WithStateID)
+	with *withs[K] // the Limiters of With (with.go)
 }
 
-// New returns a Limiter deciding with alg on state kept in st. Errors wrap
-// ErrInvalidConfig (ErrStateInUse among them), or are the store's.
+// New returns a Limiter deciding with alg on state kept in st, under its name
+// (WithName). Errors wrap ErrInvalidConfig, or are the store's.
 func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Option) (*Limiter[K], error) {
 	if nilness.Is(alg) {
 		return nil, fmt.Errorf("%w: nil algorithm", ErrInvalidConfig)
@@ -313,41 +313,31 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	if err != nil {
 		return nil, err
 	}
-	id := store.DefaultID(alg.Spec())
-	if o.stateID != nil {
-		id = *o.stateID
+	id, err := quotaID(st, &o, "a Limiter")
+	if err != nil {
+		return nil, err
 	}
-	l := &Limiter[K]{named: o.stateID != nil, with: newWiths[K]()}
+	l := &Limiter[K]{with: newWiths[K]()}
 	lim := store.Limit{Algorithm: alg, ID: id, ResetOnMismatch: o.resetOnMismatch}
 	if o.inherit != nil {
 		lim.Inherit = *o.inherit
 	}
-	own := newOwner("a Limiter", o.hooks.name, 1)
-	made, err := claimStore(st, own, []store.Limit{lim}, []bool{o.stateID == nil})
-	if err != nil {
-		return nil, err
-	}
 	if err := l.engine.init(st, nil, []store.Limit{lim}, o); err != nil {
-		unclaimAll(own, made)
 		return nil, err
 	}
-	l.own = own
 	return l, nil
 }
 
 // Limit returns the largest cost one request may have.
 func (l *Limiter[K]) Limit() int64 { return l.cur.Load().limit }
 
-// Name returns the name given with WithName, or "" when none was.
+// Name returns the name of the Limiter's quota (WithName), or "" when unnamed.
 func (l *Limiter[K]) Name() string { return l.hooks.name }
 
 // Algorithm returns the algorithm deciding now.
 func (l *Limiter[K]) Algorithm() algorithm.Algorithm { return l.cur.Load().stored[0].Algorithm }
 
-// StateID returns the ID naming the limiter's state (see WithStateID).
-func (l *Limiter[K]) StateID() string { return l.cur.Load().stored[0].ID }
-
-// SetAlgorithm makes alg decide from now on, keeping the state ID: each key's
+// SetAlgorithm makes alg decide from now on, under the same quota: each key's
 // state is carried by the limiter's rule (WithInheritance). Errors wrap
 // ErrInvalidConfig (a nil alg, another kind of algorithm), or are the store's.
 func (l *Limiter[K]) SetAlgorithm(alg algorithm.Algorithm) error { return l.replace(0, alg) }

@@ -545,7 +545,7 @@ func TestStoreWarnings(t *testing.T) {
 	if _, err := ratelimit.New[string](alg, st, handler); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ratelimit.NewPolicy[string](st, []ratelimit.Limit{{Name: "a", Algorithm: alg, StateID: "policy"}}, handler); err != nil {
+	if _, err := ratelimit.NewPolicy[string](st, []ratelimit.Limit{{Name: "a", Algorithm: alg}}, handler); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || !errors.Is(got[0], store.ErrEvicting) || !errors.Is(got[1], store.ErrEvicting) {
@@ -555,7 +555,7 @@ func TestStoreWarnings(t *testing.T) {
 	var logged bytes.Buffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
-	if _, err := ratelimit.New[string](alg, st, ratelimit.WithStateID("logged")); err != nil {
+	if _, err := ratelimit.New[string](alg, st, ratelimit.WithName("logged")); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(logged.String(), "level=WARN") || !strings.Contains(logged.String(), "allkeys-lru") {
@@ -575,7 +575,7 @@ func TestStoreReports(t *testing.T) {
 	if _, err := ratelimit.New[string](alg, st, handler); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ratelimit.NewPolicy[string](st, []ratelimit.Limit{{Name: "a", Algorithm: alg, StateID: "policy"}}, handler); err != nil {
+	if _, err := ratelimit.NewPolicy[string](st, []ratelimit.Limit{{Name: "a", Algorithm: alg}}, handler); err != nil {
 		t.Fatal(err)
 	}
 	if len(st.reports) != 2 || len(got) != 0 {
@@ -591,7 +591,7 @@ func TestStoreReports(t *testing.T) {
 	var logged bytes.Buffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
-	if _, err := ratelimit.New[string](alg, st, ratelimit.WithStateID("logged")); err != nil {
+	if _, err := ratelimit.New[string](alg, st, ratelimit.WithName("logged")); err != nil {
 		t.Fatal(err)
 	}
 	st.reports[2](evicting)

@@ -107,11 +107,6 @@ func WithObserver(obs Observer) Option {
 	})
 }
 
-// WithName names the Limiter in its events; it does not name its state.
-func WithName(name string) Option {
-	return optionFunc(func(o *options) { o.hooks.name = name })
-}
-
 // WithObservedKeys puts each key in Event.Key, allocating per decision.
 func WithObservedKeys() Option {
 	return optionFunc(func(o *options) { o.hooks.keys = true })

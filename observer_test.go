@@ -53,6 +53,8 @@ func (s *flakyStore[K]) setDown(down bool) {
 	s.mu.Unlock()
 }
 
+func (s *flakyStore[K]) Local() bool { return localOf(s.mem) }
+
 func (s *flakyStore[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], error) {
 	t, err := s.mem.Open(limits, clk)
 	if err != nil {

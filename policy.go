@@ -14,12 +14,11 @@ import (
 
 // Limit is one of a Policy's limits.
 type Limit struct {
-	// Name names the limit; the default is "limit1", "limit2"… by position.
+	// Name names the limit; its quota is the Policy's name (WithName), '/'
+	// and Name. The default is "limit1", "limit2"… by position; no '/'.
 	Name string
 	// Algorithm decides for this limit.
 	Algorithm algorithm.Algorithm
-	// StateID names the limit's state; "" means store.DefaultID.
-	StateID string
 	// Inherit is the limit's WithInheritance.
 	Inherit algorithm.Rule
 	// ResetOnMismatch is the limit's WithResetOnMismatch.
@@ -65,8 +64,8 @@ type Policy[K comparable] struct {
 	engine[K]
 }
 
-// NewPolicy returns a Policy of limits, whose state is kept in st. Errors wrap
-// ErrInvalidConfig (ErrStateInUse, as New), or are the store's.
+// NewPolicy returns a Policy of limits, whose state is kept in st under its name
+// (WithName). Errors wrap ErrInvalidConfig, or are the store's.
 func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) (*Policy[K], error) {
 	if len(limits) == 0 {
 		return nil, fmt.Errorf("%w: a policy needs at least one limit", ErrInvalidConfig)
@@ -74,9 +73,6 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 	o, err := newOptions(opts)
 	if err != nil {
 		return nil, err
-	}
-	if o.stateID != nil {
-		return nil, fmt.Errorf("%w: WithStateID applies to a Limiter; a policy's limits name their state in Limit.StateID", ErrInvalidConfig)
 	}
 	if o.inherit != nil || o.resetOnMismatch {
 		return nil, fmt.Errorf("%w: WithInheritance and WithResetOnMismatch apply to a Limiter; a policy's limits say so in Limit.Inherit and Limit.ResetOnMismatch", ErrInvalidConfig)
@@ -86,10 +82,13 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 		// another denies it: a policy's denial is not frozen.
 		return nil, fmt.Errorf("%w: WithDenialCache applies to a Limiter, not to a Policy", ErrInvalidConfig)
 	}
+	name, err := quotaID(st, &o, "a Policy")
+	if err != nil {
+		return nil, err
+	}
 	p := &Policy[K]{}
 	spec := make([]Limit, len(limits))
 	stored := make([]store.Limit, len(limits))
-	implicit := make([]bool, len(limits))
 	for i, l := range limits {
 		if nilness.Is(l.Algorithm) {
 			return nil, fmt.Errorf("%w: limit %d has a nil algorithm", ErrInvalidConfig, i)
@@ -97,8 +96,9 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 		if l.Name == "" {
 			l.Name = fmt.Sprintf("limit%d", i+1)
 		}
-		if implicit[i] = l.StateID == ""; implicit[i] {
-			l.StateID = store.DefaultID(l.Algorithm.Spec())
+		id, err := limitID(name, i, l.Name)
+		if err != nil {
+			return nil, err
 		}
 		for _, prev := range spec[:i] {
 			if prev.Name == l.Name {
@@ -106,22 +106,15 @@ func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) 
 			}
 		}
 		spec[i] = l
-		stored[i] = store.Limit{Algorithm: l.Algorithm, ID: l.StateID, Inherit: l.Inherit, ResetOnMismatch: l.ResetOnMismatch}
-	}
-	own := newOwner("a Policy", o.hooks.name, 1)
-	made, err := claimStore(st, own, stored, implicit)
-	if err != nil {
-		return nil, err
+		stored[i] = store.Limit{Algorithm: l.Algorithm, ID: id, Inherit: l.Inherit, ResetOnMismatch: l.ResetOnMismatch}
 	}
 	if err := p.engine.init(st, spec, stored, o); err != nil {
-		unclaimAll(own, made)
 		return nil, err
 	}
-	p.own = own
 	return p, nil
 }
 
-// Limits returns the policy's limits, with their names and state IDs.
+// Limits returns the policy's limits, with their names.
 func (p *Policy[K]) Limits() []Limit { return append([]Limit(nil), p.cur.Load().spec...) }
 
 // SetLimit makes alg decide for limit i, as Limiter.SetAlgorithm.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,13 +150,13 @@ func TestNewPolicyRejects(t *testing.T) {
 		limits []ratelimit.Limit
 		opts   []ratelimit.Option
 	}{
-		"no limits":      {st, nil, nil},
-		"nil store":      {nil, limits, nil},
-		"nil algorithm":  {st, []ratelimit.Limit{limits[0], {Name: "x"}}, nil},
-		"same names":     {st, []ratelimit.Limit{limits[0], {Name: "burst", Algorithm: limits[1].Algorithm}}, nil},
-		"same state IDs": {st, []ratelimit.Limit{limits[0], {Name: "again", Algorithm: limits[0].Algorithm}}, nil},
-		"WithStateID":    {st, limits, []ratelimit.Option{ratelimit.WithStateID("x")}},
-		"bad policy":     {st, limits, []ratelimit.Option{ratelimit.WithFailurePolicy(99)}},
+		"no limits":     {st, nil, nil},
+		"nil store":     {nil, limits, nil},
+		"nil algorithm": {st, []ratelimit.Limit{limits[0], {Name: "x"}}, nil},
+		"same names":    {st, []ratelimit.Limit{limits[0], {Name: "burst", Algorithm: limits[1].Algorithm}}, nil},
+		"empty name":    {st, limits, []ratelimit.Option{ratelimit.WithName("")}},
+		"name with '/'": {st, []ratelimit.Limit{{Name: "a/b", Algorithm: limits[0].Algorithm}}, nil},
+		"bad policy":    {st, limits, []ratelimit.Option{ratelimit.WithFailurePolicy(99)}},
 	} {
 		if _, err := ratelimit.NewPolicy(c.st, c.limits, c.opts...); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
@@ -168,21 +167,13 @@ func TestNewPolicyRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	named := got.Limits()
-	if named[0].Name != "limit1" || named[1].Name != "limit2" || named[0].StateID != store.DefaultID(limits[0].Algorithm.Spec()) {
-		t.Errorf("default names and IDs: %+v", named)
+	if named[0].Name != "limit1" || named[1].Name != "limit2" {
+		t.Errorf("default names: %+v", named)
 	}
 }
 
-// downStore is a store whose backend is unreachable.
-// downStore is a store whose backend is down. Its n tells stores apart:
-// equal store values are one store, on which limits built apart with
-// equal configurations are refused (ErrStateInUse).
-type downStore struct{ n int }
-
-var downStores atomic.Int64
-
-// newDownStore returns a downStore of its own.
-func newDownStore() downStore { return downStore{n: int(downStores.Add(1))} }
+// downStore is a store whose backend is down.
+type downStore struct{}
 
 func (downStore) Open([]store.Limit, clock.Clock) (store.Table[string], error) {
 	return downStore{}, nil
@@ -197,24 +188,24 @@ func (downStore) Reset(context.Context, string) error { return store.ErrUnavaila
 
 func TestPolicyFailurePolicies(t *testing.T) {
 	ctx := context.Background()
-	if p, _ := newPolicy(t, newDownStore()); true {
+	if p, _ := newPolicy(t, downStore{}, ratelimit.WithName("down")); true {
 		if _, err := p.Allow(ctx, "k"); !errors.Is(err, ratelimit.ErrStoreUnavailable) {
 			t.Errorf("FailWithError: %v, want ErrStoreUnavailable", err)
 		}
 	}
-	p, _ := newPolicy(t, newDownStore(), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	p, _ := newPolicy(t, downStore{}, ratelimit.WithName("down"), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 	d, err := p.AllowN(ctx, "k", 2)
 	if err != nil || !d.Allowed() || d.Source() != ratelimit.FromFailOpen || d.Limits()[0].Remaining() != 2 || d.Limits()[1].Remaining() != 5 || d.Limits()[1].Source() != ratelimit.FromFailOpen {
 		t.Errorf("FailOpen: %+v, %v; want allowed, every limit full, from fail-open", d, err)
 	}
-	p, _ = newPolicy(t, newDownStore(), ratelimit.WithFailurePolicy(ratelimit.FailClosed))
+	p, _ = newPolicy(t, downStore{}, ratelimit.WithName("down"), ratelimit.WithFailurePolicy(ratelimit.FailClosed))
 	d, err = p.Allow(ctx, "k")
 	if err != nil || d.Allowed() || d.Source() != ratelimit.FromFailClosed || d.RetryAfter() != ratelimit.FailClosedRetryAfter || d.Limits()[1].Allowed() {
 		t.Errorf("FailClosed: %+v, %v; want denied by every limit, retry after %v", d, err, ratelimit.FailClosedRetryAfter)
 	}
 	// FailLocal decides with both limits in memory: the burst denies the
 	// third request, and nothing is charged to the hour for it.
-	p, _ = newPolicy(t, newDownStore(), ratelimit.WithFailurePolicy(ratelimit.FailLocal))
+	p, _ = newPolicy(t, downStore{}, ratelimit.WithName("down"), ratelimit.WithFailurePolicy(ratelimit.FailLocal))
 	for i, want := range []bool{true, true, false} {
 		d, err := p.Allow(ctx, "k")
 		if err != nil || d.Allowed() != want || d.Source() != ratelimit.FromLocal {
@@ -409,7 +400,7 @@ func TestPolicyAllowNIntoIsAllowN(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { p.AllowNInto(ctx, "k", 1, &d) }); n != 0 {
 		t.Errorf("AllowNInto: %v allocations, want 0", n)
 	}
-	down, _ := newPolicy(t, newDownStore())
+	down, _ := newPolicy(t, downStore{}, ratelimit.WithName("down"))
 	if err := down.AllowNInto(ctx, "k", 1, &d); !errors.Is(err, ratelimit.ErrStoreUnavailable) || !reflect.DeepEqual(d, ratelimit.PolicyDecision{}) {
 		t.Errorf("AllowNInto with the store down: %+v, %v; want the zero decision, ErrStoreUnavailable", d, err)
 	}

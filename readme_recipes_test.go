@@ -136,14 +136,13 @@ func TestREADMEPacing(t *testing.T) {
 }
 
 // TestREADMEPlanChange checks what "Limits per customer" says happens on
-// a plan change: under a base limiter built WithStateID, a customer who
-// used 50 of the free plan's 60 a minute keeps them used on an upgrade to
-// 600 (550 left, not a fresh 600), and one who used 500 of 600 comes back
-// to the free plan with nothing left (clamped to 60 used), not to the
-// free plan's old state. Without a state ID each plan's state is its own:
-// the upgrade hands out a fresh 600, the downgrade finds the free plan's
-// state as it was left. Under algorithm.Proportional the fraction used
-// carries: 50 of 60 is 500 of 600 (100 left), 500 of 600 is 50 of 60.
+// a plan change: every plan given to With decides under the base's quota,
+// named or not, so a customer who used 50 of the free plan's 60 a minute
+// keeps them used on an upgrade to 600 (550 left, not a fresh 600), and
+// one who used 500 of 600 comes back to the free plan with nothing left
+// (clamped to 60 used), not to the free plan's old state. Under
+// algorithm.Proportional the fraction used carries: 50 of 60 is 500 of
+// 600 (100 left), 500 of 600 is 50 of 60.
 func TestREADMEPlanChange(t *testing.T) {
 	free, err := tokenbucket.PerMinute(60)
 	if err != nil {
@@ -159,9 +158,9 @@ func TestREADMEPlanChange(t *testing.T) {
 		opts                         []ratelimit.Option
 		afterUpgrade, afterDowngrade int64
 	}{
-		{"WithStateID", []ratelimit.Option{ratelimit.WithStateID("plan")}, 550, 0},
-		{"WithStateID, proportional", []ratelimit.Option{ratelimit.WithStateID("plan"), ratelimit.WithInheritance(algorithm.Proportional)}, 100, 10},
-		{"no state ID", nil, 600, 10},
+		{"named", []ratelimit.Option{ratelimit.WithName("plan")}, 550, 0},
+		{"named, proportional", []ratelimit.Option{ratelimit.WithName("plan"), ratelimit.WithInheritance(algorithm.Proportional)}, 100, 10},
+		{"unnamed", nil, 550, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := clock.NewFake(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
@@ -189,7 +188,7 @@ func TestREADMEPlanChange(t *testing.T) {
 				t.Errorf("after 50 of 60 and an upgrade to 600: %d left, want %d", got, tc.afterUpgrade)
 			}
 			// Spend the pro plan down to 100 left (500 used, under
-			// one state ID).
+			// one quota).
 			if n := int(d.Remaining()) - 100; n > 0 {
 				if d, err := onPro.AllowN(ctx, "acme", n); err != nil || !d.Allowed() {
 					t.Fatalf("spending on the pro plan: %v, %v", d, err)

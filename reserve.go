@@ -73,14 +73,20 @@ func (r *Reservation[K]) Wait(ctx context.Context) error {
 func (r *Reservation[K]) Limits() PolicyDecision { return r.limits }
 
 // Cancel gives the booking back as far as later charges do not build on it:
-// all of it when it is the key's newest. It does nothing once due, when not
-// booked, or a second time.
+// all of it when it is the key's newest. It does nothing once due (Refund
+// still can), when not booked, or a second time.
 func (r *Reservation[K]) Cancel(ctx context.Context) error {
-	if !r.ok || r.table == nil || r.done.Swap(true) {
+	if !r.ok || r.table == nil || r.done.Load() {
+		return nil
+	}
+	// Due by the instant the store is given: the store would give nothing
+	// back, and the handle stays for Refund.
+	now := r.e.micros.UnixMicro()
+	if now >= r.due.UnixMicro() || r.done.Swap(true) {
 		return nil
 	}
 	start := r.hooks.begin(r.e.clock)
-	err := r.table.Cancel(ctx, r.key, r.e.micros.UnixMicro(), r.booking)
+	err := r.table.Cancel(ctx, r.key, now, r.booking)
 	if err != nil && storeFailed(err) {
 		if cerr := callerEnded(ctx); cerr != nil {
 			err = &endedError{ctxErr: cerr, storeErr: err}

@@ -99,8 +99,8 @@ func TestReserveFailurePolicies(t *testing.T) {
 		{ratelimit.FailLocal, true, false},
 		{ratelimit.FailWithError, false, true},
 	} {
-		lim, err := ratelimit.New(mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1}), bookDownStore{n: int(c.policy)},
-			ratelimit.WithFailurePolicy(c.policy), ratelimit.WithErrorHandler(func(error) {}))
+		lim, err := ratelimit.New(mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1}), bookDownStore{},
+			ratelimit.WithName("down"), ratelimit.WithFailurePolicy(c.policy), ratelimit.WithErrorHandler(func(error) {}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestReserveFailurePolicies(t *testing.T) {
 }
 
 // bookDownStore's tables fail every call as a Redis that is down does.
-type bookDownStore struct{ n int } // n tells stores apart: equal store values are one store
+type bookDownStore struct{}
 
 func (bookDownStore) Open([]store.Limit, clock.Clock) (store.Table[string], error) {
 	return bookDownTable{}, nil
@@ -139,4 +139,47 @@ func (bookDownTable) Cancel(context.Context, string, int64, store.Booking) error
 func (bookDownTable) Undo(context.Context, string, int64, store.Booking) error   { return errBookDown }
 func (bookDownTable) Refund(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
 	return algorithm.Result{}, errBookDown
+}
+
+// Cancel of a reservation already due gives nothing back and leaves the
+// handle to Refund, which gives the admission back: a Wait whose context
+// ends just after the booking fell due cancels it, and the caller may still
+// refund the work it did not do.
+func TestCancelDueKeepsRefund(t *testing.T) {
+	ctx := context.Background()
+	for _, delay := range []time.Duration{0, time.Second} {
+		t.Run(fmt.Sprint("due in ", delay), func(t *testing.T) {
+			fake := clock.NewFake(t0)
+			lim, err := ratelimit.New(mustBucket(t, tokenbucket.Config{Capacity: 2, Rate: 1}), memorystore.New[string](),
+				ratelimit.WithClock(fake))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if delay > 0 { // spend the bucket, so that the booking waits
+				if d, err := lim.AllowN(ctx, "k", 2); err != nil || !d.Allowed() {
+					t.Fatalf("AllowN(2) = %v, %v", d, err)
+				}
+			}
+			r, err := lim.ReserveN(ctx, "k", 1, -1)
+			if err != nil || !r.OK() || r.Delay() != delay {
+				t.Fatalf("ReserveN = %v (ok %v, delay %v), %v; want booked in %v", r.Decision(), r.OK(), r.Delay(), err, delay)
+			}
+			fake.Advance(delay)
+			before, _ := lim.Peek(ctx, "k")
+			if err := r.Cancel(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if d, _ := lim.Peek(ctx, "k"); d.Remaining() != before.Remaining() {
+				t.Fatalf("after Cancel of a due booking: %v; want %d left, as before (nothing given back)", d, before.Remaining())
+			}
+			for i := range 2 { // the second Refund gives nothing
+				if err := r.Refund(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if d, _ := lim.Peek(ctx, "k"); d.Remaining() != before.Remaining()+1 {
+					t.Errorf("after Refund %d: %v; want %d left (the admission given back once)", i+1, d, before.Remaining()+1)
+				}
+			}
+		})
+	}
 }

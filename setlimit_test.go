@@ -90,23 +90,19 @@ func TestSetAlgorithmRefusals(t *testing.T) {
 	}
 }
 
-// What a limiter reports follows the change; its state ID does not.
+// What a limiter reports follows the change.
 func TestSetAlgorithmReports(t *testing.T) {
 	algs10 := kindsOf(t, 10, time.Minute)
 	algs20 := kindsOf(t, 20, time.Hour)
 	for name, alg := range algs10 {
 		t.Run(name, func(t *testing.T) {
 			lim, _ := newLimiter[string](t, alg)
-			id := lim.StateID()
 			if err := lim.SetAlgorithm(algs20[name]); err != nil {
 				t.Fatal(err)
 			}
 			fresh, _ := newLimiter[string](t, algs20[name])
 			if lim.Limit() != 20 || lim.Algorithm() != algs20[name] || lim.Quota() != fresh.Quota() {
 				t.Errorf("after the change: limit %d, algorithm %v, quota %v", lim.Limit(), lim.Algorithm(), lim.Quota())
-			}
-			if lim.StateID() != id {
-				t.Errorf("state ID %q, want the one built with, %q", lim.StateID(), id)
 			}
 			d, err := lim.AllowN(context.Background(), "k", 20)
 			if err != nil || !d.Allowed() || d.Limit() != 20 {
@@ -189,50 +185,44 @@ func TestWith(t *testing.T) {
 	ctx := context.Background()
 	fake := clock.NewFake(t0)
 	algs10 := kindsOf(t, 10, time.Minute)
-	lim, err := ratelimit.New[string](algs10["gcra"], memorystore.New[string](), ratelimit.WithClock(fake))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lim.With(nil); !errors.Is(err, ratelimit.ErrInvalidConfig) {
-		t.Errorf("With(nil): %v, want ErrInvalidConfig", err)
-	}
-	gold := kindsOf(t, 3, time.Minute)["fixedwindow"]
-	w, err := lim.With(gold)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := lim.With(gold); again != w {
-		t.Error("With of the same algorithm opened another Limiter")
-	}
-	if allocs := testing.AllocsPerRun(100, func() { _, _ = lim.With(gold) }); allocs != 0 {
-		t.Errorf("With of a kept algorithm allocates %v times", allocs)
-	}
-	if w.Limit() != 3 || w.StateID() != "" && w.StateID() == lim.StateID() {
-		t.Errorf("With: limit %d, state ID %q (the limiter's %q)", w.Limit(), w.StateID(), lim.StateID())
-	}
-	for i := range 5 {
-		d, err := w.Allow(ctx, "customer")
+	for _, opts := range [][]ratelimit.Option{nil, {ratelimit.WithName("api")}} {
+		lim, err := ratelimit.New[string](algs10["gcra"], memorystore.New[string](), append(opts, ratelimit.WithClock(fake))...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Allowed() != (i < 3) {
-			t.Errorf("request %d of a limit of 3: %v", i+1, d)
+		if _, err := lim.With(nil); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("With(nil): %v, want ErrInvalidConfig", err)
 		}
-	}
-	// The limiter's own limit is another state.
-	if d, err := lim.Allow(ctx, "customer"); err != nil || !d.Allowed() {
-		t.Errorf("the limiter's own limit: %v, %v", d, err)
-	}
-	// Under a named state ID, another kind is refused.
-	named, err := ratelimit.New[string](algs10["gcra"], memorystore.New[string](), ratelimit.WithStateID("api"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := named.With(gold); !errors.Is(err, ratelimit.ErrInvalidConfig) {
-		t.Errorf("a fixed window under the state of a GCRA: %v, want ErrInvalidConfig", err)
-	}
-	if w, err := named.With(kindsOf(t, 3, time.Minute)["gcra"]); err != nil || w.StateID() != "api" {
-		t.Errorf("a GCRA under the state of a GCRA: %v, state ID %q", err, w.StateID())
+		if _, err := lim.With(kindsOf(t, 3, time.Minute)["fixedwindow"]); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("a fixed window under the quota of a GCRA: %v, want ErrInvalidConfig", err)
+		}
+		gold := kindsOf(t, 3, time.Minute)["gcra"]
+		w, err := lim.With(gold)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := lim.With(gold); again != w {
+			t.Error("With of the same algorithm opened another Limiter")
+		}
+		if allocs := testing.AllocsPerRun(100, func() { _, _ = lim.With(gold) }); allocs != 0 {
+			t.Errorf("With of a kept algorithm allocates %v times", allocs)
+		}
+		if w.Limit() != 3 || w.Name() != lim.Name() {
+			t.Errorf("With: limit %d, name %q (the limiter's %q)", w.Limit(), w.Name(), lim.Name())
+		}
+		for i := range 5 {
+			d, err := w.Allow(ctx, "customer")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed() != (i < 3) {
+				t.Errorf("request %d of a limit of 3: %v", i+1, d)
+			}
+		}
+		// The limiter's own limit is the same quota: what was used stays used.
+		if d, err := lim.Peek(ctx, "customer"); err != nil || d.Remaining() != 7 {
+			t.Errorf("the limiter's own limit after 3 used through With: %v, %v; want 7 left", d, err)
+		}
 	}
 }
 

@@ -22,9 +22,9 @@ type withs[K comparable] struct {
 
 func newWiths[K comparable]() *withs[K] { return new(withs[K]) }
 
-// With returns a Limiter like l deciding with alg, for limits given per call:
-// under l's state ID if l has one (alg then of l's kind), else alg's default
-// (or ErrStateInUse). Kept by alg, asking again allocates nothing.
+// With returns a Limiter like l deciding with alg (of l's kind unless l resets
+// on mismatch) under l's quota, for limits given per call. Kept by alg, asking
+// again allocates nothing.
 func (l *Limiter[K]) With(alg algorithm.Algorithm) (*Limiter[K], error) {
 	if err := checkAlgorithm(alg); err != nil {
 		return nil, err
@@ -60,26 +60,14 @@ func (l *Limiter[K]) With(alg algorithm.Algorithm) (*Limiter[K], error) {
 // openWith opens a Limiter of With for alg, which is not nil.
 func (l *Limiter[K]) openWith(alg algorithm.Algorithm) (*Limiter[K], error) {
 	lim := l.cur.Load().stored[0]
-	if !l.named {
-		lim.ID = store.DefaultID(alg.Spec())
-	} else if err := sameKind(lim, alg); err != nil {
+	if err := sameKind(lim, alg); err != nil {
 		return nil, err
 	}
 	lim.Algorithm = alg
-	own := l.own.with()
-	if !l.named {
-		own = heldBy(l.store, lim.ID, own)
-	}
-	made, err := claimStore(l.store, own, []store.Limit{lim}, []bool{!l.named})
-	if err != nil {
-		return nil, err
-	}
-	w := &Limiter[K]{engine: l.engine, named: l.named, with: l.with}
-	w.own = own
+	w := &Limiter[K]{engine: l.engine, with: l.with}
 	w.cur = new(atomic.Pointer[limits[K]]) // its own limits; changes of them are serialised with l's
 	ls, err := w.open(nil, []store.Limit{lim})
 	if err != nil {
-		unclaimAll(own, made)
 		return nil, err
 	}
 	w.cur.Store(ls)

@@ -44,7 +44,7 @@ func TestZeroValueAlgorithms(t *testing.T) {
 			if _, err := lim.With(zero); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 				t.Errorf("With: %v, want ErrInvalidConfig", err)
 			}
-			p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Algorithm: good, StateID: "policy", ResetOnMismatch: true}})
+			p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Algorithm: good, ResetOnMismatch: true}})
 			if err != nil {
 				t.Fatal(err)
 			}

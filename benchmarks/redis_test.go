@@ -108,7 +108,7 @@ func gcraOn(b *testing.B, st store.Store[string], keys []string, p path) allowFu
 
 // limiterOn returns a Limiter of alg on st, primed with one request per key.
 func limiterOn(b *testing.B, alg algorithm.Algorithm, st store.Store[string], keys []string) allowFunc {
-	lim, err := ratelimit.New(alg, st)
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("bench"))
 	if err != nil {
 		b.Fatal(err)
 	}

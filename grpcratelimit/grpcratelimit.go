@@ -118,10 +118,9 @@ func Method(_ context.Context, fullMethod string) (string, error) {
 // method or tier, say) and reused: the interceptor keeps the metadata
 // fields that describe each one it sees.
 //
-// Policies built apart never share a quota unless asked (see
-// ratelimit.ErrStateInUse): one Policy picked for two methods is one
-// quota per key (put the method in the key to count them apart), and two
-// policies configured alike need state IDs (ratelimit.Limit.StateID).
+// A Policy's quota is its name (ratelimit.WithName): one Policy picked for
+// two methods is one quota per key (put the method in the key to count
+// them apart), and policies built apart share only under one name.
 type Resolver[K comparable] func(ctx context.Context, fullMethod string) (key K, policy *ratelimit.Policy[K], err error)
 
 // Interceptor limits gRPC calls with a Limiter or Policies. Create it with

@@ -229,15 +229,8 @@ func TestPeerAddrOverLoopback(t *testing.T) {
 	wantCode(t, check(context.Background(), bc), codes.InvalidArgument)
 }
 
-// failing is a store whose backend is down. Its n tells stores apart:
-// equal store values are one store, on which limits built apart with
-// equal configurations are refused (ratelimit.ErrStateInUse).
-type failing struct{ n int }
-
-var failings atomic.Int64
-
-// newFailing returns a failing store of its own.
-func newFailing() failing { return failing{n: int(failings.Add(1))} }
+// failing is a store whose backend is down.
+type failing struct{}
 
 func (failing) Open([]store.Limit, clock.Clock) (store.Table[string], error) {
 	return failing{}, nil
@@ -255,7 +248,7 @@ func (failing) Reset(context.Context, string) error { return store.ErrUnavailabl
 func TestFailurePolicies(t *testing.T) {
 	kinds := map[string]func(t *testing.T, fp ratelimit.FailurePolicy) *grpcratelimit.Interceptor[string]{
 		"Limiter": func(t *testing.T, fp ratelimit.FailurePolicy) *grpcratelimit.Interceptor[string] {
-			lim, _ := newLimiter[string](t, 1, newFailing(), ratelimit.WithFailurePolicy(fp))
+			lim, _ := newLimiter[string](t, 1, failing{}, ratelimit.WithName("down"), ratelimit.WithFailurePolicy(fp))
 			return newInterceptor(t, lim, grpcratelimit.Method)
 		},
 		"Policy": func(t *testing.T, fp ratelimit.FailurePolicy) *grpcratelimit.Interceptor[string] {
@@ -263,7 +256,7 @@ func TestFailurePolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, _ := newPolicy(t, newFailing(), []ratelimit.Limit{{Algorithm: alg}}, ratelimit.WithFailurePolicy(fp))
+			p, _ := newPolicy(t, failing{}, []ratelimit.Limit{{Algorithm: alg}}, ratelimit.WithName("down"), ratelimit.WithFailurePolicy(fp))
 			in, err := grpcratelimit.NewPolicy(p, grpcratelimit.Method)
 			if err != nil {
 				t.Fatal(err)
@@ -313,7 +306,7 @@ func (mismatched) Take(context.Context, string, int64, int64, []algorithm.Result
 // the call with codes.Internal under a failure policy that would admit an
 // outage, revealing nothing of the error.
 func TestStateMismatch(t *testing.T) {
-	lim, _ := newLimiter[string](t, 1, mismatched{}, ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	lim, _ := newLimiter[string](t, 1, mismatched{}, ratelimit.WithName("down"), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 	c := serveBufconn(t, newInterceptor(t, lim, grpcratelimit.Method))
 	err := check(context.Background(), c)
 	wantCode(t, err, codes.Internal)
@@ -336,7 +329,7 @@ func (crowded) Take(context.Context, string, int64, int64, []algorithm.Result) (
 // keeps fails the call with codes.ResourceExhausted under a failure
 // policy that would admit an outage, revealing nothing of the error.
 func TestTooManyStates(t *testing.T) {
-	lim, _ := newLimiter[string](t, 1, crowded{}, ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	lim, _ := newLimiter[string](t, 1, crowded{}, ratelimit.WithName("down"), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 	c := serveBufconn(t, newInterceptor(t, lim, grpcratelimit.Method))
 	err := check(context.Background(), c)
 	wantCode(t, err, codes.ResourceExhausted)
@@ -346,7 +339,7 @@ func TestTooManyStates(t *testing.T) {
 }
 
 func TestErrorHandler(t *testing.T) {
-	lim, _ := newLimiter[string](t, 1, newFailing())
+	lim, _ := newLimiter[string](t, 1, failing{}, ratelimit.WithName("down"))
 	var got error
 	in := newInterceptor(t, lim, grpcratelimit.Method, grpcratelimit.WithErrorHandler(func(_ context.Context, method string, err error) error {
 		got = err
@@ -366,7 +359,7 @@ func TestErrorHandler(t *testing.T) {
 	// The end of the call's context is its status, whatever the policy.
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	lim, _ = newLimiter[string](t, 1, newFailing(), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	lim, _ = newLimiter[string](t, 1, failing{}, ratelimit.WithName("down"), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 	in = newInterceptor(t, lim, grpcratelimit.Method)
 	_, err = in.Unary()(cancelled, nil, &grpc.UnaryServerInfo{FullMethod: "/a.B/C"}, func(context.Context, any) (any, error) {
 		t.Error("handler called with a cancelled context")
@@ -624,7 +617,7 @@ func (s downForTakes) Undo(context.Context, string, int64, store.Booking) error 
 func TestWithRefundOnlyWhatTheStoreCharged(t *testing.T) {
 	for _, policy := range []ratelimit.FailurePolicy{ratelimit.FailOpen, ratelimit.FailLocal} {
 		refunds := new(atomic.Int64)
-		lim, _ := newLimiter[string](t, 5, downForTakes{refunds: refunds}, ratelimit.WithFailurePolicy(policy))
+		lim, _ := newLimiter[string](t, 5, downForTakes{refunds: refunds}, ratelimit.WithName("down"), ratelimit.WithFailurePolicy(policy))
 		c := serveBufconn(t, newInterceptor(t, lim, grpcratelimit.Metadata("x-api-key"),
 			grpcratelimit.WithRefund(func(error) bool { return true })))
 		for i := range 3 {

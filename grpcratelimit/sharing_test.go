@@ -2,7 +2,6 @@ package grpcratelimit_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -42,18 +41,24 @@ func unary(in *grpcratelimit.Interceptor[string], fullMethod string) codes.Code 
 }
 
 // TestMethodsNeverShareSilently is issue 43's done-when on the memory
-// store: two methods given policies built apart with equal limits, on one
-// store, are refused at construction (ratelimit.ErrStateInUse) rather
-// than sharing one daily quota; one Policy picked for two methods is one
-// quota.
+// store, under the rule of issue 48: two methods given policies built
+// apart with equal limits, without names, on one store, are two quotas;
+// one Policy picked for two methods is one quota.
 func TestMethodsNeverShareSilently(t *testing.T) {
 	st := memorystore.New[string]()
 	orders, err := ratelimit.NewPolicy(st, secondAndDay(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ratelimit.NewPolicy(st, secondAndDay(t)); !errors.Is(err, ratelimit.ErrStateInUse) {
-		t.Fatalf("a second method's policy built apart with equal limits: %v; want ErrStateInUse", err)
+	users, err := ratelimit.NewPolicy(st, secondAndDay(t))
+	if err != nil {
+		t.Fatalf("a second method's policy built apart with equal limits: %v", err)
+	}
+	if d, err := orders.AllowN(context.Background(), "bob", 3); err != nil || !d.Allowed() {
+		t.Fatalf("3 of orders' day: %v, %v", d, err)
+	}
+	if d, err := users.Peek(context.Background(), "bob"); err != nil || d.Limits()[1].Remaining() != 3 {
+		t.Errorf("users' day after orders' 3: %v, %v; want 3 left: a quota of its own", d, err)
 	}
 	in, err := grpcratelimit.NewResolver(func(context.Context, string) (string, *ratelimit.Policy[string], error) {
 		return "alice", orders, nil

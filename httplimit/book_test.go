@@ -196,7 +196,7 @@ func TestWithRefundOnlyWhatTheStoreCharged(t *testing.T) {
 	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 5, Window: time.Minute}))
 	for _, policy := range []ratelimit.FailurePolicy{ratelimit.FailOpen, ratelimit.FailLocal} {
 		refunds := new(atomic.Int64)
-		lim, err := ratelimit.New[string](alg, downForTakes{refunds: refunds}, ratelimit.WithFailurePolicy(policy))
+		lim, err := ratelimit.New[string](alg, downForTakes{refunds: refunds}, ratelimit.WithName("down"), ratelimit.WithFailurePolicy(policy))
 		if err != nil {
 			t.Fatal(err)
 		}

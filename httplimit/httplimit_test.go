@@ -381,7 +381,7 @@ func TestStoreFailure(t *testing.T) {
 		{ratelimit.FailClosed, []int{429, 429}},
 		{ratelimit.FailLocal, []int{200, 429}},
 	} {
-		lim, err := ratelimit.New[string](alg, failing{}, ratelimit.WithFailurePolicy(tt.policy), ratelimit.WithStateID(fmt.Sprint(tt.policy)))
+		lim, err := ratelimit.New[string](alg, failing{}, ratelimit.WithFailurePolicy(tt.policy), ratelimit.WithName(fmt.Sprint(tt.policy)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -429,7 +429,7 @@ func TestErrorStatuses(t *testing.T) {
 		{fmt.Errorf("%w: RLTOOMANY rl:{eve}#", store.ErrTooManyStates), ratelimit.FailOpen, 429},
 		{fmt.Errorf("%w: RLMISMATCH rl:{eve}", store.ErrStateMismatch), ratelimit.FailOpen, 500},
 	} {
-		lim, err := ratelimit.New[string](alg, refusing{tt.err}, ratelimit.WithFailurePolicy(tt.policy))
+		lim, err := ratelimit.New[string](alg, refusing{tt.err}, ratelimit.WithName("refusing"), ratelimit.WithFailurePolicy(tt.policy))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -675,7 +675,7 @@ func logRecords() (*slog.Logger, func() []map[string]any) {
 
 func TestErrorLog(t *testing.T) {
 	alg := must(fixedwindow.New(fixedwindow.Config{Limit: 1, Window: time.Minute}))
-	down, err := ratelimit.New[string](alg, failing{})
+	down, err := ratelimit.New[string](alg, failing{}, ratelimit.WithName("down"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -757,7 +757,7 @@ func TestHeadersAgree(t *testing.T) {
 	}
 
 	for _, policy := range []ratelimit.FailurePolicy{ratelimit.FailOpen, ratelimit.FailClosed, ratelimit.FailLocal} {
-		lim, err := ratelimit.New[string](alg, failing{}, ratelimit.WithFailurePolicy(policy), ratelimit.WithStateID(fmt.Sprint(policy)))
+		lim, err := ratelimit.New[string](alg, failing{}, ratelimit.WithFailurePolicy(policy), ratelimit.WithName(fmt.Sprint(policy)))
 		if err != nil {
 			t.Fatal(err)
 		}

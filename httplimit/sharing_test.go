@@ -1,7 +1,7 @@
 package httplimit_test
 
 import (
-	"errors"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -31,18 +31,24 @@ func secondAndDay(t *testing.T) []ratelimit.Limit {
 }
 
 // TestRoutesNeverShareSilently is issue 43's done-when for HTTP on the
-// memory store: two routes given policies built apart with equal limits,
-// on one store, are refused at construction (ratelimit.ErrStateInUse)
-// rather than sharing one daily quota; one Policy behind two routes is
-// one quota.
+// memory store, under the rule of issue 48: two routes given policies
+// built apart with equal limits, without names, on one store, are two
+// quotas; one Policy behind two routes is one quota.
 func TestRoutesNeverShareSilently(t *testing.T) {
 	st := memorystore.New[string]()
 	orders, err := ratelimit.NewPolicy(st, secondAndDay(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ratelimit.NewPolicy(st, secondAndDay(t)); !errors.Is(err, ratelimit.ErrStateInUse) {
-		t.Fatalf("a second route's policy built apart with equal limits: %v; want ErrStateInUse", err)
+	users, err := ratelimit.NewPolicy(st, secondAndDay(t))
+	if err != nil {
+		t.Fatalf("a second route's policy built apart with equal limits: %v", err)
+	}
+	if d, err := orders.AllowN(context.Background(), "bob", 3); err != nil || !d.Allowed() {
+		t.Fatalf("3 of orders' day: %v, %v", d, err)
+	}
+	if d, err := users.Peek(context.Background(), "bob"); err != nil || d.Limits()[1].Remaining() != 3 {
+		t.Errorf("users' day after orders' 3: %v, %v; want 3 left: a quota of its own", d, err)
 	}
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	mux := http.NewServeMux()

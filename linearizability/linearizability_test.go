@@ -298,7 +298,7 @@ func TestLinearizable(t *testing.T) {
 					}
 					// The model books as far ahead as asked (algorithm.MaxDuration):
 					// no bound on booking ahead (WithMaxBookAhead).
-					if shared[c], err = ratelimit.New(alg, st, ratelimit.WithClock(clock.Server()), ratelimit.WithMaxBookAhead(-1)); err != nil {
+					if shared[c], err = ratelimit.New(alg, st, ratelimit.WithName("shared"), ratelimit.WithClock(clock.Server()), ratelimit.WithMaxBookAhead(-1)); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -429,10 +429,8 @@ func TestNonAtomicRejected(t *testing.T) {
 					st := &racyStore{c: client, prefix: redistest.Prefix(t), pause: 200 * time.Microsecond}
 					var lims []*ratelimit.Limiter[string]
 					for range clients {
-						// One state for every client's Limiter, named: built
-						// apart on one store they would be refused
-						// (ratelimit.ErrStateInUse).
-						lim, err := ratelimit.New(alg, st, ratelimit.WithStateID(store.DefaultID(alg.Spec())))
+						// One name, one quota for every client's Limiter.
+						lim, err := ratelimit.New(alg, st, ratelimit.WithName("shared"))
 						if err != nil {
 							t.Fatal(err)
 						}

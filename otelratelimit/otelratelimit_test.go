@@ -34,6 +34,12 @@ type slowStore struct {
 	down  bool
 }
 
+// Local says what the memory store under it says (store.Local).
+func (s *slowStore) Local() bool {
+	l, ok := s.mem.(store.Local)
+	return ok && l.Local()
+}
+
 func (s *slowStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[string], error) {
 	t, err := s.mem.Open(limits, clk)
 	return slowTable{t, s}, err

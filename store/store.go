@@ -66,9 +66,10 @@ var (
 
 	// ErrTooManyStates reports a key that holds MaxStatesPerKey states, to
 	// which a Take or a booking would add another (a limit under a state
-	// ID the key has no state for): limits given per call under IDs of
-	// their own (each a fingerprint, store.DefaultID) that change more
-	// often than the key's state expires. Nothing is charged or written.
+	// ID the key has no state for): limits under IDs of their own (names
+	// made per request, or unnamed Limiters built anew on a memory store)
+	// that change more often than the key's state expires. Nothing is
+	// charged or written.
 	// It is the caller's error, as ErrKeyTooLong is: no failure policy
 	// decides it, and the circuit breaker does not count it. It matches
 	// neither ErrUnavailable nor ErrFull.
@@ -97,13 +98,12 @@ var (
 const DefaultMaxKeyBytes = 512
 
 // MaxStatesPerKey is the most states a store keeps for one key: one per
-// state ID (a Limiter's, each of a Policy's limits', each per-call
-// limit's of Limiter.With, whose default ID is a fingerprint of the limit).
-// A Take or a booking that would keep one more fails with an error
-// wrapping ErrTooManyStates; Peek, Refund, Cancel and Reset never add a
-// state. So a client choosing its own limits cannot make one key hold
-// state without bound: on Redis, a key's hash holds at most this many
-// fields (about 20 KB with default IDs, by MEMORY USAGE on Redis 7.0; a
+// state ID (a Limiter's, shared by the Limiters of its With, and each of a
+// Policy's limits'). A Take or a booking that would keep one more fails
+// with an error wrapping ErrTooManyStates; Peek, Refund, Cancel and Reset
+// never add a state. So a client choosing its own limits cannot make one
+// key hold state without bound: on Redis, a key's hash holds at most this
+// many fields (about 20 KB with 8-byte IDs, by MEMORY USAGE on Redis 7.0; a
 // sliding log's state is a sorted set of its own, with its own TTL, and
 // is not counted), and the memory store keeps as
 // many entries at most for one key. A state read as fresh still counts
@@ -149,6 +149,23 @@ type Reporter interface {
 	ReportTo(report func(error))
 }
 
+// Local is implemented by stores whose state lives in this process's
+// memory only, where no other process and no other store value can read
+// it, such as the memory store. Package ratelimit asks it of the store a
+// Limiter or Policy is built on: on a store whose Local returns true, a
+// limit given no name is a quota of its own, under an ID unique in the
+// process that no name can equal (it starts with a byte no name may
+// hold); on any other store an unnamed limit is refused, since other
+// processes or store values sharing the backend could not tell which
+// quota it is. A store that keeps state elsewhere (Redis, a database, a
+// file) must not return true; one wrapping another returns what the
+// wrapped store says.
+type Local interface {
+	// Local reports whether every state the store keeps lives in this
+	// process's memory only.
+	Local() bool
+}
+
 // Limit is one limit a table keeps state for.
 type Limit struct {
 	// Algorithm decides.
@@ -156,8 +173,10 @@ type Limit struct {
 	// ID names the limit's state among those kept for one key: limits
 	// with the same ID share state (on Redis under the same prefix, from
 	// any process; in memory on the same Store, from any Open), limits
-	// with different IDs never do. [DefaultID] is the default; "" is an
-	// ID like any other (on Redis, the field "" of the key's hash).
+	// with different IDs never do. Package ratelimit passes a limit's
+	// name (ratelimit.WithName), or on a Local store an ID of its own
+	// for an unnamed limit; "" is an ID like any other (on Redis, the
+	// field "" of the key's hash).
 	ID string
 	// Inherit is how a state written under this ID by the same algorithm
 	// with other parameters (see algorithm.Tag) is carried: AsIs, the
@@ -175,13 +194,12 @@ type Limit struct {
 	ResetOnMismatch bool
 }
 
-// DefaultID returns the ID of a limit whose user did not name its state:
-// a fingerprint of the algorithm's name and parameters, 8 hex digits of
-// their FNV-1a hash, such as "1a2b3c4d". Two limits that differ in
-// algorithm or parameters get different IDs (but for a chance of 2^-32),
-// so they never read each other's state; two configured alike share it,
-// as processes sharing a limit must. It is short because every Redis key
-// carries it: 9 bytes more per key than the layout without IDs.
+// DefaultID returns an ID for callers of Open that name a limit by its
+// configuration: a fingerprint of the algorithm's name and parameters, 8
+// hex digits of their FNV-1a hash, such as "1a2b3c4d". Two limits that
+// differ in algorithm or parameters get different IDs (but for a chance of
+// 2^-32), so they never read each other's state; two configured alike
+// share it. Package ratelimit does not use it: a limit's name is its ID.
 func DefaultID(spec algorithm.Spec) string {
 	h := fnv.New32a()
 	h.Write([]byte(spec.Name))

@@ -157,7 +157,7 @@ func compare(ctx context.Context, st store.Store[string], p pattern) (comparison
 		if err != nil {
 			return comparison{}, fmt.Errorf("%s: %w", ct.name, err)
 		}
-		if lims[i], err = ratelimit.New(alg, st, ratelimit.WithClock(fake)); err != nil {
+		if lims[i], err = ratelimit.New(alg, st, ratelimit.WithName(ct.name), ratelimit.WithClock(fake)); err != nil {
 			return comparison{}, fmt.Errorf("%s: %w", ct.name, err)
 		}
 		c.Rows = append(c.Rows, compareRow{Name: ct.name, Title: ct.title, Algorithm: fmt.Sprint(alg)})

@@ -188,7 +188,7 @@ func (s *server) apply(cfg demoConfig) (*active, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := ratelimit.NewPolicy(st, limits)
+	p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithName("demo"))
 	if err != nil {
 		return nil, err
 	}

@@ -26,8 +26,8 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// stateID names every limit's state in the store, whatever its algorithm
-// and parameters: a reload that changes a limit keeps every key's count
+// stateID names every limit's quota in the store (ratelimit.WithName; the
+// key is the descriptor), whatever its algorithm and parameters: a reload that changes a limit keeps every key's count
 // (the library carries it to the new limit, as used so far), and so does
 // one that gives a descriptor another algorithm (WithResetOnMismatch: the
 // library carries what the other kind's state had used).
@@ -124,7 +124,7 @@ func (s *service) prepare(cfg *config) (*limits, error) {
 	var walk func(n *node) error
 	walk = func(n *node) error {
 		if r := n.rule; r != nil && r.alg != nil {
-			lim, err := s.newLimiter(r.alg, r.statsKey)
+			lim, err := s.newLimiter(r.alg)
 			if err != nil {
 				return fmt.Errorf("%w: %s: %v", errConfig, r.statsKey, err)
 			}
@@ -145,12 +145,11 @@ func (s *service) prepare(cfg *config) (*limits, error) {
 	return l, nil
 }
 
-func (s *service) newLimiter(alg algorithm.Algorithm, name string) (*ratelimit.Limiter[string], error) {
+func (s *service) newLimiter(alg algorithm.Algorithm) (*ratelimit.Limiter[string], error) {
 	opts := []ratelimit.Option{
-		ratelimit.WithStateID(stateID),
+		ratelimit.WithName(stateID),
 		ratelimit.WithClock(s.clk),
 		ratelimit.WithResetOnMismatch(),
-		ratelimit.WithName(name),
 		ratelimit.WithObserver(s.metrics),
 		// A dead store fails calls at once, not after each one's timeout.
 		ratelimit.WithBreaker(ratelimit.Breaker{}),
@@ -180,7 +179,7 @@ func (s *service) override(l *limits, o *rlcommon.RateLimitDescriptor_RateLimitO
 			return nil, nil, err
 		}
 		r.alg = alg
-		if lim, err = s.newLimiter(alg, "override"); err != nil {
+		if lim, err = s.newLimiter(alg); err != nil {
 			return nil, nil, err
 		}
 	}

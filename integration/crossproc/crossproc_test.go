@@ -100,7 +100,7 @@ func newPolicy[K comparable](t testing.TB, st store.Store[K]) *ratelimit.Policy[
 	p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{
 		{Name: "bucket", Algorithm: newAlgorithm(t, "tokenbucket")},
 		{Name: "log", Algorithm: log},
-	}, ratelimit.WithClock(clock.Server()))
+	}, ratelimit.WithName("crossproc"), ratelimit.WithClock(clock.Server()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func newDecider(t testing.TB, name string, st store.Store[string]) decider {
 			return d.Allowed(), err
 		}
 	}
-	lim, err := ratelimit.New(newAlgorithm(t, name), st, ratelimit.WithClock(clock.Server()))
+	lim, err := ratelimit.New(newAlgorithm(t, name), st, ratelimit.WithName(name), ratelimit.WithClock(clock.Server()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func testCrossProcess(t *testing.T, tg redistest.Target, algName string) {
 		peek = func() ([]ratelimit.Decision, error) { d, err := p.Peek(t.Context(), key); return d.Limits(), err }
 		reset = p.Reset
 	} else {
-		lim, err := ratelimit.New(newAlgorithm(t, algName), st, ratelimit.WithClock(clock.Server()))
+		lim, err := ratelimit.New(newAlgorithm(t, algName), st, ratelimit.WithName(algName), ratelimit.WithClock(clock.Server()))
 		if err != nil {
 			t.Fatal(err)
 		}

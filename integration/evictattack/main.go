@@ -99,7 +99,7 @@ func measure(port int, maxmemory, policy string, rounds, flood, cost int) (res r
 	if w := table.(store.Warner).Warnings(); len(w) > 0 {
 		res.warning = "`ErrEvicting`"
 	}
-	lim, err := ratelimit.New(tb, st)
+	lim, err := ratelimit.New(tb, st, ratelimit.WithName("evictattack"))
 	if err != nil {
 		return res, err
 	}

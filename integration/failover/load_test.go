@@ -94,11 +94,13 @@ func startLoad(t *testing.T, c *cluster, targets []target) *load {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gl, err := ratelimit.New(tg.alg, gs, ratelimit.WithClock(clock.Server()))
+		// Named by its configuration, the ID target.name lays the key out by.
+		name := ratelimit.WithName(store.DefaultID(tg.alg.Spec()))
+		gl, err := ratelimit.New(tg.alg, gs, name, ratelimit.WithClock(clock.Server()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rl, err := ratelimit.New(tg.alg, rs, ratelimit.WithClock(clock.Server()))
+		rl, err := ratelimit.New(tg.alg, rs, name, ratelimit.WithClock(clock.Server()))
 		if err != nil {
 			t.Fatal(err)
 		}

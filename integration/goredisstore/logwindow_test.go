@@ -33,7 +33,7 @@ func TestLogWindowShrinkKeepsBase(t *testing.T) {
 			}
 			return l
 		}
-		lim, err := ratelimit.New(log(1, time.Microsecond), st, ratelimit.WithClock(fake), ratelimit.WithStateID("shrink"))
+		lim, err := ratelimit.New(log(1, time.Microsecond), st, ratelimit.WithClock(fake), ratelimit.WithName("shrink"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestBookingServerClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clock.Server()))
+		lim, err := ratelimit.New(alg, st, ratelimit.WithName("server-clock"), ratelimit.WithClock(clock.Server()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,7 +51,7 @@ func newPolicy(t *testing.T, st store.Store[string]) (healthpb.HealthClient, *ra
 	}
 	fake := clock.NewFake(t0)
 	p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "burst", Algorithm: burst}, {Name: "minute", Algorithm: minute}},
-		ratelimit.WithClock(fake))
+		ratelimit.WithName("grpc"), ratelimit.WithClock(fake))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,25 +60,29 @@ var redisStores = map[string]func(t *testing.T, target redistest.Target, prefix 
 }
 
 // TestMethodsAndRoutesNeverShareSilently is issue 43's done-when on Redis,
-// through both clients, on miniredis, the real server and the cluster:
-// two gRPC methods or two HTTP routes given policies built apart with
-// equal limits on one store value are refused (ratelimit.ErrStateInUse);
-// one Policy behind two methods, or two routes, is one quota; and the
-// same limits built on two store values over two clients, as two
-// processes build them, share one quota, which is what a shared store is
-// for.
+// under the rule of issue 48, through both clients, on miniredis, the
+// real server and the cluster: a policy without a name is refused
+// (ErrInvalidConfig, naming WithName); policies of two names with equal
+// limits on one store value are quotas apart; one Policy behind two
+// methods, or two routes, is one quota; and the same name built on
+// another store value over another client, as another process builds it,
+// is the same quota, which is what a shared store is for.
 func TestMethodsAndRoutesNeverShareSilently(t *testing.T) {
 	for name, open := range redisStores {
 		t.Run(name, func(t *testing.T) {
 			redistest.Each(t, func(t *testing.T, target redistest.Target) {
 				prefix := redistest.Prefix(t)
 				st := open(t, target, prefix)
-				p, err := ratelimit.NewPolicy(st, secondAndDay(t))
+				if _, err := ratelimit.NewPolicy(st, secondAndDay(t)); !errors.Is(err, ratelimit.ErrInvalidConfig) || !strings.Contains(err.Error(), "WithName") {
+					t.Fatalf("a policy without a name on Redis: %v; want ErrInvalidConfig naming WithName", err)
+				}
+				p, err := ratelimit.NewPolicy(st, secondAndDay(t), ratelimit.WithName("shop"))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := ratelimit.NewPolicy(st, secondAndDay(t)); !errors.Is(err, ratelimit.ErrStateInUse) {
-					t.Fatalf("a second method's policy built apart with equal limits on one store: %v; want ErrStateInUse", err)
+				users, err := ratelimit.NewPolicy(st, secondAndDay(t), ratelimit.WithName("users"))
+				if err != nil {
+					t.Fatal(err)
 				}
 
 				in, err := grpcratelimit.NewResolver(func(context.Context, string) (string, *ratelimit.Policy[string], error) {
@@ -116,8 +121,11 @@ func TestMethodsAndRoutesNeverShareSilently(t *testing.T) {
 					}
 				}
 
+				if d, err := users.Peek(context.Background(), "alice"); err != nil || d.Limits()[1].Remaining() != 3 {
+					t.Errorf("alice under the policy users: %v, %v; want 3 left of its day (a quota of its own)", d, err)
+				}
 				// Another process: another client, another store value.
-				other, err := ratelimit.NewPolicy(open(t, target, prefix), secondAndDay(t))
+				other, err := ratelimit.NewPolicy(open(t, target, prefix), secondAndDay(t), ratelimit.WithName("shop"))
 				if err != nil {
 					t.Fatalf("the same policy in another process: %v", err)
 				}

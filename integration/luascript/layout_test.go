@@ -223,7 +223,7 @@ func TestResetOwnFields(t *testing.T) {
 					if id == "c" {
 						alg = log
 					}
-					lim, err := ratelimit.New(alg, st, clk, ratelimit.WithStateID(id))
+					lim, err := ratelimit.New(alg, st, clk, ratelimit.WithName(id))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -270,9 +270,9 @@ func TestPolicyOneHSET(t *testing.T) {
 	}
 	t0 := time.UnixMicro(1_763_701_200_000_000 + 1_800_000_000) // half an hour before the hour's end
 	limits := []ratelimit.Limit{
-		{Name: "burst", Algorithm: must(gcra.Per(10, time.Minute)), StateID: "burst", ResetOnMismatch: true},
-		{Name: "hourly", Algorithm: must(fixedwindow.Per(100, time.Hour)), StateID: "hourly", ResetOnMismatch: true},
-		{Name: "log", Algorithm: must(slidinglog.Per(5, time.Minute)), StateID: "log", ResetOnMismatch: true},
+		{Name: "burst", Algorithm: must(gcra.Per(10, time.Minute)), ResetOnMismatch: true},
+		{Name: "hourly", Algorithm: must(fixedwindow.Per(100, time.Hour)), ResetOnMismatch: true},
+		{Name: "log", Algorithm: must(slidinglog.Per(5, time.Minute)), ResetOnMismatch: true},
 	}
 	redistest.Each(t, func(t *testing.T, target redistest.Target) {
 		for name, newStore := range sharedStores() {
@@ -280,7 +280,7 @@ func TestPolicyOneHSET(t *testing.T) {
 				ctx := t.Context()
 				client := redistest.GoRedis(t, target)
 				prefix := redistest.Prefix(t)
-				p, err := ratelimit.NewPolicy(newStore(t, target, prefix), limits, ratelimit.WithClock(clock.NewFake(t0)))
+				p, err := ratelimit.NewPolicy(newStore(t, target, prefix), limits, ratelimit.WithName("p"), ratelimit.WithClock(clock.NewFake(t0)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -294,18 +294,18 @@ func TestPolicyOneHSET(t *testing.T) {
 					}
 				}
 				got, err := client.HGetAll(ctx, hash).Result()
-				if err != nil || len(got) != 2 || got["burst"] == "" || got["hourly"] == "" {
-					t.Fatalf("hash after two admissions: %q, %v; want the fields burst and hourly", got, err)
+				if err != nil || len(got) != 2 || got["p/burst"] == "" || got["p/hourly"] == "" {
+					t.Fatalf("hash after two admissions: %q, %v; want the fields p/burst and p/hourly", got, err)
 				}
-				if want := fmt.Sprintf("F100,3600000000:%d 4", t0.UnixMicro()/3_600_000_000); got["hourly"] != want {
-					t.Errorf("hourly = %q, want %q", got["hourly"], want)
+				if want := fmt.Sprintf("F100,3600000000:%d 4", t0.UnixMicro()/3_600_000_000); got["p/hourly"] != want {
+					t.Errorf("p/hourly = %q, want %q", got["p/hourly"], want)
 				}
 				// The TTL is the fixed window's, the longer: 30 minutes, and
 				// the 10-minute margin of sharedStores.
 				if d := client.PTTL(ctx, hash).Val(); d < 39*time.Minute || d > 40*time.Minute {
 					t.Errorf("PTTL = %v, want 40m", d)
 				}
-				if n := client.ZCard(ctx, luascript.LogKey(prefix+"{k}", "log")).Val(); n != 2 {
+				if n := client.ZCard(ctx, luascript.LogKey(prefix+"{k}", "p/log")).Val(); n != 2 {
 					t.Errorf("the log's sorted set has %d members, want 2 (the header, and one instant)", n)
 				}
 			})

@@ -335,7 +335,7 @@ func snapshot1(t *testing.T, client redis.UniversalClient, key string) string {
 // open, with a breaker that one counted failure opens.
 func sharedReader(t *testing.T, alg algorithm.Algorithm, st store.Store[string], clk clock.Clock, opts ...ratelimit.Option) *ratelimit.Limiter[string] {
 	t.Helper()
-	lim, err := ratelimit.New(alg, st, append([]ratelimit.Option{ratelimit.WithStateID("shared"), ratelimit.WithClock(clk),
+	lim, err := ratelimit.New(alg, st, append([]ratelimit.Option{ratelimit.WithName("shared"), ratelimit.WithClock(clk),
 		ratelimit.WithFailurePolicy(ratelimit.FailOpen), ratelimit.WithBreaker(ratelimit.Breaker{Failures: 1, ProbeInterval: time.Hour})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,7 @@ func BenchmarkDeniedFlood(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					var opts []ratelimit.Option
+					opts := []ratelimit.Option{ratelimit.WithName("bench")}
 					if c.cache {
 						opts = append(opts, ratelimit.WithDenialCache(10_000))
 					}

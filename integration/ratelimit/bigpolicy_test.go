@@ -59,9 +59,7 @@ func TestBigPolicy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// A state of each policy's own: the policies before may not
-			// be collected yet (ratelimit.ErrStateInUse).
-			out[i] = ratelimit.Limit{Name: fmt.Sprint("limit", i), Algorithm: alg, StateID: fmt.Sprintf("big%d-%d", n, i)}
+			out[i] = ratelimit.Limit{Name: fmt.Sprint("limit", i), Algorithm: alg}
 		}
 		return out
 	}
@@ -69,7 +67,7 @@ func TestBigPolicy(t *testing.T) {
 		// 24: the most whose closures are locals; the last, the most a
 		// Redis store takes.
 		for _, n := range []int{24, 25, 40, 130, goredisstore.MaxLimits} {
-			p, err := ratelimit.NewPolicy(st, limits(n))
+			p, err := ratelimit.NewPolicy(st, limits(n), ratelimit.WithName(fmt.Sprint("big", n)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +119,7 @@ func TestBigPolicy(t *testing.T) {
 				t.Fatalf("%d limits: %d remaining after 20 units, want %d", n, pd.Remaining(), 100-20)
 			}
 		}
-		_, err := ratelimit.NewPolicy(st, limits(goredisstore.MaxLimits+1))
+		_, err := ratelimit.NewPolicy(st, limits(goredisstore.MaxLimits+1), ratelimit.WithName("too-big"))
 		if _, memory := st.(*memorystore.Store[string]); memory != (err == nil) || (err != nil && !errors.Is(err, store.ErrAlgorithmUnsupported)) {
 			t.Fatalf("%d limits on %T: %v", goredisstore.MaxLimits+1, st, err)
 		}

@@ -55,7 +55,7 @@ func BenchmarkCalls(b *testing.B) {
 					b.Run(fmt.Sprintf("%s/%s/limits=%d/goroutines=%d", st.Name, w.name, limits, g), func(b *testing.B) {
 						var allow func(ctx context.Context, key string) (bool, error)
 						if limits == 1 {
-							lim, err := ratelimit.New(alg, st.New(b))
+							lim, err := ratelimit.New(alg, st.New(b), ratelimit.WithName("bench"))
 							if err != nil {
 								b.Fatal(err)
 							}
@@ -67,7 +67,7 @@ func BenchmarkCalls(b *testing.B) {
 							// A Policy of the bucket and a fixed window, neither
 							// ever reached: one hash per key, one HMGET and one
 							// HSET per script.
-							p, err := ratelimit.NewPolicy(st.New(b), []ratelimit.Limit{{Name: "bucket", Algorithm: alg}, {Name: "window", Algorithm: window}})
+							p, err := ratelimit.NewPolicy(st.New(b), []ratelimit.Limit{{Name: "bucket", Algorithm: alg}, {Name: "window", Algorithm: window}}, ratelimit.WithName("bench"))
 							if err != nil {
 								b.Fatal(err)
 							}
@@ -178,7 +178,7 @@ func BenchmarkBookings(b *testing.B) {
 	for _, st := range append(redisStores(b), redisStoresCoalescing(b, 0)...) {
 		for _, g := range []int{1, 8, 64} {
 			b.Run(fmt.Sprintf("%s/hotkey/goroutines=%d", st.Name, g), func(b *testing.B) {
-				lim, err := ratelimit.New(alg, st.New(b))
+				lim, err := ratelimit.New(alg, st.New(b), ratelimit.WithName("bench"))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -116,7 +116,7 @@ func TestCoalescedExact(t *testing.T) {
 							t.Fatal(err)
 						}
 						st, calls := newStore(t)
-						lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk))
+						lim, err := ratelimit.New(alg, st, ratelimit.WithName("coalesce"), ratelimit.WithClock(clk))
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -137,7 +137,7 @@ func TestCoalescedExact(t *testing.T) {
 						t.Fatal(err)
 					}
 					st, calls := newStore(t)
-					p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket, StateID: "bucket"}, {Name: "log", Algorithm: log, StateID: "log"}}, ratelimit.WithClock(clk))
+					p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}}, ratelimit.WithName("coalesce"), ratelimit.WithClock(clk))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -148,7 +148,7 @@ func TestCoalescedExact(t *testing.T) {
 					check(t, calls, admitted, decisions)
 					// Peeked with the local clock: miniredis refuses TIME in
 					// a read-only script.
-					local, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket, StateID: "bucket"}, {Name: "log", Algorithm: log, StateID: "log"}})
+					local, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}}, ratelimit.WithName("coalesce"))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -288,7 +288,7 @@ func TestCoalescedBookings(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket, StateID: "bucket"}, {Name: "log", Algorithm: log, StateID: "log"}})
+						p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}}, ratelimit.WithName("coalesce"))
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -298,7 +298,7 @@ func TestCoalescedBookings(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						l, err := ratelimit.New(alg, st)
+						l, err := ratelimit.New(alg, st, ratelimit.WithName("coalesce"))
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -121,7 +121,7 @@ func checkDenialCacheModel(t *testing.T, stores storePair) {
 		start := time.UnixMicro(rapid.Int64Range(1_700_000_000_000_000, 1_800_000_000_000_000).Draw(rt, "start µs"))
 		fake := clock.NewFake(start)
 		newLim := func(st store.Store[string], opts ...ratelimit.Option) *ratelimit.Limiter[string] {
-			lim, err := ratelimit.New(alg, st, append(opts, ratelimit.WithClock(fake))...)
+			lim, err := ratelimit.New(alg, st, append(opts, ratelimit.WithName("model"), ratelimit.WithClock(fake))...)
 			if err != nil {
 				rt.Fatalf("ratelimit.New: %v", err)
 			}

@@ -112,7 +112,7 @@ func TestWaitersOneCallEach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := ratelimit.New(alg, st)
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("waiters"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func BenchmarkWaiters(b *testing.B) {
 	}
 	for _, st := range redisStores(b) {
 		b.Run(fmt.Sprintf("%s/waiters=%d", st.Name, n), func(b *testing.B) {
-			lim, err := ratelimit.New(alg, st.New(b))
+			lim, err := ratelimit.New(alg, st.New(b), ratelimit.WithName("waiters"))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -200,7 +200,7 @@ func TestMemoryPerKey(t *testing.T) {
 		for _, cl := range clients {
 			open := func() (func(ctx context.Context, i int) error, func()) {
 				st, done := cl.open(t, srv.Addr)
-				lim, err := ratelimit.New(alg, st)
+				lim, err := ratelimit.New(alg, st, ratelimit.WithName("mem"))
 				if err != nil {
 					t.Fatal(err)
 				}

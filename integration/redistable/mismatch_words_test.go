@@ -49,8 +49,8 @@ func TestMismatchNamesAlgorithmsInWords(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			redistest.Each(t, func(t *testing.T, target redistest.Target) {
 				st := open(t, target)
-				writer, errW := ratelimit.New(meter, st, ratelimit.WithStateID("x"))
-				reader, errR := ratelimit.New(bucket, st, ratelimit.WithStateID("x"))
+				writer, errW := ratelimit.New(meter, st, ratelimit.WithName("x"))
+				reader, errR := ratelimit.New(bucket, st, ratelimit.WithName("x"))
 				if errW != nil || errR != nil {
 					t.Fatal(errW, errR)
 				}

@@ -84,7 +84,7 @@ func evictionPolicies(t *testing.T, newStore NewStore) {
 			t.Errorf("%s, EvictionRefuse: Open: %v, want a table", c.policy, err)
 		}
 		// Through the Limiter too: New fails.
-		_, err = ratelimit.New(algorithms(t, 5, time.Hour)[0].alg, newStore(t, target, Prefix(t)))
+		_, err = ratelimit.New(algorithms(t, 5, time.Hour)[0].alg, newStore(t, target, Prefix(t)), ratelimit.WithName("evicting"))
 		if c.evicts != errors.Is(err, store.ErrEvicting) {
 			t.Errorf("%s, EvictionRefuse: ratelimit.New: %v, want ErrEvicting: %v", c.policy, err, c.evicts)
 		}

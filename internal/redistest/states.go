@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -13,8 +14,8 @@ import (
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
-// testTooManyStates gives one key limits per call (Limiter.With), each of
-// its own default state ID, twice as many as a key keeps: the key's hash
+// testTooManyStates gives one key limits of names of their own, twice as
+// many as a key keeps: the key's hash
 // never holds more than store.MaxStatesPerKey fields, and a Take (alone,
 // coalesced, or in a Policy), a Reserve and a FailOpen Limiter's Take of a
 // limit new to the full key fail with ErrTooManyStates, charging nothing,
@@ -29,23 +30,22 @@ func testTooManyStates(t *testing.T, newStore NewStore) {
 		st := newStore(t, target, prefix)
 		clk := clock.NewFake(epoch)
 		limit := func(i int) algorithm.Algorithm { return tooManyLimit(t, i) }
-		base := newLimiter(t, limit(-1), st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+		// Limiter i is the quota tm/i: limiter 3 is the limit "3" of
+		// the Policy "tm".
+		limiter := func(i int) *ratelimit.Limiter[string] {
+			return newLimiter(t, limit(i), st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(ratelimit.FailOpen),
+				ratelimit.WithName(fmt.Sprint("tm/", i)))
+		}
 		admin := GoRedis(t, target)
 		hkey := redisKey(t, prefix, "k", limit(0))
 		const limits = 2*store.MaxStatesPerKey + 50
-		fillKey(t, base, limits)
+		fillKey(t, limiter, limits)
 		if n, err := admin.HLen(ctx, hkey).Result(); err != nil || n != store.MaxStatesPerKey {
 			t.Errorf("HLEN %s = %d, %v after %d limits; want %d", hkey, n, err, limits, store.MaxStatesPerKey)
 		}
-		extra, err := base.With(limit(limits))
-		if err != nil {
-			t.Fatal(err)
-		}
+		extra := limiter(limits)
 		checkNewOnFull(t, extra, limits)
-		held, err := base.With(limit(3))
-		if err != nil {
-			t.Fatal(err)
-		}
+		held := limiter(3)
 		if d, err := held.AllowN(ctx, "k", 2); err != nil || d.Remaining() != 10 {
 			t.Errorf("a limit the full key holds: %+v, %v; want admitted, 10 left (13, 1 taken before)", d, err)
 		}
@@ -53,9 +53,9 @@ func testTooManyStates(t *testing.T, newStore NewStore) {
 			t.Errorf("the new limit on another key: %+v, %v; want admitted", d, err)
 		}
 		p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{
-			{Name: "held", Algorithm: limit(3), StateID: store.DefaultID(limit(3).Spec())},
+			{Name: "3", Algorithm: limit(3)},
 			{Name: "new", Algorithm: limit(limits + 1)},
-		}, ratelimit.WithClock(clk))
+		}, ratelimit.WithName("tm"), ratelimit.WithClock(clk))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func testTooManyStates(t *testing.T, newStore NewStore) {
 }
 
 // tooManyLimit is testTooManyStates' limit i: a token bucket of capacity
-// 10 + i, so that each has a state ID of its own.
+// 10 + i.
 func tooManyLimit(t *testing.T, i int) algorithm.Algorithm {
 	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: int64(10 + i), Rate: 1.0 / 3600})
 	if err != nil {
@@ -81,17 +81,13 @@ func tooManyLimit(t *testing.T, i int) algorithm.Algorithm {
 	return alg
 }
 
-// fillKey takes limits limits per call on key "k" through base (FailOpen):
-// the first store.MaxStatesPerKey are admitted, the others refused with
-// ErrTooManyStates alone.
-func fillKey(t *testing.T, base *ratelimit.Limiter[string], limits int) {
+// fillKey takes a request on key "k" through limiters limiters, each of a
+// name of its own (FailOpen): the first store.MaxStatesPerKey are
+// admitted, the others refused with ErrTooManyStates alone.
+func fillKey(t *testing.T, limiter func(i int) *ratelimit.Limiter[string], limits int) {
 	refused := 0
 	for i := range limits {
-		w, err := base.With(tooManyLimit(t, i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := w.Allow(t.Context(), "k")
+		d, err := limiter(i).Allow(t.Context(), "k")
 		switch {
 		case i < store.MaxStatesPerKey && (err != nil || !d.Allowed()):
 			t.Fatalf("limit %d on a key holding %d states: %+v, %v; want admitted", i, i, d, err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +37,8 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //   - Differential: storetest.Differential against the memory store on
 //     every target, so the Lua scripts decide exactly as the Go transitions
 //     (on real Redis both run with a Target.TTLMargin, as their clocks are fake);
+//   - Names: storetest.Names on every target, its two stores made by
+//     newStore under one prefix, each on a client of its own;
 //   - TTL: every key written has a time to live of its last ResetAfter,
 //     rounded up to the millisecond; denials and peeks write nothing;
 //   - PeekReadOnly: Peek works for an ACL user allowed only EVALSHA_RO and
@@ -57,9 +58,9 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 //   - ClusterSlots: keys with braces land in the slot of their whole
 //     encoded key;
 //   - UnsupportedAlgorithm: an algorithm without a script is refused;
-//   - StateIDs: limiters configured differently under one prefix never
-//     share state; WithStateID shares it on purpose, carrying it across
-//     a change of limit, and WithStateID("") is the hash's field "";
+//   - StateIDs: limiters of two names under one prefix never share state;
+//     one name shares it from any store value, carrying it across a change
+//     of limit; the name is a field of the key's hash;
 //   - PolicyOneCall: a policy's decision is one script call, on one slot;
 //   - EvictionPolicy, EvictionCheckOnce: a server whose maxmemory-policy
 //     may evict (allkeys-*) makes Open warn, or fail with EvictionRefuse;
@@ -80,6 +81,7 @@ type NewStore func(t *testing.T, target Target, prefix string) store.Store[strin
 func RunSuite(t *testing.T, newStore NewStore) {
 	t.Run("Conformance", func(t *testing.T) { testConformance(t, newStore) })
 	t.Run("Differential", func(t *testing.T) { testDifferential(t, newStore) })
+	t.Run("Names", func(t *testing.T) { testNames(t, newStore) })
 	t.Run("TTL", func(t *testing.T) { testTTL(t, newStore) })
 	t.Run("PeekReadOnly", func(t *testing.T) { testPeekReadOnly(t, newStore) })
 	t.Run("ScriptFlush", func(t *testing.T) { testScriptFlush(t, newStore) })
@@ -133,6 +135,19 @@ func testDifferential(t *testing.T, newStore NewStore) {
 	})
 }
 
+func testNames(t *testing.T, newStore NewStore) {
+	Each(t, func(t *testing.T, target Target) {
+		t.Parallel()
+		if target.Mini == nil {
+			target.TTLMargin = suiteTTL
+		}
+		storetest.Names(t, func(t *testing.T) (a, b store.Store[string]) {
+			prefix := Prefix(t)
+			return newStore(t, target, prefix), newStore(t, target, prefix)
+		})
+	})
+}
+
 // algo is an algorithm with a name for subtests.
 type algo struct {
 	name string
@@ -155,20 +170,23 @@ func algorithms(t testing.TB, limit int64, period time.Duration) []algo {
 	return algs
 }
 
+// newLimiter returns a Limiter of alg on st, named by its configuration
+// (shared) unless opts name it, so that limiters configured alike under
+// one prefix share each key's quota and redisKey finds their keys.
 func newLimiter(t testing.TB, alg algorithm.Algorithm, st store.Store[string], opts ...ratelimit.Option) *ratelimit.Limiter[string] {
 	t.Helper()
-	lim, err := ratelimit.New(alg, st, opts...)
+	lim, err := ratelimit.New(alg, st, append([]ratelimit.Option{shared(alg)}, opts...)...)
 	if err != nil {
 		t.Fatalf("ratelimit.New(%v): %v", alg, err)
 	}
 	return lim
 }
 
-// shared names the state of alg's default ID (store.DefaultID), for the
-// tests' limiters configured alike on one store that share it on purpose:
-// built apart, they would be refused (ratelimit.ErrStateInUse).
+// shared names alg's quota by its configuration (store.DefaultID, the
+// state ID redisKey lays keys out by), for the tests' limiters configured
+// alike that share it.
 func shared(alg algorithm.Algorithm) ratelimit.Option {
-	return ratelimit.WithStateID(store.DefaultID(alg.Spec()))
+	return ratelimit.WithName(store.DefaultID(alg.Spec()))
 }
 
 // epoch is where the tests' fake clocks start, with a fraction of a second.
@@ -710,15 +728,17 @@ func testUnsupportedAlgorithm(t *testing.T, newStore NewStore) {
 	if _, err := st.Open(store.LimitsOf(unknownAlgorithm{}), clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {
 		t.Errorf("Open(unknown algorithm): %v, want ErrAlgorithmUnsupported", err)
 	}
-	if _, err := ratelimit.New[string](unknownAlgorithm{}, st); !errors.Is(err, store.ErrAlgorithmUnsupported) {
+	if _, err := ratelimit.New[string](unknownAlgorithm{}, st, ratelimit.WithName("unknown")); !errors.Is(err, store.ErrAlgorithmUnsupported) {
 		t.Errorf("ratelimit.New(unknown algorithm): %v, want ErrAlgorithmUnsupported", err)
 	}
 }
 
-// testStateIDs checks that two limiters under one prefix share a key's
-// state only when they are configured alike (on two store values, as two
-// processes have; on one, the second is refused) or name the same state:
-// a 100-token bucket is not drained by a 2-token bucket on the same key.
+// testStateIDs checks how names lay out state under one prefix: limiters
+// of two names share nothing, limiters of one name share each key's state
+// from any store value (as two processes have), across a change of
+// configuration, which carries what was used (algorithm.AsIs, or
+// Proportional); a name is a field of the key's hash; a name with a brace,
+// and the empty name, are refused.
 func testStateIDs(t *testing.T, newStore NewStore) {
 	Each(t, func(t *testing.T, target Target) {
 		ctx := t.Context()
@@ -739,47 +759,40 @@ func testStateIDs(t *testing.T, newStore NewStore) {
 				}
 			}
 		}
-		// Configured differently: nothing shared.
-		drained := newLimiter(t, small, st, clk)
-		drain(drained, "k")
-		if d, err := newLimiter(t, big, st, clk).Allow(ctx, "k"); err != nil || d.Remaining() != 99 {
-			t.Errorf("a 100-token bucket after a 2-token bucket drained the key: %+v, %v; want remaining 99 (state of its own)", d, err)
+		// Two names: nothing shared.
+		drain(newLimiter(t, small, st, clk, ratelimit.WithName("small")), "k")
+		if d, err := newLimiter(t, big, st, clk, ratelimit.WithName("big")).Allow(ctx, "k"); err != nil || d.Remaining() != 99 {
+			t.Errorf("a 100-token bucket of another name after a 2-token bucket drained the key: %+v, %v; want remaining 99 (a quota of its own)", d, err)
 		}
-		// Configured alike, in another process: shared, as processes
-		// sharing a limit need. In this one, on the same store value,
-		// refused while the first lives (ratelimit.ErrStateInUse).
-		if _, err := ratelimit.New(small, st, clk); !errors.Is(err, ratelimit.ErrStateInUse) {
-			t.Errorf("a second 2-token bucket on the same store value: %v; want ErrStateInUse", err)
+		// One name, in another process: shared.
+		if d, err := newLimiter(t, small, newStore(t, target, prefix), clk, ratelimit.WithName("small")).Allow(ctx, "k"); err != nil || d.Allowed() {
+			t.Errorf("a 2-token bucket of the same name in another process on the drained key: %+v, %v; want denied (one quota)", d, err)
 		}
-		runtime.KeepAlive(drained)
-		if d, err := newLimiter(t, small, newStore(t, target, prefix), clk).Allow(ctx, "k"); err != nil || d.Allowed() {
-			t.Errorf("a 2-token bucket of another process on the drained key: %+v, %v; want denied (shared state)", d, err)
+		// One name across a change of configuration, which carries what
+		// was used (algorithm.AsIs): the 2 tokens used stay used, 98 of
+		// 100 remain.
+		drain(newLimiter(t, small, st, clk, ratelimit.WithName("api")), "n")
+		if d, err := newLimiter(t, big, st, clk, ratelimit.WithName("api")).Peek(ctx, "n"); err != nil || d.Remaining() != 98 {
+			t.Errorf("a 100-token bucket named as a drained 2-token bucket: %+v, %v; want remaining 98 (2 used)", d, err)
 		}
-		// Named alike: shared on purpose, across a change of configuration,
-		// which carries what was used (algorithm.AsIs): the 2 tokens used
-		// stay used, 98 of 100 remain.
-		drain(newLimiter(t, small, st, clk, ratelimit.WithStateID("api")), "n")
-		if d, err := newLimiter(t, big, st, clk, ratelimit.WithStateID("api")).Peek(ctx, "n"); err != nil || d.Remaining() != 98 {
-			t.Errorf("a 100-token bucket with the state ID of a drained 2-token bucket: %+v, %v; want remaining 98 (2 used)", d, err)
+		if d, err := newLimiter(t, big, st, clk, ratelimit.WithName("api"), ratelimit.WithInheritance(algorithm.Proportional)).Peek(ctx, "n"); err != nil || d.Remaining() != 0 {
+			t.Errorf("a 100-token bucket named as a drained 2-token bucket, proportional: %+v, %v; want remaining 0 (all used)", d, err)
 		}
-		if d, err := newLimiter(t, big, st, clk, ratelimit.WithStateID("api"), ratelimit.WithInheritance(algorithm.Proportional)).Peek(ctx, "n"); err != nil || d.Remaining() != 0 {
-			t.Errorf("a 100-token bucket with the state ID of a drained 2-token bucket, proportional: %+v, %v; want remaining 0 (all used)", d, err)
-		}
-		// The empty ID is a field like any other ("" of the key's hash),
-		// not the layout of releases before state IDs (prefix{k}).
-		legacy := newLimiter(t, small, st, clk, ratelimit.WithStateID(""))
-		if _, err := legacy.Allow(ctx, "old"); err != nil {
+		// The name is a field of the key's hash, not a key of its own.
+		if _, err := newLimiter(t, small, st, clk, ratelimit.WithName("field")).Allow(ctx, "old"); err != nil {
 			t.Fatal(err)
 		}
 		admin := GoRedis(t, target)
 		if n, err := admin.Exists(ctx, prefix+"{old}").Result(); err != nil || n != 0 {
-			t.Errorf("WithStateID(\"\"): EXISTS %s{old} = %d, %v; want no key of the old layout", prefix, n, err)
+			t.Errorf("EXISTS %s{old} = %d, %v; want no key of the layout before state IDs", prefix, n, err)
 		}
-		if n, err := admin.HExists(ctx, prefix+"{old}#", "").Result(); err != nil || !n {
-			t.Errorf("WithStateID(\"\"): HEXISTS %s{old}# \"\" = %v, %v; want the field", prefix, n, err)
+		if n, err := admin.HExists(ctx, prefix+"{old}#", "field").Result(); err != nil || !n {
+			t.Errorf("HEXISTS %s{old}# field = %v, %v; want the field", prefix, n, err)
 		}
-		if _, err := ratelimit.New(small, st, ratelimit.WithStateID("a{b")); !errors.Is(err, ratelimit.ErrInvalidConfig) {
-			t.Errorf("WithStateID with a brace: %v, want ErrInvalidConfig", err)
+		for _, name := range []string{"a{b", ""} {
+			if _, err := ratelimit.New(small, st, ratelimit.WithName(name)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+				t.Errorf("WithName(%q): %v, want ErrInvalidConfig", name, err)
+			}
 		}
 	})
 }
@@ -792,7 +805,7 @@ func testPolicyOneCall(t *testing.T, newStore NewStore) {
 	a, b := algorithms(t, 10, time.Hour)[0].alg, algorithms(t, 1000, 2*time.Hour)[2].alg
 	limits := []ratelimit.Limit{{Name: "burst", Algorithm: a}, {Name: "hourly", Algorithm: b}}
 	decide := func(t *testing.T, target Target, prefix string, n int) {
-		p, err := ratelimit.NewPolicy(newStore(t, target, prefix), limits)
+		p, err := ratelimit.NewPolicy(newStore(t, target, prefix), limits, ratelimit.WithName("one-call"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.New(alg, st)
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("api"))
 	if err != nil {
 		log.Fatal(err)
 	}

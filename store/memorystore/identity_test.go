@@ -54,20 +54,21 @@ func TestOpensAlikeShareState(t *testing.T) {
 }
 
 // TestLimiterAndPolicyShareALimit checks that a Limiter and a Policy
-// sharing a limit (the same state ID) on one store count the same
-// requests, while the Policy's other limit is its own.
+// sharing a limit (the Limiter named as the Policy's limit: "api/hourly")
+// on one store count the same requests, while the Policy's other limit is
+// its own.
 func TestLimiterAndPolicyShareALimit(t *testing.T) {
 	fake := clock.NewFake(time.UnixMicro(t0))
 	s := memorystore.New[string]()
 	perHour := mustBucket(t, 5, 5.0/3600)
-	lim, err := ratelimit.New(perHour, s, ratelimit.WithClock(fake), ratelimit.WithStateID("api"))
+	lim, err := ratelimit.New(perHour, s, ratelimit.WithClock(fake), ratelimit.WithName("api/hourly"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pol, err := ratelimit.NewPolicy(s, []ratelimit.Limit{
 		{Name: "burst", Algorithm: mustBucket(t, 100, 100)},
-		{Name: "hourly", Algorithm: perHour, StateID: "api"},
-	}, ratelimit.WithClock(fake))
+		{Name: "hourly", Algorithm: perHour},
+	}, ratelimit.WithName("api"), ratelimit.WithClock(fake))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +92,8 @@ func TestLimiterAndPolicyShareALimit(t *testing.T) {
 // TestLimiterPerRequestDecidesAsACachedOne is the case of issue 24: a
 // Limiter built anew for each request, on one store, must enforce the
 // limit as one built once does: 8 of 2,000 requests admitted, not 2,000.
-// Limiters built apart share a state only when asked (issue 43): these
-// name theirs (WithStateID).
+// Limiters built apart share a quota only under one name: these name
+// theirs (WithName).
 func TestLimiterPerRequestDecidesAsACachedOne(t *testing.T) {
 	fake := clock.NewFake(time.UnixMicro(t0))
 	const requests = 2000
@@ -111,7 +112,7 @@ func TestLimiterPerRequestDecidesAsACachedOne(t *testing.T) {
 		return admitted, decisions
 	}
 	newLimiter := func(s *memorystore.Store[string]) *ratelimit.Limiter[string] {
-		lim, err := ratelimit.New(newAlg(), s, ratelimit.WithClock(fake), ratelimit.WithStateID("per-request"))
+		lim, err := ratelimit.New(newAlg(), s, ratelimit.WithClock(fake), ratelimit.WithName("per-request"))
 		if err != nil {
 			t.Fatal(err)
 		}

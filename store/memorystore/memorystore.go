@@ -61,12 +61,12 @@ import (
 // being store.Limit.ID, as on the Redis stores: every Open of a limit with
 // the same ID reads and writes the same state, whichever Limiter or Policy
 // it serves, and limits with different IDs never share state. So Limiters
-// given one state ID on one Store share their keys' state (package
-// ratelimit refuses a second live Limiter configured alike under the
-// default ID, a fingerprint: ErrStateInUse), a Limiter built anew for
-// each request under a named state decides as a long-lived one does,
-// and a limit reopened with other parameters under the same ID
-// carries its keys' state (see algorithm.Inheritor). A state written by
+// given one name on one Store share their keys' state (package ratelimit
+// gives each unnamed Limiter or Policy an ID of its own: the Store is
+// store.Local), a Limiter built anew for each request under a name
+// decides as a long-lived one does, and a limit reopened with other
+// parameters under the same ID carries its keys' state (see
+// algorithm.Inheritor). A state written by
 // another algorithm under the same ID is refused with an error wrapping
 // store.ErrStateMismatch, unless the limit resets on mismatch
 // (store.Limit.ResetOnMismatch): it then starts from what that state had
@@ -87,7 +87,14 @@ type Store[K comparable] struct {
 	tab *table[K] // made by the first Open
 }
 
-var _ store.Store[string] = (*Store[string])(nil)
+var (
+	_ store.Store[string] = (*Store[string])(nil)
+	_ store.Local         = (*Store[string])(nil)
+)
+
+// Local reports true: the Store's state lives in this process only
+// (store.Local).
+func (s *Store[K]) Local() bool { return true }
 
 // Option configures a Store.
 type Option interface{ apply(*config) }

@@ -26,8 +26,8 @@ func TestMismatchNamesAlgorithmsInWords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer, errW := ratelimit.New(meter, st, ratelimit.WithStateID("x"))
-	reader, errR := ratelimit.New(bucket, st, ratelimit.WithStateID("x"))
+	writer, errW := ratelimit.New(meter, st, ratelimit.WithName("x"))
+	reader, errR := ratelimit.New(bucket, st, ratelimit.WithName("x"))
 	if errW != nil || errR != nil {
 		t.Fatal(errW, errR)
 	}

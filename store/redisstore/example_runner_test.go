@@ -163,7 +163,7 @@ func Example_runner() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.New(alg, st)
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("api"))
 	if err != nil {
 		log.Fatal(err)
 	}

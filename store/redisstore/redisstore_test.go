@@ -195,7 +195,7 @@ func TestConnRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := ratelimit.New(alg, st)
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("api"))
 	if err != nil {
 		t.Fatal(err)
 	}

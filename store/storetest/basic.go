@@ -37,7 +37,7 @@ func newFixture(t *testing.T, k kind, limit int64, st store.Store[string]) *fixt
 		t.Fatalf("%s config with limit %d: %v", k.name, limit, err)
 	}
 	clk := clock.NewFake(time.UnixMicro(epoch))
-	lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk))
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName(k.name), ratelimit.WithClock(clk))
 	if err != nil {
 		t.Fatalf("ratelimit.New(%v, store, fake clock): %v", alg, err)
 	}

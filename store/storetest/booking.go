@@ -54,7 +54,7 @@ func testBooking(t *testing.T, st store.Store[string], k *kind, maxLimits int) {
 				kk = &kinds[rapid.IntRange(0, len(kinds)-1).Draw(rt, "kind")]
 			}
 			setups[i] = kk.draw(rt)
-			limits[i] = ratelimit.Limit{Algorithm: setups[i].alg, StateID: fmt.Sprintf("%s-%d", kk.name, i)}
+			limits[i] = ratelimit.Limit{Name: fmt.Sprintf("%s-%d", kk.name, i), Algorithm: setups[i].alg}
 		}
 		start := drawStart(rt)
 		clk := clock.NewFake(time.UnixMicro(start))
@@ -64,13 +64,13 @@ func testBooking(t *testing.T, st store.Store[string], k *kind, maxLimits int) {
 		// to test.
 		unbounded := ratelimit.WithMaxBookAhead(-1)
 		if n == 1 {
-			lim, err := ratelimit.New(setups[0].alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID(limits[0].StateID), unbounded)
+			lim, err := ratelimit.New(setups[0].alg, st, ratelimit.WithClock(clk), ratelimit.WithName(limits[0].Name), unbounded)
 			if err != nil {
 				rt.Fatalf("New: %v", err)
 			}
 			b.lim = lim
 		} else {
-			p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithClock(clk), unbounded)
+			p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithName("booking"), ratelimit.WithClock(clk), unbounded)
 			if err != nil {
 				rt.Fatalf("NewPolicy: %v", err)
 			}
@@ -543,7 +543,7 @@ func testBookingErrors(t *testing.T, st store.Store[string]) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(time.UnixMicro(epoch))
-	lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID("errs"))
+	lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithName("errs"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,8 +574,8 @@ func testBookingErrors(t *testing.T, st store.Store[string]) {
 func testFailedBookingWritesNothing(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
 	bucket, log, clk := bucketAndLog(t)
-	p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Algorithm: bucket, StateID: "fb-bucket"}, {Algorithm: log, StateID: "fb-log"}},
-		ratelimit.WithClock(clk))
+	p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "bucket", Algorithm: bucket}, {Name: "log", Algorithm: log}},
+		ratelimit.WithName("fb"), ratelimit.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,16 +613,16 @@ func testFailedBookingWritesNothing(t *testing.T, st store.Store[string]) {
 func testRefusedTakeWritesNothing(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
 	bucket, log, clk := bucketAndLog(t)
-	p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Algorithm: log, StateID: "rt-log"}, {Algorithm: bucket, StateID: "rt-bucket"}},
-		ratelimit.WithClock(clk))
+	p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{{Name: "log", Algorithm: log}, {Name: "bucket", Algorithm: bucket}},
+		ratelimit.WithName("rt"), ratelimit.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
-	logOnly, err := ratelimit.New(log, st, ratelimit.WithClock(clk), ratelimit.WithStateID("rt-log"))
+	logOnly, err := ratelimit.New(log, st, ratelimit.WithClock(clk), ratelimit.WithName("rt/log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bucketOnly, err := ratelimit.New(bucket, st, ratelimit.WithClock(clk), ratelimit.WithStateID("rt-bucket"))
+	bucketOnly, err := ratelimit.New(bucket, st, ratelimit.WithClock(clk), ratelimit.WithName("rt/bucket"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func changes(st store.Store[string], clk clock.Clock, id string, rule algorithm.
 			return lim
 		}},
 		{"New", func(t *testing.T, _ *ratelimit.Limiter[string], alg algorithm.Algorithm) *ratelimit.Limiter[string] {
-			lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id), ratelimit.WithInheritance(rule))
+			lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithName(id), ratelimit.WithInheritance(rule))
 			if err != nil {
 				t.Fatalf("New(%v): %v", alg, err)
 			}
@@ -60,7 +60,7 @@ func testTighten(t *testing.T, k kind, st store.Store[string]) {
 				if err1 != nil || err2 != nil {
 					t.Fatal(err1, err2)
 				}
-				lim, err := ratelimit.New(hundred, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id), ratelimit.WithInheritance(rule))
+				lim, err := ratelimit.New(hundred, st, ratelimit.WithClock(clk), ratelimit.WithName(id), ratelimit.WithInheritance(rule))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -117,7 +117,7 @@ func testWindowChange(t *testing.T, k kind, st store.Store[string]) {
 			if err1 != nil || err2 != nil {
 				t.Fatal(err1, err2)
 			}
-			lim, err := ratelimit.New(minute, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id))
+			lim, err := ratelimit.New(minute, st, ratelimit.WithClock(clk), ratelimit.WithName(id))
 			if err != nil {
 				t.Fatal(err)
 			}

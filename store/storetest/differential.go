@@ -60,9 +60,8 @@ func testDifferential(t *testing.T, k kind, sa, sb store.Store[string]) {
 		w := &twins{s: s, start: start, now: start, seq: seq}
 		w.ca, w.cb = clock.NewFake(time.UnixMicro(start)), clock.NewFake(time.UnixMicro(start))
 		var errA, errB error
-		// A state of each sequence's own: the Limiters of the sequences
-		// before may not be collected yet (ratelimit.ErrStateInUse).
-		id := ratelimit.WithStateID(fmt.Sprint("differential-", seq))
+		// A quota of each sequence's own.
+		id := ratelimit.WithName(fmt.Sprint("differential-", seq))
 		w.a, errA = ratelimit.New(s.alg, sa, ratelimit.WithClock(w.ca), id)
 		w.b, errB = ratelimit.New(s.alg, sb, ratelimit.WithClock(w.cb), id)
 		if errA != nil || errB != nil {

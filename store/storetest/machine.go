@@ -28,9 +28,8 @@ func testModel(t *testing.T, k kind, st store.Store[string]) {
 		s := k.draw(rt)
 		start := drawStart(rt)
 		clk := clock.NewFake(time.UnixMicro(start))
-		// A state of each sequence's own: the Limiters of the sequences
-		// before may not be collected yet (ratelimit.ErrStateInUse).
-		lim, err := ratelimit.New(s.alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID(fmt.Sprint("model-", seq)))
+		// A quota of each sequence's own.
+		lim, err := ratelimit.New(s.alg, st, ratelimit.WithClock(clk), ratelimit.WithName(fmt.Sprint("model-", seq)))
 		if err != nil {
 			rt.Fatalf("ratelimit.New(%v, store, fake clock): %v", s.alg, err)
 		}

@@ -35,12 +35,12 @@ func testPolicyModel(t *testing.T, st store.Store[string]) {
 		for i := range setups {
 			k := kinds[rapid.IntRange(0, len(kinds)-1).Draw(rt, "kind")]
 			setups[i] = k.draw(rt)
-			// Two limits may be drawn alike; their state IDs must differ.
-			limits[i] = ratelimit.Limit{Algorithm: setups[i].alg, StateID: fmt.Sprintf("%s-%d", k.name, i)}
+			// Two limits may be drawn alike; their names must differ.
+			limits[i] = ratelimit.Limit{Name: fmt.Sprintf("%s-%d", k.name, i), Algorithm: setups[i].alg}
 		}
 		start := drawStart(rt)
 		clk := clock.NewFake(time.UnixMicro(start))
-		p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithClock(clk))
+		p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithName("model"), ratelimit.WithClock(clk))
 		if err != nil {
 			rt.Fatalf("NewPolicy: %v", err)
 		}
@@ -216,7 +216,7 @@ func checkCombined(d ratelimit.PolicyDecision, n int) error {
 func testPolicyConcurrent(t *testing.T, st store.Store[string]) {
 	clk := clock.NewFake(time.UnixMicro(epoch))
 	limits := policyLimits(t)
-	p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithClock(clk))
+	p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithName("concurrent"), ratelimit.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func testPolicyConcurrent(t *testing.T, st store.Store[string]) {
 func testPolicyErrors(t *testing.T, st store.Store[string]) {
 	clk := clock.NewFake(time.UnixMicro(epoch))
 	limits := policyLimits(t)
-	p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithClock(clk))
+	p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithName("errors"), ratelimit.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,12 +279,11 @@ func testPolicyErrors(t *testing.T, st store.Store[string]) {
 		t.Errorf("Peek after rejected costs: %s, %v; want nothing charged", show(d.Decision), err)
 	}
 	same := []ratelimit.Limit{limits[0], limits[0]}
-	if _, err := ratelimit.NewPolicy(st, same, ratelimit.WithClock(clk)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+	if _, err := ratelimit.NewPolicy(st, same, ratelimit.WithName("errors"), ratelimit.WithClock(clk)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 		t.Errorf("NewPolicy with a limit twice: %v, want ErrInvalidConfig", err)
 	}
-	same[0].StateID = "once" // p, still live, has limits[0] under its default ID
-	same[1].Name, same[1].StateID = "again", "again"
-	if _, err := ratelimit.NewPolicy(st, same, ratelimit.WithClock(clk)); err != nil {
-		t.Errorf("NewPolicy with a limit twice under two names and state IDs: %v", err)
+	same[1].Name = "again" // p, still live, has same[0] under the same name: one quota
+	if _, err := ratelimit.NewPolicy(st, same, ratelimit.WithName("errors"), ratelimit.WithClock(clk)); err != nil {
+		t.Errorf("NewPolicy with a limit twice under two names: %v", err)
 	}
 }

@@ -49,12 +49,12 @@ func testPolicyReconfigure(t *testing.T, st store.Store[string]) {
 			m.kinds = append(m.kinds, k)
 			m.setups = append(m.setups, s)
 			m.rules = append(m.rules, rule)
-			limits[i] = ratelimit.Limit{Algorithm: s.alg, StateID: fmt.Sprintf("prc%d-%d", seq, i), Inherit: rule}
+			limits[i] = ratelimit.Limit{Name: fmt.Sprint(i), Algorithm: s.alg, Inherit: rule}
 		}
 		m.start = drawStart(rt)
 		m.now = m.start
 		m.clk = clock.NewFake(time.UnixMicro(m.start))
-		p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithClock(m.clk))
+		p, err := ratelimit.NewPolicy(st, limits, ratelimit.WithName(fmt.Sprint("prc", seq)), ratelimit.WithClock(m.clk))
 		if err != nil {
 			rt.Fatalf("NewPolicy: %v", err)
 		}

@@ -44,7 +44,7 @@ func testReconfigure(t *testing.T, k kind, st store.Store[string]) {
 		// switch to another kind of algorithm mid-sequence.
 		afresh := rapid.Bool().Draw(rt, "reset on mismatch")
 		opts := []ratelimit.Option{ratelimit.WithClock(clk),
-			ratelimit.WithStateID(fmt.Sprintf("rc%d", seq)), ratelimit.WithInheritance(rule)}
+			ratelimit.WithName(fmt.Sprintf("rc%d", seq)), ratelimit.WithInheritance(rule)}
 		if afresh {
 			opts = append(opts, ratelimit.WithResetOnMismatch())
 		}
@@ -452,26 +452,20 @@ func (r *reconfig) reset(t *rapid.T) {
 // WithResetOnMismatch, decide on a fresh state charged with what the
 // other kind's state had used (2 of 5: 5 of 7 remain).
 func testMismatch(t *testing.T, st store.Store[string]) {
-	for _, named := range []bool{true, false} {
-		for _, a := range kinds {
-			for _, b := range kinds {
-				if a.name == b.name {
-					continue
-				}
-				testMismatchPair(t, st, a, b, named)
+	for _, a := range kinds {
+		for _, b := range kinds {
+			if a.name == b.name {
+				continue
 			}
+			testMismatchPair(t, st, a, b)
 		}
 	}
 }
 
-// testMismatchPair is testMismatch for a's state read by b, under a named
-// state ID or the empty one.
-func testMismatchPair(t *testing.T, st store.Store[string], a, b kind, named bool) {
+// testMismatchPair is testMismatch for a's state read by b, under one name.
+func testMismatchPair(t *testing.T, st store.Store[string], a, b kind) {
 	ctx := t.Context()
 	name := a.name + "→" + b.name
-	if !named {
-		name += "/emptyID"
-	}
 	t.Run(name, func(t *testing.T) {
 		algA, errA := a.withLimit(5)
 		algB, errB := b.withLimit(7)
@@ -481,10 +475,7 @@ func testMismatchPair(t *testing.T, st store.Store[string], a, b kind, named boo
 		clk := clock.NewFake(time.UnixMicro(epoch))
 		id := "mm:" + a.name + ":" + b.name
 		key := "mismatch:" + a.name + ":" + b.name
-		if !named {
-			id, key = "", key+":empty"
-		}
-		first, err := ratelimit.New(algA, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id))
+		first, err := ratelimit.New(algA, st, ratelimit.WithClock(clk), ratelimit.WithName(id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -495,7 +486,7 @@ func testMismatchPair(t *testing.T, st store.Store[string], a, b kind, named boo
 		if err != nil {
 			t.Fatal(err)
 		}
-		second, err := ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id))
+		second, err := ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithName(id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -514,7 +505,7 @@ func testMismatchPair(t *testing.T, st store.Store[string], a, b kind, named boo
 		if after, err := first.Peek(ctx, key); err != nil || after != before {
 			t.Errorf("the state after the mismatch: %s, %v; want it unchanged, %s", show(after), err, show(before))
 		}
-		afresh, err := ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id), ratelimit.WithResetOnMismatch())
+		afresh, err := ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithName(id), ratelimit.WithResetOnMismatch())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -550,7 +541,7 @@ func testLogRefundThenWiderWindow(t *testing.T, st store.Store[string]) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(time.UnixMicro(epoch))
-	lim, err := ratelimit.New(narrow, st, ratelimit.WithClock(clk), ratelimit.WithStateID("lw"))
+	lim, err := ratelimit.New(narrow, st, ratelimit.WithClock(clk), ratelimit.WithName("lw"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,7 +590,7 @@ func testLogRefundUnderNarrowerWindow(t *testing.T, st store.Store[string]) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(time.UnixMicro(epoch))
-	lim, err := ratelimit.New(wide, st, ratelimit.WithClock(clk), ratelimit.WithStateID("ln"))
+	lim, err := ratelimit.New(wide, st, ratelimit.WithClock(clk), ratelimit.WithName("ln"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,7 +635,7 @@ func testLogRefundKeepsKnownAdmission(t *testing.T, st store.Store[string]) {
 		return l
 	}
 	clk := clock.NewFake(time.UnixMicro(epoch))
-	lim, err := ratelimit.New(mk(3, 2*time.Microsecond), st, ratelimit.WithClock(clk), ratelimit.WithStateID("lk"))
+	lim, err := ratelimit.New(mk(3, 2*time.Microsecond), st, ratelimit.WithClock(clk), ratelimit.WithName("lk"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -688,7 +679,7 @@ func testCancelKeepsAnotherKindsState(t *testing.T, st store.Store[string]) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(time.UnixMicro(epoch))
-	lim, err := ratelimit.New(bucket, st, ratelimit.WithClock(clk), ratelimit.WithStateID("ck"), ratelimit.WithResetOnMismatch())
+	lim, err := ratelimit.New(bucket, st, ratelimit.WithClock(clk), ratelimit.WithName("ck"), ratelimit.WithResetOnMismatch())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -729,7 +720,7 @@ func testLogRefundsAcrossWidenings(t *testing.T, st store.Store[string]) {
 		return l
 	}
 	clk := clock.NewFake(time.UnixMicro(epoch))
-	lim, err := ratelimit.New(mk(1, time.Microsecond), st, ratelimit.WithClock(clk), ratelimit.WithStateID("lr"))
+	lim, err := ratelimit.New(mk(1, time.Microsecond), st, ratelimit.WithClock(clk), ratelimit.WithName("lr"))
 	if err != nil {
 		t.Fatal(err)
 	}

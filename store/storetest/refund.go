@@ -37,7 +37,7 @@ func testJobRunner(t *testing.T, st store.Store[string], byHandle bool) {
 				}
 				clk := clock.NewFake(time.UnixMicro(epoch))
 				id := fmt.Sprintf("jobs-%s-%v-%v", a.name, byHandle, late)
-				lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID(id))
+				lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithName(id))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -222,7 +222,7 @@ func testLateRefunds(t *testing.T, st store.Store[string]) {
 			minute := time.Minute.Microseconds()
 			start := (epoch/minute + 1) * minute // a minute's start: 10:00:00
 			clk := clock.NewFake(time.UnixMicro(start))
-			lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID("late-"+a.name))
+			lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithName("late-"+a.name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -332,7 +332,7 @@ func refundsInWindow(t *testing.T, st store.Store[string], name string, newAlg f
 	minute := time.Minute.Microseconds()
 	start := (epoch/minute + 1) * minute
 	clk := clock.NewFake(time.UnixMicro(start))
-	lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithStateID("spent-"+name))
+	lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clk), ratelimit.WithName("spent-"+name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func testTooManyStates(t *testing.T, st store.Store[string]) {
 		t.Fatal(err)
 	}
 	limiter := func(i int) *ratelimit.Limiter[string] {
-		l, err := ratelimit.New(bucket, st, ratelimit.WithClock(clk), ratelimit.WithStateID(fmt.Sprintf("tm%d", i)),
+		l, err := ratelimit.New(bucket, st, ratelimit.WithClock(clk), ratelimit.WithName(fmt.Sprintf("tm/%d", i)),
 			ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 		if err != nil {
 			t.Fatal(err)
@@ -51,9 +51,9 @@ func testTooManyStates(t *testing.T, st store.Store[string]) {
 		t.Errorf("Peek under a new ID on the full key: %v, %v; want fresh", d, err)
 	}
 	p, err := ratelimit.NewPolicy(st, []ratelimit.Limit{
-		{Algorithm: bucket, StateID: "tm0"},
-		{Algorithm: bucket, StateID: "tm-new"},
-	}, ratelimit.WithClock(clk))
+		{Name: "0", Algorithm: bucket},
+		{Name: "new", Algorithm: bucket},
+	}, ratelimit.WithName("tm"), ratelimit.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

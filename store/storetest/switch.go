@@ -58,7 +58,7 @@ type turns struct {
 func newTurns(t *testing.T, st store.Store[string], through, id string, algA, algB algorithm.Algorithm) turns {
 	t.Helper()
 	clk := clock.NewFake(time.UnixMicro(epoch))
-	opts := []ratelimit.Option{ratelimit.WithClock(clk), ratelimit.WithStateID(id), ratelimit.WithResetOnMismatch()}
+	opts := []ratelimit.Option{ratelimit.WithClock(clk), ratelimit.WithName(id), ratelimit.WithResetOnMismatch()}
 	var tt turns
 	var err error
 	switch through {
@@ -79,13 +79,14 @@ func newTurns(t *testing.T, st store.Store[string], through, id string, algA, al
 			t.Fatal(err)
 		}
 		tt.pa, err = ratelimit.NewPolicy(st, []ratelimit.Limit{
-			{Algorithm: roomy, StateID: id + ":roomy"},
-			{Algorithm: algA, StateID: id, ResetOnMismatch: true},
-		}, ratelimit.WithClock(clk))
+			{Name: "roomy", Algorithm: roomy},
+			{Name: "a", Algorithm: algA, ResetOnMismatch: true},
+		}, ratelimit.WithName(id), ratelimit.WithClock(clk))
 		if err != nil {
 			t.Fatal(err)
 		}
-		tt.lb, err = ratelimit.New(algB, st, opts...)
+		// b under the name of the Policy's limit a.
+		tt.lb, err = ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithName(id+"/a"), ratelimit.WithResetOnMismatch())
 	default:
 		if tt.la, err = ratelimit.New(algA, st, opts...); err != nil {
 			t.Fatal(err)
