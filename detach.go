@@ -43,12 +43,13 @@ const maxRemoteCalls = 64
 // pending is the outcome of a call in flight; the call's goroutine
 // writes it, then closes done.
 type pending struct {
-	r    algorithm.Result
-	rs   []algorithm.Result // the limits' results, when the caller asked
-	bk   store.Booking
-	ok   bool
-	err  error
-	done chan struct{}
+	r     algorithm.Result
+	rs    []algorithm.Result // the limits' results, when the caller asked
+	bk    store.Booking
+	ok    bool
+	given int64 // an undo's
+	err   error
+	done  chan struct{}
 }
 
 // detached runs call under ctx without its cancellation, with the
@@ -169,21 +170,41 @@ func (t *remoteTable[K]) Cancel(ctx context.Context, key K, now int64, bk store.
 	return p.err
 }
 
-func (t *remoteTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) error {
+func (t *remoteTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) (int64, error) {
 	b, err := bookerOf(t.next)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if ctx.Done() == nil {
 		return b.Undo(ctx, key, now, bk)
 	}
 	p, err := t.detached(ctx, 0, func(ctx context.Context, p *pending) {
-		p.err = b.Undo(ctx, key, now, bk)
+		p.given, p.err = b.Undo(ctx, key, now, bk)
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return p.err
+	return p.given, p.err
+}
+
+func (t *remoteTable[K]) Settle(ctx context.Context, key K, now int64, bk store.Booking, n int64) (store.Booking, error) {
+	s, err := settlerOf(t.next)
+	if err != nil {
+		return bk, err
+	}
+	if ctx.Done() == nil {
+		return s.Settle(ctx, key, now, bk, n)
+	}
+	p, err := t.detached(ctx, 0, func(ctx context.Context, p *pending) {
+		p.bk, p.err = s.Settle(ctx, key, now, bk, n)
+	})
+	if err != nil {
+		return bk, err
+	}
+	if p.err != nil {
+		return bk, p.err
+	}
+	return p.bk, nil
 }
 
 func (t *remoteTable[K]) Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {

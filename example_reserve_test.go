@@ -64,7 +64,7 @@ func ExampleReservation_Refund() {
 		if password != "secret" {
 			return fmt.Sprintf("wrong password (%d tries left)", r.Decision().Remaining())
 		}
-		_ = r.Refund(ctx) // a success does not count
+		_, _ = r.Refund(ctx) // a success does not count
 		d, _ := logins.Peek(ctx, user)
 		return fmt.Sprintf("welcome (%d tries left)", d.Remaining())
 	}

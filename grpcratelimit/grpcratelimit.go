@@ -421,8 +421,8 @@ func (in *Interceptor[K]) settle(ctx context.Context, fullMethod string, ls limi
 type decided[D ratelimit.Decision | ratelimit.PolicyDecision] struct {
 	context.Context
 	d      D
-	fields [2]string                   // ratelimit-policy, ratelimit
-	refund func(context.Context) error // WithRefund's: gives back the admission
+	fields [2]string                            // ratelimit-policy, ratelimit
+	refund func(context.Context) (int64, error) // WithRefund's: gives back the admission
 }
 
 func (c *decided[D]) Value(key any) any {
@@ -484,7 +484,7 @@ func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, e
 	if cost == 0 {
 		return
 	}
-	var refund func(context.Context) error
+	var refund func(context.Context) (int64, error)
 	switch c := ctx.(type) {
 	case *decided[ratelimit.Decision]:
 		if !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore {
@@ -498,7 +498,7 @@ func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, e
 	if refund == nil {
 		return // unlimited, passed on uncharged in dry-run mode, or the failure policy's
 	}
-	_ = refund(context.WithoutCancel(ctx))
+	_, _ = refund(context.WithoutCancel(ctx))
 }
 
 // Stream returns the server interceptor for streams, charged once when

@@ -373,7 +373,7 @@ func (m *Middleware[K]) Refund(r *http.Request) bool {
 	if !ok || d.refund == nil || d.d.DryRunDenied() || d.d.Source() != ratelimit.FromStore {
 		return false // the store did not charge it
 	}
-	if err := d.refund(context.WithoutCancel(r.Context())); err != nil {
+	if _, err := d.refund(context.WithoutCancel(r.Context())); err != nil {
 		m.log(r, http.StatusServiceUnavailable, fmt.Errorf("refund: %w", err))
 		return false
 	}
@@ -554,7 +554,7 @@ type decisionsKey struct{}
 type decided struct {
 	named  []Named
 	d      ratelimit.PolicyDecision
-	refund func(context.Context) error // gives the request's cost back (Refund)
+	refund func(context.Context) (int64, error) // gives the request's cost back (Refund)
 }
 
 func newDecided(f *Fields, d ratelimit.PolicyDecision) *decided {

@@ -78,7 +78,7 @@ func TestBucketBook(t *testing.T) {
 			t.Errorf("Unused of the second: got %d, want all of it", got)
 		}
 		// Given back, the second still fits when it is due.
-		s, _, err := algorithm.CheckUndo(b, s, t0, first, 2, []int64{t0, first, second})
+		s, _, _, err := algorithm.CheckUndo(b, s, t0, first, 2, 2, false, []int64{t0, first, second})
 		if err != nil {
 			t.Fatal(err)
 		}

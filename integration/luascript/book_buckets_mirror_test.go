@@ -194,7 +194,7 @@ func TestBucketsBookMirror(t *testing.T) {
 						}
 					default:
 						if give = alg.Unused(s, now, b.act, b.cost); give > 0 {
-							s, _ = alg.(algorithm.Undoer).Undo(s, now, b.act, b.cost)
+							s, _, _ = alg.(algorithm.Undoer).Undo(s, now, b.act, b.cost, b.cost, false)
 							present = true
 						}
 					}

@@ -174,7 +174,7 @@ func (m *bookMirror) cancel(now, act, cost int64) (got, want []int64) {
 		give := int64(0)
 		if act > now {
 			if give = l.alg.Unused(l.s, now, act, cost); give > 0 {
-				l.s, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost)
+				l.s, _, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost, cost, false)
 			}
 		}
 		want = append(want, give)
@@ -215,7 +215,7 @@ func (m *bookMirror) undo(now, act, cost int64) (got, want []int64) {
 				}
 			}
 		}
-		l.s, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost)
+		l.s, _, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost, cost, false)
 		want = append(want, give)
 	}
 	return got, want

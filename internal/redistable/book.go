@@ -121,21 +121,23 @@ func (t *Table[K]) Cancel(ctx context.Context, key K, now int64, b store.Booking
 }
 
 // Undo runs the undo script (luascript.OpUndo): before b is due, the
-// cancel's; once due, a Reservation's Refund.
-func (t *Table[K]) Undo(ctx context.Context, key K, now int64, b store.Booking) error {
+// cancel's; once due, a Reservation's Refund. It returns the least any
+// limit gave back.
+func (t *Table[K]) Undo(ctx context.Context, key K, now int64, b store.Booking) (int64, error) {
 	u, ok := b.Undo.(bookingUndo)
 	if !ok || u.table != any(t) || len(u.values) != 2*len(t.limits) {
-		return fmt.Errorf("%w: a booking not made by this Redis table", store.ErrInvalidBooking)
+		return 0, fmt.Errorf("%w: a booking not made by this Redis table", store.ErrInvalidBooking)
 	}
 	if _, err := t.op(luascript.OpUndo); err != nil {
-		return err
+		return 0, err
 	}
 	keys, _, err := t.keys(nil, key, t.declared, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	extra := append([]string{strconv.FormatInt(b.Act, 10)}, u.values...)
-	return t.submit(ctx, keys, luascript.OpUndo, now, b.Cost, extra, nil).err
+	o := t.submit(ctx, keys, luascript.OpUndo, now, b.Cost, extra, nil)
+	return o.given, o.err
 }
 
 // Refund runs the refund script (luascript.OpRefund).
@@ -233,6 +235,8 @@ func (t *Table[K]) sendOps(ctx context.Context, keys []string, batch []*request)
 			req.outcome = t.booked(s, strs[i*per:(i+1)*per], req.rs)
 		case op == luascript.OpRefund:
 			req.r, req.err = t.result(ints[i*per:(i+1)*per], req.rs)
+		case op == luascript.OpUndo:
+			req.given = slices.Min(ints[i*per : (i+1)*per])
 		}
 		req.done <- struct{}{}
 	}

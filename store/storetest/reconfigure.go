@@ -53,7 +53,7 @@ func testReconfigure(t *testing.T, k kind, st store.Store[string]) {
 			rt.Fatalf("ratelimit.New(%v): %v", s.alg, err)
 		}
 		r := &reconfig{k: k, s: s, rule: rule, lim: lim, clk: clk, start: start, now: start,
-			keys: map[string]*carried{}, seq: seq}
+			keys: map[string]*carried{}, gens: map[string]int{}, seq: seq}
 		actions := map[string]func(*rapid.T){
 			"advance":     r.capped(r.advance),
 			"allow":       r.capped(r.allow),
@@ -82,7 +82,11 @@ type reconfig struct {
 	steps int
 	seq   int
 	keys  map[string]*carried // by short name
-	books []pendingBooking    // made by reserve, not yet cancelled
+	// gens is each key's state's generation: it moves on when the state
+	// goes (Reset, a cancel that gives back the booking that made it), so
+	// that a state made after is another generation.
+	gens  map[string]int
+	books []pendingBooking // made by reserve, not yet cancelled
 }
 
 // pendingBooking is a booking the reference may cancel: the key's carried
@@ -92,6 +96,7 @@ type pendingBooking struct {
 	res       *ratelimit.Reservation[string]
 	act, cost int64
 	pre, post *carried
+	gen       int // the generation of the state it charged
 }
 
 // carried is the reference's state of one key: the state as its writer
@@ -274,7 +279,7 @@ func (r *reconfig) reserve(t *rapid.T) {
 		}
 		r.keys[name] = &carried{s: next[i], writer: r.s.alg}
 		r.books = append(r.books, pendingBooking{name: name, res: res, act: r.now + res.Delay().Microseconds(), cost: cost,
-			pre: pre, post: &carried{s: copyState(next[i]), writer: r.s.alg}})
+			pre: pre, post: &carried{s: copyState(next[i]), writer: r.s.alg}, gen: r.gens[name]})
 	}
 }
 
@@ -292,7 +297,7 @@ func (r *reconfig) cancel(t *rapid.T) {
 	}
 	j := rapid.IntRange(0, len(r.books)-1).Draw(t, "booking")
 	bk := r.books[j]
-	next, exact, dropped := afterCancel(r.keys[bk.name], bk.pre, bk.post, r.rule, r.now, bk.act, bk.cost)
+	next, exact, dropped := afterCancel(r.keys[bk.name], bk.pre, bk.post, r.rule, r.now, bk.act, bk.cost, bk.gen == r.gens[bk.name])
 	if dropped {
 		t.Skip("the state may have been dropped") // not modelled: either way gives nothing back
 	}
@@ -302,7 +307,7 @@ func (r *reconfig) cancel(t *rapid.T) {
 	}
 	t.Logf("%s: cancelled %d booked on %s for +%dµs (exactly: %v)", r.at(), bk.cost, bk.name, bk.act-r.start, exact)
 	if next == nil {
-		delete(r.keys, bk.name)
+		r.forget(bk.name)
 	} else {
 		r.keys[bk.name] = next
 	}
@@ -311,7 +316,9 @@ func (r *reconfig) cancel(t *rapid.T) {
 // afterCancel returns what a cancel at now leaves of a limit's carried
 // state c (nil: none), for a booking of cost at act that left post under
 // the limit that booked it (post.writer), and found pre before it (nil:
-// none). Before act, where c is still what the booking left, pre comes
+// none); mine says c is of the generation the booking charged (not made
+// again after Reset): another generation gets nothing back. Before act,
+// where c is still what the booking left, pre comes
 // back exactly (as stores undo a booking); any other state is converted
 // to the booking limit's terms by rule, which gives back what the
 // booking's units left unused (algorithm.Undoer's Undo, before its
@@ -320,8 +327,8 @@ func (r *reconfig) cancel(t *rapid.T) {
 // nothing back. From act on, the booking is used and c stays. exact reports the
 // exact undo; dropped, a state its writer would report fresh, which the
 // store may have dropped (not modelled: either way gives nothing back).
-func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int64) (next *carried, exact, dropped bool) {
-	if act <= now || c == nil {
+func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int64, mine bool) (next *carried, exact, dropped bool) {
+	if act <= now || c == nil || !mine {
 		return c, false, false
 	}
 	booker := post.writer
@@ -344,7 +351,7 @@ func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int6
 	if from != to {
 		s = booker.(algorithm.Inheritor).Inherit(from, s, now, rule)
 	}
-	if refunded, _ := booker.(algorithm.Undoer).Undo(copyState(s), now, act, cost); !sameState(refunded, s) {
+	if refunded, given, _ := booker.(algorithm.Undoer).Undo(copyState(s), now, act, cost, cost, false); given > 0 && !sameState(refunded, s) {
 		return &carried{s: refunded, writer: booker}, false, false // written only when something comes back
 	}
 	return c, false, false
@@ -442,8 +449,14 @@ func (r *reconfig) reset(t *rapid.T) {
 	if err := r.lim.Reset(t.Context(), key); err != nil {
 		t.Fatalf("Reset(%s): %v", name, err)
 	}
-	delete(r.keys, name)
+	r.forget(name)
 	t.Logf("%s: Reset(%s)", r.at(), name)
+}
+
+// forget drops the key's state: the next one is another generation.
+func (r *reconfig) forget(name string) {
+	delete(r.keys, name)
+	r.gens[name]++
 }
 
 // testMismatch puts every other kind's algorithm on a key's state under
@@ -650,7 +663,7 @@ func testLogRefundKeepsKnownAdmission(t *testing.T, st store.Store[string]) {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Microsecond)
-	if err := booked.Refund(ctx); err != nil {
+	if _, err := booked.Refund(ctx); err != nil {
 		t.Fatalf("Refund of the booking under 1 per µs at 1µs: %v", err)
 	}
 	if err := lim.SetAlgorithm(mk(20, 2*time.Microsecond)); err != nil {
