@@ -613,15 +613,23 @@ func (b *IntervalBucket) Owe(s algorithm.State, now, act, n int64) (algorithm.St
 }
 
 // Unused returns how much of a booking of cost due at act the bucket may
-// give back at now (see Bucket.Unused): the cost less the debt still owed
-// at act, which later bookings charged against the refills after it.
+// give back at now: all of it while nothing is booked after it (the
+// bucket holds no debt at act); otherwise nothing. A later booking is due
+// at a refill, and the refills between act and it may fill the bucket to
+// its capacity, which then absorbs the booking's units: x/time/rate's rule
+// (the cost less the debt still owed at act, as Bucket.Unused gives back)
+// would give them back a second time (found by FuzzSettle: 67 tokens, 76
+// a second, 49 booked for the next refill and 22 for the one after, whose
+// refills fill the bucket either way).
 func (b *IntervalBucket) Unused(s algorithm.State, now, act, cost int64) int64 {
 	if act <= now {
 		return 0
 	}
 	tokens, last := b.at(s.N0, s.N1, now)
-	due, _ := b.at(tokens, last, act)
-	return max(min(cost+due, cost), 0)
+	if due, _ := b.at(tokens, last, act); due < 0 {
+		return 0
+	}
+	return cost
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
