@@ -240,19 +240,32 @@ func (t *table[K]) unpinPre(u *undo, pinned []bool) {
 
 // ownState reports how entry n, e, locked, stands to a booking's limit i
 // (record u): mine is whether it holds the generation the booking charged,
-// in a state of the limit's kind (not carried from another); exact
+// in a state written under the limit's own Tag (not converted from other
+// parameters or carried from another kind: a give-back in the booking's
+// terms written over it would erase what it holds beyond them); exact
 // whether it still holds the state the booking (or its last Settle) left,
 // which an undo may then give back exactly.
 func (p *policy[K]) ownState(u *undo, i int, e *entry[K], n uint32) (mine, exact bool) {
 	t, l := p.t, &p.limits[i]
-	if e == nil || t.arena.genOf(n) != u.gen[i] || t.otherKind(e, l) {
+	if e == nil || t.arena.genOf(n) != u.gen[i] || !t.sameTag(e.cfg, l.cfg) {
 		return false, false
 	}
-	if !u.exact[i] || e.cfg != u.postCfg[i] || t.reg.cfg(e.cfg) != u.postConf[i] {
+	if !u.exact[i] || !t.sameTag(e.cfg, u.postCfg[i]) || t.reg.cfg(u.postCfg[i]) != u.postConf[i] {
 		return true, false
 	}
 	raw := t.state(e, n, t.reg.cfg(e.cfg).wide)
 	return true, raw.N0 == u.post[i].N0 && raw.N1 == u.post[i].N1 && raw.N2 == u.post[i].N2
+}
+
+// sameTag reports whether configs a and b write states that mean the
+// same (one Tag; the same config when either has none), as a Redis script
+// tells them apart by their header.
+func (t *table[K]) sameTag(a, b uint32) bool {
+	if a == b {
+		return true
+	}
+	x, y := t.reg.cfg(a), t.reg.cfg(b)
+	return x.tagged && y.tagged && x.tag == y.tag
 }
 
 // giveBack is Cancel, or with refund Undo (a Reservation's Refund): a
@@ -398,10 +411,17 @@ func (p *policy[K]) Settle(_ context.Context, key K, now int64, b store.Booking,
 				continue // not made: lockStates makes every entry when up
 			}
 			if !mine {
-				// Reset or expired since, or carried from another kind:
-				// the shortfall is charged to the key as it is now, and
-				// the booking gives nothing back into it.
+				// Reset or expired since, or written under other
+				// parameters or by another kind: the shortfall is charged
+				// to the key as it is now, read in the booking's terms as
+				// a decision reads it, and nothing of it comes back. A
+				// state that reads full in those terms is left as it is:
+				// written back in them, what it holds past the booking's
+				// limit would be cut.
 				v.gen[i] = noGen
+				if p.limits[i].alg.Peek(states[i], now, 1).Remaining == 0 && !t.sameTag(e.cfg, l.cfg) {
+					continue
+				}
 			}
 			next, _ := settlers[i].Owe(states[i], now, b.Act, n-b.Cost)
 			t.write(e, en, l, next)
@@ -442,9 +462,12 @@ func (p *policy[K]) Refund(_ context.Context, key K, now, n int64, out []algorit
 			rs[i] = algorithm.Fresh(l.limit)
 			continue
 		}
-		if t.otherKind(e, l) {
-			// Carried from another kind's state: nothing is given back,
-			// and that state stays.
+		if !t.sameTag(e.cfg, l.cfg) {
+			// Written under other parameters or by another kind, read
+			// converted: nothing is given back, and that state stays.
+			// Given back in this limit's terms and written so, it would
+			// lose what it holds beyond them (a limit raised since, and
+			// used past this one).
 			rs[i] = b.Peek(states[i], now, 1)
 			continue
 		}

@@ -278,8 +278,10 @@ func (m *policyReconfig) peek(t *rapid.T) {
 	})
 }
 
-// refund gives units back to every limit: each converts its state and
-// refunds on it, and is written only when that gave it something back.
+// refund gives units back to every limit: each refunds on a state it
+// wrote (its own Tag), and is written only when that gave it something
+// back; a state written under other parameters is read converted and
+// gives nothing back.
 func (m *policyReconfig) refund(t *rapid.T) {
 	name, key := m.key(t)
 	n := rapid.Int64Range(1, m.p.Limit()+2).Draw(t, "refund")
@@ -293,6 +295,10 @@ func (m *policyReconfig) refund(t *rapid.T) {
 			b, ok := m.setups[i].alg.(algorithm.Booker)
 			if !ok {
 				t.Fatalf("%v refunds through the policy but is no algorithm.Booker", m.setups[i].alg)
+			}
+			if c := m.keys[name][i]; c != nil && j == 0 && !sameTag(c.writer, m.setups[i].alg) {
+				next[i], rs[i] = cands[i][j], b.Peek(copyState(cands[i][j]), m.now, 1)
+				continue
 			}
 			next[i], rs[i] = b.Refund(copyState(cands[i][j]), m.now, n)
 		}
@@ -402,7 +408,7 @@ func (m *policyReconfig) cancel(t *rapid.T) {
 	exact := make([]bool, len(m.setups))
 	for i := range m.setups {
 		var dropped bool
-		next[i], exact[i], dropped = afterCancel(m.keys[bk.name][i], bk.pre[i], bk.post[i], m.rules[i], m.now, bk.act, bk.cost, bk.gen[i] == m.gen(bk.name)[i])
+		next[i], exact[i], dropped = afterCancel(m.keys[bk.name][i], bk.pre[i], bk.post[i], m.now, bk.act, bk.cost, bk.gen[i] == m.gen(bk.name)[i])
 		if dropped {
 			t.Skip("a limit's state may have been dropped") // not modelled: either way gives nothing back
 		}

@@ -297,7 +297,7 @@ func (r *reconfig) cancel(t *rapid.T) {
 	}
 	j := rapid.IntRange(0, len(r.books)-1).Draw(t, "booking")
 	bk := r.books[j]
-	next, exact, dropped := afterCancel(r.keys[bk.name], bk.pre, bk.post, r.rule, r.now, bk.act, bk.cost, bk.gen == r.gens[bk.name])
+	next, exact, dropped := afterCancel(r.keys[bk.name], bk.pre, bk.post, r.now, bk.act, bk.cost, bk.gen == r.gens[bk.name])
 	if dropped {
 		t.Skip("the state may have been dropped") // not modelled: either way gives nothing back
 	}
@@ -318,16 +318,16 @@ func (r *reconfig) cancel(t *rapid.T) {
 // the limit that booked it (post.writer), and found pre before it (nil:
 // none); mine says c is of the generation the booking charged (not made
 // again after Reset): another generation gets nothing back. Before act,
-// where c is still what the booking left, pre comes
-// back exactly (as stores undo a booking); any other state is converted
-// to the booking limit's terms by rule, which gives back what the
-// booking's units left unused (algorithm.Undoer's Undo, before its
-// instant Unused), written only when that gives something back; another kind's state (a limiter that resets on
-// mismatch switched kinds) is read carried (algorithm.Carry) and gives
-// nothing back. From act on, the booking is used and c stays. exact reports the
+// where c is still what the booking left, pre comes back exactly (as
+// stores undo a booking); a state the booking limit's Tag wrote gives
+// back what the booking's units left unused (algorithm.Undoer's Undo,
+// before its instant Unused), written only when that gives something
+// back; a state written under other parameters or by another kind gives
+// nothing back (it would be written back in the booking's terms, which
+// cut what it holds beyond them). From act on, the booking is used and c stays. exact reports the
 // exact undo; dropped, a state its writer would report fresh, which the
 // store may have dropped (not modelled: either way gives nothing back).
-func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int64, mine bool) (next *carried, exact, dropped bool) {
+func afterCancel(c, pre, post *carried, now, act, cost int64, mine bool) (next *carried, exact, dropped bool) {
 	if act <= now || c == nil || !mine {
 		return c, false, false
 	}
@@ -342,26 +342,25 @@ func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int6
 	if c.writer.Peek(copyState(c.s), now, 1).ResetAfter == 0 {
 		return c, false, true
 	}
-	from, _ := algorithm.TagOf(c.writer)
-	to, _ := algorithm.TagOf(booker)
-	if from.Kind != to.Kind {
-		return c, false, false // carried from another kind's: nothing given back
+	if !sameTag(c.writer, booker) {
+		// Written under other parameters, or by another kind: given back
+		// in the booking's terms and written so, it would lose what it
+		// holds beyond them; nothing is given back.
+		return c, false, false
 	}
 	s := copyState(c.s)
-	if from != to {
-		s = booker.(algorithm.Inheritor).Inherit(from, s, now, rule)
-	}
 	if refunded, given, _ := booker.(algorithm.Undoer).Undo(copyState(s), now, act, cost, cost, false); given > 0 && !sameState(refunded, s) {
 		return &carried{s: refunded, writer: booker}, false, false // written only when something comes back
 	}
 	return c, false, false
 }
 
-// refund gives units back through the limit in force: the store converts
-// the key's state and refunds on it, and writes it (under the limit in
-// force) only when that gave something back, as the scripts do; a state
-// with nothing to give back stays as its writer left it, and so does one
-// of another kind (read carried, algorithm.Carry: nothing to give back).
+// refund gives units back through the limit in force, on a state it
+// wrote (its own Tag), and writes it only when that gave something back,
+// as the scripts do; a state with nothing to give back stays as its
+// writer left it, and so does one written under other parameters or by
+// another kind (read converted: nothing is given back, since written back
+// in the limit's terms it would lose what it holds beyond them).
 func (r *reconfig) refund(t *rapid.T) {
 	name, key := r.key(t)
 	n := rapid.Int64Range(1, r.s.limit+2).Draw(t, "refund")
@@ -377,7 +376,7 @@ func (r *reconfig) refund(t *rapid.T) {
 	if c := r.keys[name]; c != nil {
 		from, _ := algorithm.TagOf(c.writer)
 		to, _ := algorithm.TagOf(r.s.alg)
-		other = from.Kind != to.Kind
+		other = from != to // written under other parameters: nothing is given back
 	}
 	for i, c := range cands {
 		if other {
@@ -538,11 +537,14 @@ func testMismatchPair(t *testing.T, st store.Store[string], a, b kind) {
 }
 
 // testLogRefundThenWiderWindow widens a sliding log's window (1 per µs to
-// 2 per 2 µs) after two admissions a µs apart, and refunds the newest
-// under the wider window: the older admission, which the narrower window
-// had already forgotten, stays forgotten, through a booking and the
-// decision after it. (The script kept that admission as the log's base
-// inside the new window, counted it again, and denied the last Allow.)
+// 2 per 2 µs) after two admissions a µs apart, and refunds under the
+// wider window: the older admission, which the narrower window had
+// already forgotten, stays forgotten, through a booking and the decision
+// after it. (The script kept that admission as the log's base inside the
+// new window, counted it again, and denied the last Allow.) The refund
+// gives nothing back, since the narrower window wrote the key's state
+// (issue 48: a give-back is written in the terms of the state it gives
+// back to); the booking then converts the state.
 func testLogRefundThenWiderWindow(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
 	narrow, err := slidinglog.Per(1, time.Microsecond)
@@ -573,25 +575,27 @@ func testLogRefundThenWiderWindow(t *testing.T, st store.Store[string]) {
 		t.Fatal(err)
 	}
 	d, err = lim.Refund(ctx, "lw", 1)
-	step("Refund of 1 under 2 per 2µs (the admission at 0 is forgotten)", d, err, true, 2)
+	step("Refund of 1 under 2 per 2µs (the admission at 0 is forgotten; the state is the narrower window's: nothing comes back)", d, err, true, 1)
 	r, err := lim.ReserveN(ctx, "lw", 1, 0)
 	if err != nil || !r.OK() {
 		t.Fatalf("ReserveN: %v, %v", r, err)
 	}
-	step("ReserveN of 1", r.Decision(), nil, true, 1)
+	step("ReserveN of 1", r.Decision(), nil, true, 0)
+	d, err = lim.Refund(ctx, "lw", 1)
+	step("Refund of 1 on the wider window's own state", d, err, true, 1)
 	d, err = lim.Allow(ctx, "lw")
 	step("Allow after it", d, err, true, 0)
 }
 
 // testLogRefundUnderNarrowerWindow admits at 0 and at 1 µs on a log of
 // 2 per 2 µs, narrows it to 1 per µs and refunds 1 by key there, then
-// widens it back: the refund is written in the narrower window's terms,
-// so the admission at 0, which the narrower window had forgotten, stays
-// forgotten under the wider one. (The script refunded but kept the wider
-// window's header, so the wider window read its own old admission as
-// live. The test booked ahead and refunded that booking by key, which no
-// longer gives back a booking not yet due: it refunds an admission that
-// is due instead.)
+// widens it back. The refund gives nothing back: the key's state is the
+// wider window's, and a give-back is written in the terms of the state it
+// gives back to (issue 48). Widened back, the log reads its own state,
+// both admissions counting, and a refund there gives one back. (Before,
+// the refund was written in the narrower window's terms, and once kept
+// the wider window's header, so that the wider window read its own old
+// admission as live.)
 func testLogRefundUnderNarrowerWindow(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
 	wide, err := slidinglog.Per(2, 2*time.Microsecond)
@@ -617,14 +621,20 @@ func testLogRefundUnderNarrowerWindow(t *testing.T, st store.Store[string]) {
 	if err := lim.SetAlgorithm(narrow); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Refund(ctx, "ln", 1); err != nil || d.Remaining() != 1 {
-		t.Fatalf("Refund of 1 under 1 per µs: %v, %v; want 1 remaining", d, err)
+	if d, err := lim.Refund(ctx, "ln", 1); err != nil || d.Remaining() != 0 {
+		t.Fatalf("Refund of 1 under 1 per µs: %v, %v; want nothing given back, 0 remaining", d, err)
 	}
 	if err := lim.SetAlgorithm(wide); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Allow(ctx, "ln"); err != nil || !d.Allowed() || d.Remaining() != 1 {
-		t.Fatalf("Allow under 2 per 2µs again: %v, %v; want it admitted with 1 remaining (the admission at 0 was forgotten under 1 per µs)", d, err)
+	if d, err := lim.Allow(ctx, "ln"); err != nil || d.Allowed() {
+		t.Fatalf("Allow under 2 per 2µs again: %v, %v; want it denied (both admissions count)", d, err)
+	}
+	if d, err := lim.Refund(ctx, "ln", 1); err != nil || d.Remaining() != 1 {
+		t.Fatalf("Refund of 1 under 2 per 2µs: %v, %v; want 1 remaining", d, err)
+	}
+	if d, err := lim.Allow(ctx, "ln"); err != nil || !d.Allowed() || d.Remaining() != 0 {
+		t.Fatalf("Allow after the refund under 2 per 2µs: %v, %v; want it admitted with 0 remaining", d, err)
 	}
 }
 
@@ -718,11 +728,13 @@ func testCancelKeepsAnotherKindsState(t *testing.T, st store.Store[string]) {
 }
 
 // testLogRefundsAcrossWidenings refunds on a sliding log under a window
-// wider than its writer's, twice: what the first refund leaves forgotten
-// (an admission before the writer's window) stays forgotten under the
-// second, wider still. (The script kept that admission as the log's base
-// at the first window's cut, which the second window's cut lies before:
-// it counted it again and gave back one unit too few.)
+// wider than its writer's, twice: each gives nothing back (a give-back is
+// written in the terms of the state it gives back to, issue 48), and what
+// the narrower window forgot (an admission before its window) stays
+// forgotten under both. (Before, the refunds were written in the wider
+// windows' terms: the script kept that admission as the log's base at the
+// first window's cut, which the second window's cut lies before, counted
+// it again and gave back one unit too few.)
 func testLogRefundsAcrossWidenings(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
 	mk := func(limit int64, window time.Duration) *slidinglog.Log {
@@ -751,13 +763,13 @@ func testLogRefundsAcrossWidenings(t *testing.T, st store.Store[string]) {
 	if err := lim.SetAlgorithm(mk(1, 2*time.Microsecond)); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Refund(ctx, "lr", 1); err != nil || d.Remaining() != 0 {
-		t.Fatalf("Refund(1) under 1 per 2µs: %v, %v; want 2 of the 3 at 1µs left, none remaining", d, err)
+	if d, err := lim.Refund(ctx, "lr", 1); err != nil || d.Remaining() != 0 || d.RetryAfter() != time.Microsecond {
+		t.Fatalf("Refund(1) under 1 per 2µs: %v, %v; want nothing given back (the 3 at 1µs count until 3µs), none remaining", d, err)
 	}
 	if err := lim.SetAlgorithm(mk(1, 3*time.Microsecond)); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Refund(ctx, "lr", 2); err != nil || d.Remaining() != 1 {
-		t.Fatalf("Refund(2) under 1 per 3µs: %v, %v; want all given back, 1 remaining (the admission at 0 stays forgotten)", d, err)
+	if d, err := lim.Refund(ctx, "lr", 2); err != nil || d.Remaining() != 0 || d.RetryAfter() != 2*time.Microsecond {
+		t.Fatalf("Refund(2) under 1 per 3µs: %v, %v; want nothing given back (the 3 at 1µs count until 4µs; the admission at 0 stays forgotten)", d, err)
 	}
 }
