@@ -290,8 +290,10 @@ func WithInheritance(rule algorithm.Rule) Option {
 	return optionFunc(func(o *options) { o.inherit = &rule })
 }
 
-// WithResetOnMismatch starts a key whose state another algorithm wrote from
-// what it had used. A Policy sets Limit.ResetOnMismatch.
+// WithResetOnMismatch starts afresh a key whose state no algorithm of this
+// module can read, rather than fail with ErrStateMismatch (another kind's
+// state carries what it had used either way). A Policy sets
+// Limit.ResetOnMismatch.
 func WithResetOnMismatch() Option {
 	return optionFunc(func(o *options) { o.resetOnMismatch = true })
 }

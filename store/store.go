@@ -182,15 +182,18 @@ type Limit struct {
 	// with other parameters (see algorithm.Tag) is carried: AsIs, the
 	// zero value, or Proportional.
 	Inherit algorithm.Rule
-	// ResetOnMismatch reads a key whose state under this ID was written
-	// by another algorithm as this algorithm's fresh state charged with
-	// what that state had used at the decision's instant
-	// (algorithm.Carry, at most the limit), and one in a format this
-	// version does not read as fresh, instead of failing with
-	// ErrStateMismatch: switching algorithms never hands out a fresh
-	// quota. The state is replaced only when a request is admitted (a
-	// denial's RetryAfter is computed from the carried usage, and a Peek
-	// reports it); a Refund or Cancel gives nothing of it back.
+	// ResetOnMismatch reads a key whose state under this ID no algorithm
+	// of this module can read (a format this version does not read, a
+	// Redis key of another type, an algorithm of no registered Kind) as
+	// fresh, instead of failing with ErrStateMismatch. A state another
+	// Kind of algorithm wrote is read, either way, as this algorithm's
+	// fresh state charged with what that state had used at the decision's
+	// instant (algorithm.Carry, at most the limit): switching algorithms
+	// never hands out a fresh quota. Such a state is replaced only when a
+	// request is admitted (a denial's RetryAfter is computed from the
+	// carried usage, and a Peek reports it); a Refund or Cancel gives
+	// nothing of it back. User data under a store's prefix is never
+	// overwritten without it.
 	ResetOnMismatch bool
 }
 
