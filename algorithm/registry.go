@@ -44,6 +44,14 @@ type Kind struct {
 	// Describe puts a Tag of this Kind in words, for errors ("GCRA,
 	// burst 100, one every 36s"); nil: its String.
 	Describe func(Tag) string
+	// AsIsBounds is set for a Kind whose Inherit keeps [CheckInherit]'s as-is
+	// bounds only in part, carrying a state written under from into to
+	// (both Tags of this Kind): it reports whether the upper bound
+	// (what remains is at most to's limit less what was used) and the
+	// lower one (at least what from had left, when to's limit is at least
+	// from's) hold, and by how much the upper one may be exceeded. nil:
+	// both hold exactly.
+	AsIsBounds func(to, from Tag) (upper, lower bool, slack int64)
 }
 
 // registry is the Kinds registered, copied on every Register so that
@@ -103,6 +111,15 @@ func KindNamed(name string) (Kind, bool) {
 		if k := r.byName[name]; k != nil {
 			return *k, true
 		}
+	}
+	return Kind{}, false
+}
+
+// KindOf returns the registered Kind whose Letter is letter: what a store
+// knows of a state of that letter (whether it keeps a Log, its Lua body).
+func KindOf(letter byte) (Kind, bool) {
+	if k := kindOf(letter); k != nil {
+		return *k, true
 	}
 	return Kind{}, false
 }

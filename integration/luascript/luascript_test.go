@@ -108,7 +108,7 @@ func TestFor(t *testing.T) {
 		}
 		tag, _ := algorithm.TagOf(c.alg)
 		hdr := tag.Header()
-		if tag.Kind == algorithm.KindSlidingLog {
+		if tag.Kind == slidinglog.Kind {
 			hdr = "#" + hdr[:len(hdr)-1]
 		}
 		if want := []string{"id", hdr, "0"}; !slices.Equal(params[:3], want) {
@@ -138,7 +138,7 @@ func TestFor(t *testing.T) {
 	// Any double round-trips without an exponent.
 	for _, v := range []float64{math.SmallestNonzeroFloat64, 1.0 / 3, 2.5e-300, 1e300, math.MaxFloat64} {
 		_, params, err := luascript.For(luascript.Limit{Spec: algorithm.Spec{Name: "tokenbucket", Params: []float64{v, 1}},
-			Tag: algorithm.Tag{Kind: algorithm.KindTokenBucket, P0: 1}})
+			Tag: algorithm.Tag{Kind: tokenbucket.Kind, P0: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}

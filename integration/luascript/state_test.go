@@ -744,7 +744,7 @@ func TestInheritExamples(t *testing.T) {
 					hdr := snapshot(t, client, keys...)
 					tag, _ := algorithm.TagOf(k.make(c.to))
 					h := tag.Header()
-					if tag.Kind == algorithm.KindSlidingLog {
+					if tag.Kind == slidinglog.Kind {
 						h = "#" + h[:len(h)-1]
 					}
 					if !strings.Contains(hdr, h) {

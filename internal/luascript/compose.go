@@ -5,8 +5,6 @@ package luascript
 import (
 	"fmt"
 	"strings"
-
-	"github.com/go-ratelimit/ratelimit/algorithm"
 )
 
 // A script is composed in stages, each a function of one limit (a
@@ -38,7 +36,7 @@ func limitsOf(names []string) []limitAt {
 	for i, name := range names {
 		b := bodies[name]
 		l := limitAt{name: name, b: b, n: i + 1, argv: argv}
-		if b.kind != algorithm.KindSlidingLog {
+		if !b.log {
 			field++
 			l.field = field
 		}
@@ -49,7 +47,7 @@ func limitsOf(names []string) []limitAt {
 }
 
 // log reports whether the limit is a sliding log.
-func (l limitAt) log() bool { return l.b.kind == algorithm.KindSlidingLog }
+func (l limitAt) log() bool { return l.b.log }
 
 // sub returns part with the limit's argument references made ARGV
 // indices (substitute).

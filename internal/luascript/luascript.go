@@ -61,6 +61,9 @@ type body struct {
 	book, refund, unused, earliest string
 	params                         int  // $1…$params
 	kind                           byte // its algorithm.Tag's Kind
+	// log: its Kind keeps a Log, a sorted set of its own on Redis,
+	// rather than a field of the key's hash.
+	log bool
 	// undo is the --@undo part (docs/design/refund-by-handle.md).
 	undo string
 	// carry is how a batch keeps the state in Lua numbers from one request
@@ -192,15 +195,15 @@ func init() {
 			continue
 		}
 		name := k.Name
-		if k.Letter == algorithm.KindSlidingLog && !strings.Contains(k.Body, usedLine) {
-			panic("luascript: slidinglog.lua needs a --#used line") // a bug in an embedded file
+		if k.Log && !strings.Contains(k.Body, usedLine) {
+			panic("luascript: " + name + ".lua needs a --#used line") // a bug in an embedded file
 		}
 		b, err := split(strings.Replace(k.Body, usedLine, usedCall, 1))
 		if err != nil {
 			panic(fmt.Sprintf("luascript: %s.lua: %v", name, err)) // a bug in an embedded file
 		}
-		b.kind = k.Letter
-		if (b.carry == nil) != (b.kind == algorithm.KindSlidingLog) {
+		b.kind, b.log = k.Letter, k.Log
+		if (b.carry == nil) != b.log {
 			panic(fmt.Sprintf("luascript: %s.lua: a state kept in the hash needs --#parse and --#encode marks, and only there", name)) // a bug in an embedded file
 		}
 		bodies[name] = b
@@ -360,7 +363,7 @@ func hashFields(names []string) []int {
 	at := 3
 	for _, name := range names {
 		b := bodies[name]
-		if b.kind != algorithm.KindSlidingLog {
+		if !b.log {
 			fields = append(fields, at+1)
 		}
 		at += fixedArgs + b.params
@@ -596,7 +599,7 @@ func LimitOf(alg algorithm.Algorithm, id string) Limit {
 // ("#L" and the window in µs).
 func (l Limit) Header() string {
 	h := l.Tag.Header()
-	if l.Tag.Kind == algorithm.KindSlidingLog && h != "" {
+	if k, ok := algorithm.KindOf(l.Tag.Kind); ok && k.Log && h != "" {
 		return "#" + h[:len(h)-1]
 	}
 	return h
@@ -634,7 +637,7 @@ func For(limits ...Limit) (*Script, []string, error) {
 		if l.Tag.Kind != b.kind {
 			return nil, nil, fmt.Errorf("%w: %q states need an algorithm.Tag of Kind %q, got %v", store.ErrAlgorithmUnsupported, spec.Name, b.kind, l.Tag)
 		}
-		if l.Rule > algorithm.Proportional || (l.Rule == algorithm.Proportional && b.kind == algorithm.KindSlidingLog) {
+		if l.Rule > algorithm.Proportional || (l.Rule == algorithm.Proportional && b.log) {
 			return nil, nil, fmt.Errorf("%w: rule %v for %q", algorithm.ErrInvalidConfig, l.Rule, spec.Name)
 		}
 		names[i] = spec.Name

@@ -280,7 +280,7 @@ func (t *Table[K]) declare(limits []store.Limit) {
 	// lasts when one declared key, a sorted set never written, is missing).
 	var logs []string
 	for i, l := range limits {
-		if tag, _ := algorithm.TagOf(l.Algorithm); tag.Kind == algorithm.KindSlidingLog {
+		if tag, _ := algorithm.TagOf(l.Algorithm); keepsLog(tag) {
 			logs = append(logs, t.suffixes[1+i])
 		}
 	}
@@ -289,6 +289,13 @@ func (t *Table[K]) declare(limits []store.Limit) {
 	}
 	t.declared = append(t.declared, logs...)
 	t.maxBatch = batchBound(len(limits), len(logs) > 0)
+}
+
+// keepsLog reports whether a state of tag's Kind keeps a Log: a sorted
+// set of its own on Redis.
+func keepsLog(tag algorithm.Tag) bool {
+	k, ok := algorithm.KindOf(tag.Kind)
+	return ok && k.Log
 }
 
 // Open returns a table for limits. With cfg.Evictions, it first reads

@@ -10,7 +10,6 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // testTooManyStates gives one key limits per call (Limiter.With), each of
@@ -74,7 +73,7 @@ func testTooManyStates(t *testing.T, newStore NewStore) {
 // tooManyLimit is testTooManyStates' limit i: a token bucket of capacity
 // 10 + i, so that each has a state ID of its own.
 func tooManyLimit(t *testing.T, i int) algorithm.Algorithm {
-	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: int64(10 + i), Rate: 1.0 / 3600})
+	alg, err := bucketPer(int64(10+i), time.Duration(10+i)*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

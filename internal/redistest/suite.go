@@ -155,6 +155,12 @@ func algorithms(t testing.TB, limit int64, period time.Duration) []algo {
 	return algs
 }
 
+// bucketPer returns a token bucket of n per period, the whole of n at
+// once: package algorithms lists the token bucket first.
+func bucketPer(n int64, period time.Duration) (algorithm.Algorithm, error) {
+	return catalog.All()[0].Per(n, period)
+}
+
 func newLimiter(t testing.TB, alg algorithm.Algorithm, st store.Store[string], opts ...ratelimit.Option) *ratelimit.Limiter[string] {
 	t.Helper()
 	lim, err := ratelimit.New(alg, st, opts...)
@@ -186,10 +192,17 @@ func redisKey(t testing.TB, prefix, key string, alg algorithm.Algorithm) string 
 	if err != nil {
 		t.Fatalf("Keys(%q): %v", key, err)
 	}
-	if tag, _ := algorithm.TagOf(alg); tag.Kind == algorithm.KindSlidingLog {
+	if tag, _ := algorithm.TagOf(alg); keepsLog(tag) {
 		return names[1] // its sorted set
 	}
 	return names[0] // the key's hash
+}
+
+// keepsLog reports whether a state of tag's Kind keeps a Log, in a sorted
+// set of its own.
+func keepsLog(tag algorithm.Tag) bool {
+	k, ok := algorithm.KindOf(tag.Kind)
+	return ok && k.Log
 }
 
 // forEachMaster calls f with a client of every master of target (the one
@@ -354,7 +367,7 @@ func (c *ttlCase) take(key string, n int) ratelimit.Decision {
 		// A hash's TTL is the longest any write asked for (PEXPIRE GT): a
 		// later, shorter one leaves it.
 		k := redisKey(t, c.prefix, key, c.a.alg)
-		if w, ok := c.written[k]; !ok || c.tag.Kind == algorithm.KindSlidingLog || sent.Add(d.ResetAfter()).After(w.sent.Add(w.reset)) {
+		if w, ok := c.written[k]; !ok || keepsLog(c.tag) || sent.Add(d.ResetAfter()).After(w.sent.Add(w.reset)) {
 			c.written[k] = ttlWrite{d.ResetAfter(), sent}
 		}
 	}

@@ -167,6 +167,9 @@ type kind struct {
 	// freshIn is how many of its Per's periods a used key takes at most
 	// to be fresh again.
 	freshIn time.Duration
+	// proportional: it carries a state by the Proportional rule too
+	// (algorithm.CheckRule), not AsIs alone.
+	proportional bool
 }
 
 // kinds are the algorithms of package algorithms, in its order, each with
@@ -178,7 +181,12 @@ var kinds = func() []kind {
 		if !ok {
 			panic("storetest: algorithm " + e.Name + " has no reference model (models in model.go)")
 		}
-		ks = append(ks, kind{name: e.Name, withLimit: e.Sample, per: e.Per, draw: m.draw, freshIn: m.freshIn})
+		sample, err := e.Sample(1)
+		if err != nil {
+			panic("storetest: " + e.Name + ": " + err.Error())
+		}
+		ks = append(ks, kind{name: e.Name, withLimit: e.Sample, per: e.Per, draw: m.draw, freshIn: m.freshIn,
+			proportional: algorithm.CheckRule(sample, algorithm.Proportional) == nil})
 	}
 	return ks
 }()
