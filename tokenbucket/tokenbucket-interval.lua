@@ -1,5 +1,5 @@
 -- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
--- Parameters: $1 capacity, $2 tokens per interval, $3 interval in µs.
+-- Parameters: ARGV[$1] capacity, ARGV[$2] tokens per interval, ARGV[$3] interval in µs.
 -- State: the header "I<capacity>:", then "<tokens> <instant of the last
 -- refill µs>", tokens within ±2^53 (below zero, a debt: booked ahead), the
 -- instant within ±2^53; anything else is refused with an RLMISMATCH error
@@ -32,12 +32,13 @@ local function wait(held, target, at_us, now_us)
 end
 --#setupend
 local tokens, last = capacity, now
--- Started from a state of another kind (load.lua's carried, Go:
--- algorithm.Carry): a fresh state charged what that one had used, at
--- most the limit, at now.
+--#convert
+-- Started from a state of another kind (Go: algorithm.Carry): a fresh
+-- state charged what that one had used, at most the limit, at now.
 if carried > 0 then
   tokens = capacity - math.min(carried, capacity)
 end
+--#converted
 if state then
   local k, l
 --#parse k, l
@@ -46,6 +47,7 @@ if state then
 --#parsed
   if k and l and k >= -9007199254740992 and k <= 9007199254740992 and l >= -9007199254740992 and l <= 9007199254740992 then
     tokens, last = k, l
+--#convert
     if old0 then
       -- Written under capacity old0 (design §2.2): refilled up to now on
       -- this bucket's schedule with the old capacity, then what was used
@@ -61,7 +63,7 @@ if state then
           tokens, last = tokens + ticks * per, last + ticks * interval
         end
       end
-      if ARGV[$mode] ~= '1' and ARGV[$mode] ~= '3' then
+      if not proportional then
         local least = 0
         if tokens < 0 then
           least = tokens -- a debt (units booked ahead) is kept
@@ -100,8 +102,9 @@ if state then
         last = math.max(last, now)
       end
     end
-  elseif not afresh then
-    return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' holds ' .. #state .. ' bytes that are not a token bucket')
+--#converted
+  else
+--#unreadable ' holds ' .. #state .. ' bytes that are not a token bucket'
   end
 end
 
@@ -133,7 +136,7 @@ if ttl < 2 then
 end
 local rem = tokens
 --#encode tokens, last
-local value = string.format('%.0f %.0f', tokens, last)
+local value = string.format('%d %d', tokens, last)
 
 --@book
 -- Booked at now for act (Go: IntervalBucket.Book): what a Take at act
@@ -162,7 +165,7 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
-local value = string.format('%.0f %.0f', tokens, last)
+local value = string.format('%d %d', tokens, last)
 local rem = math.max(tokens, 0)
 
 --@refund
@@ -179,7 +182,7 @@ if tokens < capacity and n > 0 then
   else
     tokens = capacity
   end
-  value = string.format('%.0f %.0f', tokens, last)
+  value = string.format('%d %d', tokens, last)
 end
 local rem, retry, reset = math.max(tokens, 0), wait(tokens, 1, last, now), wait(tokens, capacity, last, now)
 local ttl = math.ceil(reset / 1000)
@@ -216,4 +219,15 @@ local give = 0
 local ticks = floordiv(now - act + interval - 1, interval)
 if ticks < floordiv(bcost + per - 1, per) and tokens >= 0 then
   give = bcost - ticks * per
+end
+
+--@used
+-- What an interval bucket's state had used (Go: intervalUsed): capacity −
+-- tokens as stored.
+local x = string.match(fv, '^(%-?%d+) (%-?%d+)$', at)
+if x then
+  x = tonumber(x)
+end
+if p0 <= 1099511627776 and x and x >= -9007199254740992 and x <= 9007199254740992 then
+  used = p0 - x
 end

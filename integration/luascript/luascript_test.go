@@ -34,8 +34,8 @@ func TestScripts(t *testing.T) {
 		if got := hex.EncodeToString(sum[:]); got != s.SHA1 {
 			t.Errorf("%s: SHA1 %s, want %s", s.Name, s.SHA1, got)
 		}
-		if !strings.HasPrefix(s.Source, "-- Prelude of every limiter script.") {
-			t.Errorf("%s: the source does not start with the prelude", s.Name)
+		if !strings.HasPrefix(s.Source, "-- "+s.Name+": ") {
+			t.Errorf("%s: the source does not start with a comment naming it", s.Name)
 		}
 		if strings.HasPrefix(s.Source, "#!") {
 			t.Errorf("%s: a shebang line (miniredis rejects it)", s.Name)

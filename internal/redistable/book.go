@@ -32,17 +32,24 @@ func (t *Table[K]) opArgs(now, cost int64, extra ...string) Args {
 	return a
 }
 
-// call runs call, a script call, sending it again after a TRYAGAIN reply
-// (which did not run it), and returns its error wrapped as the store
-// contract wants:
-// RLMISMATCH and WRONGTYPE as store.ErrStateMismatch (a configuration
-// error, not an outage; never retried), RLTOOMANY as
-// store.ErrTooManyStates (the caller's: never retried), OOM as
-// store.ErrFull (the server is up and answered), anything else as
-// store.ErrUnavailable.
-func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func(context.Context) error) error {
+// call runs call, a call of the script s, sending it again after a
+// TRYAGAIN reply (which did not run it), and after a plain script's
+// RLCONVERT (or WRONGTYPE) reply, which wrote nothing, as the conversion
+// form of s that reads what it found (luascript.Conversion); and returns
+// its error wrapped as the store contract wants: RLMISMATCH and WRONGTYPE
+// as store.ErrStateMismatch (a configuration error, not an outage; never
+// retried), RLTOOMANY as store.ErrTooManyStates (the caller's: never
+// retried), OOM as store.ErrFull (the server is up and answered),
+// anything else as store.ErrUnavailable.
+func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func(context.Context, *luascript.Script) error) error {
 	for attempt := 0; ; attempt++ {
-		err := call(ctx)
+		err := call(ctx, s)
+		if letters, ok := luascript.Conversion(err); ok {
+			if next := s.Converting(letters); next != s {
+				s, attempt = next, attempt-1 // a conversion is no retry of the same call
+				continue
+			}
+		}
 		switch {
 		case err == nil:
 			return nil
@@ -208,7 +215,7 @@ func (t *Table[K]) sendOps(ctx context.Context, keys []string, batch []*request)
 	}
 	var strs []string
 	var ints []int64
-	err := t.call(ctx, s, func(ctx context.Context) (err error) {
+	err := t.call(ctx, s, func(ctx context.Context, s *luascript.Script) (err error) {
 		if op == luascript.OpBook {
 			strs, err = t.run.EvalStrings(ctx, s, keys, args.All())
 			return err

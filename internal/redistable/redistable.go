@@ -513,7 +513,7 @@ func (t *Table[K]) Reset(ctx context.Context, key K) error {
 	}
 	ctx, cancel := t.bounded(ctx)
 	defer cancel()
-	return t.call(ctx, luascript.Reset, func(ctx context.Context) error {
+	return t.call(ctx, luascript.Reset, func(ctx context.Context, _ *luascript.Script) error {
 		_, err := t.run.Eval(ctx, luascript.Reset, false, keys, Args{Rest: t.ids, RestAny: t.resetAny}, nil)
 		return err
 	})
@@ -563,7 +563,7 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, now, cost int
 // (which ran nothing), with errors wrapped as the store contract wants
 // them (call).
 func (t *Table[K]) retry(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args Args, reply []int64) ([]int64, error) {
-	err := t.call(ctx, s, func(ctx context.Context) (err error) {
+	err := t.call(ctx, s, func(ctx context.Context, s *luascript.Script) (err error) {
 		reply, err = t.run.Eval(ctx, s, readOnly, keys, args, reply)
 		return err
 	})
