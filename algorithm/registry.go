@@ -182,8 +182,8 @@ var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earlie
 //     had used, for a limit of another kind that starts it afresh); each
 //     once;
 //   - what it reads: its limit's arguments alone, as ARGV[$1] … ARGV[$9]
-//     (its parameters, which the composer numbers), ARGV[$id],
-//     ARGV[$hdr] and ARGV[$mode], the limit's number $n, its sorted
+//     (its parameters, which the composer numbers), ARGV[$id] and
+//     ARGV[$hdr], the limit's number $n, its sorted
 //     set's name $zkey and the store's TTL margin $margin: no other $
 //     name, no other ARGV, and no KEYS;
 //   - regions: "--#setup a, b" … "--#setupend" at most once, in the
@@ -240,18 +240,18 @@ func checkParts(body string) (decide, commit string, err error) {
 func checkReads(body string) error {
 	for _, m := range dollarRef.FindAllStringSubmatchIndex(body, -1) {
 		switch ref := body[m[2]:m[3]]; {
-		case len(ref) == 1 && ref[0] >= '1' && ref[0] <= '9', ref == "id", ref == "hdr", ref == "mode", ref == "n", ref == "zkey", ref == "margin":
+		case len(ref) == 1 && ref[0] >= '1' && ref[0] <= '9', ref == "id", ref == "hdr", ref == "n", ref == "zkey", ref == "margin":
 		case ref == "":
 			// A '$' of Lua's own (a pattern's end, "%$"): not a reference.
 		default:
-			return fmt.Errorf("line %d: $%s: a body reads its parameters as $1…$9 and the limit's $id, $hdr, $mode, $n, $zkey, $margin", line(body, m[0]), ref)
+			return fmt.Errorf("line %d: $%s: a body reads its parameters as $1…$9 and the limit's $id, $hdr, $n, $zkey, $margin", line(body, m[0]), ref)
 		}
 	}
 	for _, m := range argvRef.FindAllStringSubmatchIndex(body, -1) {
 		switch ref := body[m[2]:m[3]]; {
-		case len(ref) == 2 && ref[0] == '$' && ref[1] >= '1' && ref[1] <= '9', ref == "$id", ref == "$hdr", ref == "$mode":
+		case len(ref) == 2 && ref[0] == '$' && ref[1] >= '1' && ref[1] <= '9', ref == "$id", ref == "$hdr":
 		default:
-			return fmt.Errorf("line %d: ARGV[%s]: a body reads only its limit's arguments, ARGV[$1]…ARGV[$9], ARGV[$id], ARGV[$hdr] and ARGV[$mode]", line(body, m[0]), ref)
+			return fmt.Errorf("line %d: ARGV[%s]: a body reads only its limit's arguments, ARGV[$1]…ARGV[$9], ARGV[$id] and ARGV[$hdr]", line(body, m[0]), ref)
 		}
 	}
 	if i := strings.Index(body, "KEYS["); i >= 0 {

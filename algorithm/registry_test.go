@@ -20,7 +20,7 @@ local n = 0
 n = tonumber(string.sub(state, at)) or 0
 --#parsed
 local fits = n < limit
-local id = ARGV[$id] .. ARGV[$hdr] .. ARGV[$mode] .. tonumber(ARGV[$2]) .. '$n'
+local id = ARGV[$id] .. ARGV[$hdr] .. tonumber(ARGV[$2]) .. '$n'
 --@report
 remaining = limit - n
 --@commit

@@ -11,9 +11,9 @@ import (
 // evalAs runs script, with KEYS keys and ARGV args, as a store does: its
 // plain form, then, while that answers RLCONVERT (a state only the
 // conversion form reads; nothing was written), the conversion form that
-// reads the kinds it found (luascript.Script.Converting). ro runs it
-// read-only (EVAL_RO), as a peek.
-func evalAs(ctx context.Context, client redis.Scripter, script *luascript.Script, ro bool, keys []string, args ...any) *redis.Cmd {
+// reads the kinds it found (luascript.Script.Converting), for limits of
+// modes (luascript.Modes). ro runs it read-only (EVAL_RO), as a peek.
+func evalAs(ctx context.Context, client redis.Scripter, script *luascript.Script, modes string, ro bool, keys []string, args ...any) *redis.Cmd {
 	for {
 		var cmd *redis.Cmd
 		if ro {
@@ -25,7 +25,7 @@ func evalAs(ctx context.Context, client redis.Scripter, script *luascript.Script
 		if !ok {
 			return cmd
 		}
-		next := script.Converting(letters)
+		next := script.Converting(letters, modes)
 		if next == script {
 			return cmd
 		}

@@ -111,10 +111,10 @@ func TestFor(t *testing.T) {
 		if tag.Kind == slidinglog.Kind {
 			hdr = "#" + hdr[:len(hdr)-1]
 		}
-		if want := []string{"id", hdr, "0"}; !slices.Equal(params[:3], want) {
-			t.Errorf("For(%v): ID, header and mode %q, want %q", spec, params[:3], want)
+		if want := []string{"id", hdr}; !slices.Equal(params[:2], want) {
+			t.Errorf("For(%v): ID and header %q, want %q", spec, params[:2], want)
 		}
-		params = params[3:]
+		params = params[2:]
 		if s.Name != spec.Name {
 			t.Errorf("For(%v): script %s", spec, s.Name)
 		}
@@ -142,7 +142,7 @@ func TestFor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		params = params[3:]
+		params = params[2:]
 		if got, err := strconv.ParseFloat(params[0], 64); err != nil || got != v || strings.ContainsAny(params[0], "eE") {
 			t.Errorf("param %v encoded as %.40q, which parses back as %v, %v", v, params[0], got, err)
 		}
@@ -168,12 +168,12 @@ func TestShortTTLKeepsKey(t *testing.T) {
 		name   string
 		params []string // ID, header, mode, parameters
 	}{
-		{"tokenbucket", []string{"x", "T10:", "0", "10", "1000000"}},
-		{"tokenbucket-interval", []string{"x", "I10:", "0", "10", "10", "1"}},
-		{"slidinglog", []string{"x", "#L1", "0", "10", "1"}},
-		{"fixedwindow", []string{"x", "F10,2:", "0", "10", "2"}},
-		{"gcra", []string{"x", "G10,1:", "0", "10", "1"}},
-		{"slidingwindow", []string{"x", "S10,1:", "0", "10", "1"}},
+		{"tokenbucket", []string{"x", "T10:", "10", "1000000"}},
+		{"tokenbucket-interval", []string{"x", "I10:", "10", "10", "1"}},
+		{"slidinglog", []string{"x", "#L1", "10", "1"}},
+		{"fixedwindow", []string{"x", "F10,2:", "10", "2"}},
+		{"gcra", []string{"x", "G10,1:", "10", "1"}},
+		{"slidingwindow", []string{"x", "S10,1:", "10", "1"}},
 	} {
 		var script *luascript.Script
 		for _, s := range luascript.Scripts() {

@@ -110,7 +110,7 @@ func evalerOf(t *testing.T, client redis.UniversalClient, l luascript.Limit, bas
 	keys := luascript.Keys(base, l.ID)
 	return func(now, cost, margin int64) ([]int64, error) {
 		args := append([]any{strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), strconv.FormatInt(margin, 10)}, anys(params)...)
-		return evalAs(t.Context(), client, s, cost == 0, keys, args...).Int64Slice()
+		return evalAs(t.Context(), client, s, l.Mode(), cost == 0, keys, args...).Int64Slice()
 	}
 }
 

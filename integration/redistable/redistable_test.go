@@ -295,10 +295,10 @@ func TestArguments(t *testing.T) {
 	// TRYAGAIN for as long as it lasts).
 	keys := "rl:{k}#"
 	want := []call{
-		{"fixedwindow", false, keys, []string{"1700000000123456", "3", "0", id, "F5,1000000:", "0", "5", "1000000"}},
-		{"fixedwindow", true, keys, []string{"1700000000123457", "0", "0", id, "F5,1000000:", "0", "5", "1000000"}},
-		{"fixedwindow", false, keys, []string{"", "2", "0", id, "F5,1000000:", "0", "5", "1000000"}},
-		{"fixedwindow", true, keys, []string{"", "0", "0", id, "F5,1000000:", "0", "5", "1000000"}},
+		{"fixedwindow", false, keys, []string{"1700000000123456", "3", "0", id, "F5,1000000:", "5", "1000000"}},
+		{"fixedwindow", true, keys, []string{"1700000000123457", "0", "0", id, "F5,1000000:", "5", "1000000"}},
+		{"fixedwindow", false, keys, []string{"", "2", "0", id, "F5,1000000:", "5", "1000000"}},
+		{"fixedwindow", true, keys, []string{"", "0", "0", id, "F5,1000000:", "5", "1000000"}},
 	}
 	if len(run.calls) != len(want) {
 		t.Fatalf("got %d calls, want %d", len(run.calls), len(want))

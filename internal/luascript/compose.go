@@ -91,6 +91,8 @@ type composer struct {
 	// letters names besides the limits' own.
 	convert bool
 	letters string
+	// modes: each limit's mode (Modes), in a conversion script.
+	modes string
 	// hashed is how many of the limits keep their state in the hash;
 	// more than one are read with one HMGET (hmget).
 	hashed int
@@ -114,7 +116,7 @@ type composer struct {
 // newComposer returns the composer of a script of f for limits of the
 // named algorithms, which writes its states in the given style.
 func newComposer(f form, names []string, batch bool, store storeStyle) *composer {
-	c := &composer{limits: limitsOf(names, f.convert), names: names, convert: f.convert, letters: f.letters, batch: batch, store: store, take: "not peek"}
+	c := &composer{limits: limitsOf(names, f.convert), names: names, convert: f.convert, letters: f.letters, modes: f.modes, batch: batch, store: store, take: "not peek"}
 	for _, l := range c.limits {
 		if !l.log() {
 			c.hashed++
@@ -257,13 +259,13 @@ func (c *composer) load(l limitAt) string {
 	intro := fmt.Sprintf("-- Limit %d (%s).\n", l.n, l.name)
 	if l.log() {
 		if c.convert {
-			return intro + l.sub(convSet)
+			return intro + l.sub(c.mode(l, convSet))
 		}
 		return intro + l.sub(setLoad)
 	}
 	src, get, held := hashLoad, hgetLine, heldLine
 	if c.convert {
-		src, get, held = convLoad, convHgetLine, convHeldLine
+		src, get, held = c.mode(l, convLoad), convHgetLine, convHeldLine
 	}
 	indent := get[:len(get)-len(strings.TrimLeft(get, " "))]
 	v := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(get), "local"))
@@ -282,6 +284,17 @@ func (c *composer) load(l limitAt) string {
 		src += strings.ReplaceAll(hashFresh, "$take", c.take)
 	}
 	return intro + l.sub(src)
+}
+
+// mode returns a conversion load with the limit's mode in it: $afresh,
+// whether it starts afresh a state it cannot read, and $proportional,
+// whether it carries one of its own kind by the proportional rule.
+func (c *composer) mode(l limitAt, load string) string {
+	m := byte('0')
+	if l.n <= len(c.modes) {
+		m = c.modes[l.n-1]
+	}
+	return strings.NewReplacer("$afresh", fmt.Sprint(m >= '2'), "$proportional", fmt.Sprint(m == '1' || m == '3')).Replace(load)
 }
 
 // fresh returns a plain script's check of the fields the key lacks when
@@ -850,7 +863,7 @@ func describe(f form, names []string) string {
 	b.WriteString("-- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets\n" +
 		"-- alone, the first). ARGV[1]: now, Unix µs (\"\": the server's TIME);\n" +
 		"-- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per\n" +
-		"-- limit its state ID, header and mode, and its parameters.\n")
+		"-- limit its state ID and header, and its parameters.\n")
 	b.WriteString("-- " + opSays[f.op])
 	if f.convert {
 		b.WriteString(". It reads a limit's own kind\n" +

@@ -10,8 +10,7 @@
 -- set). other: the state was another kind's, so that a booking on it is
 -- not undone exactly.
 local state, at, old0, old1, wipe, carried, other = nil, 1, nil, nil, nil, 0, false
-local afresh = ARGV[$mode] >= '2'
-local proportional = ARGV[$mode] == '1' or ARGV[$mode] == '3'
+local afresh, proportional = $afresh, $proportional
 do
   local hdr = ARGV[$hdr]
   local v = redis.pcall('HGET', hkey, ARGV[$id])
@@ -65,7 +64,7 @@ end
 -- (carried).
 local zkey = $zkey
 local hdr = ARGV[$hdr]
-local afresh = ARGV[$mode] >= '2'
+local afresh = $afresh
 local head, state, old0, old1, wipe, carried, other = {}, false, nil, nil, nil, 0, false
 do
   local bad, fv = nil, nil

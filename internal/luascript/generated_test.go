@@ -29,9 +29,9 @@ func generatedLimits() [][]string {
 // generatedScripts returns the checked-in scripts by file name: for each
 // list of generatedLimits, its decision script (a Take's, and a Peek's
 // with a cost of 0), its batch of decisions, each op's script, and the
-// conversion form of its decision; and two conversions from another
-// kind, a bucket's state read by a log and a log's by a bucket, which hold
-// the other kind's --@used part.
+// conversion form of its decision (as-is); and two conversions from
+// another kind, a bucket's state read by a log and a log's by a bucket,
+// each limit starting afresh, which hold the other kind's --@used part.
 func generatedScripts() map[string]string {
 	out := map[string]string{}
 	for _, names := range generatedLimits() {
@@ -39,13 +39,13 @@ func generatedScripts() map[string]string {
 		d := scriptOf(form{names: base})
 		out[base+".decide.lua"] = d.Source
 		out[base+".batch.lua"] = Batch(d).Source
-		out[base+".convert.lua"] = d.Converting("").Source
+		out[base+".convert.lua"] = d.Converting("", strings.Repeat("0", len(names))).Source // as-is
 		for _, op := range []Op{OpBook, OpRefund, OpCancel, OpUndo} {
 			out[base+"."+op.String()+".lua"] = scriptOf(form{op: op, names: base}).Source
 		}
 	}
-	out["slidinglog.convert-from-tokenbucket.lua"] = scriptOf(form{names: "slidinglog"}).Converting(string(tokenbucket.Kind)).Source
-	out["tokenbucket.convert-from-slidinglog.lua"] = scriptOf(form{names: "tokenbucket"}).Converting(string(slidinglog.Kind)).Source
+	out["slidinglog.convert-from-tokenbucket.lua"] = scriptOf(form{names: "slidinglog"}).Converting(string(tokenbucket.Kind), "2").Source // as-is, afresh
+	out["tokenbucket.convert-from-slidinglog.lua"] = scriptOf(form{names: "tokenbucket"}).Converting(string(slidinglog.Kind), "2").Source
 	return out
 }
 

@@ -107,10 +107,13 @@ type form struct {
 	batch   bool
 	convert bool
 	letters string
+	// modes are the limits' modes (Modes), which a conversion script
+	// holds; "" in a plain script, which reads none.
+	modes string
 }
 
 func (f form) key() string {
-	return fmt.Sprintf("%d/%s/%v/%v/%s", f.op, f.names, f.batch, f.convert, f.letters)
+	return fmt.Sprintf("%d/%s/%v/%v/%s/%s", f.op, f.names, f.batch, f.convert, f.letters, f.modes)
 }
 
 // name returns the Script's Name of f.
@@ -165,14 +168,15 @@ func composeForm(f form) *Script {
 }
 
 // Converting returns the conversion form of s (see the package
-// documentation) that also reads the states of the kinds whose letters
-// are in letters (an RLCONVERT reply's, Conversion): s itself when it is
-// one that reads them all already.
-func (s *Script) Converting(letters string) *Script {
+// documentation) for limits of these modes (Modes) that also reads the
+// states of the kinds whose letters are in letters (an RLCONVERT reply's,
+// Conversion): s itself when it is one that reads them all already.
+func (s *Script) Converting(letters, modes string) *Script {
 	f := s.form
-	if f.names == "" {
-		return s // not a script of limits (Reset)
+	if f.names == "" || len(modes) != s.Limits {
+		return s // not a script of limits (Reset), or modes of other limits
 	}
+	f.modes = modes
 	set := []byte(f.letters)
 	for _, l := range []byte(letters) {
 		if l >= 'A' && l <= 'Z' && !slices.Contains(set, l) && !f.ownKind(l) {
@@ -180,7 +184,7 @@ func (s *Script) Converting(letters string) *Script {
 		}
 	}
 	slices.Sort(set)
-	if f.convert && string(set) == f.letters {
+	if f.convert && string(set) == f.letters && modes == s.form.modes {
 		return s
 	}
 	f.convert, f.letters = true, string(set)
@@ -260,8 +264,8 @@ func (l Limit) Header() string {
 	return h
 }
 
-// Mode returns the limit's mode argument: "0" as-is, "1" proportional,
-// "2" and "3" the same starting afresh on a state it cannot read.
+// Mode returns the limit's mode: "0" as-is, "1" proportional, "2" and
+// "3" the same starting afresh on a state it cannot read.
 func (l Limit) Mode() string {
 	m := byte('0') + byte(l.Rule&1)
 	if l.ResetOnMismatch {
@@ -270,14 +274,26 @@ func (l Limit) Mode() string {
 	return string(m)
 }
 
+// Modes returns the modes of the limits, in order (Limit.Mode): what the
+// conversion form of their scripts is composed for.
+func Modes(limits ...Limit) string {
+	var b strings.Builder
+	for _, l := range limits {
+		b.WriteString(l.Mode())
+	}
+	return b.String()
+}
+
 // fixedArgs is how many arguments every limit has before its algorithm's
-// parameters: its state ID, its header and its mode.
-const fixedArgs = 3
+// parameters: its state ID and its header.
+const fixedArgs = 2
 
 // For returns the plain decision script of the limits, in order, and
-// their arguments (ARGV[4] onward: each limit's state ID, header and
-// mode, then its algorithm's parameters), or an error wrapping
-// store.ErrAlgorithmUnsupported or algorithm.ErrInvalidConfig.
+// their arguments (ARGV[4] onward: each limit's state ID and header, then
+// its algorithm's parameters), or an error wrapping
+// store.ErrAlgorithmUnsupported or algorithm.ErrInvalidConfig. The
+// limits' rules and whether they start afresh (Modes) shape only the
+// conversion form (Script.Converting), which holds them.
 func For(limits ...Limit) (*Script, []string, error) {
 	names, params, err := check(limits)
 	if err != nil {
@@ -311,7 +327,7 @@ func check(limits []Limit) (string, []string, error) {
 			return "", nil, fmt.Errorf("%w: rule %v for %q", algorithm.ErrInvalidConfig, l.Rule, spec.Name)
 		}
 		names[i] = spec.Name
-		params = append(params, l.ID, l.Header(), l.Mode())
+		params = append(params, l.ID, l.Header())
 		for _, p := range spec.Params {
 			// The shortest text that parses back to the same double, without
 			// an exponent (gopher-lua, inside miniredis, cannot parse one).
@@ -390,14 +406,14 @@ func KeepsLog(name string) bool {
 
 var (
 	paramRef = regexp.MustCompile(`\$([1-9])`)
-	fixedRef = regexp.MustCompile(`\$(id|hdr|mode|margin)\b`)
+	fixedRef = regexp.MustCompile(`\$(id|hdr|margin)\b`)
 	luaName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // substitute returns a part of a limit's body with its references to its
 // arguments made ARGV indices, for a limit whose arguments follow ARGV
-// index argv: $id, $hdr, $mode, then $1… its algorithm's parameters;
-// $zkey the name of its ID's sorted set, and $margin the TTL margin.
+// index argv: $id, $hdr, then $1… its algorithm's parameters; $zkey the
+// name of its ID's sorted set, and $margin the TTL margin.
 func substitute(part string, argv int) string {
 	part = strings.ReplaceAll(part, "$zkey", "("+zkeyName+")")
 	part = paramRef.ReplaceAllStringFunc(part, func(ref string) string {
@@ -409,10 +425,8 @@ func substitute(part string, argv int) string {
 			return strconv.Itoa(argv + 1)
 		case "$hdr":
 			return strconv.Itoa(argv + 2)
-		case "$margin":
-			return "tonumber(ARGV[3])"
 		}
-		return strconv.Itoa(argv + 3) // $mode
+		return "tonumber(ARGV[3])" // $margin
 	})
 }
 

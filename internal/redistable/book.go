@@ -45,7 +45,7 @@ func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func(cont
 	for attempt := 0; ; attempt++ {
 		err := call(ctx, s)
 		if letters, ok := luascript.Conversion(err); ok {
-			if next := s.Converting(letters); next != s {
+			if next := s.Converting(letters, t.modes); next != s {
 				s, attempt = next, attempt-1 // a conversion is no retry of the same call
 				continue
 			}

@@ -191,6 +191,7 @@ type Table[K comparable] struct {
 	rest     []string // ARGV[3…]: the TTL margin in ms, then the parameters
 	restAny  []any
 	server   bool
+	modes    string                                  // the limits' modes (luascript.Modes), for conversion scripts
 	limits   []int64                                 // each limit's Limit
 	algs     []algorithm.Algorithm                   // the limits' algorithms, to name them in errors
 	ops      [luascript.OpUndo + 1]*luascript.Script // the booking scripts, by Op; nil for an algorithm without them
@@ -325,6 +326,7 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	if err != nil {
 		return nil, err
 	}
+	t.modes = luascript.Modes(specs...)
 	if t.warnings, err = cfg.Evictions.Run(); err != nil {
 		return nil, err
 	}

@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It replies {remaining, retry after µs, reset after µs} per limit, the
 -- cost charged to every limit or to none; or, having written nothing,
 -- RLCONVERT: a state only the conversion script reads; RLTOOMANY: no
@@ -85,8 +85,8 @@ if #lack > 0 then
 end
 local s1_limit, s1_window
 do
-local limit = tonumber(ARGV[7])
-local window = tonumber(ARGV[8])
+local limit = tonumber(ARGV[6])
+local window = tonumber(ARGV[7])
 s1_limit, s1_window = limit, window
 end
 -- replies: each request's reply in turn, which decide(roff) writes from
@@ -122,7 +122,7 @@ if state then
 end
 local at = #ARGV[5] + 1
 -- Fixed window (Go: fixedwindow.Window).
--- Parameters: ARGV[7] limit, ARGV[8] window in µs.
+-- Parameters: ARGV[6] limit, ARGV[7] window in µs.
 -- State: the header "F<limit>,<window>:", then "<window index> <count>", the count a fill pointer
 -- from that window (window index+j holds its units [j·limit, (j+1)·limit):
 -- above the limit with bookings, never above 2·limit). A clock that stepped back into

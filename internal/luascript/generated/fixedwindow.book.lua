@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It books the cost at the earliest instant every limit admits it, at most
 -- the argument after the limits' µs ahead, and replies strings: "1" or "0",
 -- the instant, each limit's remaining, retry and reset, then each limit's
@@ -67,7 +67,7 @@ if not state then
   end
 end
 -- Fixed window (Go: fixedwindow.Window).
--- Parameters: ARGV[7] limit, ARGV[8] window in µs.
+-- Parameters: ARGV[6] limit, ARGV[7] window in µs.
 -- State: the header "F<limit>,<window>:", then "<window index> <count>", the count a fill pointer
 -- from that window (window index+j holds its units [j·limit, (j+1)·limit):
 -- above the limit with bookings, never above 2·limit). A clock that stepped back into
@@ -78,8 +78,8 @@ end
 -- fresh rather than make every wait that long. A value that is not such a
 -- state, or a count above twice its writer's limit (no window books
 -- further), is refused with an RLMISMATCH error (or started afresh).
-local limit = tonumber(ARGV[7])
-local window = tonumber(ARGV[8])
+local limit = tonumber(ARGV[6])
+local window = tonumber(ARGV[7])
 
 -- The window of now, ⌊now/window⌋, exact for whole numbers below 2^53.
 local index = math.floor(now / window)
@@ -140,7 +140,7 @@ end
 
 rep1_1, rep1_2, rep1_3 = rem, retry, reset
 end
-local latest = now + tonumber(ARGV[9])
+local latest = now + tonumber(ARGV[8])
 local act, ok, ea = now, false, nil
 for _ = 1, 8 do
   local nxt = act

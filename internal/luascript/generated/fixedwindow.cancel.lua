@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It gives back a booking of the cost due at the argument after the
 -- limits' (then each limit's values before and after it), and replies
 -- what each limit gave back; or, having written nothing,
@@ -30,7 +30,7 @@ local bcost = cost
 local keyed = false
 local hset, httl = {}, 0
 local out = {0}
-local cact = tonumber(ARGV[9])
+local cact = tonumber(ARGV[8])
 local raw1
 do
 -- Limit 1 (fixedwindow).
@@ -65,7 +65,7 @@ if not state then
   end
 end
 -- Fixed window (Go: fixedwindow.Window).
--- Parameters: ARGV[7] limit, ARGV[8] window in µs.
+-- Parameters: ARGV[6] limit, ARGV[7] window in µs.
 -- State: the header "F<limit>,<window>:", then "<window index> <count>", the count a fill pointer
 -- from that window (window index+j holds its units [j·limit, (j+1)·limit):
 -- above the limit with bookings, never above 2·limit). A clock that stepped back into
@@ -76,8 +76,8 @@ end
 -- fresh rather than make every wait that long. A value that is not such a
 -- state, or a count above twice its writer's limit (no window books
 -- further), is refused with an RLMISMATCH error (or started afresh).
-local limit = tonumber(ARGV[7])
-local window = tonumber(ARGV[8])
+local limit = tonumber(ARGV[6])
+local window = tonumber(ARGV[7])
 
 -- The window of now, ⌊now/window⌋, exact for whole numbers below 2^53.
 local index = math.floor(now / window)
@@ -119,11 +119,11 @@ local fits = count + cost <= limit
 
 raw1 = state or ''
 if cact > now then
-  if ARGV[11] ~= '' and raw1 == ARGV[11] then
-    if ARGV[10] == '' then
+  if ARGV[10] ~= '' and raw1 == ARGV[10] then
+    if ARGV[9] == '' then
       redis.call('HDEL', hkey, ARGV[4])
     else
-      redis.call('HSET', hkey, ARGV[4], ARGV[10])
+      redis.call('HSET', hkey, ARGV[4], ARGV[9])
     end
     out[1] = bcost
   else

@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It replies {remaining, retry after µs, reset after µs} per limit, the
 -- cost charged to every limit or to none. It reads a limit's own kind
 -- under other parameters by its rule; it refuses the rest with RLMISMATCH,
@@ -89,8 +89,7 @@ end
 -- set). other: the state was another kind's, so that a booking on it is
 -- not undone exactly.
 local state, at, old0, old1, wipe, carried, other = nil, 1, nil, nil, nil, 0, false
-local afresh = ARGV[6] >= '2'
-local proportional = ARGV[6] == '1' or ARGV[6] == '3'
+local afresh, proportional = false, false
 do
   local hdr = ARGV[5]
   local v = redis.pcall('HGET', hkey, ARGV[4])
@@ -133,7 +132,7 @@ do
   end
 end
 -- Fixed window (Go: fixedwindow.Window).
--- Parameters: ARGV[7] limit, ARGV[8] window in µs.
+-- Parameters: ARGV[6] limit, ARGV[7] window in µs.
 -- State: the header "F<limit>,<window>:", then "<window index> <count>", the count a fill pointer
 -- from that window (window index+j holds its units [j·limit, (j+1)·limit):
 -- above the limit with bookings, never above 2·limit). A clock that stepped back into
@@ -144,8 +143,8 @@ end
 -- fresh rather than make every wait that long. A value that is not such a
 -- state, or a count above twice its writer's limit (no window books
 -- further), is refused with an RLMISMATCH error (or started afresh).
-local limit = tonumber(ARGV[7])
-local window = tonumber(ARGV[8])
+local limit = tonumber(ARGV[6])
+local window = tonumber(ARGV[7])
 
 -- The window of now, ⌊now/window⌋, exact for whole numbers below 2^53.
 local index = math.floor(now / window)

@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It replies {remaining, retry after µs, reset after µs} per limit, the
 -- cost charged to every limit or to none; or, having written nothing,
 -- RLCONVERT: a state only the conversion script reads; RLTOOMANY: no
@@ -85,8 +85,8 @@ if #lack > 0 then
 end
 local s1_every, s1_tau
 do
-local every = tonumber(ARGV[8])
-local tau = tonumber(ARGV[7]) * every
+local every = tonumber(ARGV[7])
+local tau = tonumber(ARGV[6]) * every
 s1_every, s1_tau = every, tau
 end
 -- replies: each request's reply in turn, which decide(roff) writes from
@@ -122,7 +122,7 @@ if state then
 end
 local at = #ARGV[5] + 1
 -- GCRA (Go: gcra.Meter).
--- Parameters: ARGV[7] burst, ARGV[8] emission interval in µs.
+-- Parameters: ARGV[6] burst, ARGV[7] emission interval in µs.
 -- State: the header "G<burst>,<every>:", then the theoretical arrival time
 -- (TAT) in Unix µs, in decimal, within ±2^53; anything else is refused
 -- with an RLMISMATCH error (or started afresh).

@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It books the cost at the earliest instant every limit admits it, at most
 -- the argument after the limits' µs ahead, and replies strings: "1" or "0",
 -- the instant, each limit's remaining, retry and reset, then each limit's
@@ -67,7 +67,7 @@ if not state then
   end
 end
 -- GCRA (Go: gcra.Meter).
--- Parameters: ARGV[7] burst, ARGV[8] emission interval in µs.
+-- Parameters: ARGV[6] burst, ARGV[7] emission interval in µs.
 -- State: the header "G<burst>,<every>:", then the theoretical arrival time
 -- (TAT) in Unix µs, in decimal, within ±2^53; anything else is refused
 -- with an RLMISMATCH error (or started afresh).
@@ -76,8 +76,8 @@ end
 -- rem, the units that fit with a debt, is ⌊(tau − debt)/every⌋, corrected
 -- where the division rounds: written out where it is needed, since a
 -- function would be a closure made again on every call.
-local every = tonumber(ARGV[8])
-local tau = tonumber(ARGV[7]) * every
+local every = tonumber(ARGV[7])
+local tau = tonumber(ARGV[6]) * every
 
 -- debt: µs from now until TAT; 0 once it has passed.
 local debt = 0
@@ -118,7 +118,7 @@ end
 
 rep1_1, rep1_2, rep1_3 = rem, retry, reset
 end
-local latest = now + tonumber(ARGV[9])
+local latest = now + tonumber(ARGV[8])
 local act, ok, ea = now, false, nil
 for _ = 1, 8 do
   local nxt = act

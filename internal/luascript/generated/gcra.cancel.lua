@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It gives back a booking of the cost due at the argument after the
 -- limits' (then each limit's values before and after it), and replies
 -- what each limit gave back; or, having written nothing,
@@ -30,7 +30,7 @@ local bcost = cost
 local keyed = false
 local hset, httl = {}, 0
 local out = {0}
-local cact = tonumber(ARGV[9])
+local cact = tonumber(ARGV[8])
 local raw1
 do
 -- Limit 1 (gcra).
@@ -65,7 +65,7 @@ if not state then
   end
 end
 -- GCRA (Go: gcra.Meter).
--- Parameters: ARGV[7] burst, ARGV[8] emission interval in µs.
+-- Parameters: ARGV[6] burst, ARGV[7] emission interval in µs.
 -- State: the header "G<burst>,<every>:", then the theoretical arrival time
 -- (TAT) in Unix µs, in decimal, within ±2^53; anything else is refused
 -- with an RLMISMATCH error (or started afresh).
@@ -74,8 +74,8 @@ end
 -- rem, the units that fit with a debt, is ⌊(tau − debt)/every⌋, corrected
 -- where the division rounds: written out where it is needed, since a
 -- function would be a closure made again on every call.
-local every = tonumber(ARGV[8])
-local tau = tonumber(ARGV[7]) * every
+local every = tonumber(ARGV[7])
+local tau = tonumber(ARGV[6]) * every
 
 -- debt: µs from now until TAT; 0 once it has passed.
 local debt = 0
@@ -101,11 +101,11 @@ local fits = after <= tau
 
 raw1 = state or ''
 if cact > now then
-  if ARGV[11] ~= '' and raw1 == ARGV[11] then
-    if ARGV[10] == '' then
+  if ARGV[10] ~= '' and raw1 == ARGV[10] then
+    if ARGV[9] == '' then
       redis.call('HDEL', hkey, ARGV[4])
     else
-      redis.call('HSET', hkey, ARGV[4], ARGV[10])
+      redis.call('HSET', hkey, ARGV[4], ARGV[9])
     end
     out[1] = bcost
   else

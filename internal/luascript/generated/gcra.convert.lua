@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It replies {remaining, retry after µs, reset after µs} per limit, the
 -- cost charged to every limit or to none. It reads a limit's own kind
 -- under other parameters by its rule; it refuses the rest with RLMISMATCH,
@@ -89,8 +89,7 @@ end
 -- set). other: the state was another kind's, so that a booking on it is
 -- not undone exactly.
 local state, at, old0, old1, wipe, carried, other = nil, 1, nil, nil, nil, 0, false
-local afresh = ARGV[6] >= '2'
-local proportional = ARGV[6] == '1' or ARGV[6] == '3'
+local afresh, proportional = false, false
 do
   local hdr = ARGV[5]
   local v = redis.pcall('HGET', hkey, ARGV[4])
@@ -133,7 +132,7 @@ do
   end
 end
 -- GCRA (Go: gcra.Meter).
--- Parameters: ARGV[7] burst, ARGV[8] emission interval in µs.
+-- Parameters: ARGV[6] burst, ARGV[7] emission interval in µs.
 -- State: the header "G<burst>,<every>:", then the theoretical arrival time
 -- (TAT) in Unix µs, in decimal, within ±2^53; anything else is refused
 -- with an RLMISMATCH error (or started afresh).
@@ -142,8 +141,8 @@ end
 -- rem, the units that fit with a debt, is ⌊(tau − debt)/every⌋, corrected
 -- where the division rounds: written out where it is needed, since a
 -- function would be a closure made again on every call.
-local every = tonumber(ARGV[8])
-local tau = tonumber(ARGV[7]) * every
+local every = tonumber(ARGV[7])
+local tau = tonumber(ARGV[6]) * every
 
 -- debt: µs from now until TAT; 0 once it has passed.
 local debt = 0

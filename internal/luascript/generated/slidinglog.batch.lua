@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It replies {remaining, retry after µs, reset after µs} per limit, the
 -- cost charged to every limit or to none; or, having written nothing,
 -- RLCONVERT: a state only the conversion script reads; RLTOOMANY: no
@@ -53,8 +53,8 @@ end
 local fcur, fown, fenc, fcv1, fcv2, fcv3, httl = {}, {}, {}, {}, {}, {}, 0
 local s1_limit, s1_window, s1_modulus, s1_trim
 do
-local limit = tonumber(ARGV[7])
-local window = tonumber(ARGV[8])
+local limit = tonumber(ARGV[6])
+local window = tonumber(ARGV[7])
 local modulus = 4503599627370496 -- 2^52
 local trim = 1000
 s1_limit, s1_window, s1_modulus, s1_trim = limit, window, modulus, trim
@@ -99,7 +99,7 @@ else
   end
 end
 -- Sliding log (Go: slidinglog.Log).
--- Parameters: ARGV[7] limit, ARGV[8] window in µs.
+-- Parameters: ARGV[6] limit, ARGV[7] window in µs.
 -- State: a sorted set with one member per instant at which cost was
 -- admitted, scored by that instant; the member is the cumulative cost the
 -- key admitted up to and including it, in decimal, modulo 2^52 (the span of

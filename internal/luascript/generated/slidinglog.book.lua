@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It books the cost at the earliest instant every limit admits it, at most
 -- the argument after the limits' µs ahead, and replies strings: "1" or "0",
 -- the instant, each limit's remaining, retry and reset, then each limit's
@@ -59,7 +59,7 @@ else
   end
 end
 -- Sliding log (Go: slidinglog.Log).
--- Parameters: ARGV[7] limit, ARGV[8] window in µs.
+-- Parameters: ARGV[6] limit, ARGV[7] window in µs.
 -- State: a sorted set with one member per instant at which cost was
 -- admitted, scored by that instant; the member is the cumulative cost the
 -- key admitted up to and including it, in decimal, modulo 2^52 (the span of
@@ -84,8 +84,8 @@ end
 -- A set of an older format (without the header), a key of another type,
 -- or members or scores out of range are refused with an RLMISMATCH
 -- error, never misread (or started afresh).
-local limit = tonumber(ARGV[7])
-local window = tonumber(ARGV[8])
+local limit = tonumber(ARGV[6])
+local window = tonumber(ARGV[7])
 local modulus = 4503599627370496 -- 2^52
 local trim = 1000
 
@@ -208,7 +208,7 @@ end
 
 rep1_1, rep1_2, rep1_3 = rem, retry, reset
 end
-local latest = now + tonumber(ARGV[9])
+local latest = now + tonumber(ARGV[8])
 local act, ok, ea = now, false, nil
 for _ = 1, 8 do
   local nxt = act

@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It gives back a booking of the cost due at the argument after the
 -- limits' (then each limit's values before and after it), and replies
 -- what each limit gave back; or, having written nothing,
@@ -30,7 +30,7 @@ local bcost = cost
 local keyed = false
 local hset, httl = {}, 0
 local out = {0}
-local cact = tonumber(ARGV[9])
+local cact = tonumber(ARGV[8])
 local raw1
 do
 -- Limit 1 (slidinglog).
@@ -57,7 +57,7 @@ else
   end
 end
 -- Sliding log (Go: slidinglog.Log).
--- Parameters: ARGV[7] limit, ARGV[8] window in µs.
+-- Parameters: ARGV[6] limit, ARGV[7] window in µs.
 -- State: a sorted set with one member per instant at which cost was
 -- admitted, scored by that instant; the member is the cumulative cost the
 -- key admitted up to and including it, in decimal, modulo 2^52 (the span of
@@ -82,8 +82,8 @@ end
 -- A set of an older format (without the header), a key of another type,
 -- or members or scores out of range are refused with an RLMISMATCH
 -- error, never misread (or started afresh).
-local limit = tonumber(ARGV[7])
-local window = tonumber(ARGV[8])
+local limit = tonumber(ARGV[6])
+local window = tonumber(ARGV[7])
 local modulus = 4503599627370496 -- 2^52
 local trim = 1000
 

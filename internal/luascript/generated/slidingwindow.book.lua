@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It books the cost at the earliest instant every limit admits it, at most
 -- the argument after the limits' µs ahead, and replies strings: "1" or "0",
 -- the instant, each limit's remaining, retry and reset, then each limit's
@@ -67,7 +67,7 @@ if not state then
   end
 end
 -- Sliding-window counter (Go: slidingwindow.Window).
--- Parameters: ARGV[7] limit, ARGV[8] window in µs.
+-- Parameters: ARGV[6] limit, ARGV[7] window in µs.
 -- State: the header "S<limit>,<window>:", then "<window index> <count>
 -- <previous count>": the cost
 -- admitted in the window of that index and in the one before, the count a
@@ -85,8 +85,8 @@ end
 -- rather than make every wait that long. The count is at most 2^41 and
 -- the previous count 2^40 (no limit is larger); a value that is not such a
 -- state is refused with an RLMISMATCH error (or started afresh).
-local limit = tonumber(ARGV[7])
-local window = tonumber(ARGV[8])
+local limit = tonumber(ARGV[6])
+local window = tonumber(ARGV[7])
 -- muldiv(a, b, c): ⌊a·b/c⌋ and the remainder, exact for whole numbers
 -- 0 ≤ a ≤ 2^40, 0 ≤ b ≤ 2^48 and 1 ≤ c ≤ 2^48 (the quotients needed are
 -- below 2^49). A product below 2^53 is exact as it is; a larger one (up to
@@ -210,7 +210,7 @@ end
 
 rep1_1, rep1_2, rep1_3 = rem, retry, reset
 end
-local latest = now + tonumber(ARGV[9])
+local latest = now + tonumber(ARGV[8])
 local act, ok, ea = now, false, nil
 for _ = 1, 8 do
   local nxt = act

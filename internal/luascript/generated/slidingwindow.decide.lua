@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It replies {remaining, retry after µs, reset after µs} per limit, the
 -- cost charged to every limit or to none; or, having written nothing,
 -- RLCONVERT: a state only the conversion script reads; RLTOOMANY: no
@@ -57,7 +57,7 @@ if not state then
   end
 end
 -- Sliding-window counter (Go: slidingwindow.Window).
--- Parameters: ARGV[7] limit, ARGV[8] window in µs.
+-- Parameters: ARGV[6] limit, ARGV[7] window in µs.
 -- State: the header "S<limit>,<window>:", then "<window index> <count>
 -- <previous count>": the cost
 -- admitted in the window of that index and in the one before, the count a
@@ -75,8 +75,8 @@ end
 -- rather than make every wait that long. The count is at most 2^41 and
 -- the previous count 2^40 (no limit is larger); a value that is not such a
 -- state is refused with an RLMISMATCH error (or started afresh).
-local limit = tonumber(ARGV[7])
-local window = tonumber(ARGV[8])
+local limit = tonumber(ARGV[6])
+local window = tonumber(ARGV[7])
 -- muldiv(a, b, c): ⌊a·b/c⌋ and the remainder, exact for whole numbers
 -- 0 ≤ a ≤ 2^40, 0 ≤ b ≤ 2^48 and 1 ≤ c ≤ 2^48 (the quotients needed are
 -- below 2^49). A product below 2^53 is exact as it is; a larger one (up to

@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It gives back an admission or a booking of the cost, due at the
 -- argument after the limits' (then each limit's values before and after
 -- it), and replies what each limit gave back; or, having written nothing,
@@ -30,7 +30,7 @@ local bcost = cost
 local keyed = false
 local hset, httl = {}, 0
 local out = {0}
-local cact = tonumber(ARGV[9])
+local cact = tonumber(ARGV[8])
 local raw1
 do
 -- Limit 1 (slidingwindow).
@@ -65,7 +65,7 @@ if not state then
   end
 end
 -- Sliding-window counter (Go: slidingwindow.Window).
--- Parameters: ARGV[7] limit, ARGV[8] window in µs.
+-- Parameters: ARGV[6] limit, ARGV[7] window in µs.
 -- State: the header "S<limit>,<window>:", then "<window index> <count>
 -- <previous count>": the cost
 -- admitted in the window of that index and in the one before, the count a
@@ -83,8 +83,8 @@ end
 -- rather than make every wait that long. The count is at most 2^41 and
 -- the previous count 2^40 (no limit is larger); a value that is not such a
 -- state is refused with an RLMISMATCH error (or started afresh).
-local limit = tonumber(ARGV[7])
-local window = tonumber(ARGV[8])
+local limit = tonumber(ARGV[6])
+local window = tonumber(ARGV[7])
 -- muldiv(a, b, c): ⌊a·b/c⌋ and the remainder, exact for whole numbers
 -- 0 ≤ a ≤ 2^40, 0 ≤ b ≤ 2^48 and 1 ≤ c ≤ 2^48 (the quotients needed are
 -- below 2^49). A product below 2^53 is exact as it is; a larger one (up to
@@ -177,11 +177,11 @@ local fits = used + cost <= limit
 
 raw1 = state or ''
 do
-  if ARGV[11] ~= '' and raw1 == ARGV[11] then
-    if ARGV[10] == '' then
+  if ARGV[10] ~= '' and raw1 == ARGV[10] then
+    if ARGV[9] == '' then
       redis.call('HDEL', hkey, ARGV[4])
     else
-      redis.call('HSET', hkey, ARGV[4], ARGV[10])
+      redis.call('HSET', hkey, ARGV[4], ARGV[9])
     end
     out[1] = bcost
   else

@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It replies {remaining, retry after µs, reset after µs} per limit, the
 -- cost charged to every limit or to none. It reads a limit's own kind
 -- under other parameters by its rule; it refuses the rest with RLMISMATCH,
@@ -94,8 +94,7 @@ do
 -- set). other: the state was another kind's, so that a booking on it is
 -- not undone exactly.
 local state, at, old0, old1, wipe, carried, other = nil, 1, nil, nil, nil, 0, false
-local afresh = ARGV[6] >= '2'
-local proportional = ARGV[6] == '1' or ARGV[6] == '3'
+local afresh, proportional = false, false
 do
   local hdr = ARGV[5]
   local v = redis.pcall('HGET', hkey, ARGV[4])
@@ -138,13 +137,13 @@ do
   end
 end
 -- Continuous token bucket (Go: tokenbucket.Bucket).
--- Parameters: ARGV[7] capacity, ARGV[8] rate in tokens per second.
+-- Parameters: ARGV[6] capacity, ARGV[7] rate in tokens per second.
 -- State: the header "T<capacity>:", then 16 bytes, tokens and the last
 -- update in µs as two little-endian IEEE 754 doubles: exact, and shorter
 -- than text with 17 digits. Anything else is refused with an RLMISMATCH
 -- error (or started afresh).
-local capacity = tonumber(ARGV[7])
-local per_micro = tonumber(ARGV[8]) / 1e6
+local capacity = tonumber(ARGV[6])
+local per_micro = tonumber(ARGV[7]) / 1e6
 
 -- Redis has the struct library; miniredis's Lua does not, so there two
 -- plain-Lua functions stand in for it, writing the same bytes.
@@ -280,9 +279,9 @@ do
 -- (afresh), started afresh (wipe: what an admission removes first, 1 the
 -- set, 2 the field), charged with what another kind's state had used
 -- (carried).
-local zkey = (hkey .. (ARGV[9] == '' and '{}' or ARGV[9]))
-local hdr = ARGV[10]
-local afresh = ARGV[11] >= '2'
+local zkey = (hkey .. (ARGV[8] == '' and '{}' or ARGV[8]))
+local hdr = ARGV[9]
+local afresh = false
 local head, state, old0, old1, wipe, carried, other = {}, false, nil, nil, nil, 0, false
 do
   local bad, fv = nil, nil
@@ -305,9 +304,9 @@ do
       end
     end
   else
-    fv = redis.pcall('HGET', hkey, ARGV[9]) -- a hash's key of another type holds no state of this ID
+    fv = redis.pcall('HGET', hkey, ARGV[8]) -- a hash's key of another type holds no state of this ID
     if type(fv) == 'string' then
-      bad, wipe = 'is missing, and ' .. hkey .. ' holds another algorithm\'s state under ID ' .. ARGV[9], 2
+      bad, wipe = 'is missing, and ' .. hkey .. ' holds another algorithm\'s state under ID ' .. ARGV[8], 2
     else
       fv = nil
     end
@@ -326,7 +325,7 @@ do
   end
 end
 -- Sliding log (Go: slidinglog.Log).
--- Parameters: ARGV[12] limit, ARGV[13] window in µs.
+-- Parameters: ARGV[10] limit, ARGV[11] window in µs.
 -- State: a sorted set with one member per instant at which cost was
 -- admitted, scored by that instant; the member is the cumulative cost the
 -- key admitted up to and including it, in decimal, modulo 2^52 (the span of
@@ -351,8 +350,8 @@ end
 -- A set of an older format (without the header), a key of another type,
 -- or members or scores out of range are refused with an RLMISMATCH
 -- error, never misread (or started afresh).
-local limit = tonumber(ARGV[12])
-local window = tonumber(ARGV[13])
+local limit = tonumber(ARGV[10])
+local window = tonumber(ARGV[11])
 local modulus = 4503599627370496 -- 2^52
 local trim = 1000
 
@@ -532,7 +531,7 @@ end
 if wipe == 1 then
   redis.call('DEL', zkey)
 elseif wipe == 2 then
-  redis.call('HDEL', hkey, ARGV[9])
+  redis.call('HDEL', hkey, ARGV[8])
 end
 if mh then
   redis.call('ZREM', zkey, mh) -- first: the ranks below count from 1

@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It gives back an admission or a booking of the cost, due at the
 -- argument after the limits' (then each limit's values before and after
 -- it), and replies what each limit gave back; or, having written nothing,
@@ -30,7 +30,7 @@ local bcost = cost
 local keyed = false
 local hset, httl = {}, 0
 local out = {0, 0}
-local cact = tonumber(ARGV[14])
+local cact = tonumber(ARGV[12])
 local raw1
 local raw2
 do
@@ -66,13 +66,13 @@ if not state then
   end
 end
 -- Continuous token bucket (Go: tokenbucket.Bucket).
--- Parameters: ARGV[7] capacity, ARGV[8] rate in tokens per second.
+-- Parameters: ARGV[6] capacity, ARGV[7] rate in tokens per second.
 -- State: the header "T<capacity>:", then 16 bytes, tokens and the last
 -- update in µs as two little-endian IEEE 754 doubles: exact, and shorter
 -- than text with 17 digits. Anything else is refused with an RLMISMATCH
 -- error (or started afresh).
-local capacity = tonumber(ARGV[7])
-local per_micro = tonumber(ARGV[8]) / 1e6
+local capacity = tonumber(ARGV[6])
+local per_micro = tonumber(ARGV[7]) / 1e6
 
 -- Redis has the struct library; miniredis's Lua does not, so there two
 -- plain-Lua functions stand in for it, writing the same bytes.
@@ -159,8 +159,8 @@ do
 -- another type, or no set while the key's hash holds a field of its ID
 -- (another kind's state), is for the store's conversion script: RLCONVERT
 -- and the kind's letter, before anything is written.
-local zkey = (hkey .. (ARGV[9] == '' and '{}' or ARGV[9]))
-local hdr = ARGV[10]
+local zkey = (hkey .. (ARGV[8] == '' and '{}' or ARGV[8]))
+local hdr = ARGV[9]
 local head = redis.pcall('ZRANGE', zkey, '0', '1', 'WITHSCORES')
 if head.err then
   return redis.error_reply('RLCONVERT ') -- a key of another type
@@ -171,13 +171,13 @@ if state then
     return redis.error_reply('RLCONVERT ' .. (string.match(head[1], '^#(%u)') or ''))
   end
 else
-  local fv = redis.pcall('HGET', hkey, ARGV[9])
+  local fv = redis.pcall('HGET', hkey, ARGV[8])
   if type(fv) == 'string' then
     return redis.error_reply('RLCONVERT ' .. (string.match(fv, '^(%u)%d') or ''))
   end
 end
 -- Sliding log (Go: slidinglog.Log).
--- Parameters: ARGV[12] limit, ARGV[13] window in µs.
+-- Parameters: ARGV[10] limit, ARGV[11] window in µs.
 -- State: a sorted set with one member per instant at which cost was
 -- admitted, scored by that instant; the member is the cumulative cost the
 -- key admitted up to and including it, in decimal, modulo 2^52 (the span of
@@ -202,8 +202,8 @@ end
 -- A set of an older format (without the header), a key of another type,
 -- or members or scores out of range are refused with an RLMISMATCH
 -- error, never misread (or started afresh).
-local limit = tonumber(ARGV[12])
-local window = tonumber(ARGV[13])
+local limit = tonumber(ARGV[10])
+local window = tonumber(ARGV[11])
 local modulus = 4503599627370496 -- 2^52
 local trim = 1000
 
@@ -231,7 +231,7 @@ if newest[1] then
   local n = string.match(newest[1], '^%d+$') and tonumber(newest[1])
   total, last = n, tonumber(newest[2])
   if not (n and n < modulus and last and last >= -9007199254740992 and last <= 9007199254740992 and last == math.floor(last)) then
-    return redis.error_reply('RLCONVERT ' .. string.sub(ARGV[10], 2, 2))
+    return redis.error_reply('RLCONVERT ' .. string.sub(ARGV[9], 2, 2))
   else
     clock = mclock or last
     if clock > t then
@@ -258,7 +258,7 @@ if last then
     if dead[1] and string.byte(dead[1], 1) ~= 35 then -- 35 is '#'
       local b = string.match(dead[1], '^%d+$') and tonumber(dead[1])
       if not (b and b < modulus) then
-        return redis.error_reply('RLCONVERT ' .. string.sub(ARGV[10], 2, 2))
+        return redis.error_reply('RLCONVERT ' .. string.sub(ARGV[9], 2, 2))
       else
         base, expired = b, true
       end
@@ -493,11 +493,11 @@ end
 end
 end
 do
-  if ARGV[16] ~= '' and raw1 == ARGV[16] then
-    if ARGV[15] == '' then
+  if ARGV[14] ~= '' and raw1 == ARGV[14] then
+    if ARGV[13] == '' then
       redis.call('HDEL', hkey, ARGV[4])
     else
-      redis.call('HSET', hkey, ARGV[4], ARGV[15])
+      redis.call('HSET', hkey, ARGV[4], ARGV[13])
     end
     out[1] = bcost
   else

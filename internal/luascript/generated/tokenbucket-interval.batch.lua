@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It replies {remaining, retry after µs, reset after µs} per limit, the
 -- cost charged to every limit or to none; or, having written nothing,
 -- RLCONVERT: a state only the conversion script reads; RLTOOMANY: no
@@ -85,9 +85,9 @@ if #lack > 0 then
 end
 local s1_capacity, s1_per, s1_interval, s1_floordiv, s1_wait
 do
-local capacity = tonumber(ARGV[7])
-local per = tonumber(ARGV[8])
-local interval = tonumber(ARGV[9])
+local capacity = tonumber(ARGV[6])
+local per = tonumber(ARGV[7])
+local interval = tonumber(ARGV[8])
 
 -- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
 local function floordiv(a, b)
@@ -145,7 +145,7 @@ if state then
 end
 local at = #ARGV[5] + 1
 -- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
--- Parameters: ARGV[7] capacity, ARGV[8] tokens per interval, ARGV[9] interval in µs.
+-- Parameters: ARGV[6] capacity, ARGV[7] tokens per interval, ARGV[8] interval in µs.
 -- State: the header "I<capacity>:", then "<tokens> <instant of the last
 -- refill µs>", tokens within ±2^53 (below zero, a debt: booked ahead), the
 -- instant within ±2^53; anything else is refused with an RLMISMATCH error

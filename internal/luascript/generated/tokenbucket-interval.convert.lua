@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It replies {remaining, retry after µs, reset after µs} per limit, the
 -- cost charged to every limit or to none. It reads a limit's own kind
 -- under other parameters by its rule; it refuses the rest with RLMISMATCH,
@@ -89,8 +89,7 @@ end
 -- set). other: the state was another kind's, so that a booking on it is
 -- not undone exactly.
 local state, at, old0, old1, wipe, carried, other = nil, 1, nil, nil, nil, 0, false
-local afresh = ARGV[6] >= '2'
-local proportional = ARGV[6] == '1' or ARGV[6] == '3'
+local afresh, proportional = false, false
 do
   local hdr = ARGV[5]
   local v = redis.pcall('HGET', hkey, ARGV[4])
@@ -133,14 +132,14 @@ do
   end
 end
 -- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
--- Parameters: ARGV[7] capacity, ARGV[8] tokens per interval, ARGV[9] interval in µs.
+-- Parameters: ARGV[6] capacity, ARGV[7] tokens per interval, ARGV[8] interval in µs.
 -- State: the header "I<capacity>:", then "<tokens> <instant of the last
 -- refill µs>", tokens within ±2^53 (below zero, a debt: booked ahead), the
 -- instant within ±2^53; anything else is refused with an RLMISMATCH error
 -- (or started afresh).
-local capacity = tonumber(ARGV[7])
-local per = tonumber(ARGV[8])
-local interval = tonumber(ARGV[9])
+local capacity = tonumber(ARGV[6])
+local per = tonumber(ARGV[7])
+local interval = tonumber(ARGV[8])
 
 -- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
 local function floordiv(a, b)

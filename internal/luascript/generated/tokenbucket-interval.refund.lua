@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It gives back up to the cost to every limit, and replies each limit's
 -- remaining, retry and reset; or, having written nothing,
 -- RLCONVERT: a state only the conversion script reads; RLTOOMANY: no
@@ -64,14 +64,14 @@ if not state then
   end
 end
 -- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
--- Parameters: ARGV[7] capacity, ARGV[8] tokens per interval, ARGV[9] interval in µs.
+-- Parameters: ARGV[6] capacity, ARGV[7] tokens per interval, ARGV[8] interval in µs.
 -- State: the header "I<capacity>:", then "<tokens> <instant of the last
 -- refill µs>", tokens within ±2^53 (below zero, a debt: booked ahead), the
 -- instant within ±2^53; anything else is refused with an RLMISMATCH error
 -- (or started afresh).
-local capacity = tonumber(ARGV[7])
-local per = tonumber(ARGV[8])
-local interval = tonumber(ARGV[9])
+local capacity = tonumber(ARGV[6])
+local per = tonumber(ARGV[7])
+local interval = tonumber(ARGV[8])
 
 -- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
 local function floordiv(a, b)

@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It gives back an admission or a booking of the cost, due at the
 -- argument after the limits' (then each limit's values before and after
 -- it), and replies what each limit gave back; or, having written nothing,
@@ -30,7 +30,7 @@ local bcost = cost
 local keyed = false
 local hset, httl = {}, 0
 local out = {0}
-local cact = tonumber(ARGV[10])
+local cact = tonumber(ARGV[9])
 local raw1
 do
 -- Limit 1 (tokenbucket-interval).
@@ -65,14 +65,14 @@ if not state then
   end
 end
 -- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
--- Parameters: ARGV[7] capacity, ARGV[8] tokens per interval, ARGV[9] interval in µs.
+-- Parameters: ARGV[6] capacity, ARGV[7] tokens per interval, ARGV[8] interval in µs.
 -- State: the header "I<capacity>:", then "<tokens> <instant of the last
 -- refill µs>", tokens within ±2^53 (below zero, a debt: booked ahead), the
 -- instant within ±2^53; anything else is refused with an RLMISMATCH error
 -- (or started afresh).
-local capacity = tonumber(ARGV[7])
-local per = tonumber(ARGV[8])
-local interval = tonumber(ARGV[9])
+local capacity = tonumber(ARGV[6])
+local per = tonumber(ARGV[7])
+local interval = tonumber(ARGV[8])
 
 -- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
 local function floordiv(a, b)
@@ -124,11 +124,11 @@ local fits = cost <= tokens
 
 raw1 = state or ''
 do
-  if ARGV[12] ~= '' and raw1 == ARGV[12] then
-    if ARGV[11] == '' then
+  if ARGV[11] ~= '' and raw1 == ARGV[11] then
+    if ARGV[10] == '' then
       redis.call('HDEL', hkey, ARGV[4])
     else
-      redis.call('HSET', hkey, ARGV[4], ARGV[11])
+      redis.call('HSET', hkey, ARGV[4], ARGV[10])
     end
     out[1] = bcost
   else

@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It books the cost at the earliest instant every limit admits it, at most
 -- the argument after the limits' µs ahead, and replies strings: "1" or "0",
 -- the instant, each limit's remaining, retry and reset, then each limit's
@@ -67,13 +67,13 @@ if not state then
   end
 end
 -- Continuous token bucket (Go: tokenbucket.Bucket).
--- Parameters: ARGV[7] capacity, ARGV[8] rate in tokens per second.
+-- Parameters: ARGV[6] capacity, ARGV[7] rate in tokens per second.
 -- State: the header "T<capacity>:", then 16 bytes, tokens and the last
 -- update in µs as two little-endian IEEE 754 doubles: exact, and shorter
 -- than text with 17 digits. Anything else is refused with an RLMISMATCH
 -- error (or started afresh).
-local capacity = tonumber(ARGV[7])
-local per_micro = tonumber(ARGV[8]) / 1e6
+local capacity = tonumber(ARGV[6])
+local per_micro = tonumber(ARGV[7]) / 1e6
 
 -- Redis has the struct library; miniredis's Lua does not, so there two
 -- plain-Lua functions stand in for it, writing the same bytes.
@@ -186,7 +186,7 @@ end
 
 rep1_1, rep1_2, rep1_3 = rem, retry, reset
 end
-local latest = now + tonumber(ARGV[9])
+local latest = now + tonumber(ARGV[8])
 local act, ok, ea = now, false, nil
 for _ = 1, 8 do
   local nxt = act

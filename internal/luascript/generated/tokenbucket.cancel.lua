@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It gives back a booking of the cost due at the argument after the
 -- limits' (then each limit's values before and after it), and replies
 -- what each limit gave back; or, having written nothing,
@@ -30,7 +30,7 @@ local bcost = cost
 local keyed = false
 local hset, httl = {}, 0
 local out = {0}
-local cact = tonumber(ARGV[9])
+local cact = tonumber(ARGV[8])
 local raw1
 do
 -- Limit 1 (tokenbucket).
@@ -65,13 +65,13 @@ if not state then
   end
 end
 -- Continuous token bucket (Go: tokenbucket.Bucket).
--- Parameters: ARGV[7] capacity, ARGV[8] rate in tokens per second.
+-- Parameters: ARGV[6] capacity, ARGV[7] rate in tokens per second.
 -- State: the header "T<capacity>:", then 16 bytes, tokens and the last
 -- update in µs as two little-endian IEEE 754 doubles: exact, and shorter
 -- than text with 17 digits. Anything else is refused with an RLMISMATCH
 -- error (or started afresh).
-local capacity = tonumber(ARGV[7])
-local per_micro = tonumber(ARGV[8]) / 1e6
+local capacity = tonumber(ARGV[6])
+local per_micro = tonumber(ARGV[7]) / 1e6
 
 -- Redis has the struct library; miniredis's Lua does not, so there two
 -- plain-Lua functions stand in for it, writing the same bytes.
@@ -152,11 +152,11 @@ local fits = cost <= avail
 
 raw1 = state or ''
 if cact > now then
-  if ARGV[11] ~= '' and raw1 == ARGV[11] then
-    if ARGV[10] == '' then
+  if ARGV[10] ~= '' and raw1 == ARGV[10] then
+    if ARGV[9] == '' then
       redis.call('HDEL', hkey, ARGV[4])
     else
-      redis.call('HSET', hkey, ARGV[4], ARGV[10])
+      redis.call('HSET', hkey, ARGV[4], ARGV[9])
     end
     out[1] = bcost
   else

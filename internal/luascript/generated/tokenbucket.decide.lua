@@ -4,7 +4,7 @@
 -- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets
 -- alone, the first). ARGV[1]: now, Unix µs ("": the server's TIME);
 -- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per
--- limit its state ID, header and mode, and its parameters.
+-- limit its state ID and header, and its parameters.
 -- It replies {remaining, retry after µs, reset after µs} per limit, the
 -- cost charged to every limit or to none; or, having written nothing,
 -- RLCONVERT: a state only the conversion script reads; RLTOOMANY: no
@@ -57,13 +57,13 @@ if not state then
   end
 end
 -- Continuous token bucket (Go: tokenbucket.Bucket).
--- Parameters: ARGV[7] capacity, ARGV[8] rate in tokens per second.
+-- Parameters: ARGV[6] capacity, ARGV[7] rate in tokens per second.
 -- State: the header "T<capacity>:", then 16 bytes, tokens and the last
 -- update in µs as two little-endian IEEE 754 doubles: exact, and shorter
 -- than text with 17 digits. Anything else is refused with an RLMISMATCH
 -- error (or started afresh).
-local capacity = tonumber(ARGV[7])
-local per_micro = tonumber(ARGV[8]) / 1e6
+local capacity = tonumber(ARGV[6])
+local per_micro = tonumber(ARGV[7]) / 1e6
 
 -- Redis has the struct library; miniredis's Lua does not, so there two
 -- plain-Lua functions stand in for it, writing the same bytes.
