@@ -108,7 +108,9 @@ func init() {
 	storetest.Register(storetest.Algorithm{
 		Entry: algorithms.Entry{
 			Name: name,
-			Per:  func(n int64, period time.Duration) (algorithm.Algorithm, error) { return toy(fixedwindow.Per(n, period)) },
+			Per: func(n int64, period time.Duration) (algorithm.Algorithm, error) {
+				return toy(fixedwindow.Per(n, period))
+			},
 			Spread: func(n int64, period time.Duration) (algorithm.Algorithm, error) {
 				return toy(fixedwindow.New(fixedwindow.Config{Limit: n, Window: period}))
 			},

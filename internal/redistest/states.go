@@ -30,7 +30,7 @@ func testTooManyStates(t *testing.T, newStore NewStore) {
 		limit := func(i int) algorithm.Algorithm { return tooManyLimit(t, i) }
 		base := newLimiter(t, limit(-1), st, ratelimit.WithClock(clk), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 		admin := GoRedis(t, target)
-		hkey := redisKey(t, prefix, "k", limit(0))
+		hkey := RedisKey(t, prefix, "k", limit(0))
 		const limits = 2*store.MaxStatesPerKey + 50
 		fillKey(t, base, limits)
 		if n, err := admin.HLen(ctx, hkey).Result(); err != nil || n != store.MaxStatesPerKey {

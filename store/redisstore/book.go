@@ -1,4 +1,4 @@
-package redistable
+package redisstore
 
 import (
 	"context"
@@ -53,17 +53,17 @@ func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func(cont
 		switch {
 		case err == nil:
 			return nil
-		case IsMismatch(err):
+		case isMismatch(err):
 			return fmt.Errorf("%w: %s%s script: %w", store.ErrStateMismatch, t.mismatch(err), s.Name, err)
-		case IsTooMany(err):
+		case isTooMany(err):
 			return fmt.Errorf("%w: %s script: %w", store.ErrTooManyStates, s.Name, err)
-		case IsOOM(err):
+		case isOOM(err):
 			t.evict.check.Soon() // a server out of memory may be switched to a policy that evicts
 			return fmt.Errorf("%w: %s script: %w", store.ErrFull, s.Name, err)
-		case !IsTryAgain(err) || attempt == len(TryAgainBackoff):
+		case !isTryAgain(err) || attempt == len(tryAgainBackoff):
 			return fmt.Errorf("%w: %s script: %w", store.ErrUnavailable, s.Name, err)
 		}
-		pause := time.NewTimer(TryAgainBackoff[attempt])
+		pause := time.NewTimer(tryAgainBackoff[attempt])
 		select {
 		case <-ctx.Done():
 			pause.Stop()
@@ -217,10 +217,10 @@ func (t *Table[K]) sendOps(ctx context.Context, keys []string, batch []*request)
 	var ints []int64
 	err := t.call(ctx, s, func(ctx context.Context, s *luascript.Script) (err error) {
 		if op == luascript.OpBook {
-			strs, err = t.run.EvalStrings(ctx, s, keys, args.All())
+			strs, err = t.run.EvalStrings(ctx, runScript(s), keys, args.All())
 			return err
 		}
-		ints, err = t.run.Eval(ctx, s, false, keys, args, nil)
+		ints, err = t.run.Eval(ctx, runScript(s), false, keys, args, nil)
 		return err
 	})
 	per := t.opReplyLen(op)
@@ -267,9 +267,9 @@ func (t *Table[K]) booked(s *luascript.Script, reply []string, out []algorithm.R
 	return o
 }
 
-// IsTooMany reports whether err is a script's refusal to add a field to a
+// isTooMany reports whether err is a script's refusal to add a field to a
 // key's hash that holds store.MaxStatesPerKey (an error reply starting
 // "RLTOOMANY "), as either client library returns it.
-func IsTooMany(err error) bool {
+func isTooMany(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "RLTOOMANY ")
 }
