@@ -267,9 +267,16 @@ func peers(ru rueidis.Client, gr *redis.Client, prefix string) []variant {
 // variant, the variants interleaved, each between two reads of the
 // server's INFO (and the hook's calls), and returns each variant's rounds.
 func measureRounds(ctx context.Context, ru rueidis.Client, vs []variant, keys []string, callers, decisions, rounds int, hook string) (map[string][]measure, error) {
+	// The variants of one algorithm run next to each other, in turns,
+	// so that what else the machine does weighs on them alike.
+	slices.SortStableFunc(vs, func(a, b variant) int { return strings.Compare(a.group, b.group) })
 	results := map[string][]measure{}
 	for r := range rounds {
-		for _, v := range vs {
+		order := slices.Clone(vs)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, v := range order {
 			if err := runHook(hook, "before", v.name); err != nil {
 				return nil, err
 			}
@@ -377,6 +384,7 @@ func rotate(keys []string, k int) []string {
 // A snapshot is what INFO cpu and INFO commandstats said at one moment.
 type snapshot struct {
 	cpu   float64            // used_cpu_user + used_cpu_sys, seconds
+	sys   float64            // used_cpu_sys, seconds
 	calls map[string]float64 // cmdstat_<name> calls
 	usec  map[string]float64 // cmdstat_<name> usec
 }
@@ -397,6 +405,9 @@ func readInfo(ctx context.Context, ru rueidis.Client) (snapshot, error) {
 		}
 		v, _ := strconv.ParseFloat(m[1], 64)
 		s.cpu += v
+		if field == "used_cpu_sys" {
+			s.sys = v
+		}
 	}
 	for _, m := range cmdstat.FindAllStringSubmatch(text, -1) {
 		s.calls[m[1]], _ = strconv.ParseFloat(m[2], 64)
@@ -408,13 +419,14 @@ func readInfo(ctx context.Context, ru rueidis.Client) (snapshot, error) {
 // A measure is one round of one variant, per decision.
 type measure struct {
 	cpu, usec, calls float64 // µs of CPU, µs in its commands, calls of them
+	sys              float64 // µs of CPU in the kernel (part of cpu)
 	rate             float64 // decisions per second, wall clock
 }
 
 // since returns what the server did between before and s for n
 // decisions that took wall, counting the commands top.
 func (s snapshot) since(before snapshot, top []string, n int, wall time.Duration) measure {
-	m := measure{cpu: (s.cpu - before.cpu) * 1e6 / float64(n), rate: float64(n) / wall.Seconds()}
+	m := measure{cpu: (s.cpu - before.cpu) * 1e6 / float64(n), sys: (s.sys - before.sys) * 1e6 / float64(n), rate: float64(n) / wall.Seconds()}
 	for _, c := range top {
 		m.usec += (s.usec[c] - before.usec[c]) / float64(n)
 		m.calls += (s.calls[c] - before.calls[c]) / float64(n)
@@ -444,31 +456,36 @@ func cmpFloat(a, b float64) int {
 func report(w *os.File, vs []variant, results map[string][]measure, nkeys, callers, decisions, rounds int) {
 	fmt.Fprintf(w, "# %d decisions per variant per round, %d rounds (median shown), %d callers, %d keys, every decision admitted\n",
 		decisions, rounds, callers, nkeys)
-	base := map[string]measure{}
+	fmt.Fprintln(w, "# vs minimal: the median, over the rounds, of the round's ratio to the minimal script of the same algorithm (its range after it)")
+	base := map[string][]measure{}
 	for _, v := range vs {
 		if v.minimal {
-			base[v.group] = median(results[v.name])
+			base[v.group] = results[v.name]
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\tCPU µs/decision\tcommand µs/decision\tcalls/decision\tCPU vs minimal\tcommand vs minimal\tCPU µs, every round\tdecisions/s\t")
+	fmt.Fprintln(tw, "variant\tCPU µs/decision\t(of it sys)\tcommand µs/decision\tcalls/decision\tCPU vs minimal\tcommand vs minimal\tdecisions/s\t")
 	for _, v := range vs {
 		m := median(results[v.name])
-		ratio := func(a, b float64) string {
-			if b == 0 || v.minimal {
-				return ""
-			}
-			return fmt.Sprintf("%.2f×", a/b)
+		cpu, usec := "", ""
+		if b := base[v.group]; !v.minimal && len(b) == len(results[v.name]) {
+			cpu = ratios(results[v.name], b, func(m measure) float64 { return m.cpu })
+			usec = ratios(results[v.name], b, func(m measure) float64 { return m.usec })
 		}
-		var rs []string
-		for _, r := range results[v.name] {
-			rs = append(rs, fmt.Sprintf("%.2f", r.cpu))
-		}
-		b := base[v.group]
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%.0f\t\n", v.name, m.cpu, m.usec, m.calls,
-			ratio(m.cpu, b.cpu), ratio(m.usec, b.usec), strings.Join(rs, " "), math.Round(m.rate))
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%.0f\t\n", v.name, m.cpu, m.sys, m.usec, m.calls, cpu, usec, math.Round(m.rate))
 	}
 	tw.Flush()
+}
+
+// ratios returns the median of the rounds' ratios of f of ms to f of
+// base, and their range.
+func ratios(ms, base []measure, f func(measure) float64) string {
+	rs := make([]float64, len(ms))
+	for i := range ms {
+		rs[i] = f(ms[i]) / f(base[i])
+	}
+	slices.Sort(rs)
+	return fmt.Sprintf("%.2f× (%.2f–%.2f)", rs[len(rs)/2], rs[0], rs[len(rs)-1])
 }
 
 // An exp is one -exp flag.
