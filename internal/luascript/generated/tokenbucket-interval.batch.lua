@@ -83,34 +83,12 @@ if #lack > 0 then
     end
   end
 end
-local s1_capacity, s1_per, s1_interval, s1_floordiv, s1_wait
+local s1_capacity, s1_per, s1_interval
 do
 local capacity = tonumber(ARGV[6])
 local per = tonumber(ARGV[7])
 local interval = tonumber(ARGV[8])
-
--- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
-local function floordiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
-
--- wait: µs from now_us until the bucket holds target tokens, given that
--- it holds held, refilled last at at_us (the state's last). A function of
--- its arguments, not a closure over the state, so that a batch makes it
--- once.
-local function wait(held, target, at_us, now_us)
-  if held >= target then
-    return 0
-  end
-  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
-end
-s1_capacity, s1_per, s1_interval, s1_floordiv, s1_wait = capacity, per, interval, floordiv, wait
+s1_capacity, s1_per, s1_interval = capacity, per, interval
 end
 -- replies: each request's reply in turn, which decide(roff) writes from
 -- replies[roff + 1] on; decide returns nothing, or an error reply.
@@ -150,7 +128,13 @@ local at = #ARGV[5] + 1
 -- refill µs>", tokens within ±2^53 (below zero, a debt: booked ahead), the
 -- instant within ±2^53; anything else is refused with an RLMISMATCH error
 -- (or started afresh).
-local capacity, per, interval, floordiv, wait = s1_capacity, s1_per, s1_interval, s1_floordiv, s1_wait
+local capacity, per, interval = s1_capacity, s1_per, s1_interval
+
+-- floordiv(a, b) is ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53,
+-- and wait(held, target, at_us, now_us) the µs from now_us until a bucket
+-- that holds held, refilled last at at_us, holds target. The parts off the
+-- common path define them; the common path writes them out: a function is
+-- a closure made again on every call.
 local tokens, last = capacity, now
 if state then
   local k, l
@@ -172,8 +156,19 @@ end
 if tokens >= capacity then
   tokens, last = capacity, math.max(last, now)
 elseif now > last then
-  local ticks = floordiv(now - last, interval)
-  if ticks >= floordiv(capacity - tokens + per - 1, per) then
+  -- ticks: the whole intervals since last; need: the refills that fill it.
+  local ticks, need = math.floor((now - last) / interval), math.floor((capacity - tokens + per - 1) / per)
+  if ticks * interval > now - last then
+    ticks = ticks - 1
+  elseif (ticks + 1) * interval <= now - last then
+    ticks = ticks + 1
+  end
+  if need * per > capacity - tokens + per - 1 then
+    need = need - 1
+  elseif (need + 1) * per <= capacity - tokens + per - 1 then
+    need = need + 1
+  end
+  if ticks >= need then
     tokens, last = capacity, now
   else
     tokens, last = tokens + ticks * per, last + ticks * interval
@@ -183,13 +178,38 @@ end
 local fits = cost <= tokens
 
 if peek or not fits then
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
 local rem, retry, reset = math.max(tokens, 0), wait(tokens, cost, last, now), wait(tokens, capacity, last, now)
 
 replies[roff + 1], replies[roff + 2], replies[roff + 3] = rem, retry, reset
 return
 end
 tokens = tokens - cost
-local reset = wait(tokens, capacity, last, now)
+-- reset: wait(tokens, capacity, last, now), written out.
+local reset = 0
+if tokens < capacity then
+  local n = math.floor((capacity - tokens + per - 1) / per)
+  if n * per > capacity - tokens + per - 1 then
+    n = n - 1
+  elseif (n + 1) * per <= capacity - tokens + per - 1 then
+    n = n + 1
+  end
+  reset = last + n * interval - now
+end
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2

@@ -76,27 +76,11 @@ local capacity = tonumber(ARGV[6])
 local per = tonumber(ARGV[7])
 local interval = tonumber(ARGV[8])
 
--- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
-local function floordiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
-
--- wait: µs from now_us until the bucket holds target tokens, given that
--- it holds held, refilled last at at_us (the state's last). A function of
--- its arguments, not a closure over the state, so that a batch makes it
--- once.
-local function wait(held, target, at_us, now_us)
-  if held >= target then
-    return 0
-  end
-  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
-end
+-- floordiv(a, b) is ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53,
+-- and wait(held, target, at_us, now_us) the µs from now_us until a bucket
+-- that holds held, refilled last at at_us, holds target. The parts off the
+-- common path define them; the common path writes them out: a function is
+-- a closure made again on every call.
 local tokens, last = capacity, now
 if state then
   local k, l
@@ -114,8 +98,19 @@ end
 if tokens >= capacity then
   tokens, last = capacity, math.max(last, now)
 elseif now > last then
-  local ticks = floordiv(now - last, interval)
-  if ticks >= floordiv(capacity - tokens + per - 1, per) then
+  -- ticks: the whole intervals since last; need: the refills that fill it.
+  local ticks, need = math.floor((now - last) / interval), math.floor((capacity - tokens + per - 1) / per)
+  if ticks * interval > now - last then
+    ticks = ticks - 1
+  elseif (ticks + 1) * interval <= now - last then
+    ticks = ticks + 1
+  end
+  if need * per > capacity - tokens + per - 1 then
+    need = need - 1
+  elseif (need + 1) * per <= capacity - tokens + per - 1 then
+    need = need + 1
+  end
+  if ticks >= need then
     tokens, last = capacity, now
   else
     tokens, last = tokens + ticks * per, last + ticks * interval
@@ -126,6 +121,21 @@ local fits = cost <= tokens
 
 raw1 = state or ''
 do
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
 local rem, retry, reset = math.max(tokens, 0), wait(tokens, cost, last, now), wait(tokens, capacity, last, now)
 
 rep1_1, rep1_2, rep1_3 = rem, retry, reset
@@ -167,6 +177,21 @@ local act = bact
 -- would leave since the refill la, dated ticks whole intervals before la,
 -- back to at most max(last, now), with ticks refills owed (at most 2^53
 -- tokens).
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
 local held, la = tokens, last
 if held >= capacity then
   held, la = capacity, math.max(last, act)

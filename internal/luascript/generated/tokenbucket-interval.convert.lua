@@ -141,7 +141,11 @@ local capacity = tonumber(ARGV[6])
 local per = tonumber(ARGV[7])
 local interval = tonumber(ARGV[8])
 
--- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
+-- floordiv(a, b) is ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53,
+-- and wait(held, target, at_us, now_us) the µs from now_us until a bucket
+-- that holds held, refilled last at at_us, holds target. The parts off the
+-- common path define them; the common path writes them out: a function is
+-- a closure made again on every call.
 local function floordiv(a, b)
   local q = math.floor(a / b)
   if q * b > a then
@@ -150,17 +154,6 @@ local function floordiv(a, b)
     q = q + 1
   end
   return q
-end
-
--- wait: µs from now_us until the bucket holds target tokens, given that
--- it holds held, refilled last at at_us (the state's last). A function of
--- its arguments, not a closure over the state, so that a batch makes it
--- once.
-local function wait(held, target, at_us, now_us)
-  if held >= target then
-    return 0
-  end
-  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
 end
 local tokens, last = capacity, now
 -- Started from a state of another kind (Go: algorithm.Carry): a fresh
@@ -240,8 +233,19 @@ end
 if tokens >= capacity then
   tokens, last = capacity, math.max(last, now)
 elseif now > last then
-  local ticks = floordiv(now - last, interval)
-  if ticks >= floordiv(capacity - tokens + per - 1, per) then
+  -- ticks: the whole intervals since last; need: the refills that fill it.
+  local ticks, need = math.floor((now - last) / interval), math.floor((capacity - tokens + per - 1) / per)
+  if ticks * interval > now - last then
+    ticks = ticks - 1
+  elseif (ticks + 1) * interval <= now - last then
+    ticks = ticks + 1
+  end
+  if need * per > capacity - tokens + per - 1 then
+    need = need - 1
+  elseif (need + 1) * per <= capacity - tokens + per - 1 then
+    need = need + 1
+  end
+  if ticks >= need then
     tokens, last = capacity, now
   else
     tokens, last = tokens + ticks * per, last + ticks * interval
@@ -258,12 +262,37 @@ if not peek and not held then
   end
 end
 if peek or not fits then
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
 local rem, retry, reset = math.max(tokens, 0), wait(tokens, cost, last, now), wait(tokens, capacity, last, now)
 
 return {rem, retry, reset}
 end
 tokens = tokens - cost
-local reset = wait(tokens, capacity, last, now)
+-- reset: wait(tokens, capacity, last, now), written out.
+local reset = 0
+if tokens < capacity then
+  local n = math.floor((capacity - tokens + per - 1) / per)
+  if n * per > capacity - tokens + per - 1 then
+    n = n - 1
+  elseif (n + 1) * per <= capacity - tokens + per - 1 then
+    n = n + 1
+  end
+  reset = last + n * interval - now
+end
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2

@@ -74,27 +74,11 @@ local capacity = tonumber(ARGV[6])
 local per = tonumber(ARGV[7])
 local interval = tonumber(ARGV[8])
 
--- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
-local function floordiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
-
--- wait: µs from now_us until the bucket holds target tokens, given that
--- it holds held, refilled last at at_us (the state's last). A function of
--- its arguments, not a closure over the state, so that a batch makes it
--- once.
-local function wait(held, target, at_us, now_us)
-  if held >= target then
-    return 0
-  end
-  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
-end
+-- floordiv(a, b) is ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53,
+-- and wait(held, target, at_us, now_us) the µs from now_us until a bucket
+-- that holds held, refilled last at at_us, holds target. The parts off the
+-- common path define them; the common path writes them out: a function is
+-- a closure made again on every call.
 local tokens, last = capacity, now
 if state then
   local k, l
@@ -112,8 +96,19 @@ end
 if tokens >= capacity then
   tokens, last = capacity, math.max(last, now)
 elseif now > last then
-  local ticks = floordiv(now - last, interval)
-  if ticks >= floordiv(capacity - tokens + per - 1, per) then
+  -- ticks: the whole intervals since last; need: the refills that fill it.
+  local ticks, need = math.floor((now - last) / interval), math.floor((capacity - tokens + per - 1) / per)
+  if ticks * interval > now - last then
+    ticks = ticks - 1
+  elseif (ticks + 1) * interval <= now - last then
+    ticks = ticks + 1
+  end
+  if need * per > capacity - tokens + per - 1 then
+    need = need - 1
+  elseif (need + 1) * per <= capacity - tokens + per - 1 then
+    need = need + 1
+  end
+  if ticks >= need then
     tokens, last = capacity, now
   else
     tokens, last = tokens + ticks * per, last + ticks * interval
@@ -138,6 +133,21 @@ do
 local act, bcost = cact, bcost
 -- What a booking of bcost due at act gives back (Go:
 -- IntervalBucket.Unused): bcost less the debt still owed at act.
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
 local give = 0
 if act > now then
   local due = tokens
@@ -164,6 +174,21 @@ local act, bcost = cact, bcost
 -- IntervalBucket.Undo): bcost less per for each refill that can have come
 -- since act, ⌈(now − act)/interval⌉ of them; nothing while in debt
 -- (bookings not yet due).
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
 local give = 0
 local ticks = floordiv(now - act + interval - 1, interval)
 if ticks < floordiv(bcost + per - 1, per) and tokens >= 0 then
@@ -179,6 +204,21 @@ local n = given
 -- Up to n tokens back (Go: IntervalBucket.Refund), to the capacity; a
 -- full bucket has nothing to give back. By key nothing while in debt:
 -- bookings not yet due.
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
 if keyed and tokens < 0 then
   n = 0
 end
