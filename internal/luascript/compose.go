@@ -860,10 +860,9 @@ func describe(f form, names []string) string {
 	}
 	fmt.Fprintf(&b, "-- %s: %s for one key, composed by internal/luascript\n", f.name(), what)
 	fmt.Fprintf(&b, "-- from %s (docs/design/lua-composition.md).\n", strings.Join(slicesCompact(files), ", "))
-	b.WriteString("-- KEYS[1]: the key's hash, a field per state ID (or, for sorted sets\n" +
-		"-- alone, the first). ARGV[1]: now, Unix µs (\"\": the server's TIME);\n" +
-		"-- ARGV[2]: the cost (0: a peek); ARGV[3]: the TTL margin, ms; then per\n" +
-		"-- limit its state ID and header, and its parameters.\n")
+	b.WriteString("-- KEYS[1]: the key's hash (for sorted sets alone, the first set). ARGV:\n" +
+		"-- now in Unix µs (\"\": the server's TIME), the cost (0: a peek), the TTL\n" +
+		"-- margin in ms, then per limit its state ID, header and parameters.\n")
 	b.WriteString("-- " + opSays[f.op])
 	if f.convert {
 		b.WriteString(". It reads a limit's own kind\n" +
@@ -875,8 +874,7 @@ func describe(f form, names []string) string {
 			"-- RLTOOMANY a new field without room, RLCONVERT another kind's state.\n")
 	} else {
 		b.WriteString("; or, having written nothing,\n" +
-			"-- RLCONVERT: a state only the conversion script reads; RLTOOMANY: no\n" +
-			"-- room for a new field.\n")
+			"-- RLCONVERT (a state only the conversion script reads) or RLTOOMANY.\n")
 	}
 	return b.String()
 }

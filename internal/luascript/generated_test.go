@@ -108,3 +108,24 @@ func staleAt(got, want string, err error) string {
 	}
 	return fmt.Sprintf(" (%d lines, want %d)", len(g), len(w))
 }
+
+// A script holds what its limits need and no more (issue 51): the fixed
+// window's decision script, comments kept, fits in 150 lines, where it
+// was 398 with every kind's decoder in it; and no plain script holds
+// another kind's --@used part, nor a conversion script one it was not
+// composed for.
+func TestScriptsHoldOnlyWhatTheyNeed(t *testing.T) {
+	scripts := generatedScripts()
+	if n := strings.Count(scripts["fixedwindow.decide.lua"], "\n"); n+1 > 150 { // the generated header's line too
+		t.Errorf("fixedwindow.decide.lua is %d lines, want at most 150", n+1)
+	}
+	for name, src := range scripts {
+		if strings.Contains(src, "local function usedOf") != strings.Contains(name, "convert") {
+			t.Errorf("%s: usedOf in it is %v, want it in conversion scripts alone", name, !strings.Contains(name, "convert"))
+		}
+	}
+	from := scripts["slidinglog.convert-from-tokenbucket.lua"]
+	if strings.Count(from, "  if k == '") != 1 {
+		t.Errorf("slidinglog.convert-from-tokenbucket.lua reads %d kinds' states, want the bucket's alone", strings.Count(from, "  if k == '"))
+	}
+}

@@ -1,9 +1,7 @@
 --@load
--- Its state: the field of its state ID in the key's hash, which opens
--- with its own header; none is a fresh state. A field of another header,
--- or an error reply (state.err: the key is not a hash), is for the store's
--- conversion script: RLCONVERT and the kind's letter, before anything is
--- written.
+-- Its state: the field of its state ID in the key's hash, after its own
+-- header; none is fresh. Another header, or an error reply (state.err: no
+-- hash), is for the conversion script: RLCONVERT and the kind's letter.
 local state = redis.pcall('HGET', hkey, ARGV[$id])
 if state then
   if state.err or string.find(state, ARGV[$hdr], 1, true) ~= 1 then
@@ -13,10 +11,9 @@ if state then
 end
 local at = #ARGV[$hdr] + 1
 --@fresh
--- A field the key lacks: a key that holds nothing is bare, and gets its
--- TTL outright; otherwise a sorted set of the same ID (another kind's
--- state) is for the conversion script, and a Take must leave the key at
--- most $most fields.
+-- A field the key lacks: a bare key (holding nothing) gets its TTL
+-- outright; else a sorted set of the ID (another kind's state) is for the
+-- conversion script, and a Take must leave the key at most $most fields.
 if not state then
   if redis.call('EXISTS', hkey, $zkey) == 0 then
     bare = true
