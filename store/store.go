@@ -125,13 +125,17 @@ type Warner interface {
 
 // Remote is implemented by tables whose calls wait on something outside
 // the process, such as a Redis round trip. A Limiter or Policy calls such
-// a table under a context that keeps the caller's values but none of its
-// cancellation or deadline, so that no caller's deadline reaches the
-// client library, which shares connections, dials and batches among
-// callers; the caller stops waiting when its own context ends, and the
-// call goes on to its end. The table bounds each call itself, by
-// CallTimeout, and its errors are then its own: only they reach a
-// circuit breaker or a failure policy.
+// a table, for a caller whose context can end, under a context that keeps
+// the caller's values but none of its cancellation or deadline, with a
+// deadline of its own instead, at most CallTimeout after the call began
+// (shared by the calls that begin about the same time), so that no
+// caller's deadline reaches the client library, which shares
+// connections, dials and batches among callers. A caller whose deadline
+// is nearer than CallTimeout stops waiting when its own context ends, and
+// the call goes on to its end; other callers wait for the call. A caller
+// whose context cannot end (context.Background()) is passed on as it is,
+// and the table bounds such calls itself. The table's errors are then its
+// own: only they reach a circuit breaker or a failure policy.
 type Remote interface {
 	// CallTimeout returns the longest one call of the table may take.
 	CallTimeout() time.Duration
