@@ -47,13 +47,16 @@ type remoteTable[K comparable] struct {
 	calls     *remoteCalls[K]
 	timeout   time.Duration // the table's CallTimeout
 	deadlines *deadlines
+	refuser   store.Refuser // the store's table, when it tells refused connections
 }
 
 // newRemoteTable returns next, a remote table, behind a remoteTable; raw
 // is the store's own table, which next may wrap.
 func newRemoteTable[K comparable](next, raw store.Table[K], calls *remoteCalls[K]) *remoteTable[K] {
 	timeout := raw.(store.Remote).CallTimeout()
-	return &remoteTable[K]{next: next, calls: calls, timeout: timeout, deadlines: newDeadlines(timeout)}
+	t := &remoteTable[K]{next: next, calls: calls, timeout: timeout, deadlines: newDeadlines(timeout)}
+	t.refuser, _ = raw.(store.Refuser)
+	return t
 }
 
 // maxLeftCalls is how many calls a Limiter or Policy has in flight at
@@ -249,11 +252,24 @@ func (t *remoteTable[K]) detached(ctx context.Context, c *remoteCall[K]) error {
 	}
 	t.calls.left.Add(1)
 	if c.state.CompareAndSwap(callWaiting, callLeft) {
-		return &endedError{ctxErr: ctx.Err(), inFlight: true}
+		return t.left(ctx.Err())
 	}
 	t.calls.ended()
 	<-c.done // answered as the context ended: the answer counts
 	return nil
+}
+
+// left returns the error of a caller that left, with ctxErr, while its
+// call was in flight: a refusedError when the store's table says that its
+// server refuses connections (the client may retry the dial for longer
+// than the caller waited), else an endedError.
+func (t *remoteTable[K]) left(ctxErr error) error {
+	if t.refuser != nil {
+		if refusal := t.refuser.Refused(); refusal != nil {
+			return &refusedError{ctxErr: ctxErr, refusal: refusal}
+		}
+	}
+	return &endedError{ctxErr: ctxErr, inFlight: true}
 }
 
 // answer copies c's results to out, puts c back and returns its outcome.

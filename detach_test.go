@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 type remoteStore struct {
 	next    store.Store[string]
 	mu      sync.Mutex
+	refusal error // what its tables' Refused says
 	ctxs    []context.Context
 	started chan struct{} // receives as each call starts
 	release chan error    // each call waits for one value: nil passes it on
@@ -50,6 +52,12 @@ type remoteTable struct {
 }
 
 func (t *remoteTable) CallTimeout() time.Duration { return time.Minute }
+
+func (t *remoteTable) Refused() error {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	return t.s.refusal
+}
 
 // lastCtx returns the context the latest call was given.
 func (s *remoteStore) lastCtx() context.Context {
@@ -324,5 +332,42 @@ func TestRemoteCallsUncapped(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Errorf("Allow: %v", err)
 		}
+	}
+}
+
+// TestRemoteRefused: a caller whose context ends while its call waits on a
+// store that says its server refuses connections (store.Refuser) gets an
+// error matching ErrStoreUnavailable and its context's error, naming the
+// refusal; the failure policy does not decide it (the caller has gone),
+// and the breaker counts only the call's own outcome.
+func TestRemoteRefused(t *testing.T) {
+	st := newRemoteStore()
+	st.refusal = fmt.Errorf("%w: dial tcp 127.0.0.1:6379: connect: connection refused", store.ErrUnavailable)
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 2, Rate: 1e-6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled []error
+	lim, err := ratelimit.New(alg, st, ratelimit.WithFailurePolicy(ratelimit.FailOpen),
+		ratelimit.WithBreaker(ratelimit.Breaker{Failures: 1, ProbeInterval: time.Hour}),
+		ratelimit.WithErrorHandler(func(err error) { handled = append(handled, err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	d, err := lim.Allow(ctx, "k")
+	if !errors.Is(err, ratelimit.ErrStoreUnavailable) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Allow on a store that refuses connections, its context ended in flight = %v, %v; want ErrStoreUnavailable and context.DeadlineExceeded, naming the refusal", d, err)
+	}
+	if d.Allowed() || len(handled) != 0 {
+		t.Errorf("the failure policy decided (%v, handled %v); want no decision: the caller has gone", d, handled)
+	}
+	receive(t, st.started, "the call")
+	st.release <- nil // the server is back: the call succeeds
+	receive(t, st.ended, "the call's end")
+	st.release <- nil
+	if d, err := lim.Peek(t.Context(), "k"); err != nil || d.BreakerOpen() || d.Source() != ratelimit.FromStore {
+		t.Errorf("Peek after the call succeeded = %v, %v; want the store's answer, the breaker closed", d, err)
 	}
 }

@@ -141,6 +141,23 @@ type Remote interface {
 	CallTimeout() time.Duration
 }
 
+// Refuser is implemented by remote tables (Remote) that can tell that
+// their server refuses connections while a call waits on a dial that the
+// client library retries: go-redis retries a refused dial 5 times, 100 ms
+// apart by default, so a caller whose deadline is nearer would see its
+// own deadline end rather than the store fail. A Limiter or Policy asks
+// a table that is one when a caller's context ends while its call is in
+// flight: when Refused says the server refuses connections, the caller
+// gets an error matching ErrUnavailable (and its context's error) rather
+// than its context's error alone. The call goes on either way.
+type Refuser interface {
+	// Refused returns an error wrapping ErrUnavailable, which names the
+	// refusal, when the server refused the latest connection the table's
+	// client tried to make and none has been made since; else nil. It is
+	// called from many goroutines at once.
+	Refused() error
+}
+
 // Reporter is implemented by tables that may find something wrong with
 // their store after Open, as a Warner does when it is opened: a Redis
 // switched to a maxmemory-policy that may evict limiter state, say. A
