@@ -21,11 +21,12 @@ import (
 //
 //   - A caller whose context cannot end (context.Background()) calls the
 //     table as it is: there is nothing to detach from.
-//   - A caller with no deadline, or one at least CallTimeout away, makes
-//     the call on its own goroutine, the price of a plain call: the call
-//     ends, by its own deadline at the latest, before the caller's. A
-//     caller cancelled while the call is in flight gets the call's answer
-//     when it comes, at most CallTimeout later.
+//   - A caller with no deadline, or one no nearer than the call's own
+//     (as one at least CallTimeout away always is), makes the call on its
+//     own goroutine, the price of a plain call: the call ends, by its own
+//     deadline at the latest, before the caller's. A caller cancelled
+//     while the call is in flight gets the call's answer when it comes,
+//     at most CallTimeout later.
 //   - A caller with a nearer deadline hands the call to a worker (see
 //     startWork), and stops waiting when its context ends, with an
 //     endedError; the call goes on to the store's answer, bounded by the
@@ -233,9 +234,10 @@ func (t *remoteTable[K]) detached(ctx context.Context, c *remoteCall[K]) error {
 		c.call()
 		return nil
 	}
-	if !time.Now().Before(deadline) {
+	if time.Until(deadline) <= 0 {
 		// Past its deadline: ctx.Err can be nil still, until the
-		// context's timer has run.
+		// context's timer has run. (time.Until reads only the monotonic
+		// clock, cheaper than time.Now here.)
 		t.calls.put(c)
 		return &endedError{ctxErr: context.DeadlineExceeded}
 	}
