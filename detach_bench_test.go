@@ -40,7 +40,7 @@ func BenchmarkRemoteContext(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lim, err := ratelimit.New(alg, quickRemote{memorystore.New[string]()})
+	lim, err := ratelimit.New(alg, quickRemote{memorystore.New[string]()}, ratelimit.WithName("remote-context"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -258,7 +258,7 @@ func TestRemoteCallerWaits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clock.NewFake(time.Unix(1e9, 0))))
+			lim, err := ratelimit.New(alg, st, ratelimit.WithName("waits"), ratelimit.WithClock(clock.NewFake(time.Unix(1e9, 0))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -309,7 +309,7 @@ func TestRemoteCallsUncapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := ratelimit.New(alg, st)
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("uncapped"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestRemoteRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	var handled []error
-	lim, err := ratelimit.New(alg, st, ratelimit.WithFailurePolicy(ratelimit.FailOpen),
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("refused"), ratelimit.WithFailurePolicy(ratelimit.FailOpen),
 		ratelimit.WithBreaker(ratelimit.Breaker{Failures: 1, ProbeInterval: time.Hour}),
 		ratelimit.WithErrorHandler(func(err error) { handled = append(handled, err) }))
 	if err != nil {
