@@ -149,7 +149,9 @@ type Remote interface {
 // a table that is one when a caller's context ends while its call is in
 // flight: when Refused says the server refuses connections, the caller
 // gets an error matching ErrUnavailable (and its context's error) rather
-// than its context's error alone. The call goes on either way.
+// than its context's error alone. The call goes on either way. The Redis
+// stores' tables are Refusers, passing on what their Runner says when it
+// is one (the go-redis store's is).
 type Refuser interface {
 	// Refused returns an error wrapping ErrUnavailable, which names the
 	// refusal, when the server refused the latest connection the table's
