@@ -92,6 +92,7 @@ func RunSuite(t *testing.T, newStore NewStore) {
 	t.Run("ShortDeadlines", func(t *testing.T) { testShortDeadlines(t, newStore) })
 	t.Run("LostReply", func(t *testing.T) { testLostReply(t, newStore) })
 	t.Run("Restart", func(t *testing.T) { testRestart(t, newStore) })
+	t.Run("Refused", func(t *testing.T) { testRefused(t, newStore) })
 	t.Run("Eviction", func(t *testing.T) { testEviction(t, newStore) })
 	t.Run("OutOfMemory", func(t *testing.T) { testOutOfMemory(t, newStore) })
 	t.Run("ClusterSlots", func(t *testing.T) { testClusterSlots(t, newStore) })
