@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // testRefused stops the server under a store that has decided once, so
@@ -22,7 +21,7 @@ import (
 func testRefused(t *testing.T, newStore NewStore) {
 	t.Parallel()
 	target := Miniredis(t)
-	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 10, Rate: 1})
+	alg, err := bucketPer(10, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
