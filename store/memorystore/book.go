@@ -372,18 +372,9 @@ func (p *policy[K]) Settle(_ context.Context, key K, now int64, b store.Booking,
 		return b, err
 	}
 	up := n > b.Cost
-	settlers := make([]algorithm.Settler, len(bs))
-	undoers := make([]algorithm.Undoer, len(bs))
-	for i, bk := range bs {
-		var ok bool
-		if up {
-			settlers[i], ok = bk.(algorithm.Settler)
-		} else {
-			undoers[i], ok = bk.(algorithm.Undoer)
-		}
-		if !ok {
-			return b, fmt.Errorf("%w: %v cannot be settled (algorithm.Settler)", store.ErrAlgorithmUnsupported, p.limits[i].alg)
-		}
+	settlers, undoers, err := p.settlers(bs, up)
+	if err != nil {
+		return b, err
 	}
 	if n == 0 && b.Cost > 0 {
 		if _, err := p.giveBack(key, now, b, true); err != nil {
@@ -439,6 +430,25 @@ func (p *policy[K]) Settle(_ context.Context, key K, now int64, b store.Booking,
 	}
 	b.Cost, b.Undo = n, v
 	return b, nil
+}
+
+// settlers returns the limits' algorithms as algorithm.Settlers (up) or
+// algorithm.Undoers, or an error wrapping store.ErrAlgorithmUnsupported.
+func (p *policy[K]) settlers(bs []algorithm.Booker, up bool) ([]algorithm.Settler, []algorithm.Undoer, error) {
+	settlers := make([]algorithm.Settler, len(bs))
+	undoers := make([]algorithm.Undoer, len(bs))
+	for i, bk := range bs {
+		var ok bool
+		if up {
+			settlers[i], ok = bk.(algorithm.Settler)
+		} else {
+			undoers[i], ok = bk.(algorithm.Undoer)
+		}
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: %v cannot be settled (algorithm.Settler)", store.ErrAlgorithmUnsupported, p.limits[i].alg)
+		}
+	}
+	return settlers, undoers, nil
 }
 
 func (p *policy[K]) Refund(_ context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {

@@ -10,7 +10,6 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // This file holds the scenarios of a refund that stays with the state it
@@ -190,7 +189,7 @@ func testRefundSaysWhatItGave(t *testing.T, k kind, st store.Store[string]) {
 // the 1,600 it was settled to.
 func testSettleBucket(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
-	bucket, err := tokenbucket.PerMinute(1000)
+	bucket, err := bucketPer(1000, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

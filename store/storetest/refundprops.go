@@ -267,7 +267,7 @@ func (m *changeMachine) bounded(t *rapid.T) {
 			continue
 		}
 		span := hist[:end+1]
-		if m.most.alg.Spec().Name == "tokenbucket" {
+		if roundsToMicros(m.most.alg) {
 			// A booking of the continuous bucket may read a µs early (see
 			// booking.go's bounded): a µs more per admission in the span.
 			span = slices.Clone(span)
