@@ -253,7 +253,9 @@ end
 
 --@unused
 -- What a booking of bcost due at act gives back (Go:
--- IntervalBucket.Unused): bcost less the debt still owed at act.
+-- IntervalBucket.Unused): all of it while nothing is booked after it (no
+-- debt at act), else nothing: the refills between may fill the bucket,
+-- which absorbs its units.
 local function floordiv(a, b)
   local q = math.floor(a / b)
   if q * b > a then
@@ -280,9 +282,8 @@ if act > now then
       due = due + ticks * per
     end
   end
-  give = bcost + math.min(due, 0)
-  if give < 0 then
-    give = 0
+  if due >= 0 then
+    give = bcost
   end
 end
 

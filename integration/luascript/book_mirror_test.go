@@ -120,8 +120,8 @@ func mirrorBookings(t *testing.T, client redis.UniversalClient, alg algorithm.Al
 				maxDelay = algorithm.MaxDuration
 			}
 			what = fmt.Sprintf("step %d: book %d at %d within %d", i, cost, now, maxDelay)
-			reply, err := run(ops[luascript.OpBook], now, cost, strconv.FormatInt(maxDelay, 10)).StringSlice()
-			if err != nil || len(reply) != 7 {
+			reply, err := run(ops[luascript.OpBook], now, cost, strconv.FormatInt(maxDelay, 10), testNonce).StringSlice()
+			if err != nil || len(reply) != 8 {
 				t.Fatalf("%v: %s: %v %v", alg, what, reply, err)
 			}
 			for _, v := range reply[:5] {

@@ -29,20 +29,25 @@ local keyed = false
 local hset, httl = {}, 0
 local out = {0}
 local cact = tonumber(ARGV[8])
-local raw1
+local raw1, rgen1
 do
 -- Limit 1 (fixedwindow).
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = redis.pcall('HGET', hkey, ARGV[4])
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
   held = true
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- A field the key lacks: a bare key (holding nothing) gets its TTL
 -- outright; else a sorted set of the ID (another kind's state) is for the
 -- conversion script, and a Take must leave the key at most 512 fields.
@@ -113,7 +118,8 @@ local ends = (index + 1) * window - now
 local fits = count + cost <= limit
 
 raw1 = state or ''
-do
+rgen1 = string.sub(shdr, #ARGV[5], -2)
+if true and ARGV[11] ~= '' and rgen1 == ARGV[11] then
   if ARGV[10] ~= '' and raw1 == ARGV[10] then
     if ARGV[9] == '' then
       redis.call('HDEL', hkey, ARGV[4])
@@ -122,7 +128,7 @@ do
     end
     out[1] = bcost
   else
-local given
+local given, gtook = 0, 0
 if cact > now then
 do
 local act, bcost = cact, bcost
@@ -133,6 +139,7 @@ end
 else
 do
 local act, bcost = cact, bcost
+local took = 0
 -- What an admission of bcost due at act ≤ now gives back (Go:
 -- Window.Undo): all of it when act lies in the window of now and nothing
 -- is booked past that window; nothing once that window has ended.
@@ -153,7 +160,7 @@ if aindex == nindex and index == nindex and count <= limit then
   give = bcost
 end
 
-given = give
+given, gtook = give, took
 end
 end
 if given > 0 then
@@ -202,7 +209,7 @@ end
 
 if value then
 hset[#hset + 1] = ARGV[4]
-hset[#hset + 1] = ARGV[5] .. value
+hset[#hset + 1] = shdr .. value
 if ttl > httl then
   httl = ttl
 end
@@ -211,7 +218,7 @@ end
 local _ = rem, retry, reset
 end
 end
-out[1] = given
+out[1] = given + gtook
 end
 end
 end

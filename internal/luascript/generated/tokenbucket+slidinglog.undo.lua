@@ -29,21 +29,26 @@ local keyed = false
 local hset, httl = {}, 0
 local out = {0, 0}
 local cact = tonumber(ARGV[12])
-local raw1
-local raw2
+local raw1, rgen1
+local raw2, rgen2
 do
 -- Limit 1 (tokenbucket).
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = redis.pcall('HGET', hkey, ARGV[4])
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
   held = true
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- A field the key lacks: a bare key (holding nothing) gets its TTL
 -- outright; else a sorted set of the ID (another kind's state) is for the
 -- conversion script, and a Take must leave the key at most 512 fields.
@@ -147,6 +152,7 @@ end
 local fits = cost <= avail
 
 raw1 = state or ''
+rgen1 = string.sub(shdr, #ARGV[5], -2)
 do
 -- Limit 2 (slidinglog).
 -- Its state: its sorted set, zkey, which opens with its own header at
@@ -162,6 +168,12 @@ if head.err then
 end
 local state = head[1] ~= nil
 if state then
+  -- A header member with a generation after it (";<nonce>", which a
+  -- booking gives a state that has none; ops.go): hdr, which the body
+  -- writes, is all of it.
+  if head[1] ~= hdr and string.sub(head[1], 1, #hdr + 1) == hdr .. ';' and not string.find(head[1], '%W', #hdr + 2) then
+    hdr = head[1]
+  end
   if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
     return redis.error_reply('RLCONVERT ' .. (string.match(head[1], '^#(%u)') or ''))
   end
@@ -278,9 +290,10 @@ end
 
 local fits = used + cost <= limit
 
-do
+rgen2 = string.sub(hdr, #ARGV[9] + 1)
+if true and ARGV[18] ~= '' and rgen2 == ARGV[18] then
   do
-local given
+local given, gtook = 0, 0
 if cact > now then
 do
 local act, bcost = cact, bcost
@@ -307,13 +320,14 @@ end
 else
 do
 local act, bcost = cact, bcost
+local took = 0
 -- An admission of bcost due at act ≤ now, in the window at t, is given
 -- back as if it had never been admitted (Go: Log.Undo): the newest member
 -- at act gives bcost back from the end, as a refund does; a member at act
 -- that is not the newest and holds bcost of its own loses it, and every
 -- later member (at most 1000) its cumulative count lowered by bcost; the
 -- member goes when nothing of its own is left, here: give stays 0, since
--- the refund part that give feeds takes from the end.
+-- the refund part that give feeds takes from the end, and took says it.
 local give = 0
 if last and last == act and act > t - window then
   local own = total
@@ -362,11 +376,12 @@ elseif last and act > t - window then
       if total < 0 then
         total = total + modulus
       end
+      took = bcost
     end
   end
 end
 
-given = give
+given, gtook = give, took
 end
 end
 if given > 0 then
@@ -483,11 +498,11 @@ end
 local _ = rem, retry, reset
 end
 end
-out[2] = given
+out[2] = given + gtook
 end
 end
 end
-do
+if true and ARGV[15] ~= '' and rgen1 == ARGV[15] then
   if ARGV[14] ~= '' and raw1 == ARGV[14] then
     if ARGV[13] == '' then
       redis.call('HDEL', hkey, ARGV[4])
@@ -496,7 +511,7 @@ do
     end
     out[1] = bcost
   else
-local given
+local given, gtook = 0, 0
 if cact > now then
 do
 local act, bcost = cact, bcost
@@ -528,6 +543,7 @@ end
 else
 do
 local act, bcost = cact, bcost
+local took = 0
 -- What an admission of bcost due at act ≤ now gives back (Go:
 -- Bucket.Undo): bcost less the refill since act, rounded down; nothing
 -- while in debt (bookings not yet due).
@@ -540,7 +556,7 @@ if left >= 1 then
   give = math.min(math.floor(left), bcost)
 end
 
-given = give
+given, gtook = give, took
 end
 end
 if given > 0 then
@@ -614,7 +630,7 @@ end
 
 if value then
 hset[#hset + 1] = ARGV[4]
-hset[#hset + 1] = ARGV[5] .. value
+hset[#hset + 1] = shdr .. value
 if ttl > httl then
   httl = ttl
 end
@@ -623,7 +639,7 @@ end
 local _ = rem, retry, reset
 end
 end
-out[1] = given
+out[1] = given + gtook
 end
 end
 end
