@@ -237,12 +237,13 @@ if keyed and tokens < 0 then
   n = 0
 end
 local value
+local gave = 0 -- how many it gave back
 if tokens < capacity and n > 0 then
-  if n < capacity - tokens then
-    tokens = tokens + n
-  else
-    tokens = capacity
+  gave = capacity - tokens -- apart: gopher-lua (miniredis) assigns "a, b = x, f(a)" in turn
+  if n < gave then
+    gave = n
   end
+  tokens = tokens + gave
   value = string.format('%d %d', tokens, last)
 end
 local rem, retry, reset = math.max(tokens, 0), wait(tokens, 1, last, now), wait(tokens, capacity, last, now)

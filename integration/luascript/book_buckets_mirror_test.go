@@ -189,14 +189,19 @@ func TestBucketsBookMirror(t *testing.T) {
 					switch {
 					case b.act <= now:
 					case b.post != "" && value() == noGen(b.post):
-						give, present = b.cost, b.pre != ""
+						// What Go's exact Undo gives back of it, the state
+						// before put back.
+						_, give, _ = alg.(algorithm.Undoer).Undo(s, now, b.act, b.cost, b.cost, true)
+						present = b.pre != ""
 						if present {
 							s = parse(t, alg, noGen(b.pre)[len(hdr):])
 						}
 					default:
-						if give = alg.Unused(s, now, b.act, b.cost); give > 0 {
-							s, _, _ = alg.(algorithm.Undoer).Undo(s, now, b.act, b.cost, b.cost, false)
-							present = true
+						// What Go's Undo gives back (before act, its Unused, to
+						// the capacity).
+						var next algorithm.State
+						if next, give, _ = alg.(algorithm.Undoer).Undo(s, now, b.act, b.cost, b.cost, false); give > 0 {
+							s, present = next, true
 						}
 					}
 					if err != nil || len(reply) != 1 || reply[0] != give {

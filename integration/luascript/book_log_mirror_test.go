@@ -202,25 +202,9 @@ func (m *bookMirror) undo(now, act, cost int64) (got, want []int64) {
 	}
 	for _, l := range m.limits {
 		give := int64(0)
-		if act > now {
-			give = l.alg.Unused(l.s, now, act, cost)
-		} else if s := l.s; s.Log != nil && s.N2 > 0 {
-			t := now
-			if s.N1 > now {
-				t = s.N1
-			}
-			es := s.Log.Entries[s.Log.Head:]
-			if k := len(es); k > 0 && es[k-1].At == act && act > t-int64(l.alg.Spec().Params[1]) {
-				prev := s.N0
-				if k > 1 {
-					prev = es[k-2].Cost
-				}
-				if es[k-1].Cost-prev >= cost {
-					give = cost
-				}
-			}
-		}
-		l.s, _, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost, cost, false)
+		// What Go's Undo says it gave back, an admission taken from the
+		// middle of the log included.
+		l.s, give, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost, cost, false)
 		want = append(want, give)
 	}
 	return got, want

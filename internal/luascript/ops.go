@@ -335,18 +335,25 @@ func (c *opComposer) defineBook(l limitAt) {
 // state of another kind (load.lua's carried, or the log's) gives nothing
 // back and is not written: the limit reports it as it reads it (Go: the
 // memory store's Refund and Cancel).
+//
+// It returns the limit's report and gave, how many it gave back (Go: the
+// algorithm's Refund and Undo); a body's part that does not say is taken
+// to give n.
 func (c *opComposer) defineRefund(l limitAt) {
 	body := l.sub(l.b.refund) + "\n"
+	if !strings.Contains(l.b.refund, "gave") {
+		body = "local gave = n\n" + body
+	}
 	if !l.log() {
 		body += fmt.Sprintf("if value then\n%s\nend\n", l.sub(c.storeOf(l)))
 	}
 	if c.convert {
-		body = "local crem, cretry, creset\nif carried > 0 or other or old0 then\n" + c.report(l) + "\ncrem, cretry, creset = rem, retry, reset\nelse\n" +
-			body + "crem, cretry, creset = rem, retry, reset\nend\n"
-		c.define(l.n, "refund", opPart{"n", body, "crem, cretry, creset"})
+		body = "local crem, cretry, creset, cgave\nif carried > 0 or other or old0 then\n" + c.report(l) + "\ncrem, cretry, creset, cgave = rem, retry, reset, 0\nelse\n" +
+			body + "crem, cretry, creset, cgave = rem, retry, reset, gave\nend\n"
+		c.define(l.n, "refund", opPart{"n", body, "crem, cretry, creset, cgave"})
 		return
 	}
-	c.define(l.n, "refund", opPart{"n", body, "rem, retry, reset"})
+	c.define(l.n, "refund", opPart{"n", body, "rem, retry, reset, gave"})
 }
 
 // defineUnused defines the limit's unused part for a cancel: the body's
@@ -457,13 +464,17 @@ func (c *opComposer) cancelEnd(l limitAt) {
 		src.WriteString("  do\n")
 	} else {
 		fmt.Fprintf(src, "  if ARGV[%d] ~= '' and %s == ARGV[%d] then\n", post, c.slot("raw", l.n), post)
-		fmt.Fprintf(src, "    if ARGV[%d] == '' then\n      redis.call('HDEL', hkey, ARGV[%d])\n    else\n      redis.call('HSET', hkey, ARGV[%d], ARGV[%d])\n    end\n    out[%d] = bcost\n  else\n", pre, idArg, idArg, pre, l.n)
+		// What it gives back is what a refund of the cost gives the state
+		// the booking left (Go: the algorithm's exact Undo), whose write
+		// is dropped from hset: the state before is put back instead.
+		fmt.Fprintf(src, "    local hn, er1, er2, er3, egave = #hset, 0, 0, 0, 0\n%s    for i = #hset, hn + 1, -1 do\n      hset[i] = nil\n    end\n", c.call(l.n, "refund", "bcost", "er1, er2, er3, egave"))
+		fmt.Fprintf(src, "    if ARGV[%d] == '' then\n      redis.call('HDEL', hkey, ARGV[%d])\n    else\n      redis.call('HSET', hkey, ARGV[%d], ARGV[%d])\n    end\n    out[%d] = egave\n  else\n", pre, idArg, idArg, pre, l.n)
 	}
 	give := c.call(l.n, "unused", "cact, bcost", "given")
 	if c.op == OpUndo {
 		give = "if cact > now then\n" + give + "else\n" + c.call(l.n, "undo", "cact, bcost", "given, gtook") + "end\n"
 	}
-	fmt.Fprintf(src, "local given, gtook = 0, 0\n%sif given > 0 then\n%send\nout[%d] = given + gtook\nend\nend\n", give, c.call(l.n, "refund", "given", "local _"), l.n)
+	fmt.Fprintf(src, "local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0\n%sif given > 0 then\n%send\nout[%d] = rgave + gtook\nend\nend\n", give, c.call(l.n, "refund", "given", "gr1, gr2, gr3, rgave"), l.n)
 }
 
 // opPart is one of a limit's op parts as a function: its parameters, its

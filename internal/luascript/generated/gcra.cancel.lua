@@ -103,14 +103,67 @@ raw1 = state or ''
 rgen1 = string.sub(shdr, #ARGV[5], -2)
 if cact > now and ARGV[11] ~= '' and rgen1 == ARGV[11] then
   if ARGV[10] ~= '' and raw1 == ARGV[10] then
+    local hn, er1, er2, er3, egave = #hset, 0, 0, 0, 0
+do
+local n = bcost
+-- Up to n units back (Go: Meter.Refund): TAT n intervals earlier, but not
+-- before now; a key at rest has nothing to give back. By key nothing
+-- while the debt is above tau: bookings not yet due.
+if keyed and debt > tau then
+  n = 0
+end
+local value
+local gave = 0 -- how many it gave back, a part of one counting whole
+if debt > 0 and n > 0 then
+  gave = n
+  if n * every >= debt then
+    gave = math.ceil(debt / every)
+  end
+  if n * every < debt then
+    debt = debt - n * every
+  else
+    debt = 0
+  end
+  value = string.format('%d', now + debt)
+end
+local rem, retry, reset = 0, debt + every - tau, debt
+if debt < tau then
+  rem = math.floor((tau - debt) / every)
+  if rem * every > tau - debt then
+    rem = rem - 1
+  elseif (rem + 1) * every <= tau - debt then
+    rem = rem + 1
+  end
+end
+if retry < 0 then
+  retry = 0
+end
+local ttl = math.ceil(debt / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+
+if value then
+hset[#hset + 1] = ARGV[4]
+hset[#hset + 1] = shdr .. value
+if ttl > httl then
+  httl = ttl
+end
+
+end
+er1, er2, er3, egave = rem, retry, reset, gave
+end
+    for i = #hset, hn + 1, -1 do
+      hset[i] = nil
+    end
     if ARGV[9] == '' then
       redis.call('HDEL', hkey, ARGV[4])
     else
       redis.call('HSET', hkey, ARGV[4], ARGV[9])
     end
-    out[1] = bcost
+    out[1] = egave
   else
-local given, gtook = 0, 0
+local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0
 do
 local act, bcost = cact, bcost
 -- What a booking of bcost due at act gives back (Go: Meter.Unused): all
@@ -148,7 +201,12 @@ if keyed and debt > tau then
   n = 0
 end
 local value
+local gave = 0 -- how many it gave back, a part of one counting whole
 if debt > 0 and n > 0 then
+  gave = n
+  if n * every >= debt then
+    gave = math.ceil(debt / every)
+  end
   if n * every < debt then
     debt = debt - n * every
   else
@@ -181,10 +239,10 @@ if ttl > httl then
 end
 
 end
-local _ = rem, retry, reset
+gr1, gr2, gr3, rgave = rem, retry, reset, gave
 end
 end
-out[1] = given + gtook
+out[1] = rgave + gtook
 end
 end
 end

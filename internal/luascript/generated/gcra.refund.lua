@@ -107,7 +107,12 @@ if keyed and debt > tau then
   n = 0
 end
 local value
+local gave = 0 -- how many it gave back, a part of one counting whole
 if debt > 0 and n > 0 then
+  gave = n
+  if n * every >= debt then
+    gave = math.ceil(debt / every)
+  end
   if n * every < debt then
     debt = debt - n * every
   else
@@ -140,7 +145,7 @@ if ttl > httl then
 end
 
 end
-out[1], out[2], out[3] = rem, retry, reset
+out[1], out[2], out[3] = rem, retry, reset, gave
 end
 end
 if #hset > 0 then

@@ -168,6 +168,7 @@ local fits = used + cost <= limit
 
 do
 local n = refundn
+local gave = n
 -- Gives back up to n of the cost in the window at t, newest first (Go:
 -- Log.Refund): the members whose count is above what is left go, but the
 -- first, which is renamed to what is left when the member before it ends
@@ -276,7 +277,7 @@ if left > 0 then
   end
 end
 
-out[1], out[2], out[3] = rem, retry, reset
+out[1], out[2], out[3] = rem, retry, reset, gave
 end
 end
 if #hset > 0 then

@@ -170,7 +170,7 @@ local fits = used + cost <= limit
 rgen1 = string.sub(hdr, #ARGV[5] + 1)
 if true and ARGV[11] ~= '' and rgen1 == ARGV[11] then
   do
-local given, gtook = 0, 0
+local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0
 if cact > now then
 do
 local act, bcost = cact, bcost
@@ -264,6 +264,7 @@ end
 if given > 0 then
 do
 local n = given
+local gave = n
 -- Gives back up to n of the cost in the window at t, newest first (Go:
 -- Log.Refund): the members whose count is above what is left go, but the
 -- first, which is renamed to what is left when the member before it ends
@@ -372,10 +373,10 @@ if left > 0 then
   end
 end
 
-local _ = rem, retry, reset
+gr1, gr2, gr3, rgave = rem, retry, reset, gave
 end
 end
-out[1] = given + gtook
+out[1] = rgave + gtook
 end
 end
 end

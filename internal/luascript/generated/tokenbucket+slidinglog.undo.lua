@@ -293,7 +293,7 @@ local fits = used + cost <= limit
 rgen2 = string.sub(hdr, #ARGV[9] + 1)
 if true and ARGV[18] ~= '' and rgen2 == ARGV[18] then
   do
-local given, gtook = 0, 0
+local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0
 if cact > now then
 do
 local act, bcost = cact, bcost
@@ -387,6 +387,7 @@ end
 if given > 0 then
 do
 local n = given
+local gave = n
 -- Gives back up to n of the cost in the window at t, newest first (Go:
 -- Log.Refund): the members whose count is above what is left go, but the
 -- first, which is renamed to what is left when the member before it ends
@@ -495,82 +496,34 @@ if left > 0 then
   end
 end
 
-local _ = rem, retry, reset
+gr1, gr2, gr3, rgave = rem, retry, reset, gave
 end
 end
-out[2] = given + gtook
+out[2] = rgave + gtook
 end
 end
 end
 if true and ARGV[15] ~= '' and rgen1 == ARGV[15] then
   if ARGV[14] ~= '' and raw1 == ARGV[14] then
-    if ARGV[13] == '' then
-      redis.call('HDEL', hkey, ARGV[4])
-    else
-      redis.call('HSET', hkey, ARGV[4], ARGV[13])
-    end
-    out[1] = bcost
-  else
-local given, gtook = 0, 0
-if cact > now then
+    local hn, er1, er2, er3, egave = #hset, 0, 0, 0, 0
 do
-local act, bcost = cact, bcost
--- What a booking of bcost due at act gives back (Go: Bucket.Unused): all
--- of it unless the bucket is still in debt at act, else bcost plus that
--- debt, rounded to the nearest (a tie down).
-local give = 0
-if act > now then
-  local e = act - last
-  if e < 0 then
-    e = 0
-  end
-  local due = tokens + e * per_micro
-  if due > capacity then
-    due = capacity
-  end
-  if due >= 0 then
-    give = bcost
-  else
-    give = math.ceil(bcost + due - 0.5)
-    if give < 0 then
-      give = 0
-    end
-  end
-end
-
-given = give
-end
-else
-do
-local act, bcost = cact, bcost
-local took = 0
--- What an admission of bcost due at act ≤ now gives back (Go:
--- Bucket.Undo): bcost less the refill since act, rounded down; nothing
--- while in debt (bookings not yet due).
-local give = 0
-local left = bcost - (now - act) * per_micro
-if avail < 0 then
-  left = 0
-end
-if left >= 1 then
-  give = math.min(math.floor(left), bcost)
-end
-
-given, gtook = give, took
-end
-end
-if given > 0 then
-do
-local n = given
+local n = bcost
 -- Up to n tokens back (Go: Bucket.Refund), to the capacity; a full
 -- bucket has nothing to give back. A sum rounded up to n+1 whole tokens
 -- more is taken a float lower (Go: math.Nextafter toward -Inf; the sum is
 -- then at least 1). By key nothing while in debt: bookings not yet due.
+-- gave: how many it gave back, n or the room when less, a fraction of a
+-- token counting whole.
 if keyed and avail < 0 then
   n = 0
 end
 local value
+local gave = 0
 if avail < capacity and n > 0 then
+  gave = n
+  if capacity - avail < n then
+    gave = math.ceil(capacity - avail)
+  end
   local was = 0
   if avail > 0 then
     was = math.floor(avail)
@@ -636,10 +589,154 @@ if ttl > httl then
 end
 
 end
-local _ = rem, retry, reset
+er1, er2, er3, egave = rem, retry, reset, gave
+end
+    for i = #hset, hn + 1, -1 do
+      hset[i] = nil
+    end
+    if ARGV[13] == '' then
+      redis.call('HDEL', hkey, ARGV[4])
+    else
+      redis.call('HSET', hkey, ARGV[4], ARGV[13])
+    end
+    out[1] = egave
+  else
+local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0
+if cact > now then
+do
+local act, bcost = cact, bcost
+-- What a booking of bcost due at act gives back (Go: Bucket.Unused): all
+-- of it unless the bucket is still in debt at act, else bcost plus that
+-- debt, rounded to the nearest (a tie down).
+local give = 0
+if act > now then
+  local e = act - last
+  if e < 0 then
+    e = 0
+  end
+  local due = tokens + e * per_micro
+  if due > capacity then
+    due = capacity
+  end
+  if due >= 0 then
+    give = bcost
+  else
+    give = math.ceil(bcost + due - 0.5)
+    if give < 0 then
+      give = 0
+    end
+  end
+end
+
+given = give
+end
+else
+do
+local act, bcost = cact, bcost
+local took = 0
+-- What an admission of bcost due at act ≤ now gives back (Go:
+-- Bucket.Undo): bcost less the refill since act, rounded down; nothing
+-- while in debt (bookings not yet due).
+local give = 0
+local left = bcost - (now - act) * per_micro
+if avail < 0 then
+  left = 0
+end
+if left >= 1 then
+  give = math.min(math.floor(left), bcost)
+end
+
+given, gtook = give, took
 end
 end
-out[1] = given + gtook
+if given > 0 then
+do
+local n = given
+-- Up to n tokens back (Go: Bucket.Refund), to the capacity; a full
+-- bucket has nothing to give back. A sum rounded up to n+1 whole tokens
+-- more is taken a float lower (Go: math.Nextafter toward -Inf; the sum is
+-- then at least 1). By key nothing while in debt: bookings not yet due.
+-- gave: how many it gave back, n or the room when less, a fraction of a
+-- token counting whole.
+if keyed and avail < 0 then
+  n = 0
+end
+local value
+local gave = 0
+if avail < capacity and n > 0 then
+  gave = n
+  if capacity - avail < n then
+    gave = math.ceil(capacity - avail)
+  end
+  local was = 0
+  if avail > 0 then
+    was = math.floor(avail)
+  end
+  avail = avail + n
+  if avail > capacity then
+    avail = capacity
+  end
+  if math.floor(avail) - was > n then
+    local m, e = math.frexp(avail)
+    if m == 0.5 then
+      avail = avail - math.ldexp(1, e - 54)
+    else
+      avail = avail - math.ldexp(1, e - 53)
+    end
+  end
+  tokens = avail
+  if now > last then
+    last = now
+  end
+  if struct then
+    value = struct.pack('<dd', tokens, last)
+  else
+    value = enc(tokens) .. enc(last)
+  end
+end
+local rem = 0
+if avail > 0 then
+  rem = math.floor(avail)
+end
+local retry = 0
+if avail < 1 then
+  local e = math.ceil((1 - tokens) / per_micro)
+  while tokens + e * per_micro < 1 do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= 1 do
+    e = e - 1
+  end
+  retry = last + e - now
+end
+local reset = 0
+if avail < capacity then
+  local e = math.ceil((capacity - tokens) / per_micro)
+  while tokens + e * per_micro < capacity do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= capacity do
+    e = e - 1
+  end
+  reset = last + e - now
+end
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+
+if value then
+hset[#hset + 1] = ARGV[4]
+hset[#hset + 1] = shdr .. value
+if ttl > httl then
+  httl = ttl
+end
+
+end
+gr1, gr2, gr3, rgave = rem, retry, reset, gave
+end
+end
+out[1] = rgave + gtook
 end
 end
 end

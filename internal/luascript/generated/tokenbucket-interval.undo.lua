@@ -121,14 +121,67 @@ raw1 = state or ''
 rgen1 = string.sub(shdr, #ARGV[5], -2)
 if true and ARGV[12] ~= '' and rgen1 == ARGV[12] then
   if ARGV[11] ~= '' and raw1 == ARGV[11] then
+    local hn, er1, er2, er3, egave = #hset, 0, 0, 0, 0
+do
+local n = bcost
+-- Up to n tokens back (Go: IntervalBucket.Refund), to the capacity; a
+-- full bucket has nothing to give back. By key nothing while in debt:
+-- bookings not yet due.
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
+if keyed and tokens < 0 then
+  n = 0
+end
+local value
+local gave = 0 -- how many it gave back
+if tokens < capacity and n > 0 then
+  gave = capacity - tokens -- apart: gopher-lua (miniredis) assigns "a, b = x, f(a)" in turn
+  if n < gave then
+    gave = n
+  end
+  tokens = tokens + gave
+  value = string.format('%d %d', tokens, last)
+end
+local rem, retry, reset = math.max(tokens, 0), wait(tokens, 1, last, now), wait(tokens, capacity, last, now)
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+
+if value then
+hset[#hset + 1] = ARGV[4]
+hset[#hset + 1] = shdr .. value
+if ttl > httl then
+  httl = ttl
+end
+
+end
+er1, er2, er3, egave = rem, retry, reset, gave
+end
+    for i = #hset, hn + 1, -1 do
+      hset[i] = nil
+    end
     if ARGV[10] == '' then
       redis.call('HDEL', hkey, ARGV[4])
     else
       redis.call('HSET', hkey, ARGV[4], ARGV[10])
     end
-    out[1] = bcost
+    out[1] = egave
   else
-local given, gtook = 0, 0
+local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0
 if cact > now then
 do
 local act, bcost = cact, bcost
@@ -226,12 +279,13 @@ if keyed and tokens < 0 then
   n = 0
 end
 local value
+local gave = 0 -- how many it gave back
 if tokens < capacity and n > 0 then
-  if n < capacity - tokens then
-    tokens = tokens + n
-  else
-    tokens = capacity
+  gave = capacity - tokens -- apart: gopher-lua (miniredis) assigns "a, b = x, f(a)" in turn
+  if n < gave then
+    gave = n
   end
+  tokens = tokens + gave
   value = string.format('%d %d', tokens, last)
 end
 local rem, retry, reset = math.max(tokens, 0), wait(tokens, 1, last, now), wait(tokens, capacity, last, now)
@@ -248,10 +302,10 @@ if ttl > httl then
 end
 
 end
-local _ = rem, retry, reset
+gr1, gr2, gr3, rgave = rem, retry, reset, gave
 end
 end
-out[1] = given + gtook
+out[1] = rgave + gtook
 end
 end
 end

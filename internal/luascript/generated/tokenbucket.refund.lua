@@ -155,11 +155,18 @@ local n = refundn
 -- bucket has nothing to give back. A sum rounded up to n+1 whole tokens
 -- more is taken a float lower (Go: math.Nextafter toward -Inf; the sum is
 -- then at least 1). By key nothing while in debt: bookings not yet due.
+-- gave: how many it gave back, n or the room when less, a fraction of a
+-- token counting whole.
 if keyed and avail < 0 then
   n = 0
 end
 local value
+local gave = 0
 if avail < capacity and n > 0 then
+  gave = n
+  if capacity - avail < n then
+    gave = math.ceil(capacity - avail)
+  end
   local was = 0
   if avail > 0 then
     was = math.floor(avail)
@@ -225,7 +232,7 @@ if ttl > httl then
 end
 
 end
-out[1], out[2], out[3] = rem, retry, reset
+out[1], out[2], out[3] = rem, retry, reset, gave
 end
 end
 if #hset > 0 then
