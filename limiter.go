@@ -290,10 +290,8 @@ func WithInheritance(rule algorithm.Rule) Option {
 	return optionFunc(func(o *options) { o.inherit = &rule })
 }
 
-// WithResetOnMismatch starts afresh a key whose state no algorithm of this
-// module can read, rather than fail with ErrStateMismatch (another kind's
-// state carries what it had used either way). A Policy sets
-// Limit.ResetOnMismatch.
+// WithResetOnMismatch starts afresh a key whose state no algorithm reads,
+// rather than fail (ErrStateMismatch). A Policy sets Limit.ResetOnMismatch.
 func WithResetOnMismatch() Option {
 	return optionFunc(func(o *options) { o.resetOnMismatch = true })
 }

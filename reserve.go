@@ -98,10 +98,9 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	return err
 }
 
-// Refund gives back this reservation's charge, at most what undoing it in the
-// key's state as it is now gives (before it is due, as Cancel), and returns
-// how much it gave back (a Policy: the least of its limits); 0 after Reset,
-// once it no longer counts, or a second time (docs/refunds.md).
+// Refund gives back this reservation's charge, at most what undoing it now
+// gives, and returns how much (a Policy: its least); 0 after Reset, once it
+// no longer counts, or a second time (docs/refunds.md).
 func (r *Reservation[K]) Refund(ctx context.Context) (int64, error) {
 	if !r.ok || r.table == nil || r.done.Load() {
 		return 0, nil
@@ -120,10 +119,9 @@ func (r *Reservation[K]) Refund(ctx context.Context) (int64, error) {
 	return given, err
 }
 
-// Settle makes this reservation's charge n (0 ≤ n ≤ 2^40), its cost known
-// afterwards: less is given back as Refund gives back, more is charged past
-// the limit, a debt later requests wait out. Later calls start from n. It does
-// nothing after Refund or Cancel, or without a booking in the store.
+// Settle makes this reservation's charge n (0 ≤ n ≤ 2^40): less is given
+// back as Refund does, more is charged past the limit, a debt later requests
+// wait out. It does nothing after Refund or Cancel (docs/refunds.md).
 func (r *Reservation[K]) Settle(ctx context.Context, n int) error {
 	if n < 0 || int64(n) > algorithm.MaxLimit {
 		return fmt.Errorf("%w: settle to %d", ErrInvalidCost, n)
