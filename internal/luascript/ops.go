@@ -186,9 +186,12 @@ func (c *opComposer) opHead() {
 		fmt.Fprintf(src, "local out = {%s}\nlocal cact = tonumber(ARGV[%d])\n", slots("0", len(c.limits)), c.opa)
 	}
 	if c.tables {
-		src.WriteString("local rep, earliest, book, refund, unused, undo, raw, rgen = {}, {}, {}, {}, {}, {}, {}, {}\n")
+		src.WriteString("local rep, earliest, book, refund, unused, undo, raw = {}, {}, {}, {}, {}, {}, {}\n")
 	}
 	if !c.nested {
+		// The generations of the states read: one table, not a local per
+		// limit (Lua allows a function 200 locals).
+		src.WriteString("local rgen = {}\n")
 		return
 	}
 	for _, l := range c.limits {
@@ -201,9 +204,10 @@ func (c *opComposer) opHead() {
 	}
 }
 
-// slot names limit n's closure or value name: a local, or in tables.
+// slot names limit n's closure or value name: a local, or in tables
+// (rgen, unless nested, always).
 func (c *opComposer) slot(name string, n int) string {
-	if c.tables {
+	if c.tables || name == "rgen" && !c.nested {
 		return fmt.Sprintf("%s[%d]", name, n)
 	}
 	return fmt.Sprintf("%s%d", name, n)
@@ -243,9 +247,9 @@ func (c *opComposer) limit(l limitAt) {
 	if !c.nested && !c.tables {
 		if c.op == OpUndo {
 			// Its own parts only: Lua allows a function 200 locals.
-			fmt.Fprintf(&c.src, "local rep%d, refund%d, unused%d, undo%d, raw%d, rgen%d\n", l.n, l.n, l.n, l.n, l.n, l.n)
+			fmt.Fprintf(&c.src, "local rep%d, refund%d, unused%d, undo%d, raw%d\n", l.n, l.n, l.n, l.n, l.n)
 		} else {
-			fmt.Fprintf(&c.src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d, rgen%d\n", l.n, l.n, l.n, l.n, l.n, l.n, l.n)
+			fmt.Fprintf(&c.src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\n", l.n, l.n, l.n, l.n, l.n, l.n)
 		}
 	}
 	c.src.WriteString("do\n")
@@ -338,11 +342,15 @@ func (c *opComposer) defineBook(l limitAt) {
 //
 // It returns the limit's report and gave, how many it gave back (Go: the
 // algorithm's Refund and Undo); a body's part that does not say is taken
-// to give n.
+// to give n when it writes a value (a sorted set's: always).
 func (c *opComposer) defineRefund(l limitAt) {
 	body := l.sub(l.b.refund) + "\n"
-	if !strings.Contains(l.b.refund, "gave") {
+	switch {
+	case strings.Contains(l.b.refund, "gave"):
+	case l.log():
 		body = "local gave = n\n" + body
+	default:
+		body += "local gave = 0\nif value then\n  gave = n\nend\n" // no write: nothing given
 	}
 	if !l.log() {
 		body += fmt.Sprintf("if value then\n%s\nend\n", l.sub(c.storeOf(l)))

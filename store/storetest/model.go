@@ -435,6 +435,9 @@ func relimit(s setup, limit int64) (setup, error) {
 	case "slidinglog":
 		return logSetup(limit, int64(p[1]))
 	}
+	if r, ok, err := registeredSetup(spec.Name, limit, s.period); ok {
+		return r, err
+	}
 	return setup{}, fmt.Errorf("storetest: no setup of %s with another limit", spec.Name)
 }
 
