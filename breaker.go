@@ -209,17 +209,30 @@ func (t *breakerTable[K]) Cancel(ctx context.Context, key K, now int64, bk store
 	return err
 }
 
-func (t *breakerTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) error {
+func (t *breakerTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) (int64, error) {
 	b, err := bookerOf(t.next)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !t.b.admit(now) {
-		return ErrBreakerOpen
+		return 0, ErrBreakerOpen
 	}
-	err = b.Undo(ctx, key, now, bk)
+	given, err := b.Undo(ctx, key, now, bk)
 	t.b.done(ctx, err, now, t.micros)
-	return err
+	return given, err
+}
+
+func (t *breakerTable[K]) Settle(ctx context.Context, key K, now int64, bk store.Booking, n int64) (store.Booking, error) {
+	s, err := settlerOf(t.next)
+	if err != nil {
+		return bk, err
+	}
+	if !t.b.admit(now) {
+		return bk, ErrBreakerOpen
+	}
+	next, err := s.Settle(ctx, key, now, bk, n)
+	t.b.done(ctx, err, now, t.micros)
+	return next, err
 }
 
 func (t *breakerTable[K]) Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {

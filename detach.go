@@ -139,7 +139,7 @@ func (r *remoteCalls[K]) get(t *remoteTable[K], op remoteOp, key K) *remoteCall[
 // put returns c to the pool, holding nothing of its caller's.
 func (r *remoteCalls[K]) put(c *remoteCall[K]) {
 	var zero K
-	c.t, c.b, c.ctx, c.d, c.key, c.bk, c.out, c.r, c.err = nil, nil, nil, nil, zero, store.Booking{}, nil, algorithm.Result{}, nil
+	c.t, c.b, c.s, c.ctx, c.d, c.key, c.bk, c.out, c.r, c.given, c.err = nil, nil, nil, nil, nil, zero, store.Booking{}, nil, algorithm.Result{}, 0, nil
 	clear(c.buf)
 	r.pool.Put(c)
 }
@@ -155,6 +155,7 @@ const (
 	opCancel
 	opUndo
 	opRefund
+	opSettle
 )
 
 // The states of a remoteCall a worker makes.
@@ -168,17 +169,19 @@ const (
 // arguments, then its outcome.
 type remoteCall[K comparable] struct {
 	t            *remoteTable[K]
-	b            store.Booker[K] // for the booking operations
-	ctx          context.Context // the caller's
-	d            *sharedDeadline // the call's deadline
+	b            store.Booker[K]  // for the booking operations
+	s            store.Settler[K] // for Settle
+	ctx          context.Context  // the caller's
+	d            *sharedDeadline  // the call's deadline
 	op           remoteOp
 	key          K
-	now, cost, n int64              // n: Book's maxDelay, Refund's n
-	bk           store.Booking      // Cancel's and Undo's, and Book's outcome
+	now, cost, n int64              // n: Book's maxDelay, Refund's and Settle's n
+	bk           store.Booking      // Cancel's, Undo's and Settle's, and Book's and Settle's outcome
 	out          []algorithm.Result // buf[:len(caller's out)], or nil
 	buf          []algorithm.Result
 	r            algorithm.Result
 	ok           bool
+	given        int64 // Undo's outcome
 	err          error
 	state        atomic.Int32  // with a worker: callWaiting, callAnswered or callLeft
 	done         chan struct{} // with a worker: receives once it answered
@@ -212,9 +215,11 @@ func (c *remoteCall[K]) call() {
 	case opCancel:
 		c.err = c.b.Cancel(ctx, c.key, c.now, c.bk)
 	case opUndo:
-		c.err = c.b.Undo(ctx, c.key, c.now, c.bk)
+		c.given, c.err = c.b.Undo(ctx, c.key, c.now, c.bk)
 	case opRefund:
 		c.r, c.err = c.b.Refund(ctx, c.key, c.now, c.n, c.out)
+	case opSettle:
+		c.bk, c.err = c.s.Settle(ctx, c.key, c.now, c.bk, c.n)
 	}
 }
 
@@ -377,10 +382,10 @@ func (t *remoteTable[K]) Cancel(ctx context.Context, key K, now int64, bk store.
 	return err
 }
 
-func (t *remoteTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) error {
+func (t *remoteTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) (int64, error) {
 	b, err := bookerOf(t.next)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if ctx.Done() == nil {
 		return b.Undo(ctx, key, now, bk)
@@ -389,10 +394,34 @@ func (t *remoteTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Bo
 	c.b, c.now, c.bk = b, now, bk
 	c.results(0)
 	if err := t.detached(ctx, c); err != nil {
-		return err
+		return 0, err
 	}
+	given := c.given
 	_, err = t.answer(c, nil)
-	return err
+	return given, err
+}
+
+// Settle detaches store.Settler's Settle as Take does.
+func (t *remoteTable[K]) Settle(ctx context.Context, key K, now int64, bk store.Booking, n int64) (store.Booking, error) {
+	s, err := settlerOf(t.next)
+	if err != nil {
+		return bk, err
+	}
+	if ctx.Done() == nil {
+		return s.Settle(ctx, key, now, bk, n)
+	}
+	c := t.calls.get(t, opSettle, key)
+	c.s, c.now, c.bk, c.n = s, now, bk, n
+	c.results(0)
+	if err := t.detached(ctx, c); err != nil {
+		return bk, err
+	}
+	settled := c.bk
+	_, err = t.answer(c, nil)
+	if err != nil {
+		return bk, err
+	}
+	return settled, nil
 }
 
 func (t *remoteTable[K]) Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {

@@ -290,8 +290,8 @@ func WithInheritance(rule algorithm.Rule) Option {
 	return optionFunc(func(o *options) { o.inherit = &rule })
 }
 
-// WithResetOnMismatch starts a key whose state another algorithm wrote from
-// what it had used. A Policy sets Limit.ResetOnMismatch.
+// WithResetOnMismatch starts afresh a key whose state no algorithm reads,
+// rather than fail (ErrStateMismatch). A Policy sets Limit.ResetOnMismatch.
 func WithResetOnMismatch() Option {
 	return optionFunc(func(o *options) { o.resetOnMismatch = true })
 }

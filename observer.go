@@ -54,9 +54,11 @@ const (
 	OpCancel
 	// OpRefund is Refund; Decision is the key's state after it.
 	OpRefund
+	// OpSettle is a Reservation's Settle; Cost is the cost settled to.
+	OpSettle
 )
 
-// String returns "allow", "peek", "reserve", "cancel" or "refund".
+// String returns "allow", "peek", "reserve", "cancel", "refund" or "settle".
 func (o Op) String() string {
 	switch o {
 	case OpAllow:
@@ -69,6 +71,8 @@ func (o Op) String() string {
 		return "cancel"
 	case OpRefund:
 		return "refund"
+	case OpSettle:
+		return "settle"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }

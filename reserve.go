@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,7 +36,9 @@ type Reservation[K comparable] struct {
 	table    store.Booker[K] // that booked, to cancel; nil when there is nothing to give back
 	e        *engine[K]
 	hooks    *hooks
-	done     atomic.Bool // cancelled
+	// mu serialises Cancel, Refund and Settle: Settle changes booking.
+	mu   sync.Mutex
+	done atomic.Bool // given back (cancelled or refunded)
 }
 
 // OK reports whether the request was booked; one that was not charged nothing.
@@ -79,6 +82,8 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	if !r.ok || r.table == nil || r.done.Load() {
 		return nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	// Due by the instant the store is given: the store would give nothing
 	// back, and the handle stays for Refund.
 	now := r.e.micros.UnixMicro()
@@ -86,34 +91,73 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 		return nil
 	}
 	start := r.hooks.begin(r.e.clock)
-	err := r.table.Cancel(ctx, r.key, now, r.booking)
-	if err != nil && storeFailed(err) {
-		if cerr := callerEnded(ctx); cerr != nil {
-			err = &endedError{ctxErr: cerr, storeErr: err}
-		}
-	}
+	err := r.storeErr(ctx, r.table.Cancel(ctx, r.key, now, r.booking))
 	d := r.decision
 	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the cancel's
 	end(ctx, r.hooks, r.e.clock, OpCancel, r.key, r.booking.Cost, start, &d, err)
 	return err
 }
 
-// Refund gives back this reservation's own charge: before it is due as Cancel,
-// after it at most what undoing it leaves. A second call gives nothing.
-func (r *Reservation[K]) Refund(ctx context.Context) error {
-	if !r.ok || r.table == nil || r.done.Swap(true) {
-		return nil
+// Refund gives back this reservation's charge, at most what undoing it now
+// gives, and returns how much (a Policy: its least); 0 after Reset, once it
+// no longer counts, or a second time (docs/refunds.md).
+func (r *Reservation[K]) Refund(ctx context.Context) (int64, error) {
+	if !r.ok || r.table == nil || r.done.Load() {
+		return 0, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done.Swap(true) {
+		return 0, nil
 	}
 	start := r.hooks.begin(r.e.clock)
-	err := r.table.Undo(ctx, r.key, r.e.micros.UnixMicro(), r.booking)
-	if err != nil && storeFailed(err) {
-		if cerr := callerEnded(ctx); cerr != nil {
-			err = &endedError{ctxErr: cerr, storeErr: err}
-		}
-	}
+	given, err := r.table.Undo(ctx, r.key, r.e.micros.UnixMicro(), r.booking)
+	err = r.storeErr(ctx, err)
 	d := r.decision
 	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the refund's
 	end(ctx, r.hooks, r.e.clock, OpRefund, r.key, r.booking.Cost, start, &d, err)
+	return given, err
+}
+
+// Settle makes this reservation's charge n (0 ≤ n ≤ 2^40): less is given
+// back as Refund does, more is charged past the limit, a debt later requests
+// wait out. It does nothing after Refund or Cancel (docs/refunds.md).
+func (r *Reservation[K]) Settle(ctx context.Context, n int) error {
+	if n < 0 || int64(n) > algorithm.MaxLimit {
+		return fmt.Errorf("%w: settle to %d", ErrInvalidCost, n)
+	}
+	if !r.ok || r.table == nil || r.done.Load() {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done.Load() {
+		return nil
+	}
+	st, ok := r.table.(store.Settler[K])
+	if !ok {
+		return fmt.Errorf("%w: the store cannot settle a booking (store.Settler)", store.ErrAlgorithmUnsupported)
+	}
+	start := r.hooks.begin(r.e.clock)
+	b, err := st.Settle(ctx, r.key, r.e.micros.UnixMicro(), r.booking, int64(n))
+	err = r.storeErr(ctx, err)
+	if err == nil {
+		r.booking = b
+	}
+	d := r.decision
+	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the settle's
+	end(ctx, r.hooks, r.e.clock, OpSettle, r.key, int64(n), start, &d, err)
+	return err
+}
+
+// storeErr returns err, a give-back's error, as one that says the caller
+// ended when it did and the store failed meanwhile.
+func (r *Reservation[K]) storeErr(ctx context.Context, err error) error {
+	if err != nil && storeFailed(err) {
+		if cerr := callerEnded(ctx); cerr != nil {
+			return &endedError{ctxErr: cerr, storeErr: err}
+		}
+	}
 	return err
 }
 
@@ -139,6 +183,15 @@ func bookerOf[K comparable](t store.Table[K]) (store.Booker[K], error) {
 		return b, nil
 	}
 	return nil, fmt.Errorf("%w: the store cannot book, cancel or refund (store.Booker)", store.ErrAlgorithmUnsupported)
+}
+
+// settlerOf returns t's Settle, or an error wrapping
+// store.ErrAlgorithmUnsupported for a store that has none.
+func settlerOf[K comparable](t store.Table[K]) (store.Settler[K], error) {
+	if s, ok := t.(store.Settler[K]); ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: the store cannot settle a booking (store.Settler)", store.ErrAlgorithmUnsupported)
 }
 
 // delayMicros returns d in µs, algorithm.MaxDuration for a negative d or one

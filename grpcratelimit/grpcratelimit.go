@@ -139,7 +139,8 @@ type limits[K comparable] struct {
 
 type config struct {
 	cost     func(fullMethod string) int
-	refundIf func(err error) bool // WithRefund's; nil: none
+	refundIf func(err error) bool                                                  // WithRefund's; nil: none
+	settleTo func(ctx context.Context, fullMethod string, resp any, err error) int // WithSettle's; nil: none
 	dryRun   bool
 	onError  func(ctx context.Context, fullMethod string, err error) error
 }
@@ -176,6 +177,25 @@ func WithCost(cost func(fullMethod string) int) Option {
 // policy (the store did not charge it), is not refunded.
 func WithRefund(refund func(err error) bool) Option {
 	return func(c *config) { c.refundIf = refund }
+}
+
+// WithSettle charges a served call what it cost, once the handler has
+// returned: cost gets the call's context, its method, the handler's
+// response (nil for a stream, or when it failed) and error, and returns
+// the cost (WithCost's was the estimate charged to admit the call). An
+// LLM service returns the token count its response reports. The call's
+// reservation is settled to it (ratelimit.Reservation.Settle): less is
+// given back as WithRefund gives back, more is charged past the limit, a
+// debt the key's next calls wait out. A negative cost leaves the charge
+// as it is. Each call is admitted as a reservation at now, as with
+// WithRefund, and the settle is one more store call after the handler
+// returns, with the call's context freed of its cancellation (a store
+// error there is dropped: the call has been answered); WithRefund's
+// refund, when it applies, comes instead. Server interceptors only; a
+// call the store did not charge (dry run past a denial, a failure
+// policy) is not settled.
+func WithSettle(cost func(ctx context.Context, fullMethod string, resp any, err error) int) Option {
+	return func(c *config) { c.settleTo = cost }
 }
 
 // WithDryRun runs the server interceptors in dry-run (shadow) mode: calls
@@ -326,7 +346,7 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 	if ls.lim == nil && ls.policy == nil {
 		return ctx, nil // unlimited
 	}
-	if in.refundIf != nil {
+	if in.refundIf != nil || in.settleTo != nil {
 		return in.admitRefundable(ctx, fullMethod, key, ls, cost)
 	}
 	if ls.lim != nil {
@@ -349,8 +369,9 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 	return c, nil
 }
 
-// admitRefundable is admit under WithRefund: the call is admitted as a
-// reservation at now, whose Refund gives back that admission alone.
+// admitRefundable is admit under WithRefund or WithSettle: the call is
+// admitted as a reservation at now, whose Refund gives back that
+// admission alone and whose Settle changes its cost.
 func (in *Interceptor[K]) admitRefundable(ctx context.Context, fullMethod string, key K, ls limits[K], cost int) (context.Context, error) {
 	var res *ratelimit.Reservation[K]
 	var err error
@@ -368,14 +389,14 @@ func (in *Interceptor[K]) admitRefundable(ctx context.Context, fullMethod string
 		if err := in.settle(ctx, fullMethod, ls, &d, &c.fields, err); err != nil {
 			return nil, err
 		}
-		c.d, c.refund = d.Decision, res.Refund
+		c.d, c.refund, c.settleTo = d.Decision, res.Refund, res.Settle
 		return c, nil
 	}
 	c := &decided[ratelimit.PolicyDecision]{Context: ctx}
 	if err := in.settle(ctx, fullMethod, ls, &d, &c.fields, err); err != nil {
 		return nil, err
 	}
-	c.d, c.refund = d, res.Refund
+	c.d, c.refund, c.settleTo = d, res.Refund, res.Settle
 	return c, nil
 }
 
@@ -420,9 +441,10 @@ func (in *Interceptor[K]) settle(ctx context.Context, fullMethod string, ls limi
 // fields share its allocation.
 type decided[D ratelimit.Decision | ratelimit.PolicyDecision] struct {
 	context.Context
-	d      D
-	fields [2]string                   // ratelimit-policy, ratelimit
-	refund func(context.Context) error // WithRefund's: gives back the admission
+	d        D
+	fields   [2]string                            // ratelimit-policy, ratelimit
+	refund   func(context.Context) (int64, error) // WithRefund's: gives back the admission
+	settleTo func(context.Context, int) error     // WithSettle's: makes its cost another
 }
 
 func (c *decided[D]) Value(key any) any {
@@ -469,36 +491,44 @@ func (in *Interceptor[K]) Unary() grpc.UnaryServerInterceptor {
 			return nil, err
 		}
 		resp, err := handler(ctx, req)
-		in.settleRefund(ctx, info.FullMethod, err)
+		in.settleRefund(ctx, info.FullMethod, resp, err)
 		return resp, err
 	}
 }
 
 // settleRefund gives back the cost of the call whose context (as admit
-// returned it) ctx is, when WithRefund asks for it on the handler's err.
-func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, err error) {
-	if in.refundIf == nil || !in.refundIf(err) {
+// returned it) ctx is, when WithRefund asks for it on the handler's err,
+// or else settles it to what WithSettle's func says resp and err cost.
+func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, resp any, err error) {
+	refund := in.refundIf != nil && in.refundIf(err)
+	if !refund && in.settleTo == nil {
 		return
 	}
-	cost := in.cost(fullMethod)
-	if cost == 0 {
+	if in.cost(fullMethod) == 0 {
 		return
 	}
-	var refund func(context.Context) error
+	var give func(context.Context) (int64, error)
+	var settle func(context.Context, int) error
 	switch c := ctx.(type) {
 	case *decided[ratelimit.Decision]:
 		if !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore {
-			refund = c.refund
+			give, settle = c.refund, c.settleTo
 		}
 	case *decided[ratelimit.PolicyDecision]:
 		if !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore {
-			refund = c.refund
+			give, settle = c.refund, c.settleTo
 		}
 	}
-	if refund == nil {
+	if give == nil {
 		return // unlimited, passed on uncharged in dry-run mode, or the failure policy's
 	}
-	_ = refund(context.WithoutCancel(ctx))
+	if refund {
+		_, _ = give(context.WithoutCancel(ctx))
+		return
+	}
+	if n := in.settleTo(ctx, fullMethod, resp, err); n >= 0 {
+		_ = settle(context.WithoutCancel(ctx), n)
+	}
 }
 
 // Stream returns the server interceptor for streams, charged once when
@@ -510,7 +540,7 @@ func (in *Interceptor[K]) Stream() grpc.StreamServerInterceptor {
 			return err
 		}
 		err = handler(srv, contextStream{ss, ctx})
-		in.settleRefund(ctx, info.FullMethod, err)
+		in.settleRefund(ctx, info.FullMethod, nil, err)
 		return err
 	}
 }

@@ -93,6 +93,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 		t.Run(k.name, func(t *testing.T) { runKind(t, k, newStore) })
 	}
 	runSwitches(t, newStore)
+	t.Run("SettleBucket", func(t *testing.T) { testSettleBucket(t, newStore(t)) })
 	t.Run("Policy", func(t *testing.T) {
 		t.Run("Model", func(t *testing.T) { testPolicyModel(t, newStore(t)) })
 		t.Run("Reconfigure", func(t *testing.T) { testPolicyReconfigure(t, newStore(t)) })
@@ -153,6 +154,11 @@ func runKind(t *testing.T, k kind, newStore func(t *testing.T) store.Store[strin
 	t.Run("Tighten", func(t *testing.T) { testTighten(t, k, newStore(t)) })
 	t.Run("WindowChange", func(t *testing.T) { testWindowChange(t, k, newStore(t)) })
 	t.Run("Booking", func(t *testing.T) { testBooking(t, newStore(t), &k, 1) })
+	t.Run("ResetThenRefund", func(t *testing.T) { testResetThenRefund(t, k, newStore(t)) })
+	t.Run("RaiseSpendRefund", func(t *testing.T) { testRaiseSpendRefund(t, k, newStore(t)) })
+	t.Run("RefundSaysWhatItGave", func(t *testing.T) { testRefundSaysWhatItGave(t, k, newStore(t)) })
+	t.Run("Settle", func(t *testing.T) { testSettle(t, k, newStore(t)) })
+	t.Run("RefundAcrossChanges", func(t *testing.T) { testRefundAcrossChanges(t, k, newStore(t)) })
 }
 
 // runSwitches runs the checks of keys whose state another kind wrote, for
