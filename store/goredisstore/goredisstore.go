@@ -158,6 +158,18 @@ type runner struct {
 	refusals *refusals // a *redis.Client's refused dials; nil for other clients
 }
 
+var _ redisstore.Sharded = runner{}
+
+// Sharded reports whether the client spreads keys over servers by their
+// hash tag: a *redis.ClusterClient or a *redis.Ring.
+func (r runner) Sharded() bool {
+	switch r.c.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		return true
+	}
+	return false
+}
+
 var (
 	_ redisstore.Runner       = runner{}
 	_ redisstore.PolicyReader = runner{}

@@ -190,5 +190,6 @@ func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], 
 	if err != nil {
 		return nil, err // not a nil *Table in a non-nil Table
 	}
+	t.home = s
 	return t, nil
 }

@@ -184,6 +184,11 @@ type Table[K comparable] struct {
 	batch    *luascript.Script                       // the batch script of script
 	maxBatch int                                     // the most requests in a batch (batchBound)
 	timeout  time.Duration                           // Config.Timeout
+	// home is the Store that opened the table: TakeAll decides requests
+	// of its tables alone.
+	home any
+	// declaredAt are the places in suffixes of declared's.
+	declaredAt []int
 }
 
 var (
@@ -266,8 +271,14 @@ func (t *Table[K]) declare(limits []store.Limit) {
 	}
 	if len(logs) < len(limits) {
 		t.declared = append(t.declared, t.suffixes[0])
+		t.declaredAt = append(t.declaredAt, 0)
 	}
 	t.declared = append(t.declared, logs...)
+	for i, l := range limits {
+		if tag, _ := algorithm.TagOf(l.Algorithm); keepsLog(tag) {
+			t.declaredAt = append(t.declaredAt, 1+i)
+		}
+	}
 	t.maxBatch = batchBound(len(limits), len(logs) > 0)
 }
 

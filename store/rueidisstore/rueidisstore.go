@@ -112,7 +112,12 @@ type runner struct{ client rueidis.Client }
 var (
 	_ redisstore.Runner       = runner{}
 	_ redisstore.PolicyReader = runner{}
+	_ redisstore.Sharded      = runner{}
 )
+
+// Sharded reports whether the client is a cluster client, which sends
+// keys to servers by their hash tag.
+func (r runner) Sharded() bool { return r.client.Mode() == rueidis.ClientModeCluster }
 
 // ReadPolicies reads the maxmemory-policy of every node the client knows
 // (the server, or the cluster's masters, and its replicas when the client
