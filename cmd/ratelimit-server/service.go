@@ -426,9 +426,9 @@ func (s *service) decideAll(ctx context.Context, items []item) {
 	switch {
 	case len(charges) == 0:
 		return
-	case len(charges) == 1 || sameKeys(items, charges):
-		// One call each anyway (one key twice is one state: the store
-		// cannot decide both at once); given back on a denial.
+	case sameKeys(items, charges):
+		// One key twice is one state, which the store cannot decide twice
+		// at once: one call each, given back on a denial.
 		for _, i := range charges {
 			s.decide(ctx, &items[i])
 		}

@@ -4,106 +4,146 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 )
 
-// MaxGroups is the most groups a multi script decides (Multi): a request
-// of more is decided otherwise by the store. Each group's block frees its
-// locals when it ends, but the script's text, and the scripts a server
-// caches, grow with it.
+// MaxGroups is the most groups (keys, each with its limits) one unit of a
+// multi script decides: a request of more is decided otherwise by the
+// store.
 const MaxGroups = 32
 
 // maxGroupLimits is the most limits of one group of a multi script: its
 // closures are locals (closureLimits' without tables).
 const maxGroupLimits = localLimits
 
-// multiScripts caches the multi scripts, by their groups' names.
+// multiScripts caches the multi scripts, by their kinds.
 var multiScripts sync.Map
 
-// Multi returns the script that decides several requests together, each
-// for its own key by the limits of its own decision script (For's, plain),
-// all-or-none: every request is charged when every limit of every
-// request admits its cost, none otherwise. ok is false when the groups
-// cannot go in one script: none or more than MaxGroups, a script that is
-// not a plain decision, or one of more than 24 limits.
+// MultiKinds returns the multi script for groups whose limits are those
+// of the given decision scripts (For's, plain), and the index of each
+// script's kind in it (ARGV's kind of a group), or ok false when one
+// cannot go in a multi script (not a plain decision, or more than 24
+// limits).
+//
+// A multi script decides units, in order, each all-or-none: a unit is
+// groups, each a key with its limits, charged when every limit of every
+// group of the unit admits its cost, none otherwise. A unit decides on the
+// state the units before it left. The script depends only on the set of
+// group kinds (the algorithms of a group's limits), never on the units'
+// number or order, so that a server caches few of them.
 //
 // KEYS are each group's keys in turn, as its decision script declares
-// them. ARGV[1] is the number of groups, negative for a dry run, which
-// charges nothing and replies what a denial would (each limit's report for
-// its request's cost, RetryAfter 0 where it fits); then, per group, how many
-// arguments it has and how many keys, then its arguments as its decision
-// script takes them (now, cost, the TTL margin, its limits'). The reply is
-// each group's reply in turn, {remaining, retry after, reset after} per
-// limit; or, having written nothing, an error reply as a group's decision
-// script would give it (RLCONVERT, RLTOOMANY).
-func Multi(groups ...*Script) (s *Script, ok bool) {
-	if len(groups) == 0 || len(groups) > MaxGroups {
-		return nil, false
-	}
-	names := make([]string, len(groups))
-	for i, g := range groups {
+// them. ARGV[1] is the number of units, negative for a dry run (nothing
+// charged; every unit replies as a denial does). Then per unit its number
+// of groups, and per group its kind's index (from 1, in the order kinds
+// returns), how many arguments it has and how many keys, and its
+// arguments as its decision script takes them (now, cost, the TTL margin,
+// its limits'). The reply is per unit a code, 1 admitted, 0 denied, -1 a
+// state only a conversion script reads (RLCONVERT), -2 a key holding the
+// most states (RLTOOMANY), followed when 0 or 1 by each group's
+// {remaining, retry after, reset after} per limit. A unit that is denied
+// reports for each limit its state for the request's cost.
+func MultiKinds(groups ...*Script) (s *Script, kinds []int, ok bool) {
+	names := make([]string, 0, len(groups))
+	for _, g := range groups {
 		if g.form.op != 0 || g.form.batch || g.form.convert || g.Limits > maxGroupLimits {
-			return nil, false
+			return nil, nil, false
 		}
-		names[i] = g.form.names
+		if !slices.Contains(names, g.form.names) {
+			names = append(names, g.form.names)
+		}
+	}
+	slices.Sort(names)
+	kinds = make([]int, len(groups))
+	for i, g := range groups {
+		kinds[i] = slices.Index(names, g.form.names) + 1
 	}
 	k := strings.Join(names, "|")
 	if s, ok := multiScripts.Load(k); ok {
-		return s.(*Script), true
+		return s.(*Script), kinds, true
 	}
 	source := tidy(composeMulti(names))
 	sum := sha1.Sum([]byte(source))
-	limits := 0
-	for _, g := range groups {
-		limits += g.Limits
-	}
-	made := &Script{Name: "multi:" + k, Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: limits}
+	made := &Script{Name: "multi:" + k, Source: source, SHA1: hex.EncodeToString(sum[:])}
 	v, _ := multiScripts.LoadOrStore(k, made)
-	return v.(*Script), true
+	return v.(*Script), kinds, true
 }
 
-// multiHead opens a multi script: what it is, and the frame its groups'
-// blocks run in.
-const multiHead = `-- Multi: the decisions of several requests, each for its own key by its
--- own limits, made together by one script, composed by internal/luascript
--- (docs/design/lua-composition.md): every request is charged when every
--- limit of every request admits it, none otherwise.
+// multiHead opens a multi script: what it is.
+const multiHead = `-- Multi: units of requests, each unit several keys with their own
+-- limits, decided in order, each unit all-or-none; composed by
+-- internal/luascript (docs/design/lua-composition.md, luascript.MultiKinds).
 -- KEYS: each group's keys in turn, as its decision script declares them.
--- ARGV[1]: the number of groups (negative: a dry run, charging nothing,
--- replying as a denial does); then per group its argument count, its
--- key count, and its arguments as its decision script takes them (now,
--- cost, the TTL margin, each limit's state ID, header and parameters).
--- It replies each group's {remaining, retry after µs, reset after µs} per
--- limit in turn; or, having written nothing, RLCONVERT or RLTOOMANY.
+-- ARGV[1]: the number of units (negative: a dry run, charging nothing);
+-- then per unit its number of groups, and per group its kind, its
+-- argument count, its key count, and its arguments as its decision script
+-- takes them (now, cost, the TTL margin, each limit's state ID, header and
+-- parameters).
+-- It replies per unit a code (1 admitted, 0 denied, -1 RLCONVERT, -2
+-- RLTOOMANY) and, for 1 or 0, each group's {remaining, retry after µs,
+-- reset after µs} per limit.
 --
--- Each group is a block that sees its own ARGV and KEYS, as its decision
--- script would, and runs every limit's load and decide, leaving its report
--- and commit behind as closures (decidedN); its own finish reports or
--- commits them all and writes its key's hash. Nothing is written until
--- every group has decided.
+-- kind[k] decides a group of kind k as its decision script would, on its
+-- own ARGV and KEYS, writing nothing: it runs every limit's load and
+-- decide, leaving its report and commit behind as closures, and returns
+-- whether all its limits admit and its finish, which reports or commits
+-- them all and writes the key's hash; or an error reply.
 local A, K = ARGV, KEYS
-local all = tonumber(A[1]) > 0
-local finish = {}
-local ao, ko = 2, 0
+local kind = {}
 `
 
-// composeMulti returns the multi script of groups, each the names of its
-// limits' algorithms joined by "+".
-func composeMulti(groups []string) string {
+// multiLoop runs the units.
+const multiLoop = `local units = tonumber(A[1])
+local dry = units < 0
+if dry then
+  units = -units
+end
+local ao, ko = 2, 0
+local out = {}
+for u = 1, units do
+  local n = tonumber(A[ao])
+  ao = ao + 1
+  local all, fins, failed = true, {}, nil
+  for g = 1, n do
+    local k, argc, keyc = tonumber(A[ao]), tonumber(A[ao + 1]), tonumber(A[ao + 2])
+    if not failed then
+      local fits, fin = kind[k]({unpack(A, ao + 3, ao + 2 + argc)}, {unpack(K, ko + 1, ko + keyc)})
+      if type(fits) == 'table' then
+        failed = fits
+      else
+        all = all and fits
+        fins[g] = fin
+      end
+    end
+    ao, ko = ao + 3 + argc, ko + keyc
+  end
+  if failed then
+    out[#out + 1] = string.sub(failed.err or '', 1, 9) == 'RLCONVERT' and -1 or -2
+  else
+    local charge = all and not dry
+    out[#out + 1] = charge and 1 or 0
+    for g = 1, n do
+      fins[g](charge, out)
+    end
+  end
+end
+return out
+`
+
+// composeMulti returns the multi script of group kinds, each the names
+// of its limits' algorithms joined by "+".
+func composeMulti(kinds []string) string {
 	var src strings.Builder
 	src.WriteString(multiHead)
-	for g, joined := range groups {
+	for k, joined := range kinds {
 		names := strings.Split(joined, "+")
 		c := newComposer(form{names: joined}, names, false, storeTable)
-		fmt.Fprintf(&src, "-- Group %d: %s.\ndo\n", g+1, joined)
-		src.WriteString("local argc, keyc = tonumber(A[ao]), tonumber(A[ao + 1])\n")
-		src.WriteString("local ARGV = {unpack(A, ao + 2, ao + 1 + argc)}\n")
-		src.WriteString("local KEYS = {unpack(K, ko + 1, ko + keyc)}\n")
-		src.WriteString("ao, ko = ao + 2 + argc, ko + keyc\n")
+		fmt.Fprintf(&src, "-- Kind %d: %s.\nkind[%d] = function(ARGV, KEYS)\n", k+1, joined, k+1)
 		src.WriteString(prelude)
 		src.WriteString(c.head(true))
-		src.WriteString("local hset, httl = {}, 0\n")
+		src.WriteString("local all = true\nlocal hset, httl = {}, 0\n")
 		for _, l := range c.limits {
 			fmt.Fprintf(&src, "local decided%d\ndo\n", l.n)
 			src.WriteString(c.load(l) + c.decide(l))
@@ -115,12 +155,12 @@ func composeMulti(groups []string) string {
 		}
 		src.WriteString(c.fresh())
 		src.WriteString(c.tooMany(c.take))
-		fmt.Fprintf(&src, "finish[%d] = function(charge, out)\nlocal o = #out\n", g+1)
+		src.WriteString("return all, function(charge, out)\nlocal o = #out\n")
 		for i, l := range c.limits {
 			fmt.Fprintf(&src, "out[o + %d], out[o + %d], out[o + %d] = decided%d(charge)\n", 3*i+1, 3*i+2, 3*i+3, l.n)
 		}
 		src.WriteString("if charge then\n" + c.hsetMany() + "end\nend\nend\n")
 	}
-	src.WriteString("local out = {}\nfor g = 1, #finish do\n  finish[g](all, out)\nend\nreturn out\n")
+	src.WriteString(multiLoop)
 	return src.String()
 }

@@ -86,6 +86,12 @@ func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
 	return redisstore.WithTTLMargin[K](margin)
 }
 
+// WithGroupCommit is redisstore.WithGroupCommit: how many TakeAll calls
+// are in flight before the next ones go together in one.
+func WithGroupCommit[K comparable](inFlight int) Option[K] {
+	return redisstore.WithGroupCommit[K](inFlight)
+}
+
 // WithCoalescing is redisstore.WithCoalescing: how many calls per key go
 // at once before the others wait and go in one batch.
 func WithCoalescing[K comparable](inFlight int) Option[K] {

@@ -69,11 +69,7 @@ func (t *Table[K]) TakeAll(ctx context.Context, reqs []store.Request[K]) (bool, 
 	if err := sameStates(parts); err != nil {
 		return false, err
 	}
-	sharded := false
-	if s, ok := t.run.(Sharded); ok {
-		sharded = s.Sharded()
-	}
-	if !sharded {
+	if !t.sharded() {
 		return t.takeNode(ctx, reqs, parts, false)
 	}
 	// One call per hash tag, in order of first appearance.
@@ -167,6 +163,12 @@ func (t *Table[K]) takeSome(ctx context.Context, reqs []store.Request[K], parts 
 	return ok, err
 }
 
+// sharded reports whether the table's Runner spreads keys over servers.
+func (t *Table[K]) sharded() bool {
+	s, ok := t.run.(Sharded)
+	return ok && s.Sharded()
+}
+
 // refundAll gives back what the requests of idx were charged.
 func refundAll[K comparable](ctx context.Context, reqs []store.Request[K], idx []int) error {
 	var errs []error
@@ -232,73 +234,133 @@ func sameStates[K comparable](parts []multiPart[K]) error {
 	return nil
 }
 
-// takeNode decides reqs, whose keys live on one server, with one multi
-// script call; or, when they are too many for one script, or a state
-// needs converting, one call per request (store.TakeEach). A dry run
-// charges nothing and sets what a denial reports.
+// takeNode decides reqs, whose keys live on one server, as one unit of a
+// multi script call: through the store's group commit when it is not a
+// dry run; or, when they cannot go in a multi script, or a state needs
+// converting, one call per request (store.TakeEach). A dry run charges
+// nothing and sets what a denial reports.
 func (t *Table[K]) takeNode(ctx context.Context, reqs []store.Request[K], parts []multiPart[K], dry bool) (bool, error) {
-	if len(reqs) == 1 && !dry {
-		// A request alone is its table's own decision.
-		p := parts[0]
-		rq := &reqs[0]
-		reply, err := p.t.retry(ctx, p.t.script, false, p.keys, p.t.decisionArgs(p.now, rq.Cost), nil)
-		if err != nil {
-			return false, &store.RequestError{Index: 0, Err: err}
-		}
-		if rq.Result, err = p.t.result(reply, rq.Out); err != nil {
-			return false, &store.RequestError{Index: 0, Err: err}
-		}
-		return rq.Result.Allowed(), nil
+	u := &unit[K]{reqs: reqs, parts: parts}
+	if !t.fitsMulti(u) {
+		return t.takeEach(ctx, reqs, dry)
 	}
-	groups := make([]*luascript.Script, len(parts))
-	for i, p := range parts {
+	if dry || t.commit == nil || t.sharded() {
+		// A cluster's units go alone: each batch's keys must share a slot.
+		u.err = t.sendUnits(ctx, []*unit[K]{u}, dry)
+	} else {
+		t.commit.do(ctx, t, u)
+	}
+	switch {
+	case u.err != nil:
+		return false, u.err
+	case u.code == codeConvert:
+		return t.takeEach(ctx, reqs, dry)
+	case u.code == codeTooMany:
+		return false, fmt.Errorf("%w: a key of the request holds the most states a key keeps (%d)", store.ErrTooManyStates, store.MaxStatesPerKey)
+	}
+	return u.code == codeAdmitted, nil
+}
+
+// The codes of a unit in a multi script's reply (luascript.MultiKinds).
+const (
+	codeAdmitted = 1
+	codeDenied   = 0
+	codeConvert  = -1
+	codeTooMany  = -2
+)
+
+// unit is one TakeAll's requests on their way to a multi script, with
+// what the script said of them.
+type unit[K comparable] struct {
+	reqs  []store.Request[K]
+	parts []multiPart[K]
+	code  int64
+	err   error
+	done  chan struct{} // closed when code and err are set, for a unit queued
+}
+
+// fitsMulti reports whether u can go in a multi script.
+func (t *Table[K]) fitsMulti(u *unit[K]) bool {
+	if len(u.parts) > luascript.MaxGroups {
+		return false
+	}
+	groups := make([]*luascript.Script, len(u.parts))
+	for i, p := range u.parts {
 		groups[i] = p.t.script
 	}
-	s, ok := luascript.Multi(groups...)
+	_, _, ok := luascript.MultiKinds(groups...)
+	return ok
+}
+
+// sendUnits runs units in one multi script call (a dry run when dry), and sets
+// each unit's code and its requests' Results. An error of the call is
+// returned, for every unit.
+func (t *Table[K]) sendUnits(ctx context.Context, units []*unit[K], dry bool) error {
+	var groups []*luascript.Script
+	for _, u := range units {
+		for _, p := range u.parts {
+			groups = append(groups, p.t.script)
+		}
+	}
+	s, kinds, ok := luascript.MultiKinds(groups...)
 	if !ok {
-		return t.takeEach(ctx, reqs, dry)
+		return fmt.Errorf("%w: a request's limits cannot go in a multi script", store.ErrAlgorithmUnsupported)
+	}
+	n := len(units)
+	if dry {
+		n = -n
 	}
 	var keys []string
-	count := len(parts)
-	if dry {
-		count = -count
-	}
-	args := []string{strconv.Itoa(count)}
-	for i, p := range parts {
-		keys = append(keys, p.keys...)
-		args = append(args, strconv.Itoa(2+len(p.t.rest)), strconv.Itoa(len(p.keys)), p.now, strconv.FormatInt(reqs[i].Cost, 10))
-		args = append(args, p.t.rest...)
+	args := make([]string, 0, 1+len(units)+8*len(groups))
+	args = append(args, strconv.Itoa(n))
+	g := 0
+	for _, u := range units {
+		args = append(args, strconv.Itoa(len(u.parts)))
+		for i, p := range u.parts {
+			keys = append(keys, p.keys...)
+			args = append(args, strconv.Itoa(kinds[g]), strconv.Itoa(2+len(p.t.rest)), strconv.Itoa(len(p.keys)),
+				p.now, strconv.FormatInt(u.reqs[i].Cost, 10))
+			args = append(args, p.t.rest...)
+			g++
+		}
 	}
 	var reply []int64
-	var raw error // the runner's error, before call wraps it
-	err := t.call(ctx, s, func(ctx context.Context, s *luascript.Script) error {
-		reply, raw = t.run.Eval(ctx, runScript(s), false, keys, Args{Batch: args}, nil)
-		return raw
+	err := t.call(ctx, s, func(ctx context.Context, s *luascript.Script) (err error) {
+		reply, err = t.run.Eval(ctx, runScript(s), false, keys, Args{Batch: args}, nil)
+		return err
 	})
-	if _, conv := luascript.Conversion(raw); conv && err != nil {
-		return t.takeEach(ctx, reqs, dry)
-	}
 	if err != nil {
-		return false, err
+		return err
 	}
-	all := true
-	for i, p := range parts {
-		n := 3 * len(p.t.limits)
-		if len(reply) < n {
-			return false, fmt.Errorf("%w: %s script replied too few values", store.ErrUnavailable, s.Name)
+	for _, u := range units {
+		if len(reply) == 0 {
+			return fmt.Errorf("%w: %s script replied too few values", store.ErrUnavailable, s.Name)
 		}
-		r, err := p.t.result(reply[:n], reqs[i].Out)
-		if err != nil {
-			return false, err
+		u.code, reply = reply[0], reply[1:]
+		switch u.code {
+		case codeConvert, codeTooMany:
+			continue
+		case codeAdmitted, codeDenied:
+		default:
+			return fmt.Errorf("%w: %s script replied code %d", store.ErrUnavailable, s.Name, u.code)
 		}
-		reqs[i].Result = r
-		all = all && r.Allowed()
-		reply = reply[n:]
+		for i, p := range u.parts {
+			m := 3 * len(p.t.limits)
+			if len(reply) < m {
+				return fmt.Errorf("%w: %s script replied too few values", store.ErrUnavailable, s.Name)
+			}
+			r, err := p.t.result(reply[:m], u.reqs[i].Out)
+			if err != nil {
+				return err
+			}
+			u.reqs[i].Result = r
+			reply = reply[m:]
+		}
 	}
 	if len(reply) != 0 {
-		return false, fmt.Errorf("%w: %s script replied too many values", store.ErrUnavailable, s.Name)
+		return fmt.Errorf("%w: %s script replied too many values", store.ErrUnavailable, s.Name)
 	}
-	return all && !dry, nil
+	return nil
 }
 
 // takeEach is takeNode one request at a time (store.TakeEach); a dry run
