@@ -166,6 +166,9 @@ func cached[K comparable](reqs []Request[K], parts []allPart[K]) bool {
 // stores' call timeout waits only until it ends (the call goes on, and
 // may charge); any other waits for the call, which the store bounds.
 func call[K comparable](ctx context.Context, parts []allPart[K], f func(context.Context) error) error {
+	if ctx.Done() == nil {
+		return f(ctx) // cannot end: nothing to detach from
+	}
 	detached := context.WithoutCancel(ctx)
 	timeout := time.Duration(0)
 	for _, p := range parts {

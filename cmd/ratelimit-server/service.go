@@ -314,7 +314,7 @@ func (s *service) loadedFor(req *rlspb.RateLimitRequest) (*limits, error) {
 func (s *service) items(l *limits, req *rlspb.RateLimitRequest) ([]item, error) {
 	dom := l.cfg.domains[req.Domain]
 	items := make([]item, len(req.Descriptors))
-	replacing := map[string]bool{}
+	var replacing map[string]bool // made for the first rule that replaces
 	for i, desc := range req.Descriptors {
 		it := &items[i]
 		if o := desc.GetLimit(); o != nil {
@@ -335,6 +335,9 @@ func (s *service) items(l *limits, req *rlspb.RateLimitRequest) ([]item, error) 
 			continue
 		}
 		for _, name := range r.replaces {
+			if replacing == nil {
+				replacing = map[string]bool{}
+			}
 			replacing[name] = true
 		}
 		if r.unlimited {

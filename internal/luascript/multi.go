@@ -46,29 +46,53 @@ var multiScripts sync.Map
 // {remaining, retry after, reset after} per limit. A unit that is denied
 // reports for each limit its state for the request's cost.
 func MultiKinds(groups ...*Script) (s *Script, kinds []int, ok bool) {
-	names := make([]string, 0, len(groups))
+	return MultiKindsTo(nil, groups...)
+}
+
+// MultiKindsTo is MultiKinds appending the kinds to dst[:0]; when every
+// group is of one kind, it allocates nothing but what dst lacks.
+func MultiKindsTo(dst []int, groups ...*Script) (s *Script, kinds []int, ok bool) {
+	one := true
 	for _, g := range groups {
 		if g.form.op != 0 || g.form.batch || g.form.convert || g.Limits > maxGroupLimits {
 			return nil, nil, false
 		}
+		one = one && g.form.names == groups[0].form.names
+	}
+	kinds = dst[:0]
+	if len(groups) == 0 {
+		return nil, nil, false
+	}
+	if one {
+		for range groups {
+			kinds = append(kinds, 1)
+		}
+		return multiScript(groups[0].form.names, []string{groups[0].form.names}), kinds, true
+	}
+	var names []string
+	for _, g := range groups {
 		if !slices.Contains(names, g.form.names) {
 			names = append(names, g.form.names)
 		}
 	}
 	slices.Sort(names)
-	kinds = make([]int, len(groups))
-	for i, g := range groups {
-		kinds[i] = slices.Index(names, g.form.names) + 1
+	for _, g := range groups {
+		kinds = append(kinds, slices.Index(names, g.form.names)+1)
 	}
-	k := strings.Join(names, "|")
+	return multiScript(strings.Join(names, "|"), names), kinds, true
+}
+
+// multiScript returns the multi script of the kinds names, whose key is k,
+// composed on first use.
+func multiScript(k string, names []string) *Script {
 	if s, ok := multiScripts.Load(k); ok {
-		return s.(*Script), kinds, true
+		return s.(*Script)
 	}
 	source := tidy(composeMulti(names))
 	sum := sha1.Sum([]byte(source))
 	made := &Script{Name: "multi:" + k, Source: source, SHA1: hex.EncodeToString(sum[:])}
 	v, _ := multiScripts.LoadOrStore(k, made)
-	return v.(*Script), kinds, true
+	return v.(*Script)
 }
 
 // multiHead opens a multi script: what it is.
@@ -85,8 +109,9 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- RLTOOMANY) and, for 1 or 0, each group's {remaining, retry after µs,
 -- reset after µs} per limit.
 --
--- kind[k] decides a group of kind k as its decision script would, on its
--- own ARGV and KEYS, writing nothing: it runs every limit's load and
+-- kind[k](o, ko, keyc) decides a group of kind k as its decision script
+-- would, its ARGV[i] being A[o + i] and its KEYS[i] K[ko + i], writing
+-- nothing: it runs every limit's load and
 -- decide, leaving its report and commit behind as closures, and returns
 -- whether all its limits admit and its finish, which reports or commits
 -- them all and writes the key's hash; or an error reply.
@@ -109,7 +134,7 @@ for u = 1, units do
   for g = 1, n do
     local k, argc, keyc = tonumber(A[ao]), tonumber(A[ao + 1]), tonumber(A[ao + 2])
     if not failed then
-      local fits, fin = kind[k]({unpack(A, ao + 3, ao + 2 + argc)}, {unpack(K, ko + 1, ko + keyc)})
+      local fits, fin = kind[k](ao + 2, ko, keyc)
       if type(fits) == 'table' then
         failed = fits
       else
@@ -132,6 +157,14 @@ end
 return out
 `
 
+// inPlace returns a group's decision text reading its arguments and keys
+// where they are in the multi script's own ARGV and KEYS (A and K): its
+// ARGV[i] is A[o + i], its KEYS[i] K[ko + i], and #KEYS keyc. No table is
+// made per group to hold them.
+func inPlace(text string) string {
+	return strings.NewReplacer("#KEYS", "keyc", "ARGV[", "A[o + ", "KEYS[", "K[ko + ").Replace(text)
+}
+
 // composeMulti returns the multi script of group kinds, each the names
 // of its limits' algorithms joined by "+".
 func composeMulti(kinds []string) string {
@@ -139,27 +172,40 @@ func composeMulti(kinds []string) string {
 	src.WriteString(multiHead)
 	for k, joined := range kinds {
 		names := strings.Split(joined, "+")
-		c := newComposer(form{names: joined}, names, false, storeTable)
-		fmt.Fprintf(&src, "-- Kind %d: %s.\nkind[%d] = function(ARGV, KEYS)\n", k+1, joined, k+1)
-		src.WriteString(prelude)
-		src.WriteString(c.head(true))
-		src.WriteString("local all = true\nlocal hset, httl = {}, 0\n")
+		style := storeTable // the limits' fields join hset, written by finish
+		if len(names) == 1 {
+			style = storeOne // its own HSET and PEXPIRE, in its commit
+		}
+		c := newComposer(form{names: joined}, names, false, style)
+		fmt.Fprintf(&src, "-- Kind %d: %s.\nkind[%d] = function(o, ko, keyc)\n", k+1, joined, k+1)
+		var body strings.Builder
+		body.WriteString(prelude)
+		body.WriteString(c.head(true))
+		body.WriteString("local all = true\n")
+		if style == storeTable {
+			body.WriteString("local hset, httl = {}, 0\n")
+		}
 		for _, l := range c.limits {
-			fmt.Fprintf(&src, "local decided%d\ndo\n", l.n)
-			src.WriteString(c.load(l) + c.decide(l))
-			fmt.Fprintf(&src, "all = all and fits\ndecided%d = function(charge)\nif not charge then\n", l.n)
-			src.WriteString(c.report(l))
-			src.WriteString("return rem, retry, reset\nend\n")
-			src.WriteString(c.commit(l))
-			src.WriteString("return rem, 0, reset\nend\nend\n")
+			fmt.Fprintf(&body, "local decided%d\ndo\n", l.n)
+			body.WriteString(c.load(l) + c.decide(l))
+			fmt.Fprintf(&body, "all = all and fits\ndecided%d = function(charge)\nif not charge then\n", l.n)
+			body.WriteString(c.report(l))
+			body.WriteString("return rem, retry, reset\nend\n")
+			body.WriteString(c.commit(l))
+			body.WriteString("return rem, 0, reset\nend\nend\n")
 		}
-		src.WriteString(c.fresh())
-		src.WriteString(c.tooMany(c.take))
-		src.WriteString("return all, function(charge, out)\nlocal o = #out\n")
+		body.WriteString(c.fresh())
+		body.WriteString(c.tooMany(c.take))
+		body.WriteString("return all, function(charge, out)\nlocal r0 = #out\n")
 		for i, l := range c.limits {
-			fmt.Fprintf(&src, "out[o + %d], out[o + %d], out[o + %d] = decided%d(charge)\n", 3*i+1, 3*i+2, 3*i+3, l.n)
+			fmt.Fprintf(&body, "out[r0 + %d], out[r0 + %d], out[r0 + %d] = decided%d(charge)\n", 3*i+1, 3*i+2, 3*i+3, l.n)
 		}
-		src.WriteString("if charge then\n" + c.hsetMany() + "end\nend\nend\n")
+		if style == storeTable {
+			body.WriteString("if charge then\n" + c.hsetMany() + "end\n")
+		}
+		body.WriteString("end\n")
+		src.WriteString(inPlace(body.String()))
+		src.WriteString("end\n")
 	}
 	src.WriteString(multiLoop)
 	return src.String()

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -199,9 +200,14 @@ func (t *Table[K]) part(rq *store.Request[K]) (multiPart[K], error) {
 	if err != nil {
 		return multiPart[K]{}, err
 	}
-	p := multiPart[K]{t: rt, now: now, states: all[1:], keys: make([]string, len(rt.declaredAt))}
-	for j, k := range rt.declaredAt {
-		p.keys[j] = all[k]
+	p := multiPart[K]{t: rt, now: now, states: all[1:]}
+	if len(rt.declaredAt) == 1 && rt.declaredAt[0] == 0 {
+		p.keys = all[:1] // the hash alone, the common case
+	} else {
+		p.keys = make([]string, len(rt.declaredAt))
+		for j, k := range rt.declaredAt {
+			p.keys[j] = all[k]
+		}
 	}
 	// The hash tag: the name up to its closing brace (the escaping leaves
 	// none inside it).
@@ -220,13 +226,29 @@ func slicesMin(limits []int64) int64 {
 }
 
 // sameStates returns an error wrapping store.ErrSameState when two parts
-// name one state.
+// name one state. Few parts (a request's descriptors) are compared in
+// pairs, more through a map.
 func sameStates[K comparable](parts []multiPart[K]) error {
+	same := func(i, j int, s string) error {
+		return fmt.Errorf("%w: requests %d and %d (%q)", store.ErrSameState, j, i, s)
+	}
+	if len(parts) <= 8 {
+		for i, p := range parts {
+			for j := range i {
+				for _, s := range p.states {
+					if slices.Contains(parts[j].states, s) {
+						return same(i, j, s)
+					}
+				}
+			}
+		}
+		return nil
+	}
 	seen := make(map[string]int, len(parts))
 	for i, p := range parts {
 		for _, s := range p.states {
 			if j, ok := seen[s]; ok && j != i {
-				return fmt.Errorf("%w: requests %d and %d (%q)", store.ErrSameState, j, i, s)
+				return same(i, j, s)
 			}
 			seen[s] = i
 		}
@@ -284,11 +306,13 @@ func (t *Table[K]) fitsMulti(u *unit[K]) bool {
 	if len(u.parts) > luascript.MaxGroups {
 		return false
 	}
-	groups := make([]*luascript.Script, len(u.parts))
-	for i, p := range u.parts {
-		groups[i] = p.t.script
+	var gbuf [8]*luascript.Script
+	var kbuf [8]int
+	groups := gbuf[:0]
+	for _, p := range u.parts {
+		groups = append(groups, p.t.script)
 	}
-	_, _, ok := luascript.MultiKinds(groups...)
+	_, _, ok := luascript.MultiKindsTo(kbuf[:0], groups...)
 	return ok
 }
 
@@ -296,13 +320,17 @@ func (t *Table[K]) fitsMulti(u *unit[K]) bool {
 // each unit's code and its requests' Results. An error of the call is
 // returned, for every unit.
 func (t *Table[K]) sendUnits(ctx context.Context, units []*unit[K], dry bool) error {
-	var groups []*luascript.Script
+	var gbuf [8]*luascript.Script
+	var kbuf [8]int
+	groups, nkeys, nargs := gbuf[:0], 0, 1+len(units)
 	for _, u := range units {
 		for _, p := range u.parts {
 			groups = append(groups, p.t.script)
+			nkeys += len(p.keys)
+			nargs += 5 + len(p.t.rest)
 		}
 	}
-	s, kinds, ok := luascript.MultiKinds(groups...)
+	s, kinds, ok := luascript.MultiKindsTo(kbuf[:0], groups...)
 	if !ok {
 		return fmt.Errorf("%w: a request's limits cannot go in a multi script", store.ErrAlgorithmUnsupported)
 	}
@@ -310,8 +338,8 @@ func (t *Table[K]) sendUnits(ctx context.Context, units []*unit[K], dry bool) er
 	if dry {
 		n = -n
 	}
-	var keys []string
-	args := make([]string, 0, 1+len(units)+8*len(groups))
+	keys := make([]string, 0, nkeys)
+	args := make([]string, 0, nargs)
 	args = append(args, strconv.Itoa(n))
 	g := 0
 	for _, u := range units {
