@@ -29,7 +29,8 @@ type Request[K comparable] struct {
 // request that every Limiter's denial cache answers is decided without
 // the store. The store call runs under none of ctx's cancellation or
 // deadline (bounded by the store's own timeout); a caller whose deadline
-// is nearer stops waiting when it ends, and the call goes on. A failing
+// is nearer than half that timeout stops waiting when it ends, and the
+// call goes on. A failing
 // store leaves each request to its Limiter's failure policy. Errors are
 // a request's (its index in the message), or the store's.
 func AllowAll[K comparable](ctx context.Context, reqs []Request[K]) (bool, error) {
@@ -162,9 +163,9 @@ func cached[K comparable](reqs []Request[K], parts []allPart[K]) bool {
 }
 
 // call runs f under a context that keeps ctx's values but none of its
-// cancellation or deadline. A caller whose deadline is nearer than the
-// stores' call timeout waits only until it ends (the call goes on, and
-// may charge); any other waits for the call, which the store bounds.
+// cancellation or deadline. A caller whose deadline is nearer than half
+// the stores' call timeout waits only until it ends (the call goes on,
+// and may charge); any other waits for the call, which the store bounds.
 func call[K comparable](ctx context.Context, parts []allPart[K], f func(context.Context) error) error {
 	if ctx.Done() == nil {
 		return f(ctx) // cannot end: nothing to detach from
@@ -175,8 +176,8 @@ func call[K comparable](ctx context.Context, parts []allPart[K], f func(context.
 		timeout = max(timeout, p.timeout)
 	}
 	deadline, ok := ctx.Deadline()
-	if !ok || timeout == 0 || time.Until(deadline) >= timeout {
-		return f(detached)
+	if !ok || timeout == 0 || time.Until(deadline) >= timeout/2 {
+		return f(detached) // as a Limiter's calls (detach.go), at least half the timeout away
 	}
 	done := make(chan error, 1)
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,4 +147,71 @@ func (t *faultTable) TakeAll(ctx context.Context, reqs []store.Request[string]) 
 		reqs[i].Result = inner[i].Result
 	}
 	return ok, err
+}
+
+// slowStore is a remote store (store.Remote, a call timeout of 2 s)
+// whose TakeAll waits until release is closed.
+type slowStore struct {
+	next    store.Store[string]
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (s *slowStore) Open(limits []store.Limit, clk clock.Clock) (store.Table[string], error) {
+	t, err := s.next.Open(limits, clk)
+	if err != nil {
+		return nil, err
+	}
+	return &slowTable{Table: t, s: s}, nil
+}
+
+type slowTable struct {
+	store.Table[string]
+	s *slowStore
+}
+
+func (t *slowTable) CallTimeout() time.Duration { return 2 * time.Second }
+
+func (t *slowTable) TakeAll(ctx context.Context, reqs []store.Request[string]) (bool, error) {
+	t.s.calls.Add(1)
+	<-t.s.release
+	inner := make([]store.Request[string], len(reqs))
+	for i, rq := range reqs {
+		inner[i] = rq
+		inner[i].Table = rq.Table.(*slowTable).Table
+	}
+	ok, err := t.Table.(store.Multi[string]).TakeAll(ctx, inner)
+	for i := range reqs {
+		reqs[i].Result = inner[i].Result
+	}
+	return ok, err
+}
+
+// TestAllowAllLeaves checks that a caller whose deadline is nearer than
+// half the store's call timeout stops waiting at its deadline, with its
+// context's error, while the call goes on (and charges).
+func TestAllowAllLeaves(t *testing.T) {
+	st := &slowStore{next: memorystore.New[string](), release: make(chan struct{})}
+	a, b, _ := twoLimiters(t, st)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	reqs := []ratelimit.Request[string]{{Limiter: a, Key: "k", N: 1}, {Limiter: b, Key: "k", N: 1}}
+	ok, err := ratelimit.AllowAll(ctx, reqs)
+	if ok || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ratelimit.ErrStoreUnavailable) {
+		t.Fatalf("AllowAll past its deadline: %v, %v; want context.DeadlineExceeded, not the store's failure", ok, err)
+	}
+	close(st.release)
+	// The call went on: its charge lands (the store's next answer shows it).
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		d, err := a.Peek(context.Background(), "k")
+		if err == nil && d.Remaining() == 2 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the call left behind never charged: %v, %v", d, err)
+		}
+	}
+	if n := st.calls.Load(); n != 1 {
+		t.Errorf("%d store calls, want 1", n)
+	}
 }
