@@ -44,9 +44,13 @@ type multiPart[K comparable] struct {
 // that is not Sharded, or requests whose keys share one hash tag) they
 // go in one script call (luascript.Multi), atomically all-or-none. On a
 // Cluster or Ring the requests go in one call per hash tag, in order of
-// first appearance, sent at once: first a dry run of the script on every
-// node, which charges nothing and answers a denial exactly, then, when
-// every node would admit, the decisions. Should a node deny then (another
+// first appearance, sent at once. One request per node (the common case)
+// is booked at its instant (Book, admitting what Take would), and when one
+// is denied the others' bookings are undone (Undo: exact while no other
+// request changed their keys) and report what a denial does by a dry run;
+// otherwise a dry run of the script on every node comes first, which
+// charges nothing and answers a denial exactly, then, when every node
+// would admit, the decisions. Should a node deny then (another
 // process changed its keys between the two), what the other nodes charged
 // is given back (Refund). A request whose state another algorithm or
 // format wrote (after a change of limits) makes the call of its node fall
@@ -89,6 +93,9 @@ func (t *Table[K]) TakeAll(ctx context.Context, reqs []store.Request[K]) (bool, 
 	for n, tag := range order {
 		nodes[n] = byTag[tag]
 	}
+	if bookable(reqs, nodes) {
+		return t.bookNodes(ctx, reqs, parts, nodes)
+	}
 	// A dry run on every node first, all at once: a denial charges
 	// nothing anywhere, and every request reports what a denial does.
 	if ok, err := t.eachNode(ctx, reqs, parts, nodes, true); err != nil || !ok {
@@ -104,6 +111,69 @@ func (t *Table[K]) TakeAll(ctx context.Context, reqs []store.Request[K]) (bool, 
 	for _, idx := range nodes {
 		if allowed(reqs, idx) {
 			errs = append(errs, refundAll(ctx, reqs, idx))
+		}
+	}
+	return false, errors.Join(errs...)
+}
+
+// bookable reports whether every node has one request, of a table that
+// books (the common case: a request's keys in different slots).
+func bookable[K comparable](reqs []store.Request[K], nodes [][]int) bool {
+	for _, idx := range nodes {
+		if len(idx) != 1 || reqs[idx[0]].Table.(*Table[K]).ops[luascript.OpBook] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// bookNodes decides requests of one per node by booking each at its
+// instant (Book with no delay: what Take admits), all at once: one call
+// per node when all admit. When one is denied, the bookings made are
+// undone, exactly while no other request changed their keys (Undo), and
+// their requests report what a denial does by a dry run.
+func (t *Table[K]) bookNodes(ctx context.Context, reqs []store.Request[K], parts []multiPart[K], nodes [][]int) (bool, error) {
+	books := make([]store.Booking, len(reqs))
+	booked := make([]bool, len(reqs))
+	errs := make([]error, len(reqs))
+	book := func(i int) {
+		rq := &reqs[i]
+		var err error
+		rq.Result, books[i], booked[i], err = rq.Table.(*Table[K]).Book(ctx, rq.Key, rq.Now, rq.Cost, 0, rq.Out)
+		if err != nil {
+			errs[i] = &store.RequestError{Index: i, Err: err}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, idx := range nodes[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			book(idx[0])
+		}()
+	}
+	book(nodes[0][0])
+	wg.Wait()
+	err := errors.Join(errs...)
+	all := err == nil
+	for i := range reqs {
+		all = all && booked[i]
+	}
+	if all {
+		return true, nil
+	}
+	for i := range reqs {
+		if !booked[i] {
+			continue
+		}
+		rq := &reqs[i]
+		if uerr := rq.Table.(*Table[K]).Undo(ctx, rq.Key, rq.Now, books[i]); uerr != nil {
+			errs = append(errs, &store.RequestError{Index: i, Err: uerr})
+			continue
+		}
+		if err == nil {
+			_, derr := t.takeSome(ctx, reqs, parts, []int{i}, true)
+			errs = append(errs, derr)
 		}
 	}
 	return false, errors.Join(errs...)
