@@ -42,7 +42,8 @@ type multiPart[K comparable] struct {
 
 // TakeAll decides reqs together (store.Multi). On one Redis (a Runner
 // that is not Sharded, or requests whose keys share one hash tag) they
-// go in one script call (luascript.Multi), atomically all-or-none. On a
+// go in one script call (luascript.MultiKinds), atomically all-or-none,
+// with other TakeAlls' when calls are in flight (WithGroupCommit). On a
 // Cluster or Ring the requests go in one call per hash tag, in order of
 // first appearance, sent at once. One request per node (the common case)
 // is booked at its instant (Book, admitting what Take would), and when one
@@ -332,6 +333,19 @@ func sameStates[K comparable](parts []multiPart[K]) error {
 // converting, one call per request (store.TakeEach). A dry run charges
 // nothing and sets what a denial reports.
 func (t *Table[K]) takeNode(ctx context.Context, reqs []store.Request[K], parts []multiPart[K], dry bool) (bool, error) {
+	if len(reqs) == 1 && !dry && (t.commit == nil || t.sharded()) {
+		// A request alone, with no batch to join: its table's own script,
+		// whose Lua is the least (and which converts a state by itself).
+		p, rq := &parts[0], &reqs[0]
+		reply, err := p.t.retry(ctx, p.t.script, false, p.keys, p.t.decisionArgs(p.now, rq.Cost), nil)
+		if err != nil {
+			return false, &store.RequestError{Index: 0, Err: err}
+		}
+		if rq.Result, err = p.t.result(reply, rq.Out); err != nil {
+			return false, &store.RequestError{Index: 0, Err: err}
+		}
+		return rq.Result.Allowed(), nil
+	}
 	u := &unit[K]{reqs: reqs, parts: parts}
 	if !t.fitsMulti(u) {
 		return t.takeEach(ctx, reqs, dry)
