@@ -13,10 +13,10 @@ import (
 // Request is one request of AllowAll: a cost of N for Key, decided by
 // Limiter. AllowAll sets Decision.
 type Request[K comparable] struct {
-	Limiter  *Limiter[K]
+	Limiter  *Limiter[K] // decides; every request's on one store
 	Key      K
-	N        int
-	Decision Decision
+	N        int      // the cost, 1 to Limiter.Limit()
+	Decision Decision // set by AllowAll
 }
 
 // AllowAll decides reqs together, each by its own Limiter (all on one
