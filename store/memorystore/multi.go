@@ -60,46 +60,9 @@ func limitsOf[K comparable](t *table[K], tb store.Table[K]) ([]limitRef, bool) {
 // order a policy locks one key's entries in; then every limit decides as
 // a policy's Take does, and the states are written only when all admit.
 func takeAll[K comparable](t *table[K], reqs []store.Request[K]) (bool, error) {
-	var slots []multiSlot[K]
-	for i := range reqs {
-		rq := &reqs[i]
-		ls, ok := limitsOf(t, rq.Table)
-		if !ok {
-			return false, &store.RequestError{Index: i, Err: fmt.Errorf("%w: %T", store.ErrForeignTable, rq.Table)}
-		}
-		if t.tooLong(&rq.Key) {
-			return false, &store.RequestError{Index: i, Err: t.errLong}
-		}
-		least := ls[0].limit
-		for j := range ls {
-			least = min(least, ls[j].limit)
-		}
-		if err := algorithm.CheckCost(rq.Cost, least); err != nil {
-			return false, &store.RequestError{Index: i, Err: err}
-		}
-		if rq.Out != nil && len(rq.Out) != len(ls) {
-			return false, &store.RequestError{Index: i, Err: fmt.Errorf("%w: out has %d results for %d limits", algorithm.ErrInvalidConfig, len(rq.Out), len(ls))}
-		}
-		h := t.hash.Sum(rq.Key)
-		for j := range ls {
-			slots = append(slots, multiSlot[K]{req: i, limit: j, l: &ls[j], h: h})
-		}
-	}
-	slices.SortFunc(slots, func(a, b multiSlot[K]) int {
-		if c := cmp.Compare(a.h, b.h); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.l.id, b.l.id)
-	})
-	ties := false
-	for i := 1; i < len(slots); i++ {
-		a, b := &slots[i-1], &slots[i]
-		if a.h == b.h && a.l.id == b.l.id {
-			if reqs[a.req].Key == reqs[b.req].Key {
-				return false, fmt.Errorf("%w: requests %d and %d", store.ErrSameState, min(a.req, b.req), max(a.req, b.req))
-			}
-			ties = true
-		}
+	slots, ties, err := slotsOf(t, reqs)
+	if err != nil {
+		return false, err
 	}
 	if ties {
 		multiTies.Lock()
@@ -119,6 +82,78 @@ func takeAll[K comparable](t *table[K], reqs []store.Request[K]) (bool, error) {
 		}
 		s.e, s.n = e, n
 	}
+	all, err := decideSlots(t, reqs, slots)
+	unlockSlots(t, reqs, slots, !all || err != nil)
+	if err != nil {
+		return false, err
+	}
+	// Each request's results, combined.
+	var buf [4]algorithm.Result
+	for i := range reqs {
+		rq := &reqs[i]
+		ls, _ := limitsOf(t, rq.Table)
+		rs := results(rq.Out, buf[:], len(ls))
+		for j := range slots {
+			if slots[j].req == i {
+				rs[slots[j].limit] = slots[j].r
+			}
+		}
+		rq.Result = algorithm.Combine(rs)
+	}
+	return all, nil
+}
+
+// slotsOf checks reqs and returns their limits' slots in the order they
+// are locked in, and whether two of them, of different keys, tie in it.
+func slotsOf[K comparable](t *table[K], reqs []store.Request[K]) ([]multiSlot[K], bool, error) {
+	var slots []multiSlot[K]
+	for i := range reqs {
+		rq := &reqs[i]
+		ls, ok := limitsOf(t, rq.Table)
+		if !ok {
+			return nil, false, &store.RequestError{Index: i, Err: fmt.Errorf("%w: %T", store.ErrForeignTable, rq.Table)}
+		}
+		if t.tooLong(&rq.Key) {
+			return nil, false, &store.RequestError{Index: i, Err: t.errLong}
+		}
+		least := ls[0].limit
+		for j := range ls {
+			least = min(least, ls[j].limit)
+		}
+		if err := algorithm.CheckCost(rq.Cost, least); err != nil {
+			return nil, false, &store.RequestError{Index: i, Err: err}
+		}
+		if rq.Out != nil && len(rq.Out) != len(ls) {
+			return nil, false, &store.RequestError{Index: i, Err: fmt.Errorf("%w: out has %d results for %d limits", algorithm.ErrInvalidConfig, len(rq.Out), len(ls))}
+		}
+		h := t.hash.Sum(rq.Key)
+		for j := range ls {
+			slots = append(slots, multiSlot[K]{req: i, limit: j, l: &ls[j], h: h})
+		}
+	}
+	slices.SortFunc(slots, func(a, b multiSlot[K]) int {
+		if c := cmp.Compare(a.h, b.h); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.l.id, b.l.id)
+	})
+	ties := false
+	for i := 1; i < len(slots); i++ {
+		a, b := &slots[i-1], &slots[i]
+		if a.h == b.h && a.l.id == b.l.id {
+			if reqs[a.req].Key == reqs[b.req].Key {
+				return nil, false, fmt.Errorf("%w: requests %d and %d", store.ErrSameState, min(a.req, b.req), max(a.req, b.req))
+			}
+			ties = true
+		}
+	}
+	return slots, ties, nil
+}
+
+// decideSlots decides every locked slot, and writes their states when
+// all admit; a slot that admitted on a copy of its state while another
+// refused reports Peek. It reports whether all admitted.
+func decideSlots[K comparable](t *table[K], reqs []store.Request[K], slots []multiSlot[K]) (bool, error) {
 	all := true
 	for i := range slots {
 		s := &slots[i]
@@ -128,7 +163,6 @@ func takeAll[K comparable](t *table[K], reqs []store.Request[K]) (bool, error) {
 		} else {
 			var err error
 			if s.state, err = t.read(s.e, s.n, s.l, rq.Now); err != nil {
-				unlockSlots(t, reqs, slots, true)
 				return false, &store.RequestError{Index: s.req, Err: err}
 			}
 		}
@@ -152,20 +186,6 @@ func takeAll[K comparable](t *table[K], reqs []store.Request[K]) (bool, error) {
 		case !s.l.wide && s.r.Allowed(): // refused: it admitted on a copy
 			s.r = s.l.alg.Peek(s.state, rq.Now, rq.Cost)
 		}
-	}
-	unlockSlots(t, reqs, slots, !all)
-	// Each request's results, combined.
-	var buf [4]algorithm.Result
-	for i := range reqs {
-		rq := &reqs[i]
-		ls, _ := limitsOf(t, rq.Table)
-		rs := results(rq.Out, buf[:], len(ls))
-		for j := range slots {
-			if slots[j].req == i {
-				rs[slots[j].limit] = slots[j].r
-			}
-		}
-		rq.Result = algorithm.Combine(rs)
 	}
 	return all, nil
 }

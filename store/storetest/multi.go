@@ -97,123 +97,122 @@ func testMultiModel(t *testing.T, st store.Store[string]) {
 	seq := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		seq++
-		start := drawStart(rt)
-		clk := clock.NewFake(clock.Local().Now())
-		var tables []multiTable
-		ids := [][]string{{"m1"}, {"m2", "m3"}, {"m1"}}
-		for ti, tids := range ids {
-			var limits []store.Limit
-			for _, id := range tids {
-				k := kinds[rapid.IntRange(0, len(kinds)-1).Draw(rt, "kind")]
-				if ti == 2 {
-					// The same state ID as table 0's: the same kind, so
-					// that the state reads as its own (other parameters
-					// carry by the AsIs rule, which the model leaves out).
-					k = kindOf(tables[0].limits[0].Algorithm)
-				}
-				alg, err := k.withLimit(rapid.Int64Range(1, 5).Draw(rt, "limit"))
-				if err != nil {
-					rt.Fatalf("%s: %v", k.name, err)
-				}
-				if ti == 2 {
-					alg = tables[0].limits[0].Algorithm
-				}
-				limits = append(limits, store.Limit{Algorithm: alg, ID: id})
-			}
-			tb, err := st.Open(limits, clk)
-			if err != nil {
-				rt.Fatalf("Open: %v", err)
-			}
-			tables = append(tables, multiTable{tb: tb, limits: limits})
-		}
-		m := multiOf(t, tables[0].tb)
-		keys := []string{fmt.Sprintf("mm%d:a", seq), fmt.Sprintf("mm%d:b", seq), fmt.Sprintf("mm%d:{c}", seq)}
-		states := map[string]algorithm.State{} // by key and state ID
-		stateOf := func(key string, l store.Limit, now int64) algorithm.State {
-			s, ok := states[key+"\x00"+l.ID]
-			if !ok {
-				return l.Algorithm.Init(algorithm.State{}, now)
-			}
-			return s
-		}
-		now := start
+		m := &multiModel{tables: multiTables(rt, st), states: map[string]algorithm.State{}, start: drawStart(rt)}
+		m.multi = multiOf(t, m.tables[0].tb)
+		m.keys = []string{fmt.Sprintf("mm%d:a", seq), fmt.Sprintf("mm%d:b", seq), fmt.Sprintf("mm%d:{c}", seq)}
+		now := m.start
 		for range maxSteps / 2 {
 			now += rapid.Int64Range(0, 2_000_000).Draw(rt, "advance µs")
-			n := rapid.IntRange(1, 4).Draw(rt, "requests")
-			reqs := make([]store.Request[string], n)
-			named := map[string]bool{}
-			same := false
-			for i := range reqs {
-				mt := tables[rapid.IntRange(0, len(tables)-1).Draw(rt, "table")]
-				key := keys[rapid.IntRange(0, len(keys)-1).Draw(rt, "key")]
-				least := mt.limits[0].Algorithm.Limit()
-				for _, l := range mt.limits {
-					least = min(least, l.Algorithm.Limit())
-				}
-				reqs[i] = store.Request[string]{Table: mt.tb, Key: key, Now: now, Cost: rapid.Int64Range(1, least).Draw(rt, "cost"),
-					Out: make([]algorithm.Result, len(mt.limits))}
-				for _, l := range mt.limits {
-					if named[key+"\x00"+l.ID] {
-						same = true
-					}
-					named[key+"\x00"+l.ID] = true
-				}
-			}
-			ok, err := m.TakeAll(context.Background(), reqs)
-			if same {
-				if !errors.Is(err, store.ErrSameState) {
-					rt.Fatalf("TakeAll of requests naming one state: got %v, %v; want ErrSameState", ok, err)
-				}
-				continue
-			}
-			if err != nil {
-				rt.Fatalf("TakeAll: %v", err)
-			}
-			// The model: every limit's Peek for its cost first; all admit,
-			// or none is charged.
-			all := true
-			for i := range reqs {
-				rq := &reqs[i]
-				for _, l := range tableOf(tables, rq.Table).limits {
-					all = all && l.Algorithm.Peek(stateOf(rq.Key, l, now), now, rq.Cost).Allowed()
-				}
-			}
-			if ok != all {
-				rt.Fatalf("TakeAll at +%dµs: got %v, want %v (requests %s)", now-start, ok, all, showReqs(reqs))
-			}
-			for i := range reqs {
-				rq := &reqs[i]
-				var want []algorithm.Result
-				for _, l := range tableOf(tables, rq.Table).limits {
-					s := stateOf(rq.Key, l, now)
-					var r algorithm.Result
-					if all {
-						s, r = l.Algorithm.Take(s, now, rq.Cost)
-						states[rq.Key+"\x00"+l.ID] = s
-					} else {
-						r = l.Algorithm.Peek(s, now, rq.Cost)
-					}
-					want = append(want, r)
-				}
-				if !slices.Equal(rq.Out, want) {
-					rt.Fatalf("request %d (%s, cost %d) at +%dµs: got %v, want %v", i, rq.Key, rq.Cost, now-start, rq.Out, want)
-				}
-				if got, want := rq.Result, algorithm.Combine(want); got != want {
-					rt.Fatalf("request %d: Result %v, want %v", i, got, want)
-				}
-			}
+			m.step(rt, now)
 		}
 	})
 }
 
-// kindOf returns the suite's kind of alg.
-func kindOf(alg algorithm.Algorithm) kind {
-	for _, k := range kinds {
-		if k.name == alg.Spec().Name {
-			return k
+// multiTables opens the model's three tables on st: limits of random
+// kinds under the IDs m1; m2 and m3; and m1 again, of table 0's algorithm.
+func multiTables(rt *rapid.T, st store.Store[string]) []multiTable {
+	clk := clock.NewFake(clock.Local().Now())
+	var tables []multiTable
+	for ti, tids := range [][]string{{"m1"}, {"m2", "m3"}, {"m1"}} {
+		var limits []store.Limit
+		for _, id := range tids {
+			k := kinds[rapid.IntRange(0, len(kinds)-1).Draw(rt, "kind")]
+			alg, err := k.withLimit(rapid.Int64Range(1, 5).Draw(rt, "limit"))
+			if err != nil {
+				rt.Fatalf("%s: %v", k.name, err)
+			}
+			if ti == 2 {
+				// The same state ID as table 0's, and its algorithm, so that
+				// the state reads as its own.
+				alg = tables[0].limits[0].Algorithm
+			}
+			limits = append(limits, store.Limit{Algorithm: alg, ID: id})
+		}
+		tb, err := st.Open(limits, clk)
+		if err != nil {
+			rt.Fatalf("Open: %v", err)
+		}
+		tables = append(tables, multiTable{tb: tb, limits: limits})
+	}
+	return tables
+}
+
+// multiModel is testMultiModel's store and its reference: every state
+// by key and state ID, as the algorithms' transitions leave it.
+type multiModel struct {
+	tables []multiTable
+	multi  store.Multi[string]
+	keys   []string
+	states map[string]algorithm.State
+	start  int64
+}
+
+// stateOf returns the model's state of key under l at now.
+func (m *multiModel) stateOf(key string, l store.Limit, now int64) algorithm.State {
+	if s, ok := m.states[key+"\x00"+l.ID]; ok {
+		return s
+	}
+	return l.Algorithm.Init(algorithm.State{}, now)
+}
+
+// step draws a TakeAll at now, makes it, and checks it against the model.
+func (m *multiModel) step(rt *rapid.T, now int64) {
+	reqs := make([]store.Request[string], rapid.IntRange(1, 4).Draw(rt, "requests"))
+	named := map[string]bool{}
+	same := false
+	for i := range reqs {
+		mt := m.tables[rapid.IntRange(0, len(m.tables)-1).Draw(rt, "table")]
+		key := m.keys[rapid.IntRange(0, len(m.keys)-1).Draw(rt, "key")]
+		least := mt.limits[0].Algorithm.Limit()
+		for _, l := range mt.limits {
+			least = min(least, l.Algorithm.Limit())
+			same = same || named[key+"\x00"+l.ID]
+			named[key+"\x00"+l.ID] = true
+		}
+		reqs[i] = store.Request[string]{Table: mt.tb, Key: key, Now: now, Cost: rapid.Int64Range(1, least).Draw(rt, "cost"),
+			Out: make([]algorithm.Result, len(mt.limits))}
+	}
+	ok, err := m.multi.TakeAll(context.Background(), reqs)
+	if same {
+		if !errors.Is(err, store.ErrSameState) {
+			rt.Fatalf("TakeAll of requests naming one state: got %v, %v; want ErrSameState", ok, err)
+		}
+		return
+	}
+	if err != nil {
+		rt.Fatalf("TakeAll: %v", err)
+	}
+	// Every limit's Peek for its cost first; all admit, or none is charged.
+	all := true
+	for i := range reqs {
+		for _, l := range tableOf(m.tables, reqs[i].Table).limits {
+			all = all && l.Algorithm.Peek(m.stateOf(reqs[i].Key, l, now), now, reqs[i].Cost).Allowed()
 		}
 	}
-	panic("storetest: no kind " + alg.Spec().Name)
+	if ok != all {
+		rt.Fatalf("TakeAll at +%dµs: got %v, want %v (requests %s)", now-m.start, ok, all, showReqs(reqs))
+	}
+	for i := range reqs {
+		rq := &reqs[i]
+		var want []algorithm.Result
+		for _, l := range tableOf(m.tables, rq.Table).limits {
+			s := m.stateOf(rq.Key, l, now)
+			var r algorithm.Result
+			if all {
+				s, r = l.Algorithm.Take(s, now, rq.Cost)
+				m.states[rq.Key+"\x00"+l.ID] = s
+			} else {
+				r = l.Algorithm.Peek(s, now, rq.Cost)
+			}
+			want = append(want, r)
+		}
+		if !slices.Equal(rq.Out, want) {
+			rt.Fatalf("request %d (%s, cost %d) at +%dµs: got %v, want %v", i, rq.Key, rq.Cost, now-m.start, rq.Out, want)
+		}
+		if got, want := rq.Result, algorithm.Combine(want); got != want {
+			rt.Fatalf("request %d: Result %v, want %v", i, got, want)
+		}
+	}
 }
 
 // tableOf returns the model's table of tb.
