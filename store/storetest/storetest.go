@@ -86,7 +86,12 @@ import (
 //     what was admitted;
 //   - a key holds at most store.MaxStatesPerKey states, one per state ID:
 //     a Take, a Policy's Take or a booking under one more fails with
-//     ErrTooManyStates, whatever the failure policy, charging nothing.
+//     ErrTooManyStates, whatever the failure policy, charging nothing;
+//   - for tables that implement store.Multi, random TakeAlls over keys and
+//     tables of random algorithms decide all-or-none as the algorithms'
+//     transitions do, two requests of one state fail with ErrSameState,
+//     refusals charge nothing and name their request, and racing TakeAlls
+//     on two keys charge both alike.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Helper()
 	for _, k := range kinds {
@@ -114,6 +119,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("JobRunnerRefundByKey", func(t *testing.T) { testJobRunner(t, newStore(t), false) })
 	t.Run("LateRefunds", func(t *testing.T) { testLateRefunds(t, newStore(t)) })
 	t.Run("RefundsInWindow", func(t *testing.T) { testRefundsInWindow(t, newStore(t)) })
+	t.Run("Multi", func(t *testing.T) { runMulti(t, newStore) })
 }
 
 // RunAlgorithm is Run for one algorithm, named as its Kind (one of
