@@ -13,10 +13,6 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// ErrBreakerOpen is the error of a call an open breaker kept from the store;
-// it wraps ErrStoreUnavailable.
-var ErrBreakerOpen = fmt.Errorf("ratelimit: circuit breaker open, the store was not asked: %w", store.ErrUnavailable)
-
 // Breaker configures WithBreaker; a negative field is ErrInvalidConfig.
 type Breaker struct {
 	// Failures is how many failures in a row open the breaker; 0 means 5.

@@ -135,7 +135,7 @@ func bookAheadMicros(d *time.Duration) int64 {
 	switch {
 	case d == nil:
 		return -1
-	case *d < 0 || *d > MaxDelay:
+	case *d < 0 || *d > longestDelay:
 		return algorithm.MaxDuration
 	}
 	return d.Microseconds()
@@ -336,7 +336,7 @@ func (e *engine[K]) fail(ctx context.Context, ls *limits[K], err error, key K, c
 		}
 		return algorithm.Fresh(ls.limit), FromFailOpen, nil
 	case FailClosed:
-		closed := algorithm.Result{RetryAfter: FailClosedRetryAfter.Microseconds()}
+		closed := algorithm.Result{RetryAfter: failClosedRetryAfter.Microseconds()}
 		for i := range out {
 			out[i] = closed
 		}

@@ -36,6 +36,9 @@ var (
 	ErrKeyTooLong = store.ErrKeyTooLong
 	// ErrTooManyStates reports a key with store.MaxStatesPerKey states.
 	ErrTooManyStates = store.ErrTooManyStates
+	// ErrBreakerOpen reports a call an open breaker kept from the store;
+	// it wraps ErrStoreUnavailable.
+	ErrBreakerOpen = fmt.Errorf("ratelimit: circuit breaker open, the store was not asked: %w", store.ErrUnavailable)
 )
 
 // Decision is the outcome of one call, read through its methods. The zero
@@ -195,14 +198,14 @@ const (
 	FailWithError FailurePolicy = iota
 	// FailOpen admits every request while the store fails.
 	FailOpen
-	// FailClosed denies, with a RetryAfter of FailClosedRetryAfter.
+	// FailClosed denies, with a RetryAfter of one second.
 	FailClosed
 	// FailLocal decides with a limiter in this process's memory alone.
 	FailLocal
 )
 
-// FailClosedRetryAfter is the RetryAfter of decisions made by FailClosed.
-const FailClosedRetryAfter = time.Second
+// failClosedRetryAfter is the RetryAfter of decisions made by FailClosed.
+const failClosedRetryAfter = time.Second
 
 // decided returns r's decision under a limit of limit, made by src.
 func decided(r algorithm.Result, limit int64, src Source) Decision {
@@ -341,9 +344,6 @@ func (l *Limiter[K]) Algorithm() algorithm.Algorithm { return l.cur.Load().store
 // state is carried by the limiter's rule (WithInheritance). Errors wrap
 // ErrInvalidConfig (a nil alg, another kind of algorithm), or are the store's.
 func (l *Limiter[K]) SetAlgorithm(alg algorithm.Algorithm) error { return l.replace(0, alg) }
-
-// Window returns the period over which the limiter admits Limit, or 0.
-func (l *Limiter[K]) Window() time.Duration { return windowOf(l.Algorithm()) }
 
 // Quota returns the limit as its user configured it (algorithm.Quoter), or
 // else Limit per Window.

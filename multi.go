@@ -19,20 +19,12 @@ type Request[K comparable] struct {
 	Decision Decision // set by AllowAll
 }
 
-// AllowAll decides reqs together, each by its own Limiter (all on one
-// store), and returns true when every one is admitted: then each is
-// charged; otherwise none is, and each Decision says what AllowN would
-// for its request alone, without charging it. On a store that decides
-// several keys at once (store.Multi: this module's stores) it is one
-// call, on Redis one script (one per node of a Cluster); on another it
-// takes each in turn and gives back what was charged on a denial. A
-// request that every Limiter's denial cache answers is decided without
-// the store. The store call runs under none of ctx's cancellation or
-// deadline (bounded by the store's own timeout); a caller whose deadline
-// is nearer than half that timeout stops waiting when it ends, and the
-// call goes on. A failing
-// store leaves each request to its Limiter's failure policy. Errors are
-// a request's (its index in the message), or the store's.
+// AllowAll decides reqs together, each by its Limiter (all on one store):
+// when every one is admitted it charges each and returns true; otherwise it
+// charges none, each Decision saying what AllowN would alone. On this
+// module's stores (store.Multi) it is one call, one script on Redis (one per
+// Cluster node); a denial cache answers without the store. Deadlines and
+// failures act as for AllowN. Errors name a request's index, or are the store's.
 func AllowAll[K comparable](ctx context.Context, reqs []Request[K]) (bool, error) {
 	parts := make([]allPart[K], len(reqs))
 	for i := range reqs {

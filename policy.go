@@ -123,9 +123,6 @@ func (p *Policy[K]) SetLimit(i int, alg algorithm.Algorithm) error { return p.re
 // Limit returns the largest cost one request may have, the least limit's.
 func (p *Policy[K]) Limit() int64 { return p.cur.Load().limit }
 
-// Window returns limit i's window, as Limiter.Window does.
-func (p *Policy[K]) Window(i int) time.Duration { return windowOf(p.cur.Load().spec[i].Algorithm) }
-
 // Quota returns limit i's quota, as Limiter.Quota.
 func (p *Policy[K]) Quota(i int) algorithm.Quota { return quotaOf(p.cur.Load().spec[i].Algorithm) }
 

@@ -18,11 +18,11 @@ import (
 // that waiters are admitted in the order they booked, each with one store
 // call; Cancel gives a booking back; Refund gives back what was charged.
 
-// MaxDelay is the longest any algorithm can ask to wait.
-const MaxDelay = time.Duration(algorithm.MaxDuration) * time.Microsecond
+// longestDelay is the longest any algorithm can ask to wait.
+const longestDelay = time.Duration(algorithm.MaxDuration) * time.Microsecond
 
-// CancelTimeout bounds the call with which an ended WaitN cancels its booking.
-var CancelTimeout = time.Second
+// cancelTimeout bounds the call with which an ended WaitN cancels its booking.
+const cancelTimeout = time.Second
 
 // Reservation is a request booked by ReserveN, charged already, admitted Delay
 // from now. It is safe for concurrent use.
@@ -64,7 +64,7 @@ func (r *Reservation[K]) Wait(ctx context.Context) error {
 		return ErrNotBooked
 	}
 	if err := r.e.sleep(ctx, r.Delay()); err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CancelTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
 		_ = r.Cancel(cctx) // the wait's error is the one to report
 		cancel()
 		return err
@@ -195,9 +195,9 @@ func settlerOf[K comparable](t store.Table[K]) (store.Settler[K], error) {
 }
 
 // delayMicros returns d in µs, algorithm.MaxDuration for a negative d or one
-// above MaxDelay.
+// above longestDelay.
 func delayMicros(d time.Duration) int64 {
-	if d < 0 || d > MaxDelay {
+	if d < 0 || d > longestDelay {
 		return algorithm.MaxDuration
 	}
 	return d.Microseconds()
@@ -309,7 +309,7 @@ func (e *engine[K]) failBook(ctx context.Context, ls *limits[K], err error, key 
 // ErrWouldExceedDeadline, charging nothing; one refused by FailClosed is
 // asked again after its RetryAfter, one due beyond the bound on booking
 // ahead (WithMaxBookAhead) once it would fit within it. A caller whose ctx ends first gives its
-// booking back (Cancel, within CancelTimeout). With ErrWouldExceedDeadline
+// booking back (Cancel, within a second). With ErrWouldExceedDeadline
 // it returns the reservation that was not booked, whose decision says
 // when the request would fit.
 func (e *engine[K]) waitBooked(ctx context.Context, reserve func(maxDelay time.Duration) (*Reservation[K], error)) (*Reservation[K], error) {

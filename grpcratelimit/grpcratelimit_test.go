@@ -284,7 +284,7 @@ func TestFailurePolicies(t *testing.T) {
 					}
 					if want == codes.ResourceExhausted {
 						wantExhausted(t, err, map[ratelimit.FailurePolicy]time.Duration{
-							ratelimit.FailClosed: ratelimit.FailClosedRetryAfter, ratelimit.FailLocal: time.Second}[tt.policy])
+							ratelimit.FailClosed: time.Second, ratelimit.FailLocal: time.Second}[tt.policy])
 					}
 				}
 			})
