@@ -120,7 +120,7 @@ func setup(b *testing.B, st Store, ba Algorithm, n int, path string) (*ratelimit
 	if err != nil {
 		b.Fatal(err)
 	}
-	lim, err := ratelimit.New(alg, st.New(b)) // the local clock
+	lim, err := ratelimit.New(alg, st.New(b), ratelimit.WithName(b.Name())) // the local clock
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func Policy(b *testing.B, stores []Store) {
 	for _, st := range stores {
 		b.Run(st.Name, func(b *testing.B) {
 			b.Run("limits=1", func(b *testing.B) {
-				lim, err := ratelimit.New(second, st.New(b))
+				lim, err := ratelimit.New(second, st.New(b), ratelimit.WithName(b.Name()))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -276,7 +276,7 @@ func Policy(b *testing.B, stores []Store) {
 			})
 			both := func(b *testing.B) *ratelimit.Policy[string] {
 				p, err := ratelimit.NewPolicy(st.New(b), []ratelimit.Limit{
-					{Name: "second", Algorithm: second}, {Name: "day", Algorithm: day}})
+					{Name: "second", Algorithm: second}, {Name: "day", Algorithm: day}}, ratelimit.WithName(b.Name()))
 				if err != nil {
 					b.Fatal(err)
 				}
