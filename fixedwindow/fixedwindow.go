@@ -216,8 +216,9 @@ func (w *Window) give(s algorithm.State, now, n int64) (algorithm.State, int64, 
 
 // Undo gives back up to n of an admission of cost due at act (see
 // algorithm.Undoer): for the state the admission left (exact), n off the
-// pointer, whose newest units are its own, while the window of act is
-// now's or later; otherwise before act nothing (Unused), and at or after
+// pointer, whose newest units are its own, as far as the window of now
+// still counts them (the window they were charged into, which is not
+// act's when a clock stepped back); otherwise before act nothing (Unused), and at or after
 // it n from the count of the window of now, when act lies in that window
 // and nothing is booked past it. Nothing once the window of act has ended.
 func (w *Window) Undo(s algorithm.State, now, act, cost, n int64, exact bool) (algorithm.State, int64, algorithm.Result) {
@@ -227,9 +228,7 @@ func (w *Window) Undo(s algorithm.State, now, act, cost, n int64, exact bool) (a
 	var give int64
 	switch {
 	case exact:
-		if due >= cur {
-			give = n
-		}
+		give = n
 	case act > now: // Unused
 	case due == cur && index == cur && count <= w.limit:
 		give = n

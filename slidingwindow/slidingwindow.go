@@ -289,7 +289,9 @@ func (w *Window) give(s algorithm.State, now, n int64) (algorithm.State, int64, 
 // Undo gives back up to n of an admission of cost due at act (see
 // algorithm.Undoer): for the state the admission left (exact), n off the
 // count and then the previous window's (its newest units are the
-// admission's own) while the window of act still counts; otherwise
+// admission's own) as far as the state still counts them at now (in the
+// windows they were charged into, later than act's when a clock stepped
+// back); otherwise
 // before act nothing (Unused), and at or after it, when nothing is booked
 // past the window of now, n from the count when act lies in the window of
 // now, or from the previous window's count when it lies there and the
@@ -302,9 +304,7 @@ func (w *Window) Undo(s algorithm.State, now, act, cost, n int64, exact bool) (a
 	var give int64
 	switch {
 	case exact:
-		if due >= cur-1 {
-			give = n
-		}
+		give = n
 	case act > now: // Unused
 	case v.index == cur && v.count <= w.limit && (due == cur || due == cur-1 && v.count == 0):
 		give = n
