@@ -22,7 +22,8 @@ const (
 	// "1" (booked) or "0", the instant, each limit's remaining, retry
 	// after and reset after, then each limit's value before and after the
 	// booking ("" when absent, or for a sliding log, which is given back
-	// by its Unused instead) and the generation of the state it charged.
+	// by its Unused instead; the value before with the generation the
+	// booking gave it) and the generation of the state it charged.
 	OpBook Op = iota + 1
 	// OpRefund gives back up to ARGV[2] units to every limit, and replies
 	// each limit's remaining, retry after (for a cost of 1) and reset
@@ -288,14 +289,18 @@ func (c *opComposer) limit(l limitAt) {
 
 // giveGen returns a booking's lines that give the limit's state a
 // generation when it has none (ngen, the booking's nonce): the hash's
-// store writes it; a sorted set's header member is replaced by one that
-// ends with it at once (the body writes hdr only on a set it makes or
-// converts), before the decision reads the set, which reads head[1] as
-// the header. A booking not made leaves the set with it: it changes no
-// count, and the set is of the same state.
+// store writes it, and the state as read, which the booking replies as
+// its value before and an exact undo puts back, gets it too before its
+// header's colon (at moves past it), so that the state put back is still
+// of the generation later bookings charged; a sorted set's header member
+// is replaced by one that ends with it at once (the body writes hdr only
+// on a set it makes or converts), before the decision reads the set,
+// which reads head[1] as the header. A booking not made leaves the set
+// with it: it changes no count, and the set is of the same state.
 func (c *opComposer) giveGen(l limitAt) string {
 	if !l.log() {
-		return l.sub("if shdr == ARGV[$hdr] then\n  shdr = string.sub(shdr, 1, -2) .. ngen .. ':'\nend\n")
+		return l.sub("if shdr == ARGV[$hdr] then\n  shdr = string.sub(shdr, 1, -2) .. ngen .. ':'\n" +
+			"  if state then\n    state = string.sub(state, 1, at - 2) .. ngen .. string.sub(state, at - 1)\n    at = at + #ngen\n  end\nend\n")
 	}
 	replace := "state"
 	if c.convert {

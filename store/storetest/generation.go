@@ -80,6 +80,45 @@ func testResetThenRefund(t *testing.T, k kind, st store.Store[string]) {
 	}
 }
 
+// testExactUndoKeepsGeneration admits 1 on a key (its state has no
+// generation yet), then makes two refundable admissions a and b with a
+// refund by key of 1 between them, which leaves a bucket's or a window's
+// state as a left it. a's Refund then puts back the state before a,
+// exactly, and b's gives back its 1: the state is still the one b
+// charged (put back, not born again), so that the key holds its whole
+// limit again. A Redis store once put back the state before a without the
+// generation a's booking gave it, and b gave back nothing.
+func testExactUndoKeepsGeneration(t *testing.T, k kind, st store.Store[string]) {
+	ctx := context.Background()
+	alg, err := k.withLimit(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := ratelimit.New(alg, st, ratelimit.WithClock(clock.NewFake(time.UnixMicro(epoch))), ratelimit.WithName("eg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := lim.Allow(ctx, "eg"); err != nil || !d.Allowed() {
+		t.Fatalf("Allow: %v, %v", d, err)
+	}
+	a := reserveNow(t, lim, "eg", 1)[0]
+	if _, err := lim.Refund(ctx, "eg", 1); err != nil {
+		t.Fatalf("Refund by key: %v", err)
+	}
+	b := reserveNow(t, lim, "eg", 1)[0]
+	for _, r := range []struct {
+		name string
+		res  *ratelimit.Reservation[string]
+	}{{"a", a}, {"b", b}} {
+		if given, err := r.res.Refund(ctx); err != nil || given != 1 {
+			t.Fatalf("Refund of %s: gave back %d, %v; want 1", r.name, given, err)
+		}
+	}
+	if n := drain(t, lim, "eg", 10); n != 10 {
+		t.Fatalf("after the refunds: %d admitted, want 10 (1 admitted, 3 charged, 3 given back)", n)
+	}
+}
+
 // raiseWays are the ways a limit of 10 on a name is raised to 20: the
 // limiter that decides from then on.
 var raiseWays = []struct {

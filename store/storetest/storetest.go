@@ -161,6 +161,7 @@ func runKind(t *testing.T, k kind, newStore func(t *testing.T) store.Store[strin
 	t.Run("WindowChange", func(t *testing.T) { testWindowChange(t, k, newStore(t)) })
 	t.Run("Booking", func(t *testing.T) { testBooking(t, newStore(t), &k, 1) })
 	t.Run("ResetThenRefund", func(t *testing.T) { testResetThenRefund(t, k, newStore(t)) })
+	t.Run("ExactUndoKeepsGeneration", func(t *testing.T) { testExactUndoKeepsGeneration(t, k, newStore(t)) })
 	t.Run("RaiseSpendRefund", func(t *testing.T) { testRaiseSpendRefund(t, k, newStore(t)) })
 	t.Run("RefundSaysWhatItGave", func(t *testing.T) { testRefundSaysWhatItGave(t, k, newStore(t)) })
 	t.Run("Settle", func(t *testing.T) { testSettle(t, k, newStore(t)) })

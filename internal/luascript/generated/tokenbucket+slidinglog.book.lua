@@ -71,6 +71,10 @@ if not state then
 end
 if shdr == ARGV[5] then
   shdr = string.sub(shdr, 1, -2) .. ngen .. ':'
+  if state then
+    state = string.sub(state, 1, at - 2) .. ngen .. string.sub(state, at - 1)
+    at = at + #ngen
+  end
 end
 -- Continuous token bucket (Go: tokenbucket.Bucket).
 -- Parameters: ARGV[6] capacity, ARGV[7] rate in tokens per second.
