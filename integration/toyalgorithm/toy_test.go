@@ -14,6 +14,7 @@ package toyalgorithm_test
 import (
 	_ "embed"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,28 @@ const (
 //
 //go:embed toywindow.lua
 var body string
+
+// TestToyBodyIsTheFixedWindows checks that the toy's Lua body is the
+// fixed window's but for its opening comment, as it says: a copy that
+// drifted (it lacked the refund part's gave once the fixed window's had
+// it, and the Redis stores then said a refund gave back more than it did)
+// is a toy of another algorithm than its Go side.
+func TestToyBodyIsTheFixedWindows(t *testing.T) {
+	fw, ok := algorithm.KindOf(fixedwindow.Kind)
+	if !ok {
+		t.Fatal("fixedwindow is not registered")
+	}
+	afterOpening := func(src string) string {
+		lines := strings.SplitAfter(src, "\n")
+		for len(lines) > 0 && strings.HasPrefix(lines[0], "--") {
+			lines = lines[1:]
+		}
+		return strings.Join(lines, "")
+	}
+	if afterOpening(body) != afterOpening(fw.Body) {
+		t.Error("toywindow.lua is not fixedwindow.lua after its opening comment: copy fixedwindow.lua and keep the toy's opening")
+	}
+}
 
 // toyWindow is a fixed window whose states say they are the toy's: its
 // Tag and Spec are its own, and it reads only its own states as its kind.
