@@ -224,7 +224,8 @@ func testRefundSaysWhatItGave(t *testing.T, k kind, st store.Store[string]) {
 
 // settleUnsupported reports whether err is a store's refusal to settle a
 // booking at all (ErrAlgorithmUnsupported: its tables are no
-// store.Settler, as the Redis stores' are not yet), which the kit accepts
+// store.Settler; on the Redis stores, a limit whose Lua body has no --@owe
+// part: tokenbucket-interval, slidingwindow, slidinglog), which the kit accepts
 // when the store refuses every Settle and changes nothing.
 func settleUnsupported(err error) bool {
 	return errors.Is(err, store.ErrAlgorithmUnsupported)
