@@ -420,7 +420,9 @@ func (c *opComposer) defineUnused(l limitAt) {
 
 // defineUndo defines the limit's undo part for a refund through its
 // handle once the booking is due: the body's --@undo part (none: nothing
-// to give), nothing for a state of another kind or other parameters. It
+// to give), nothing for a state of another kind or other parameters. Its
+// arguments are the booking's instant, its cost (ucost) and how many of
+// it to give back (bcost: all of it but in a settle's partial undo). It
 // returns give, which the refund part then gives back, and took, what the
 // part gave back itself (a log's admission taken from the middle).
 func (c *opComposer) defineUndo(l limitAt) {
@@ -430,11 +432,11 @@ func (c *opComposer) defineUndo(l limitAt) {
 	}
 	undo = "local took = 0\n" + undo
 	if !c.convert {
-		c.define(l.n, "undo", opPart{"act, bcost", l.sub(undo) + "\n", "give, took"})
+		c.define(l.n, "undo", opPart{"act, ucost, bcost", l.sub(undo) + "\n", "give, took"})
 		return
 	}
 	undo = "local ugive, utook = 0, 0\nif carried == 0 and not other and not old0 then\n" + undo + "\nugive, utook = give, took\nend\n"
-	c.define(l.n, "undo", opPart{"act, bcost", l.sub(undo) + "\n", "ugive, utook"})
+	c.define(l.n, "undo", opPart{"act, ucost, bcost", l.sub(undo) + "\n", "ugive, utook"})
 }
 
 // num formats a Lua number x as a booking's reply string.
@@ -530,7 +532,7 @@ func (c *opComposer) settleEnd(l limitAt) {
 		rep, rep, c.call(l.n, "owe", "cact, sn", "odone"))
 	// Down: a partial undo of -sn units (Go: the algorithm's Undo).
 	fmt.Fprintf(src, "elseif mine then\nlocal give, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0\nif exact then\ngive = -sn\nelseif cact > now then\n%sgive = math.min(give, -sn)\nelse\n%send\n",
-		c.call(l.n, "unused", "cact, bcost", "give"), c.call(l.n, "undo", "cact, -sn", "give, gtook"))
+		c.call(l.n, "unused", "cact, bcost", "give"), c.call(l.n, "undo", "cact, bcost, -sn", "give, gtook"))
 	fmt.Fprintf(src, "local hn = #hset\nif give > 0 then\n%send\nif exact then\nspost = ARGV[%d]\nif #hset > hn then\nspost = hset[#hset]\nend\nend\nend\n", c.call(l.n, "refund", "give", "gr1, gr2, gr3, rgave"), post)
 	fmt.Fprintf(src, "out[%d], out[%d] = spost, sgen\nend\n", 2*l.n-1, 2*l.n)
 }
@@ -562,7 +564,7 @@ func (c *opComposer) cancelEnd(l limitAt) {
 	}
 	give := c.call(l.n, "unused", "cact, bcost", "given")
 	if c.op == OpUndo {
-		give = "if cact > now then\n" + give + "else\n" + c.call(l.n, "undo", "cact, bcost", "given, gtook") + "end\n"
+		give = "if cact > now then\n" + give + "else\n" + c.call(l.n, "undo", "cact, bcost, bcost", "given, gtook") + "end\n"
 	}
 	fmt.Fprintf(src, "local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0\n%sif given > 0 then\n%send\nout[%d] = rgave + gtook\nend\nend\n", give, c.call(l.n, "refund", "given", "gr1, gr2, gr3, rgave"), l.n)
 }

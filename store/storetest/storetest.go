@@ -208,6 +208,11 @@ type kind struct {
 	// proportional: it carries a state by the Proportional rule too
 	// (algorithm.CheckRule), not AsIs alone.
 	proportional bool
+	// mayRefuseSettle: a store may refuse to settle its bookings
+	// (settleUnsupported): an algorithm registered with Register, whose
+	// Lua body may have no --@owe part. Every store settles the module's
+	// six.
+	mayRefuseSettle bool
 }
 
 // kinds are the algorithms of package algorithms, in its order, each with

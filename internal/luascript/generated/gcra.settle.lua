@@ -203,7 +203,7 @@ end
 end
 return rem, retry, reset, gave
 end
-undo1 = function(act, bcost)
+undo1 = function(act, ucost, bcost)
 local took = 0
 -- What an admission of bcost due at act ≤ now gives back (Go:
 -- Meter.Undo): bcost less the intervals begun since act,
@@ -276,7 +276,7 @@ elseif cact > now then
 give = unused1(cact, bcost)
 give = math.min(give, -sn)
 else
-give, gtook = undo1(cact, -sn)
+give, gtook = undo1(cact, bcost, -sn)
 end
 local hn = #hset
 if give > 0 then

@@ -321,7 +321,7 @@ end
 end
 return rem, retry, reset, gave
 end
-undo1 = function(act, bcost)
+undo1 = function(act, ucost, bcost)
 local took = 0
 -- What an admission of bcost due at act ≤ now gives back (Go:
 -- Bucket.Undo): bcost less the refill since act, rounded down; nothing
@@ -387,7 +387,7 @@ elseif cact > now then
 give = unused1(cact, bcost)
 give = math.min(give, -sn)
 else
-give, gtook = undo1(cact, -sn)
+give, gtook = undo1(cact, bcost, -sn)
 end
 local hn = #hset
 if give > 0 then
