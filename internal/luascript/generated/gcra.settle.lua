@@ -4,9 +4,10 @@
 -- KEYS[1]: the key's hash (for sorted sets alone, the first set). ARGV:
 -- now in Unix µs ("": the server's TIME), the cost (0: a peek), the TTL
 -- margin in ms, then per limit its state ID, header and parameters.
--- It makes a booking due at the argument after the limits', of the
--- cost after it, cost the one after that (then each limit's values before
--- and after it), and replies per limit its value after and generation; or, having written nothing,
+-- It settles a booking due at the argument after the limits', of the
+-- cost after it, to the cost after that (then each limit's values before
+-- and after it and its generation), and replies strings: per limit its
+-- value after and its generation; or, having written nothing,
 -- RLCONVERT (a state only the conversion script reads) or RLTOOMANY.
 -- The request: now (the caller's, or the server's clock) and its cost; a
 -- peek decides for a cost of 1 and writes nothing.
