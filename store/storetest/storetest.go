@@ -165,6 +165,7 @@ func runKind(t *testing.T, k kind, newStore func(t *testing.T) store.Store[strin
 	t.Run("RaiseSpendRefund", func(t *testing.T) { testRaiseSpendRefund(t, k, newStore(t)) })
 	t.Run("RefundSaysWhatItGave", func(t *testing.T) { testRefundSaysWhatItGave(t, k, newStore(t)) })
 	t.Run("Settle", func(t *testing.T) { testSettle(t, k, newStore(t)) })
+	t.Run("SettleAcrossChanges", func(t *testing.T) { testSettleAcrossChanges(t, k, newStore(t)) })
 	t.Run("RefundAcrossChanges", func(t *testing.T) { testRefundAcrossChanges(t, k, newStore(t)) })
 }
 
