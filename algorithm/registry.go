@@ -170,7 +170,7 @@ var (
 // bodyParts are the parts a body may have after its decide part: report
 // and commit, in that order, then any of the others, as the composer
 // (internal/luascript) cuts them.
-var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earliest", "undo", "used"}
+var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earliest", "undo", "owe", "used"}
 
 // CheckBody returns what makes body break the composition contract the
 // script composer (internal/luascript) relies on, or nil. The contract,

@@ -246,6 +246,33 @@ if late < bcost * every then
   give = bcost - q
 end
 
+--@owe
+-- n more units charged at now (Go: Meter.Owe): TAT moves n intervals
+-- later, from now when it is behind, past the burst if need be; cut where
+-- it would keep the key waiting longer than tau + 2^48 µs (a TAT already
+-- later stays as it is).
+local from = now + debt
+local most = now + tau + 281474976710656
+if most < from then
+  most = from
+end
+local q = math.floor((most - from) / every)
+if q * every > most - from then
+  q = q - 1
+elseif (q + 1) * every <= most - from then
+  q = q + 1
+end
+local tat = most
+if n <= q then
+  tat = from + n * every
+end
+debt = tat - now
+local ttl = math.ceil(debt / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+local value = string.format('%d', tat)
+
 --@used
 -- What a GCRA state had used at now (Go: used): its debt in emission
 -- intervals, ⌈max(TAT − now, 0)/every⌉.

@@ -541,13 +541,14 @@ if last and act > t and last == act then
 end
 
 --@undo
--- An admission of bcost due at act ≤ now, in the window at t, is given
--- back as if it had never been admitted (Go: Log.Undo): the newest member
--- at act gives bcost back from the end, as a refund does; a member at act
--- that is not the newest and holds bcost of its own loses it, and every
--- later member (at most 1000) its cumulative count lowered by bcost; the
--- member goes when nothing of its own is left, here: give stays 0, since
--- the refund part that give feeds takes from the end, and took says it.
+-- bcost of an admission of ucost due at act ≤ now, in the window at t, is
+-- given back as if the admission had cost bcost less (Go: Log.Undo): the
+-- newest member at act, holding ucost of its own, gives bcost back from
+-- the end, as a refund does; a member at act that is not the newest and
+-- holds ucost of its own loses bcost, and every later member (at most
+-- 1000) its cumulative count lowered by bcost; the member goes when
+-- nothing of its own is left, here: give stays 0, since the refund part
+-- that give feeds takes from the end, and took says it.
 local give = 0
 if last and last == act and act > t - window then
   local own = total
@@ -558,7 +559,7 @@ if last and last == act and act > t - window then
       own = own + modulus
     end
   end
-  if own >= bcost then
+  if own >= ucost then
     give = bcost
   end
 elseif last and act > t - window then
@@ -574,7 +575,7 @@ elseif last and act > t - window then
         own = own + modulus
       end
     end
-    if own >= bcost then
+    if own >= ucost then
       local later = redis.call('ZRANGEBYSCORE', zkey, '(' .. sat, '+inf', 'WITHSCORES')
       redis.call('ZREM', zkey, m[1])
       if own > bcost then
@@ -599,6 +600,110 @@ elseif last and act > t - window then
       took = bcost
     end
   end
+end
+
+--@owe
+-- n more charged at max(now, act) (Go: Log.Owe), whether or not the
+-- window has room: logged as --@book logs a booking of n (at most 2^40,
+-- which keeps any window waiting as long).
+local cost = n
+total = total + cost
+if total >= modulus then
+  total = total - modulus
+end
+local rec = act
+if t > rec then
+  rec = t
+end
+if last and last > rec then
+  rec = last
+end
+-- The dead members to trim, all but the base: one alone (gone), read
+-- with the base, goes by name; more are counted (ndead, with the base).
+local ndead, gone = 0, nil
+if expired then
+--#plain
+  if dead and dead[2] and string.byte(dead[2], 1) ~= 35 and not (dead[3] and string.byte(dead[3], 1) ~= 35) then
+    gone = dead[2]
+  end
+  if not gone then
+--#convert
+  do
+--#converted
+    ndead = redis.call('ZCOUNT', zkey, '-inf', cutarg) - 1 -- not the header
+    if mh then
+      ndead = ndead - 1 -- nor the clock
+    end
+  end
+end
+used = used + cost
+local reset = rec + window - now
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+--#convert
+if wipe == 1 then
+  redis.call('DEL', zkey)
+elseif wipe == 2 then
+  redis.call('HDEL', hkey, ARGV[$id])
+end
+--#converted
+if mh then
+  redis.call('ZREM', zkey, mh) -- first: the ranks below count from 1
+end
+--#convert
+if oldw then
+  -- Carried over from another window: the new header, and the members
+  -- at or before basecut go but for the base, moved to cut at the
+  -- latest so that it stays before the window (design §2.6).
+  redis.call('ZREM', zkey, head[1]) -- the old header
+  if dead and dead[1] then
+    if ndead > 1 then
+      -- The old header is gone: the dead members are the ranks from 0,
+      -- and the last of them (rank ndead - 1) is the base, which stays.
+      redis.call('ZREMRANGEBYRANK', zkey, 0, ndead - 2)
+    end
+    if tonumber(dead[2]) > cut then
+      redis.call('ZADD', zkey, string.format('%d', cut), dead[1])
+    end
+    ndead = 0
+  end
+end
+--#converted
+--#plain
+if not last then
+--#convert
+if not last or oldw then
+--#converted
+  redis.call('ZADD', zkey, '-inf', hdr)
+end
+if last == rec then
+  redis.call('ZREM', zkey, newest[1]) -- one member per instant
+end
+--#convert
+if carried > 0 and rec > now then
+  redis.call('ZADD', zkey, string.format('%d', now), string.format('%d', carried)) -- the carried units' own member
+end
+--#converted
+redis.call('ZADD', zkey, string.format('%d', rec), string.format('%d', total))
+if gone then
+  redis.call('ZREM', zkey, gone)
+end
+if ndead > 1 then
+  local n = ndead - 1
+  if n > trim then
+    n = trim
+  end
+  redis.call('ZREMRANGEBYRANK', zkey, 1, n)
+end
+if rec ~= t then
+  redis.call('ZADD', zkey, '-inf', '#M' .. string.format('%d', t)) -- the clock
+end
+redis.call('PEXPIRE', zkey, ttl + $margin)
+local rem = limit - used
+if rem < 0 then
+  rem = 0
 end
 
 --@used

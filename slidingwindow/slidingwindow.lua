@@ -401,6 +401,51 @@ if index == nindex and count <= limit then
   end
 end
 
+--@owe
+-- n more charged into the window of max(now, act) (Go: Window.Owe), as a
+-- booking is, whether or not it has room: past a window's limit into the
+-- next, a debt. One that passes whole windows moves the index on, the
+-- window before it full, the pointer within 2·limit; cut where the index
+-- would lie more than 2^48 µs after now's window.
+local function fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local j = fdiv(math.max(now, act), window) - index
+if j <= 0 or (j == 1 and count >= limit) then
+  count = count + n
+elseif j == 1 then
+  count = limit + n
+else
+  index, count, prev = index + j - 1, limit + n, limit
+end
+if count > 2 * limit then
+  local k = fdiv(count - limit - 1, limit)
+  local most = fdiv(now, window) + fdiv(281474976710656, window) - 1 - index
+  if k > most then
+    k = math.max(most, 0)
+    count = 2 * limit + k * limit
+  end
+  index, count = index + k, count - k * limit
+  if k > 0 then
+    prev = limit
+  end
+end
+local reset = index * window + 2 * window - now
+if count > limit then
+  reset = index * window + (fdiv(count + limit - 1, limit) + 1) * window - now
+end
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+local value = string.format('%d %d %d', index, count, prev)
+
 --@used
 -- What a counter's state had used at now (Go: used): its estimate at now,
 -- the count plus the previous window's share, rounded up, as it decides.

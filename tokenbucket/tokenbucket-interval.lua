@@ -314,6 +314,42 @@ if ticks < floordiv(bcost + per - 1, per) and tokens >= 0 then
   give = bcost - ticks * per
 end
 
+--@owe
+-- n more tokens charged at now (Go: IntervalBucket.Owe), below zero if
+-- need be: a debt that whole refills pay off, cut where refilling it
+-- would take longer than 2^48 µs (a state already deeper stays as it is).
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
+local floor = -9007199254740992
+local ticks = floordiv(281474976710656, interval)
+if ticks <= floordiv(9007199254740992, per) then
+  floor = -ticks * per
+end
+local left = math.min(tokens, floor)
+if n < tokens - left then
+  left = tokens - n
+end
+tokens = left
+local reset = wait(tokens, capacity, last, now)
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+local value = string.format('%d %d', tokens, last)
+
 --@used
 -- What an interval bucket's state had used (Go: intervalUsed): capacity −
 -- tokens as stored.

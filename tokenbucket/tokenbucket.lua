@@ -356,6 +356,47 @@ if left >= 1 then
   give = math.min(math.floor(left), bcost)
 end
 
+--@owe
+-- n more tokens charged at now (Go: Bucket.Owe), below zero if need be:
+-- a debt cut where refilling it would take longer than 2^48 µs (a state
+-- already deeper stays as it is), and at -2^53.
+local left = avail - n
+local floor = -(281474976710656 * per_micro)
+if avail < floor then
+  floor = avail
+end
+if left < floor then
+  left = floor
+end
+if left < -9007199254740992 then
+  left = -9007199254740992
+end
+tokens = left
+if now > last then
+  last = now
+end
+local reset = 0
+if tokens < capacity then
+  local e = math.ceil((capacity - tokens) / per_micro)
+  while tokens + e * per_micro < capacity do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= capacity do
+    e = e - 1
+  end
+  reset = last + e - now
+end
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+local value
+if struct then
+  value = struct.pack('<dd', tokens, last)
+else
+  value = enc(tokens) .. enc(last)
+end
+
 --@used
 -- What a bucket's state had used (Go: used): ⌈capacity − tokens⌉ as
 -- stored, the rate not being in the header (a debt counts beyond the

@@ -37,6 +37,10 @@ type body struct {
 	book, refund, unused, earliest string
 	// undo is the --@undo part (docs/design/refund-by-handle.md).
 	undo string
+	// owe is the --@owe part: a Settle's shortfall charged past the
+	// limit (Go: algorithm.Settler.Owe). Optional: a limit whose body has
+	// none cannot be settled up or down on Redis (ErrAlgorithmUnsupported).
+	owe string
 	// carry is how a batch keeps the state in Lua numbers from one request
 	// to the next, for a body that marks it (every string-state body).
 	carry *carry
@@ -245,7 +249,7 @@ func unreadable(indent, what string, convert, log bool) string {
 
 // split cuts a body at its "--@name" lines (--@report and --@commit, in
 // that order, then any of --@book, --@refund, --@unused, --@earliest,
-// --@undo and --@used), and reads its --#setup and carry marks; it
+// --@undo, --@owe and --@used), and reads its --#setup and carry marks; it
 // returns the --@used part apart.
 func split(text string) (body, string, error) {
 	b, used, err := splitParts(text)
@@ -267,7 +271,7 @@ func splitParts(text string) (body, string, error) {
 	var used string
 	parts := map[string]*string{
 		"report": &b.report, "commit": &b.commit,
-		"book": &b.book, "refund": &b.refund, "unused": &b.unused, "earliest": &b.earliest, "undo": &b.undo,
+		"book": &b.book, "refund": &b.refund, "unused": &b.unused, "earliest": &b.earliest, "undo": &b.undo, "owe": &b.owe,
 		"used": &used,
 	}
 	rest := text

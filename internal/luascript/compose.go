@@ -842,6 +842,10 @@ var opSays = map[Op]string{
 	OpUndo: "It gives back an admission or a booking of the cost, due at the\n" +
 		"-- argument after the limits' (then each limit's values before and after\n" +
 		"-- it), and replies what each limit gave back",
+	OpSettle: "It settles a booking due at the argument after the limits', of the\n" +
+		"-- cost after it, to the cost after that (then each limit's values before\n" +
+		"-- and after it and its generation), and replies strings: per limit its\n" +
+		"-- value after and its generation",
 }
 
 // describe returns the comment that opens a script of f: what it is, its

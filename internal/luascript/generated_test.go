@@ -28,7 +28,8 @@ func generatedLimits() [][]string {
 
 // generatedScripts returns the checked-in scripts by file name: for each
 // list of generatedLimits, its decision script (a Take's, and a Peek's
-// with a cost of 0), its batch of decisions, each op's script, and the
+// with a cost of 0), its batch of decisions, each op's script (a settle's
+// where every limit has one), and the
 // conversion form of its decision (as-is); and two conversions from
 // another kind, a bucket's state read by a log and a log's by a bucket,
 // each limit starting afresh, which hold the other kind's --@used part.
@@ -42,6 +43,15 @@ func generatedScripts() map[string]string {
 		out[base+".convert.lua"] = d.Converting("", strings.Repeat("0", len(names))).Source // as-is
 		for _, op := range []Op{OpBook, OpRefund, OpCancel, OpUndo} {
 			out[base+"."+op.String()+".lua"] = scriptOf(form{op: op, names: base}).Source
+		}
+		owes := true
+		for _, name := range names {
+			if b, err := bodyNamed(name); err != nil || b.plain.owe == "" {
+				owes = false
+			}
+		}
+		if owes {
+			out[base+".settle.lua"] = scriptOf(form{op: OpSettle, names: base}).Source
 		}
 	}
 	out["slidinglog.convert-from-tokenbucket.lua"] = scriptOf(form{names: "slidinglog"}).Converting(string(tokenbucket.Kind), "2").Source // as-is, afresh

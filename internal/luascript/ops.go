@@ -46,6 +46,22 @@ const (
 	// algorithm's Undo). It replies what each limit gave back, as
 	// integers.
 	OpUndo
+	// OpSettle makes a booking's cost another (a Reservation's Settle),
+	// every limit deciding for a cost of 1 (ARGV[2] is "1"). Its arguments
+	// after the limits' are the booking's instant, its cost, the cost to
+	// settle to, then each limit's values before and after and its
+	// generation (as OpCancel's). Below the cost, a limit whose state is
+	// of the booking's generation and its own kind and parameters gets
+	// the difference back as OpUndo gives (a partial undo: exact while
+	// its state is the one after); the rest get nothing. Above it, every
+	// limit owes the difference (its --@owe part; Go:
+	// algorithm.Settler.Owe) in its state as it is, one made if it has
+	// none, except a state of another kind or parameters that reads full.
+	// It replies strings, per limit the value after the settle that an
+	// exact undo may still compare ("" when none may) and the generation
+	// the booking still charges ("" when it charged another). It exists
+	// only for limits whose bodies all have an --@owe part.
+	OpSettle
 )
 
 func (op Op) String() string {
@@ -58,6 +74,8 @@ func (op Op) String() string {
 		return "cancel"
 	case OpUndo:
 		return "undo"
+	case OpSettle:
+		return "settle"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(op))
 }
@@ -67,7 +85,7 @@ func (op Op) String() string {
 // returns an error wrapping store.ErrAlgorithmUnsupported when an
 // algorithm has no part for op.
 func ForOp(op Op, limits ...Limit) (*Script, []string, error) {
-	if op < OpBook || op > OpUndo {
+	if op < OpBook || op > OpSettle {
 		return nil, nil, fmt.Errorf("%w: %v", store.ErrAlgorithmUnsupported, op)
 	}
 	names, params, err := check(limits)
@@ -78,6 +96,9 @@ func ForOp(op Op, limits ...Limit) (*Script, []string, error) {
 		b, _ := bodyNamed(name)
 		if b.plain.book == "" || b.plain.refund == "" {
 			return nil, nil, fmt.Errorf("%w: %q has no Lua parts to book and refund", store.ErrAlgorithmUnsupported, name)
+		}
+		if op == OpSettle && b.plain.owe == "" {
+			return nil, nil, fmt.Errorf("%w: %q has no Lua part to settle (--@owe)", store.ErrAlgorithmUnsupported, name)
 		}
 	}
 	return scriptOf(form{op: op, names: names}), params, nil
@@ -145,7 +166,7 @@ func newOpComposer(f form, names []string) *opComposer {
 	if f.op == OpBook {
 		c.take = "true"
 	}
-	c.nested = len(names) <= nestLimits
+	c.nested = len(names) <= nestLimits && f.op != OpSettle // a settle is rare: closures
 	for _, l := range c.limits {
 		if l.b.earliest != "" {
 			c.nested = false
@@ -185,8 +206,14 @@ func (c *opComposer) opHead() {
 		fmt.Fprintf(src, "local out = {%s}\n", slots("0", 3*len(c.limits)))
 	case OpCancel, OpUndo:
 		fmt.Fprintf(src, "local out = {%s}\nlocal cact = tonumber(ARGV[%d])\n", slots("0", len(c.limits)), c.opa)
+	case OpSettle:
+		// sn: the units owed (above 0) or given back (below).
+		fmt.Fprintf(src, "local out = {%s}\nlocal cact = tonumber(ARGV[%d])\nbcost = tonumber(ARGV[%d])\nlocal sn = tonumber(ARGV[%d]) - bcost\n",
+			slots("''", 2*len(c.limits)), c.opa, c.opa+1, c.opa+2)
 	}
-	if c.tables {
+	if c.tables && c.op == OpSettle {
+		src.WriteString("local rep, refund, unused, undo, owe, raw = {}, {}, {}, {}, {}, {}\n")
+	} else if c.tables {
 		src.WriteString("local rep, earliest, book, refund, unused, undo, raw = {}, {}, {}, {}, {}, {}, {}\n")
 	}
 	if !c.nested {
@@ -246,10 +273,13 @@ func (c *opComposer) call(n int, name, args, into string) string {
 func (c *opComposer) limit(l limitAt) {
 	c.parts[l.n-1] = map[string]opPart{}
 	if !c.nested && !c.tables {
-		if c.op == OpUndo {
+		switch c.op {
+		case OpUndo:
 			// Its own parts only: Lua allows a function 200 locals.
 			fmt.Fprintf(&c.src, "local rep%d, refund%d, unused%d, undo%d, raw%d\n", l.n, l.n, l.n, l.n, l.n)
-		} else {
+		case OpSettle:
+			fmt.Fprintf(&c.src, "local rep%d, refund%d, unused%d, undo%d, owe%d, raw%d\n", l.n, l.n, l.n, l.n, l.n, l.n)
+		default:
 			fmt.Fprintf(&c.src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\n", l.n, l.n, l.n, l.n, l.n, l.n)
 		}
 	}
@@ -273,13 +303,16 @@ func (c *opComposer) limit(l limitAt) {
 	if c.op == OpBook {
 		c.defineBook(l)
 	}
-	if c.op == OpRefund || c.op == OpCancel || c.op == OpUndo {
+	if c.op == OpSettle {
+		c.defineOwe(l)
+	}
+	if c.op != OpBook {
 		c.defineRefund(l)
 	}
-	if c.op == OpUndo {
+	if c.op == OpUndo || c.op == OpSettle {
 		c.defineUndo(l)
 	}
-	if c.op == OpCancel || c.op == OpUndo {
+	if c.op == OpCancel || c.op == OpUndo || c.op == OpSettle {
 		c.defineUnused(l)
 	}
 	if !c.nested {
@@ -387,7 +420,9 @@ func (c *opComposer) defineUnused(l limitAt) {
 
 // defineUndo defines the limit's undo part for a refund through its
 // handle once the booking is due: the body's --@undo part (none: nothing
-// to give), nothing for a state of another kind or other parameters. It
+// to give), nothing for a state of another kind or other parameters. Its
+// arguments are the booking's instant, its cost (ucost) and how many of
+// it to give back (bcost: all of it but in a settle's partial undo). It
 // returns give, which the refund part then gives back, and took, what the
 // part gave back itself (a log's admission taken from the middle).
 func (c *opComposer) defineUndo(l limitAt) {
@@ -397,11 +432,11 @@ func (c *opComposer) defineUndo(l limitAt) {
 	}
 	undo = "local took = 0\n" + undo
 	if !c.convert {
-		c.define(l.n, "undo", opPart{"act, bcost", l.sub(undo) + "\n", "give, took"})
+		c.define(l.n, "undo", opPart{"act, ucost, bcost", l.sub(undo) + "\n", "give, took"})
 		return
 	}
 	undo = "local ugive, utook = 0, 0\nif carried == 0 and not other and not old0 then\n" + undo + "\nugive, utook = give, took\nend\n"
-	c.define(l.n, "undo", opPart{"act, bcost", l.sub(undo) + "\n", "ugive, utook"})
+	c.define(l.n, "undo", opPart{"act, ucost, bcost", l.sub(undo) + "\n", "ugive, utook"})
 }
 
 // num formats a Lua number x as a booking's reply string.
@@ -455,7 +490,51 @@ func (c *opComposer) end(l limitAt) {
 		c.src.WriteString(c.call(l.n, "refund", "refundn", fmt.Sprintf("out[%d], out[%d], out[%d]", 3*i+1, 3*i+2, 3*i+3)))
 	case OpCancel, OpUndo:
 		c.cancelEnd(l)
+	case OpSettle:
+		c.settleEnd(l)
 	}
+}
+
+// defineOwe writes the limit's report for a cost of 1 and whether its
+// state is its own (not carried from another kind, nor written under
+// other parameters: Go's sameTag), and defines its owe part: the body's
+// --@owe part, then (for a state in the hash) the store.
+func (c *opComposer) defineOwe(l limitAt) {
+	own := "true"
+	if c.convert {
+		own = "carried == 0 and not other and not old0"
+	}
+	fmt.Fprintf(&c.src, "do\n%s\n%s = {rem, %s}\nend\n", c.report(l), c.slot("rep", l.n), own)
+	body := l.sub(l.b.owe) + "\n"
+	if !l.log() {
+		body += l.sub(c.storeOf(l)) + "\n"
+	}
+	c.define(l.n, "owe", opPart{"act, n", body, "true"})
+}
+
+// settleEnd writes the limit's share of a settle (see OpSettle; Go: the
+// memory store's Settle): its value after and generation into out.
+func (c *opComposer) settleEnd(l limitAt) {
+	src := &c.src
+	post, bgen := c.opa+4+3*(l.n-1), c.opa+5+3*(l.n-1)
+	rep := c.slot("rep", l.n)
+	fmt.Fprintf(src, "do\nlocal sgen, spost = ARGV[%d], ''\n", bgen)
+	fmt.Fprintf(src, "local mine = ARGV[%d] ~= '' and %s == ARGV[%d] and %s[2]\n", bgen, c.slot("rgen", l.n), bgen, rep)
+	if l.log() {
+		src.WriteString("local exact = false\n") // a log's undo finds its entry
+	} else {
+		fmt.Fprintf(src, "local exact = mine and ARGV[%d] ~= '' and %s == ARGV[%d]\n", post, c.slot("raw", l.n), post)
+	}
+	// Up: owed into the state as it is; nothing of it comes back to a
+	// state not the booking's; a state of another kind or parameters that
+	// reads full is left as it is.
+	fmt.Fprintf(src, "if sn > 0 then\nif not mine then\nsgen = ''\nend\nif %s[2] or %s[1] > 0 then\nlocal hn, odone = #hset, false\n%sif exact and #hset > hn then\nspost = hset[#hset]\nend\nend\n",
+		rep, rep, c.call(l.n, "owe", "cact, sn", "odone"))
+	// Down: a partial undo of -sn units (Go: the algorithm's Undo).
+	fmt.Fprintf(src, "elseif mine then\nlocal give, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0\nif exact then\ngive = -sn\nelseif cact > now then\n%sgive = math.min(give, -sn)\nelse\n%send\n",
+		c.call(l.n, "unused", "cact, bcost", "give"), c.call(l.n, "undo", "cact, bcost, -sn", "give, gtook"))
+	fmt.Fprintf(src, "local hn = #hset\nif give > 0 then\n%send\nif exact then\nspost = ARGV[%d]\nif #hset > hn then\nspost = hset[#hset]\nend\nend\nend\n", c.call(l.n, "refund", "give", "gr1, gr2, gr3, rgave"), post)
+	fmt.Fprintf(src, "out[%d], out[%d] = spost, sgen\nend\n", 2*l.n-1, 2*l.n)
 }
 
 // cancelEnd writes the limit's share of a cancel, before the booking is
@@ -485,7 +564,7 @@ func (c *opComposer) cancelEnd(l limitAt) {
 	}
 	give := c.call(l.n, "unused", "cact, bcost", "given")
 	if c.op == OpUndo {
-		give = "if cact > now then\n" + give + "else\n" + c.call(l.n, "undo", "cact, bcost", "given, gtook") + "end\n"
+		give = "if cact > now then\n" + give + "else\n" + c.call(l.n, "undo", "cact, bcost, bcost", "given, gtook") + "end\n"
 	}
 	fmt.Fprintf(src, "local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0\n%sif given > 0 then\n%send\nout[%d] = rgave + gtook\nend\nend\n", give, c.call(l.n, "refund", "given", "gr1, gr2, gr3, rgave"), l.n)
 }

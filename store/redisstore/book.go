@@ -17,7 +17,10 @@ import (
 // The booking operations (store.Booker): one script each (luascript.ForOp),
 // one round trip, atomic like a decision.
 
-var _ store.Booker[string] = (*Table[string])(nil)
+var (
+	_ store.Booker[string]  = (*Table[string])(nil)
+	_ store.Settler[string] = (*Table[string])(nil)
+)
 
 // opArgs returns the ARGV of an op's script: now (empty with the server
 // clock), cost, the table's own, then extra.
@@ -121,6 +124,9 @@ func (t *Table[K]) Cancel(ctx context.Context, key K, now int64, b store.Booking
 	if !ok || u.table != any(t) || len(u.values) != 3*len(t.limits) {
 		return fmt.Errorf("%w: a booking not made by this Redis table", store.ErrInvalidBooking)
 	}
+	if b.Cost < 1 {
+		return nil // settled to nothing
+	}
 	if !t.server && b.Act <= now {
 		return nil // due: used (the script decides it on the server's clock)
 	}
@@ -143,6 +149,9 @@ func (t *Table[K]) Undo(ctx context.Context, key K, now int64, b store.Booking) 
 	if !ok || u.table != any(t) || len(u.values) != 3*len(t.limits) {
 		return 0, fmt.Errorf("%w: a booking not made by this Redis table", store.ErrInvalidBooking)
 	}
+	if b.Cost < 1 {
+		return 0, nil // settled to nothing
+	}
 	if _, err := t.op(luascript.OpUndo); err != nil {
 		return 0, err
 	}
@@ -153,6 +162,48 @@ func (t *Table[K]) Undo(ctx context.Context, key K, now int64, b store.Booking) 
 	extra := append([]string{strconv.FormatInt(b.Act, 10)}, u.values...)
 	o := t.submit(ctx, keys, luascript.OpUndo, now, b.Cost, extra, nil)
 	return o.given, o.err
+}
+
+// Settle runs the settle script (luascript.OpSettle), which makes b's
+// cost n (see store.Settler); n = 0 is Undo. It returns an error wrapping
+// store.ErrAlgorithmUnsupported, changing nothing, when a limit's
+// algorithm has no Lua part to settle (--@owe).
+func (t *Table[K]) Settle(ctx context.Context, key K, now int64, b store.Booking, n int64) (store.Booking, error) {
+	u, ok := b.Undo.(bookingUndo)
+	if !ok || u.table != any(t) || len(u.values) != 3*len(t.limits) {
+		return b, fmt.Errorf("%w: a booking not made by this Redis table", store.ErrInvalidBooking)
+	}
+	if n < 0 || n > algorithm.MaxLimit {
+		return b, fmt.Errorf("%w: settle to %d", algorithm.ErrInvalidCost, n)
+	}
+	if t.ops[luascript.OpSettle] == nil {
+		return b, t.settleErr
+	}
+	if n == b.Cost {
+		return b, nil
+	}
+	if n == 0 {
+		if _, err := t.Undo(ctx, key, now, b); err != nil {
+			return b, err
+		}
+		b.Cost = 0
+		return b, nil
+	}
+	keys, _, err := t.keys(nil, key, t.declared, nil)
+	if err != nil {
+		return b, err
+	}
+	extra := append([]string{strconv.FormatInt(b.Act, 10), strconv.FormatInt(b.Cost, 10), strconv.FormatInt(n, 10)}, u.values...)
+	o := t.submit(ctx, keys, luascript.OpSettle, now, 1, extra, nil)
+	if o.err != nil {
+		return b, o.err
+	}
+	values := slices.Clone(u.values)
+	for i := range t.limits {
+		values[3*i+1], values[3*i+2] = o.undo[2*i], o.undo[2*i+1]
+	}
+	b.Cost, b.Undo = n, bookingUndo{table: t, values: values}
+	return b, nil
 }
 
 // Refund runs the refund script (luascript.OpRefund).
@@ -198,6 +249,8 @@ func (t *Table[K]) opReplyLen(op luascript.Op) int {
 		return 2 + 6*n // booked, the instant, each limit's result, then its values before and after and its generation
 	case luascript.OpRefund:
 		return 3 * n
+	case luascript.OpSettle:
+		return 2 * n // each limit's value after and generation
 	}
 	return n // OpCancel and OpUndo: what each limit gave back
 }
@@ -226,7 +279,7 @@ func (t *Table[K]) sendOps(ctx context.Context, keys []string, batch []*request)
 	var strs []string
 	var ints []int64
 	err := t.call(ctx, s, func(ctx context.Context, s *luascript.Script) (err error) {
-		if op == luascript.OpBook {
+		if op == luascript.OpBook || op == luascript.OpSettle {
 			strs, err = t.run.EvalStrings(ctx, runScript(s), keys, args.All())
 			return err
 		}
@@ -250,6 +303,8 @@ func (t *Table[K]) sendOps(ctx context.Context, keys []string, batch []*request)
 			req.outcome = t.booked(s, strs[i*per:(i+1)*per], req.rs)
 		case op == luascript.OpRefund:
 			req.r, req.err = t.result(ints[i*per:(i+1)*per], req.rs)
+		case op == luascript.OpSettle:
+			req.undo = slices.Clone(strs[i*per : (i+1)*per])
 		case op == luascript.OpUndo:
 			req.given = slices.Min(ints[i*per : (i+1)*per])
 		}

@@ -166,31 +166,32 @@ func (c *config[K]) check() error {
 // hash tag, so one script reaches all of them. Keys of the layout before
 // headers (prefix{k} and prefix{k}:ID) are never read.
 type Table[K comparable] struct {
-	run      Runner
-	prefix   string
-	encode   store.KeyEncoder[K]
-	script   *luascript.Script
-	suffixes []string // "#", then "#" + ID per limit ("#{}" for "")
-	declared []string // the suffixes of the keys a decision's script declares (luascript.compose)
-	ids      []string // the limits' state IDs, as Reset sends them
-	resetAny []any
-	rest     []string // ARGV[3…]: the TTL margin in ms, then the parameters
-	restAny  []any
-	server   bool
-	modes    string                                  // the limits' modes (luascript.Modes), for conversion scripts
-	limits   []int64                                 // each limit's Limit
-	algs     []algorithm.Algorithm                   // the limits' algorithms, to name them in errors
-	ops      [luascript.OpUndo + 1]*luascript.Script // the booking scripts, by Op; nil for an algorithm without them
-	opBatch  [luascript.OpUndo + 1]*luascript.Script // their batch scripts (luascript.OpBatch), with coalescing
-	opsErr   error                                   // why they are nil
-	maxKey   int                                     // the longest encoding of a key accepted
-	warnings []error                                 // found by cfg.Evictions
-	evict    tableEviction                           // cfg.Evictions, which decisions poll (eviction.go)
-	lines    *lines                                  // keys in flight, nil without coalescing
-	inFlight int                                     // Config.InFlight
-	batch    *luascript.Script                       // the batch script of script
-	maxBatch int                                     // the most requests in a batch (batchBound)
-	timeout  time.Duration                           // Config.Timeout
+	run       Runner
+	prefix    string
+	encode    store.KeyEncoder[K]
+	script    *luascript.Script
+	suffixes  []string // "#", then "#" + ID per limit ("#{}" for "")
+	declared  []string // the suffixes of the keys a decision's script declares (luascript.compose)
+	ids       []string // the limits' state IDs, as Reset sends them
+	resetAny  []any
+	rest      []string // ARGV[3…]: the TTL margin in ms, then the parameters
+	restAny   []any
+	server    bool
+	modes     string                                    // the limits' modes (luascript.Modes), for conversion scripts
+	limits    []int64                                   // each limit's Limit
+	algs      []algorithm.Algorithm                     // the limits' algorithms, to name them in errors
+	ops       [luascript.OpSettle + 1]*luascript.Script // the booking scripts, by Op; nil for an algorithm without them
+	opBatch   [luascript.OpSettle + 1]*luascript.Script // their batch scripts (luascript.OpBatch), with coalescing
+	opsErr    error                                     // why they are nil
+	settleErr error                                     // why ops[OpSettle] is nil (a body without --@owe)
+	maxKey    int                                       // the longest encoding of a key accepted
+	warnings  []error                                   // found by cfg.Evictions
+	evict     tableEviction                             // cfg.Evictions, which decisions poll (eviction.go)
+	lines     *lines                                    // keys in flight, nil without coalescing
+	inFlight  int                                       // Config.InFlight
+	batch     *luascript.Script                         // the batch script of script
+	maxBatch  int                                       // the most requests in a batch (batchBound)
+	timeout   time.Duration                             // Config.Timeout
 	// home is the Store that opened the table: TakeAll decides requests
 	// of its tables alone.
 	home any
@@ -349,6 +350,14 @@ func open[K comparable](run Runner, cfg config[K], limits []store.Limit, clk clo
 		if t.lines != nil {
 			t.opBatch[op] = luascript.OpBatch(t.ops[op])
 		}
+	}
+	if t.opsErr == nil {
+		t.ops[luascript.OpSettle], _, t.settleErr = luascript.ForOp(luascript.OpSettle, specs...)
+		if t.settleErr == nil && t.lines != nil {
+			t.opBatch[luascript.OpSettle] = luascript.OpBatch(t.ops[luascript.OpSettle])
+		}
+	} else {
+		t.settleErr = t.opsErr
 	}
 	t.rest = append([]string{strconv.FormatInt(cfg.TTLMargin.Milliseconds(), 10)}, params...)
 	t.restAny = make([]any, len(t.rest))

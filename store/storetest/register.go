@@ -53,7 +53,7 @@ func Register(a Algorithm) {
 		}
 	}
 	kinds = append(kinds, kind{name: a.Entry.Name, withLimit: a.Entry.Sample, per: a.Entry.Per, draw: draw, freshIn: freshIn,
-		proportional: algorithm.CheckRule(sample, algorithm.Proportional) == nil})
+		proportional: algorithm.CheckRule(sample, algorithm.Proportional) == nil, mayRefuseSettle: true})
 	registered[sample.Spec().Name] = a
 }
 

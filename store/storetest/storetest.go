@@ -165,6 +165,7 @@ func runKind(t *testing.T, k kind, newStore func(t *testing.T) store.Store[strin
 	t.Run("RaiseSpendRefund", func(t *testing.T) { testRaiseSpendRefund(t, k, newStore(t)) })
 	t.Run("RefundSaysWhatItGave", func(t *testing.T) { testRefundSaysWhatItGave(t, k, newStore(t)) })
 	t.Run("Settle", func(t *testing.T) { testSettle(t, k, newStore(t)) })
+	t.Run("SettleAcrossChanges", func(t *testing.T) { testSettleAcrossChanges(t, k, newStore(t)) })
 	t.Run("RefundAcrossChanges", func(t *testing.T) { testRefundAcrossChanges(t, k, newStore(t)) })
 }
 
@@ -208,6 +209,11 @@ type kind struct {
 	// proportional: it carries a state by the Proportional rule too
 	// (algorithm.CheckRule), not AsIs alone.
 	proportional bool
+	// mayRefuseSettle: a store may refuse to settle its bookings
+	// (settleUnsupported): an algorithm registered with Register, whose
+	// Lua body may have no --@owe part. Every store settles the module's
+	// six.
+	mayRefuseSettle bool
 }
 
 // kinds are the algorithms of package algorithms, in its order, each with

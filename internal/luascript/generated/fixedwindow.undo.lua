@@ -196,7 +196,7 @@ given = give
 end
 else
 do
-local act, bcost = cact, bcost
+local act, ucost, bcost = cact, bcost, bcost
 local took = 0
 -- What an admission of bcost due at act ≤ now gives back (Go:
 -- Window.Undo): all of it when act lies in the window of now and nothing

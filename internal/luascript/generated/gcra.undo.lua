@@ -194,7 +194,7 @@ given = give
 end
 else
 do
-local act, bcost = cact, bcost
+local act, ucost, bcost = cact, bcost, bcost
 local took = 0
 -- What an admission of bcost due at act ≤ now gives back (Go:
 -- Meter.Undo): bcost less the intervals begun since act,

@@ -196,15 +196,16 @@ given = give
 end
 else
 do
-local act, bcost = cact, bcost
+local act, ucost, bcost = cact, bcost, bcost
 local took = 0
--- An admission of bcost due at act ≤ now, in the window at t, is given
--- back as if it had never been admitted (Go: Log.Undo): the newest member
--- at act gives bcost back from the end, as a refund does; a member at act
--- that is not the newest and holds bcost of its own loses it, and every
--- later member (at most 1000) its cumulative count lowered by bcost; the
--- member goes when nothing of its own is left, here: give stays 0, since
--- the refund part that give feeds takes from the end, and took says it.
+-- bcost of an admission of ucost due at act ≤ now, in the window at t, is
+-- given back as if the admission had cost bcost less (Go: Log.Undo): the
+-- newest member at act, holding ucost of its own, gives bcost back from
+-- the end, as a refund does; a member at act that is not the newest and
+-- holds ucost of its own loses bcost, and every later member (at most
+-- 1000) its cumulative count lowered by bcost; the member goes when
+-- nothing of its own is left, here: give stays 0, since the refund part
+-- that give feeds takes from the end, and took says it.
 local give = 0
 if last and last == act and act > t - window then
   local own = total
@@ -215,7 +216,7 @@ if last and last == act and act > t - window then
       own = own + modulus
     end
   end
-  if own >= bcost then
+  if own >= ucost then
     give = bcost
   end
 elseif last and act > t - window then
@@ -231,7 +232,7 @@ elseif last and act > t - window then
         own = own + modulus
       end
     end
-    if own >= bcost then
+    if own >= ucost then
       local later = redis.call('ZRANGEBYSCORE', zkey, '(' .. sat, '+inf', 'WITHSCORES')
       redis.call('ZREM', zkey, m[1])
       if own > bcost then

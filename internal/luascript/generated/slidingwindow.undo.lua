@@ -272,7 +272,7 @@ given = give
 end
 else
 do
-local act, bcost = cact, bcost
+local act, ucost, bcost = cact, bcost, bcost
 local took = 0
 -- What an admission of bcost due at act ≤ now gives back (Go:
 -- Window.Undo): when nothing is booked past the window of now, all of it
