@@ -264,6 +264,46 @@ if aindex == nindex and index == nindex and count <= limit then
   give = bcost
 end
 
+--@owe
+-- n more charged into the window of max(now, act) (Go: Window.Owe), as a
+-- booking is, whether or not it has room: past a window's limit into the
+-- next, a debt. One that passes whole windows moves the index on, the
+-- pointer within 2·limit; cut where the index would lie more than 2^48 µs
+-- after now's window.
+local function fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local j = fdiv(math.max(now, act), window) - index
+if j <= 0 or (j == 1 and count >= limit) then
+  count = count + n
+else
+  index, count = index + j - 1, limit + n
+end
+if count > 2 * limit then
+  local k = fdiv(count - limit - 1, limit)
+  local most = fdiv(now, window) + fdiv(281474976710656, window) - 1 - index
+  if k > most then
+    k = math.max(most, 0)
+    count = 2 * limit + k * limit
+  end
+  index, count = index + k, count - k * limit
+end
+local reset = (index + 1) * window - now
+if count > limit then
+  reset = (index + fdiv(count + limit - 1, limit)) * window - now
+end
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+local value = string.format('%d %d', index, count)
+
 --@used
 -- What a window's state had used at now (Go: used): the fill pointer of
 -- the window of now as the window reads it (units booked past its end
