@@ -31,6 +31,7 @@ type engine[K comparable] struct {
 	mu      *sync.Mutex    // serialises changes of limits
 	ahead   int64          // WithMaxBookAhead in µs; -1 for the limits' reset period
 	hooks   hooks          // the observer and dry run, applied by end (observer.go)
+	slots   *slotQueues[K] // the callers waiting for a slot of a limit that holds (hold.go)
 }
 
 // limits is a configuration of limits in force, with the tables opened
@@ -44,6 +45,11 @@ type limits[K comparable] struct {
 	stored []store.Limit  // as opened
 	ahead  int64          // how far ahead, in µs, a booking may be due
 	spec   []Limit        // a Policy's limits with their names; nil for a Limiter
+	// holding says, per limit, whether its algorithm holds
+	// (algorithm.Holder), and holds whether any does; inProcess is
+	// the store's store.Local.
+	holding          []bool
+	holds, inProcess bool
 }
 
 func newOptions(opts []Option) (options, error) {
@@ -70,7 +76,8 @@ func (e *engine[K]) init(st store.Store[K], spec []Limit, stored []store.Limit, 
 		return fmt.Errorf("%w: nil store", ErrInvalidConfig)
 	}
 	*e = engine[K]{cur: new(atomic.Pointer[limits[K]]), clock: o.clock, micros: clock.AsMicros(o.clock),
-		policy: o.policy, onError: o.onError, store: st, mu: new(sync.Mutex), ahead: bookAheadMicros(o.bookAhead), hooks: o.hooks}
+		policy: o.policy, onError: o.onError, store: st, mu: new(sync.Mutex), ahead: bookAheadMicros(o.bookAhead), hooks: o.hooks,
+		slots: new(slotQueues[K])}
 	var err error
 	if e.wrap, err = newWrapping[K](&o, e.micros); err != nil {
 		return err
@@ -96,6 +103,17 @@ func (e *engine[K]) open(spec []Limit, stored []store.Limit) (*limits[K], error)
 	if err := store.CheckLimits(stored); err != nil {
 		return nil, err
 	}
+	holding := make([]bool, len(stored))
+	holds := false
+	for i, l := range stored {
+		holding[i] = algorithm.Holds(l.Algorithm)
+		holds = holds || holding[i]
+	}
+	if holds && e.wrap.denials != 0 {
+		// A release frees a slot at any moment, here or elsewhere: a
+		// denial holds for no known time.
+		return nil, fmt.Errorf("%w: WithDenialCache cannot apply to a limit that holds (%v)", ErrInvalidConfig, stored[0].Algorithm)
+	}
 	table, err := e.store.Open(stored, e.clock)
 	if err != nil {
 		return nil, err
@@ -107,7 +125,10 @@ func (e *engine[K]) open(spec []Limit, stored []store.Limit) (*limits[K], error)
 		onError := e.onError
 		r.ReportTo(func(err error) { warn([]error{err}, onError) })
 	}
-	ls := &limits[K]{table: e.wrap.wrap(table), each: make([]int64, len(stored)), stored: stored, spec: spec}
+	ls := &limits[K]{table: e.wrap.wrap(table), each: make([]int64, len(stored)), stored: stored, spec: spec, holding: holding, holds: holds}
+	if l, ok := e.store.(store.Local); ok {
+		ls.inProcess = l.Local()
+	}
 	ls.limit = stored[0].Algorithm.Limit()
 	ls.ahead = e.ahead
 	if e.ahead < 0 {

@@ -402,6 +402,13 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) (Decision, error) {
 // due, so waiters go in booking order. One not bookable before ctx's deadline
 // fails at once, uncharged; one whose ctx ends first is cancelled.
 func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) {
+	if l.cur.Load().holds {
+		r, err := l.ReserveN(ctx, key, n, -1)
+		if err != nil {
+			return Decision{}, err
+		}
+		return r.Admission().Decision, nil
+	}
 	r, err := l.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return l.ReserveN(ctx, key, n, maxDelay)
 	})

@@ -54,9 +54,11 @@ const (
 	OpCancel
 	// OpRefund is Refund; Decision is the key's state after it.
 	OpRefund
+	// OpRelease is Reservation.Release: the holds of a request that ended.
+	OpRelease
 )
 
-// String returns "allow", "peek", "reserve", "cancel" or "refund".
+// String returns "allow", "peek", "reserve", "cancel", "refund" or "release".
 func (o Op) String() string {
 	switch o {
 	case OpAllow:
@@ -69,6 +71,8 @@ func (o Op) String() string {
 		return "cancel"
 	case OpRefund:
 		return "refund"
+	case OpRelease:
+		return "release"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }

@@ -206,6 +206,13 @@ func (p *Policy[K]) Wait(ctx context.Context, key K) (PolicyDecision, error) {
 
 // WaitN blocks until every limit admits n for key, as Limiter.WaitN.
 func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (PolicyDecision, error) {
+	if p.cur.Load().holds {
+		r, err := p.ReserveN(ctx, key, n, -1)
+		if err != nil {
+			return PolicyDecision{}, err
+		}
+		return r.Admission(), nil
+	}
 	r, err := p.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return p.ReserveN(ctx, key, n, maxDelay)
 	})

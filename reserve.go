@@ -35,7 +35,8 @@ type Reservation[K comparable] struct {
 	table    store.Booker[K] // that booked, to cancel; nil when there is nothing to give back
 	e        *engine[K]
 	hooks    *hooks
-	done     atomic.Bool // cancelled
+	done     atomic.Bool // cancelled, refunded or released
+	holds    bool        // a limit holds (algorithm.Holder): Release gives it back
 }
 
 // OK reports whether the request was booked; one that was not charged nothing.
@@ -92,6 +93,9 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 			err = &endedError{ctxErr: cerr, storeErr: err}
 		}
 	}
+	if r.holds {
+		r.e.slots.released(r.key)
+	}
 	d := r.decision
 	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the cancel's
 	end(ctx, r.hooks, r.e.clock, OpCancel, r.key, r.booking.Cost, start, &d, err)
@@ -99,22 +103,13 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 }
 
 // Refund gives back this reservation's own charge: before it is due as Cancel,
-// after it at most what undoing it leaves. A second call gives nothing.
+// after it at most what undoing it leaves; a hold is released. A second call,
+// or one after Release, gives nothing.
 func (r *Reservation[K]) Refund(ctx context.Context) error {
 	if !r.ok || r.table == nil || r.done.Swap(true) {
 		return nil
 	}
-	start := r.hooks.begin(r.e.clock)
-	err := r.table.Undo(ctx, r.key, r.e.micros.UnixMicro(), r.booking)
-	if err != nil && storeFailed(err) {
-		if cerr := callerEnded(ctx); cerr != nil {
-			err = &endedError{ctxErr: cerr, storeErr: err}
-		}
-	}
-	d := r.decision
-	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the refund's
-	end(ctx, r.hooks, r.e.clock, OpRefund, r.key, r.booking.Cost, start, &d, err)
-	return err
+	return r.giveBack(ctx, OpRefund, r.booking)
 }
 
 // Admission returns the decision admitting the booked request at its instant,
@@ -185,8 +180,8 @@ func (e *engine[K]) book(ctx context.Context, now0 bool, key K, n int, maxDelay 
 		return algorithm.CheckCost(int64(n), ls.limit)
 	}
 	md := min(delayMicros(maxDelay), ls.ahead)
-	if now0 {
-		md = 0
+	if now0 || ls.holds {
+		md = 0 // a hold is never booked ahead: see hold.go
 	}
 	res.key = key
 	rs := make([]algorithm.Result, len(ls.each))
@@ -208,6 +203,7 @@ func (e *engine[K]) book(ctx context.Context, now0 bool, key K, n int, maxDelay 
 	} else {
 		res.table = bk
 	}
+	res.holds = ls.holds
 	res.ok, res.booking = ok, booking
 	res.decision = decided(r, ls.limit, src)
 	res.limits.set(r, rs, src, ls.each)
@@ -383,18 +379,26 @@ func (e *engine[K]) refundStore(ctx context.Context, key K, n int, d *PolicyDeci
 		return err
 	}
 	d.set(r, rs, FromStore, ls.each)
+	if ls.holds {
+		e.slots.released(key)
+	}
 	return nil
 }
 
 // ReserveN books a request of cost n for key at the earliest instant it fits,
 // within maxDelay (negative: any) and WithMaxBookAhead, and charges it now. One
 // not booked in time charges nothing and is not OK; maxDelay 0 decides as AllowN.
+// A limit that holds is not booked ahead: ReserveN waits in turn for a slot, up
+// to maxDelay, and returns it admitted now (see Reservation.Release).
 func (l *Limiter[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
-	res := &Reservation[K]{e: &l.engine, hooks: &l.hooks}
-	if err := l.reserve(ctx, &l.hooks, key, n, maxDelay, res); err != nil {
-		return nil, err
+	try := func() (*Reservation[K], error) {
+		res := &Reservation[K]{e: &l.engine, hooks: &l.hooks}
+		if err := l.reserve(ctx, &l.hooks, key, n, maxDelay, res); err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
-	return res, nil
+	return l.reserveHold(ctx, &l.hooks, key, n, maxDelay, try)
 }
 
 // Reserve is shorthand for ReserveN(ctx, key, 1, -1).
@@ -412,11 +416,14 @@ func (l *Limiter[K]) Refund(ctx context.Context, key K, n int) (Decision, error)
 
 // ReserveN books a request for every limit at one instant, as Limiter's.
 func (p *Policy[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
-	res := &Reservation[K]{e: &p.engine, hooks: &p.hooks}
-	if err := p.reserve(ctx, &p.hooks, key, n, maxDelay, res); err != nil {
-		return nil, err
+	try := func() (*Reservation[K], error) {
+		res := &Reservation[K]{e: &p.engine, hooks: &p.hooks}
+		if err := p.reserve(ctx, &p.hooks, key, n, maxDelay, res); err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
-	return res, nil
+	return p.reserveHold(ctx, &p.hooks, key, n, maxDelay, try)
 }
 
 // Reserve is shorthand for ReserveN(ctx, key, 1, -1).

@@ -316,6 +316,11 @@ type Booking struct {
 	// Undo is the table's own record of the states the booking left and
 	// replaced, per limit; only the table that made it reads it.
 	Undo any
+	// HoldsOnly, set by the caller of Booker.Undo, gives the booking back
+	// to the limits whose algorithm holds (algorithm.Holder) alone, and
+	// leaves every other limit charged: a Reservation's Release, the end
+	// of a request that happened.
+	HoldsOnly bool
 }
 
 // Booker is implemented by tables that book admissions ahead of their
@@ -341,7 +346,9 @@ type Booker[K comparable] interface {
 	// is still the one the booking left, otherwise as far as the
 	// algorithm's Undo says (algorithm.Undoer): never more than the key
 	// would hold had the booking never been made. A limit whose state is
-	// another kind's (carried) or gone gets nothing back.
+	// another kind's (carried) or gone gets nothing back. With
+	// b.HoldsOnly, only the limits whose algorithm is an
+	// algorithm.Holder give anything back.
 	Undo(ctx context.Context, key K, now int64, b Booking) error
 	// Refund gives back up to n (n ≥ 1) of what every limit charged key
 	// (algorithm.Booker.Refund), and reports each limit's state for a

@@ -217,8 +217,8 @@ func (p *policy[K]) giveBack(key K, now int64, b store.Booking, refund bool) err
 	defer hd.unlock()
 	for i, bk := range bs {
 		l, e, n := &p.limits[i], hd.es[i], hd.ns[i]
-		if e == nil {
-			continue // forgotten since: nothing to give back
+		if e == nil || b.HoldsOnly && !algorithm.Holds(l.alg) {
+			continue // forgotten since, or charged for good: nothing to give back
 		}
 		s := states[i]
 		if t.otherKind(e, l) {

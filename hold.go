@@ -1,0 +1,220 @@
+package ratelimit
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
+	"github.com/go-ratelimit/ratelimit/store"
+)
+
+// Holds (docs/design/inflight.md): a limit whose algorithm is an
+// algorithm.Holder, such as package concurrency's in-flight limit, counts
+// each admission until it is released or its lease ends. It is decided as
+// any limit is, in the same store call as the others; what differs is how
+// a caller waits for it and how it ends.
+//
+// A caller waiting for a slot is never booked at a lease's end (a hold may
+// be released long before): it queues behind the key's other waiters in
+// this Limiter or Policy (and the Limiters of its With), first come, first
+// served. The first of the queue tries (one store call, an admission due
+// now); denied, it sleeps until a hold of the key is given back through
+// this Limiter (Release, Refund, Cancel), or until the denial's RetryAfter
+// (the oldest leases' end, a rate limit's refill), and on a store that
+// keeps its state outside the process (store.Local false) at most
+// slotPoll, since a release elsewhere does not wake it. Admitted, it
+// leaves the queue and the next one tries at once.
+
+// slotPoll bounds the sleep of the first waiter for a slot on a store
+// shared with other processes: a release there is seen within it, at the
+// cost of one store call per slotPoll per key waited on, per process.
+const slotPoll = 50 * time.Millisecond
+
+// Release ends the request the reservation admitted: every limit that
+// holds (an algorithm.Holder, such as package concurrency's in-flight
+// limit) gives its slot back, as Refund gives a charge back, and every
+// other limit keeps its charge, as a request that happened does. It gives
+// nothing when the reservation holds nothing, a second time, or after
+// Refund; Refund gives nothing after it.
+func (r *Reservation[K]) Release(ctx context.Context) error {
+	if !r.ok || r.table == nil || !r.holds || r.done.Swap(true) {
+		return nil
+	}
+	b := r.booking
+	b.HoldsOnly = true
+	return r.giveBack(ctx, OpRelease, b)
+}
+
+// giveBack undoes bk, the reservation's booking (HoldsOnly for a
+// release), reports it to the hooks as op, and wakes the key's first
+// waiter for a slot when the reservation held one.
+func (r *Reservation[K]) giveBack(ctx context.Context, op Op, bk store.Booking) error {
+	start := r.hooks.begin(r.e.clock)
+	err := r.table.Undo(ctx, r.key, r.e.micros.UnixMicro(), bk)
+	if err != nil && storeFailed(err) {
+		if cerr := callerEnded(ctx); cerr != nil {
+			err = &endedError{ctxErr: cerr, storeErr: err}
+		}
+	}
+	if r.holds {
+		r.e.slots.released(r.key)
+	}
+	d := r.decision
+	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the give-back's
+	end(ctx, r.hooks, r.e.clock, op, r.key, bk.Cost, start, &d, err)
+	return err
+}
+
+// slotQueues holds, per key, the callers waiting for a slot of a limit
+// that holds, in the order they came.
+type slotQueues[K comparable] struct {
+	mu   sync.Mutex
+	keys map[K]*list.List // of *slotWaiter; the first tries
+}
+
+// slotWaiter is one caller waiting for a slot.
+type slotWaiter struct {
+	turn chan struct{} // closed when it is first
+	wake chan struct{} // a release while it is first; room for one
+}
+
+// join puts a waiter for key at the end of its queue.
+func (q *slotQueues[K]) join(key K) (*slotWaiter, *list.Element) {
+	w := &slotWaiter{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.keys == nil {
+		q.keys = make(map[K]*list.List)
+	}
+	l := q.keys[key]
+	if l == nil {
+		l = list.New()
+		q.keys[key] = l
+	}
+	if l.Len() == 0 {
+		close(w.turn)
+	}
+	return w, l.PushBack(w)
+}
+
+// leave takes a waiter out of key's queue; when it was first, the next
+// one's turn comes.
+func (q *slotQueues[K]) leave(key K, e *list.Element) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.keys[key]
+	first := l.Front() == e
+	l.Remove(e)
+	if l.Len() == 0 {
+		delete(q.keys, key)
+		return
+	}
+	if first {
+		close(l.Front().Value.(*slotWaiter).turn)
+	}
+}
+
+// released wakes the first waiter for a slot of key, if any.
+func (q *slotQueues[K]) released(key K) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l := q.keys[key]; l != nil {
+		select {
+		case l.Front().Value.(*slotWaiter).wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitSlot is WaitN, and ReserveN with a delay, for limits that hold: it
+// waits its turn among key's waiters, then tries (try: an admission due
+// now) until it is admitted, sleeping in between as the type's comment
+// says. maxDelay bounds the whole wait (negative: ctx alone); once it has
+// passed, waitSlot returns the last denial, not OK. A ctx that ends first
+// ends the wait with its error.
+func (e *engine[K]) waitSlot(ctx context.Context, key K, maxDelay time.Duration, try func() (*Reservation[K], error)) (*Reservation[K], error) {
+	w, el := e.slots.join(key)
+	defer e.slots.leave(key, el)
+	var expired <-chan time.Time
+	if maxDelay >= 0 {
+		t := e.clock.NewTimer(maxDelay)
+		defer t.Stop()
+		expired = t.C()
+	}
+	var last *Reservation[K]
+	select {
+	case <-w.turn:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-expired:
+		return try() // not its turn in time: what it would get now, without queueing
+	}
+	for {
+		r, err := try()
+		if err != nil || r.OK() {
+			return r, err
+		}
+		last = r
+		wait, byRelease := e.slotWait(r)
+		t := e.clock.NewTimer(wait)
+		var woken <-chan struct{}
+		if byRelease {
+			woken = w.wake
+		}
+		select {
+		case <-woken:
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-expired:
+			t.Stop()
+			return last, nil
+		}
+		t.Stop()
+	}
+}
+
+// slotWait returns how long the first waiter sleeps after r's denial, and
+// whether a release may end the sleep early: the longest RetryAfter of
+// the limits that do not hold, when one of them denies (a release does
+// not help); otherwise the holds' RetryAfter (at most slotPoll on a
+// store shared with other processes), unless a release comes first.
+func (e *engine[K]) slotWait(r *Reservation[K]) (time.Duration, bool) {
+	ls := e.cur.Load()
+	var rate, hold time.Duration
+	for i, d := range r.limits.Limits() {
+		if d.Allowed() {
+			continue
+		}
+		if i < len(ls.holding) && ls.holding[i] && d.Source() == FromStore {
+			hold = max(hold, d.RetryAfter())
+		} else {
+			rate = max(rate, d.RetryAfter())
+		}
+	}
+	if rate > 0 || hold == 0 {
+		return max(rate, time.Microsecond), false
+	}
+	if !ls.inProcess {
+		hold = min(hold, slotPoll)
+	}
+	return hold, true
+}
+
+// reserveHold is ReserveN: try, a reservation made now or booked ahead,
+// for limits that do not hold, or when maxDelay is 0 or the limits run
+// dry (a dry run never keeps a request waiting); for limits that hold,
+// waitSlot's wait for a turn and a slot, within maxDelay.
+func (e *engine[K]) reserveHold(ctx context.Context, h *hooks, key K, n int, maxDelay time.Duration, try func() (*Reservation[K], error)) (*Reservation[K], error) {
+	ls := e.cur.Load()
+	if !ls.holds || maxDelay == 0 || h.dryRun {
+		return try()
+	}
+	if n < 1 || int64(n) > ls.limit {
+		return nil, algorithm.CheckCost(int64(n), ls.limit)
+	}
+	return e.waitSlot(ctx, key, maxDelay, try)
+}
