@@ -85,7 +85,9 @@ type config struct {
 // A held request is booked
 // (ratelimit.Limiter.ReserveN), charged at once, and held until its
 // instant, then passed on; waiting requests pass in the order they were
-// booked, each costing one store call. A request that cannot be booked in
+// booked, each costing one store call. A request waiting for a slot of an
+// in-flight limit is not booked ahead: it waits in turn for a release
+// (ratelimit.Limiter.ReserveN). A request that cannot be booked in
 // time is answered 429 as without this option, charged nothing. A client
 // that goes away while it waits gives its booking back. Use it for
 // traffic that is better late than refused (webhooks, batch clients), with
@@ -339,12 +341,17 @@ func newMiddleware[K comparable](opts []Option) *Middleware[K] {
 
 // Handler returns next wrapped by the middleware: [Middleware.Admit], then
 // next for the requests it admits (and, with WithRefund, the refund of
-// those whose response status asks for it).
+// those whose response status asks for it). A slot of an in-flight limit
+// is held while next runs, and released when it returns or panics
+// ([Middleware.Release]).
 func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r, ok := m.Admit(w, r)
 		if !ok {
 			return
+		}
+		if d, _ := r.Context().Value(decisionsKey{}).(*decided); d != nil && d.release != nil {
+			defer m.Release(r)
 		}
 		if m.refundIf == nil {
 			next.ServeHTTP(w, r)
@@ -375,6 +382,26 @@ func (m *Middleware[K]) Refund(r *http.Request) bool {
 	}
 	if err := d.refund(context.WithoutCancel(r.Context())); err != nil {
 		m.log(r, http.StatusServiceUnavailable, fmt.Errorf("refund: %w", err))
+		return false
+	}
+	return true
+}
+
+// Release frees the slots that the middleware's in-flight limits (see
+// Fields.Holds) hold for r, a request it admitted (r as Admit returned
+// it), and reports whether it did; the other limits keep the request's
+// charge (ratelimit.Reservation.Release). Handler calls it when the
+// handler returns or panics; an adapter calling Admit defers it right
+// after an admission. A second call, or one after Refund, frees nothing. A
+// store error goes to the logger, as the request has been answered; the
+// slot is then freed when its lease ends.
+func (m *Middleware[K]) Release(r *http.Request) bool {
+	d, ok := r.Context().Value(decisionsKey{}).(*decided)
+	if !ok || d.release == nil {
+		return false
+	}
+	if err := d.release(context.WithoutCancel(r.Context())); err != nil {
+		m.log(r, http.StatusServiceUnavailable, fmt.Errorf("release: %w", err))
 		return false
 	}
 	return true
@@ -460,24 +487,33 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 	dd := newDecided(f, d)
 	if res != nil {
 		dd.refund = res.Refund // the method value costs an allocation: only when asked for
+		if f.Holds() {
+			dd.release = res.Release
+		}
 	}
 	return r.WithContext(context.WithValue(r.Context(), decisionsKey{}, dd)), true
 }
 
 // decide charges cost for key to ls, and returns the fields of ls. With
 // WithWait it books a request that does not fit now, and waits for it;
-// with WithRefund it books one that fits now, and returns its
-// reservation, whose Refund gives back that admission alone.
+// with WithRefund, or when a limit holds (an in-flight limit), it books
+// one that fits now, and returns its reservation, whose Refund gives back
+// that admission alone and whose Release frees its slots.
 func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, *ratelimit.Reservation[K], error) {
-	if m.refundIf != nil || m.maxWait > 0 && !m.dryRun {
+	if ls.lim != nil {
+		f := m.fields.Limiter(ls.lim)
+		if m.refundIf != nil || f.Holds() || m.maxWait > 0 && !m.dryRun {
+			return m.wait(ctx, key, ls, cost)
+		}
+		d, err := ls.lim.AllowN(ctx, key, cost)
+		return ratelimit.DecisionOfOne(d), f, nil, err
+	}
+	f := m.fields.Policy(ls.policy)
+	if m.refundIf != nil || f.Holds() || m.maxWait > 0 && !m.dryRun {
 		return m.wait(ctx, key, ls, cost)
 	}
-	if ls.lim != nil {
-		d, err := ls.lim.AllowN(ctx, key, cost)
-		return ratelimit.DecisionOfOne(d), m.fields.Limiter(ls.lim), nil, err
-	}
 	d, err := ls.policy.AllowN(ctx, key, cost)
-	return d, m.fields.Policy(ls.policy), nil, err
+	return d, f, nil, err
 }
 
 // wait books cost for key on ls within maxWait (0 without WithWait or in
@@ -552,9 +588,10 @@ type decisionsKey struct{}
 
 // decided is what the middleware hands the wrapped handler.
 type decided struct {
-	named  []Named
-	d      ratelimit.PolicyDecision
-	refund func(context.Context) error // gives the request's cost back (Refund)
+	named   []Named
+	d       ratelimit.PolicyDecision
+	refund  func(context.Context) error // gives the request's cost back (Refund)
+	release func(context.Context) error // frees its slots (Release); nil when no limit holds
 }
 
 func newDecided(f *Fields, d ratelimit.PolicyDecision) *decided {
