@@ -31,7 +31,6 @@ type engine[K comparable] struct {
 	mu      *sync.Mutex    // serialises changes of limits
 	ahead   int64          // WithMaxBookAhead in µs; -1 for the limits' reset period
 	hooks   hooks          // the observer and dry run, applied by end (observer.go)
-	slots   *slotQueues[K] // the callers waiting for a slot of a limit that holds (hold.go)
 }
 
 // limits is a configuration of limits in force, with the tables opened
@@ -50,6 +49,7 @@ type limits[K comparable] struct {
 	// the store's store.Local.
 	holding          []bool
 	holds, inProcess bool
+	slots            *slotQueues[K] // the key's waiters for a slot, when a limit holds (hold.go)
 }
 
 func newOptions(opts []Option) (options, error) {
@@ -76,8 +76,7 @@ func (e *engine[K]) init(st store.Store[K], spec []Limit, stored []store.Limit, 
 		return fmt.Errorf("%w: nil store", ErrInvalidConfig)
 	}
 	*e = engine[K]{cur: new(atomic.Pointer[limits[K]]), clock: o.clock, micros: clock.AsMicros(o.clock),
-		policy: o.policy, onError: o.onError, store: st, mu: new(sync.Mutex), ahead: bookAheadMicros(o.bookAhead), hooks: o.hooks,
-		slots: new(slotQueues[K])}
+		policy: o.policy, onError: o.onError, store: st, mu: new(sync.Mutex), ahead: bookAheadMicros(o.bookAhead), hooks: o.hooks}
 	var err error
 	if e.wrap, err = newWrapping[K](&o, e.micros); err != nil {
 		return err
@@ -128,6 +127,12 @@ func (e *engine[K]) open(spec []Limit, stored []store.Limit) (*limits[K], error)
 	ls := &limits[K]{table: e.wrap.wrap(table), each: make([]int64, len(stored)), stored: stored, spec: spec, holding: holding, holds: holds}
 	if l, ok := e.store.(store.Local); ok {
 		ls.inProcess = l.Local()
+	}
+	for i, l := range stored {
+		if holding[i] {
+			ls.slots = sharedSlots(e.store, l.ID)
+			break
+		}
 	}
 	ls.limit = stored[0].Algorithm.Limit()
 	ls.ahead = e.ahead

@@ -3,8 +3,11 @@ package ratelimit
 import (
 	"container/list"
 	"context"
+	"reflect"
+	"runtime"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/store"
@@ -17,15 +20,17 @@ import (
 // a caller waits for it and how it ends.
 //
 // A caller waiting for a slot is never booked at a lease's end (a hold may
-// be released long before): it queues behind the key's other waiters in
-// this Limiter or Policy (and the Limiters of its With), first come, first
-// served. The first of the queue tries (one store call, an admission due
-// now); denied, it sleeps until a hold of the key is given back through
-// this Limiter (Release, Refund, Cancel), or until the denial's RetryAfter
-// (the oldest leases' end, a rate limit's refill), and on a store that
-// keeps its state outside the process (store.Local false) at most
-// slotPoll, since a release elsewhere does not wake it. Admitted, it
-// leaves the queue and the next one tries at once.
+// be released long before): it queues behind the key's other waiters of
+// the quota, in this process, first come, first served; every Limiter and
+// Policy of the process deciding the quota on one store value shares the
+// queue (sharedSlots). The first of the queue tries (one store call, an
+// admission due now); denied, it sleeps until a hold of the key is given
+// back through any of them (Release, Refund, Cancel, Refund by key), or
+// until the denial's RetryAfter (the oldest leases' end, a rate limit's
+// refill), and on a store that keeps its state outside the process
+// (store.Local false) for at most slotPoll of real time, since a release
+// in another process wakes nobody here. Admitted, it leaves the queue and
+// the next one tries at once.
 
 // slotPoll bounds the sleep of the first waiter for a slot on a store
 // shared with other processes: a release there is seen within it, at the
@@ -59,7 +64,7 @@ func (r *Reservation[K]) giveBack(ctx context.Context, op Op, bk store.Booking) 
 		}
 	}
 	if r.holds {
-		r.e.slots.released(r.key)
+		r.slots.released(r.key)
 	}
 	d := r.decision
 	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the give-back's
@@ -130,20 +135,20 @@ func (q *slotQueues[K]) released(key K) {
 
 // waitSlot is WaitN, and ReserveN with a delay, for limits that hold: it
 // waits its turn among key's waiters, then tries (try: an admission due
-// now) until it is admitted, sleeping in between as the type's comment
-// says. maxDelay bounds the whole wait (negative: ctx alone); once it has
+// now) until it is admitted, sleeping in between as slotWait says.
+// maxDelay bounds the whole wait (negative: ctx alone); once it has
 // passed, waitSlot returns the last denial, not OK. A ctx that ends first
 // ends the wait with its error.
 func (e *engine[K]) waitSlot(ctx context.Context, key K, maxDelay time.Duration, try func() (*Reservation[K], error)) (*Reservation[K], error) {
-	w, el := e.slots.join(key)
-	defer e.slots.leave(key, el)
+	slots := e.cur.Load().slots
+	w, el := slots.join(key)
+	defer slots.leave(key, el)
 	var expired <-chan time.Time
 	if maxDelay >= 0 {
 		t := e.clock.NewTimer(maxDelay)
 		defer t.Stop()
 		expired = t.C()
 	}
-	var last *Reservation[K]
 	select {
 	case <-w.turn:
 	case <-ctx.Done():
@@ -156,33 +161,43 @@ func (e *engine[K]) waitSlot(ctx context.Context, key K, maxDelay time.Duration,
 		if err != nil || r.OK() {
 			return r, err
 		}
-		last = r
-		wait, byRelease := e.slotWait(r)
+		wait, byRelease, poll := e.slotWait(r)
 		t := e.clock.NewTimer(wait)
 		var woken <-chan struct{}
+		var polled <-chan time.Time
 		if byRelease {
 			woken = w.wake
 		}
+		if poll {
+			// Real time, whatever the limiter's clock: a release elsewhere
+			// happens in it.
+			p := time.NewTimer(slotPoll)
+			defer p.Stop()
+			polled = p.C
+		}
 		select {
 		case <-woken:
+		case <-polled:
 		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
 		case <-expired:
 			t.Stop()
-			return last, nil
+			return r, nil
 		}
 		t.Stop()
 	}
 }
 
-// slotWait returns how long the first waiter sleeps after r's denial, and
-// whether a release may end the sleep early: the longest RetryAfter of
-// the limits that do not hold, when one of them denies (a release does
-// not help); otherwise the holds' RetryAfter (at most slotPoll on a
-// store shared with other processes), unless a release comes first.
-func (e *engine[K]) slotWait(r *Reservation[K]) (time.Duration, bool) {
+// slotWait says how the first waiter sleeps after r's denial: for the
+// longest RetryAfter of the limits that do not hold, when one of them
+// denies (a release does not help); otherwise for the holds' RetryAfter
+// (the oldest lease's end), unless a release through a Limiter of this
+// process wakes it first (byRelease), and, on a store shared with other
+// processes, for at most slotPoll of real time (poll), since a release
+// there wakes nobody here.
+func (e *engine[K]) slotWait(r *Reservation[K]) (wait time.Duration, byRelease, poll bool) {
 	ls := e.cur.Load()
 	var rate, hold time.Duration
 	for i, d := range r.limits.Limits() {
@@ -196,12 +211,48 @@ func (e *engine[K]) slotWait(r *Reservation[K]) (time.Duration, bool) {
 		}
 	}
 	if rate > 0 || hold == 0 {
-		return max(rate, time.Microsecond), false
+		return max(rate, time.Microsecond), false, false
 	}
-	if !ls.inProcess {
-		hold = min(hold, slotPoll)
+	return hold, true, !ls.inProcess
+}
+
+// slotKey names the queues of waiters for the slots of one quota (a
+// limit's ID) on one store value, which every Limiter and Policy of the
+// process deciding that quota on that store value shares, so that a
+// release through any of them wakes the first waiter of any.
+type slotKey struct {
+	st any
+	id string
+}
+
+// slotRegistry holds the shared queues, each as a weak.Pointer to its
+// *slotQueues[K], dropped once no Limiter or Policy holds it.
+var slotRegistry sync.Map // slotKey → weak.Pointer[slotQueues[K]]
+
+// sharedSlots returns the queues of waiters for the slots of the quota
+// id on st, shared with every Limiter and Policy of the process on st
+// under id, or queues of their own when st is no valid map key.
+func sharedSlots[K comparable](st store.Store[K], id string) *slotQueues[K] {
+	if t := reflect.TypeOf(st); t == nil || !t.Comparable() {
+		return new(slotQueues[K])
 	}
-	return hold, true
+	k := slotKey{st: st, id: id}
+	for {
+		if v, ok := slotRegistry.Load(k); ok {
+			if q := v.(weak.Pointer[slotQueues[K]]).Value(); q != nil {
+				return q
+			}
+			slotRegistry.CompareAndDelete(k, v) // collected: replaced below
+			continue
+		}
+		q := new(slotQueues[K])
+		wp := weak.Make(q)
+		if _, loaded := slotRegistry.LoadOrStore(k, wp); loaded {
+			continue
+		}
+		runtime.AddCleanup(q, func(k slotKey) { slotRegistry.CompareAndDelete(k, wp) }, k)
+		return q
+	}
 }
 
 // reserveHold is ReserveN: try, a reservation made now or booked ahead,

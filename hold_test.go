@@ -307,3 +307,34 @@ func TestHoldsRefuseDenialCache(t *testing.T) {
 }
 
 var _ algorithm.Holder = (*concurrency.Slots)(nil)
+
+// TestWaiterWokenThroughAnotherLimiter: two Limiters of one quota on one
+// store share their waiters: a release through one wakes a waiter of the
+// other at once, not at the lease's end.
+func TestWaiterWokenThroughAnotherLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		st := memorystore.New[string]()
+		a, err := ratelimit.New(mustSlots(t, 1, time.Hour), st, ratelimit.WithName("db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ratelimit.New(mustSlots(t, 1, time.Hour), st, ratelimit.WithName("db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, _ := b.ReserveN(ctx, "k", 1, 0)
+		start := time.Now()
+		go func() {
+			time.Sleep(time.Second)
+			_ = held.Release(ctx)
+		}()
+		r, err := a.ReserveN(ctx, "k", 1, -1)
+		if err != nil || !r.OK() {
+			t.Fatalf("waiter: %v, %v", r, err)
+		}
+		if got := time.Since(start); got != time.Second {
+			t.Errorf("the waiter on a got the slot released through b after %v, want 1s", got)
+		}
+	})
+}

@@ -37,6 +37,7 @@ type Reservation[K comparable] struct {
 	hooks    *hooks
 	done     atomic.Bool // cancelled, refunded or released
 	holds    bool        // a limit holds (algorithm.Holder): Release gives it back
+	slots    *slotQueues[K]
 }
 
 // OK reports whether the request was booked; one that was not charged nothing.
@@ -94,7 +95,7 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 		}
 	}
 	if r.holds {
-		r.e.slots.released(r.key)
+		r.slots.released(r.key)
 	}
 	d := r.decision
 	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the cancel's
@@ -203,7 +204,7 @@ func (e *engine[K]) book(ctx context.Context, now0 bool, key K, n int, maxDelay 
 	} else {
 		res.table = bk
 	}
-	res.holds = ls.holds
+	res.holds, res.slots = ls.holds, ls.slots
 	res.ok, res.booking = ok, booking
 	res.decision = decided(r, ls.limit, src)
 	res.limits.set(r, rs, src, ls.each)
@@ -380,7 +381,7 @@ func (e *engine[K]) refundStore(ctx context.Context, key K, n int, d *PolicyDeci
 	}
 	d.set(r, rs, FromStore, ls.each)
 	if ls.holds {
-		e.slots.released(key)
+		ls.slots.released(key)
 	}
 	return nil
 }

@@ -37,7 +37,11 @@ func TestHoldsASlotPerRequest(t *testing.T) {
 	var wg sync.WaitGroup
 	codes := make(chan int, 2)
 	for range 2 {
-		wg.Go(func() { codes <- code(h, "/") })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes <- code(h, "/")
+		}()
 	}
 	<-in
 	<-in
