@@ -23,12 +23,10 @@ import "fmt"
 //   - under AsIs, with used = from.Limit() − from's Remaining at now:
 //     Remaining ≤ max(0, to.Limit() − used), and, when to.Limit() ≥
 //     from.Limit(), Remaining ≥ from's Remaining: what was used stays
-//     used, no more. A sliding log with a shorter window forgets faster,
-//     so the first holds for it only when its window is at least from's,
-//     and the second only when it is at most from's. A continuous token
-//     bucket holds fractions of a token, and adds the capacities' difference
-//     in float64 (§2.1), which may round a fraction within an ulp of the
-//     next whole token up to it: the first may then be exceeded by 1;
+//     used, no more. A Kind whose AsIsBounds is set says which of the two hold
+//     for it, and by how much the first may be exceeded (a sliding log
+//     with a shorter window forgets faster; a continuous token bucket
+//     rounds a fraction of a token up);
 //   - the converted state is a fixed point: converting it again as if it
 //     were written under to's own Tag changes nothing Peek reports.
 //
@@ -78,14 +76,12 @@ func CheckInherit(to Inheritor, from Tagged, s State, last, now int64, rule Rule
 	}
 
 	if rule != Proportional {
-		upper, lower := true, limit >= from.Limit()
-		if tag.Kind == KindSlidingLog {
-			upper, lower = to.Tag().P0 >= tag.P0, lower && to.Tag().P0 <= tag.P0
+		upper, lower, slack := true, limit >= from.Limit(), int64(0)
+		if k := kindOf(tag.Kind); k != nil && k.AsIsBounds != nil {
+			u, l, s := k.AsIsBounds(to.Tag(), tag)
+			upper, lower, slack = u, lower && l, s
 		}
-		most := max(0, limit-(from.Limit()-oldOne.Remaining))
-		if tag.Kind == KindTokenBucket {
-			most = min(most+1, limit)
-		}
+		most := min(max(0, limit-(from.Limit()-oldOne.Remaining))+slack, limit)
 		if upper && one.Remaining > most {
 			return fail("as-is leaves %d remaining, want at most %d: from had %d of %d", one.Remaining, most, oldOne.Remaining, from.Limit())
 		}

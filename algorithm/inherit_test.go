@@ -150,7 +150,7 @@ func TestInheritMinuteHour(t *testing.T) {
 						// A bucket refills an old state at its own rate:
 						// compare with the old capacity at that rate.
 						from := c.from
-						if k := c.to.Tag().Kind; k == algorithm.KindTokenBucket || k == algorithm.KindInterval {
+						if k := c.to.Tag().Kind; k == tokenbucket.Kind || k == tokenbucket.IntervalKind {
 							from = c.to
 						}
 						next, err := algorithm.CheckInherit(c.to, from, s, minute0, now, rule)
@@ -184,10 +184,10 @@ func TestInheritMinuteHour(t *testing.T) {
 func TestInheritUnreadable(t *testing.T) {
 	tags := []algorithm.Tag{
 		{}, {Kind: 'x', P0: 1, P1: 1},
-		{Kind: algorithm.KindTokenBucket, P0: 0}, {Kind: algorithm.KindInterval, P0: -1},
+		{Kind: tokenbucket.Kind, P0: 0}, {Kind: tokenbucket.IntervalKind, P0: -1},
 		{Kind: gcra.Kind, P0: algorithm.MaxLimit, P1: algorithm.MaxDuration},
 		{Kind: fixedwindow.Kind, P0: 10, P1: 0}, {Kind: slidingwindow.Kind, P0: math.MaxInt64, P1: 1},
-		{Kind: algorithm.KindSlidingLog, P0: algorithm.MaxDuration + 1},
+		{Kind: slidinglog.Kind, P0: algorithm.MaxDuration + 1},
 	}
 	states := []algorithm.State{
 		{}, {N0: math.MinInt64, N1: math.MaxInt64, N2: -1},
@@ -201,7 +201,7 @@ func TestInheritUnreadable(t *testing.T) {
 			for i, s := range states {
 				for _, rule := range []algorithm.Rule{algorithm.AsIs, algorithm.Proportional, 7} {
 					next := alg.Inherit(tag, s, minute0, rule)
-					if alg.Tag().Kind == algorithm.KindSlidingLog {
+					if alg.Tag().Kind == slidinglog.Kind {
 						// Read as it stands, counting all it holds.
 						if next != s {
 							t.Errorf("%s: Inherit(%v, state %d, %v) = %+v, want the state as it is", a.name, tag, i, rule, next)

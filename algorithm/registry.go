@@ -44,6 +44,14 @@ type Kind struct {
 	// Describe puts a Tag of this Kind in words, for errors ("GCRA,
 	// burst 100, one every 36s"); nil: its String.
 	Describe func(Tag) string
+	// AsIsBounds is set for a Kind whose Inherit keeps [CheckInherit]'s as-is
+	// bounds only in part, carrying a state written under from into to
+	// (both Tags of this Kind): it reports whether the upper bound
+	// (what remains is at most to's limit less what was used) and the
+	// lower one (at least what from had left, when to's limit is at least
+	// from's) hold, and by how much the upper one may be exceeded. nil:
+	// both hold exactly.
+	AsIsBounds func(to, from Tag) (upper, lower bool, slack int64)
 }
 
 // registry is the Kinds registered, copied on every Register so that
@@ -107,6 +115,15 @@ func KindNamed(name string) (Kind, bool) {
 	return Kind{}, false
 }
 
+// KindOf returns the registered Kind whose Letter is letter: what a store
+// knows of a state of that letter (whether it keeps a Log, its Lua body).
+func KindOf(letter byte) (Kind, bool) {
+	if k := kindOf(letter); k != nil {
+		return *k, true
+	}
+	return Kind{}, false
+}
+
 // kindOf returns the registered Kind whose Letter is letter, or nil.
 func kindOf(letter byte) *Kind {
 	if r := kinds.Load(); r != nil {
@@ -153,7 +170,7 @@ var (
 // bodyParts are the parts a body may have after its decide part: report
 // and commit, in that order, then any of the others, as the composer
 // (internal/luascript) cuts them.
-var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earliest", "undo"}
+var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earliest", "undo", "used"}
 
 // CheckBody returns what makes body break the composition contract the
 // script composer (internal/luascript) relies on, or nil. The contract,
@@ -161,17 +178,24 @@ var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earlie
 //
 //   - parts: the decide part, which sets fits, then lines "--@report"
 //     and "--@commit", then any of "--@book", "--@refund", "--@unused",
-//     "--@earliest", "--@undo"; each once;
+//     "--@earliest", "--@undo" and "--@used" (what a state of this Kind
+//     had used, for a limit of another kind that starts it afresh); each
+//     once;
 //   - what it reads: its limit's arguments alone, as ARGV[$1] … ARGV[$9]
-//     (its parameters, which the composer numbers), ARGV[$id],
-//     ARGV[$hdr] and ARGV[$mode], the limit's number $n and its sorted
-//     set's name $zkey: no other $ name, no other ARGV, and no KEYS;
+//     (its parameters, which the composer numbers), ARGV[$id] and
+//     ARGV[$hdr], the limit's number $n, its sorted
+//     set's name $zkey and the store's TTL margin $margin: no other $
+//     name, no other ARGV, and no KEYS;
 //   - regions: "--#setup a, b" … "--#setupend" at most once, in the
 //     decide part; a state kept in the key's hash is read between
 //     "--#parse a, b" and "--#parsed" in the decide part and written from
 //     "--#encode x, y" (as many names, at most 3) to the end of the
-//     commit part, which sets value; "--#used" where a log takes what a
-//     state of another kind had used. Each names Lua names.
+//     commit part, which sets value. Each names Lua names;
+//   - conversion: lines between "--#convert" and "--#converted" run only
+//     in the scripts that convert a state written under another header,
+//     those between "--#plain" and the "--#convert" after it only in the
+//     others; a line "--#unreadable <what>" stands for the answer to a
+//     state the body cannot read.
 func CheckBody(body string) error {
 	decide, commit, err := checkParts(body)
 	if err != nil {
@@ -216,18 +240,18 @@ func checkParts(body string) (decide, commit string, err error) {
 func checkReads(body string) error {
 	for _, m := range dollarRef.FindAllStringSubmatchIndex(body, -1) {
 		switch ref := body[m[2]:m[3]]; {
-		case len(ref) == 1 && ref[0] >= '1' && ref[0] <= '9', ref == "id", ref == "hdr", ref == "mode", ref == "n", ref == "zkey":
+		case len(ref) == 1 && ref[0] >= '1' && ref[0] <= '9', ref == "id", ref == "hdr", ref == "n", ref == "zkey", ref == "margin":
 		case ref == "":
 			// A '$' of Lua's own (a pattern's end, "%$"): not a reference.
 		default:
-			return fmt.Errorf("line %d: $%s: a body reads its parameters as $1…$9 and the limit's $id, $hdr, $mode, $n, $zkey", line(body, m[0]), ref)
+			return fmt.Errorf("line %d: $%s: a body reads its parameters as $1…$9 and the limit's $id, $hdr, $n, $zkey, $margin", line(body, m[0]), ref)
 		}
 	}
 	for _, m := range argvRef.FindAllStringSubmatchIndex(body, -1) {
 		switch ref := body[m[2]:m[3]]; {
-		case len(ref) == 2 && ref[0] == '$' && ref[1] >= '1' && ref[1] <= '9', ref == "$id", ref == "$hdr", ref == "$mode":
+		case len(ref) == 2 && ref[0] == '$' && ref[1] >= '1' && ref[1] <= '9', ref == "$id", ref == "$hdr":
 		default:
-			return fmt.Errorf("line %d: ARGV[%s]: a body reads only its limit's arguments, ARGV[$1]…ARGV[$9], ARGV[$id], ARGV[$hdr] and ARGV[$mode]", line(body, m[0]), ref)
+			return fmt.Errorf("line %d: ARGV[%s]: a body reads only its limit's arguments, ARGV[$1]…ARGV[$9], ARGV[$id] and ARGV[$hdr]", line(body, m[0]), ref)
 		}
 	}
 	if i := strings.Index(body, "KEYS["); i >= 0 {
@@ -243,7 +267,9 @@ func checkMarks(body, decide, commit string) error {
 	for _, m := range regionRef.FindAllStringSubmatchIndex(body, -1) {
 		name := body[m[2]:m[3]]
 		switch name {
-		case "setup", "setupend", "parse", "parsed", "encode", "used":
+		case "setup", "setupend", "parse", "parsed", "encode":
+		case "plain", "convert", "converted", "unreadable":
+			continue // as many as the body needs; the composer pairs them
 		default:
 			return fmt.Errorf("line %d: unknown mark --#%s", line(body, m[0]), name)
 		}

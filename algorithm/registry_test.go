@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/algorithms"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // body is a small body that keeps the composition contract: two
@@ -19,7 +20,7 @@ local n = 0
 n = tonumber(string.sub(state, at)) or 0
 --#parsed
 local fits = n < limit
-local id = ARGV[$id] .. ARGV[$hdr] .. ARGV[$mode] .. tonumber(ARGV[$2]) .. '$n'
+local id = ARGV[$id] .. ARGV[$hdr] .. tonumber(ARGV[$2]) .. '$n'
 --@report
 remaining = limit - n
 --@commit
@@ -81,7 +82,7 @@ func TestRegister(t *testing.T) {
 		{algorithm.Kind{Name: "test", Letter: 'Z', Params: 1}, "no Used"},
 		{algorithm.Kind{Name: "test", Letter: 'Z', Params: 1, Used: used, Body: "x = 1\n"}, `Register "test": test.lua: the parts are []`},
 		{algorithm.Kind{Name: "gcra", Letter: 'Z', Params: 1, Used: used}, "taken"},
-		{algorithm.Kind{Name: "test", Letter: algorithm.KindTokenBucket, Params: 1, Used: used}, "taken"},
+		{algorithm.Kind{Name: "test", Letter: tokenbucket.Kind, Params: 1, Used: used}, "taken"},
 	} {
 		got := func() (msg string) {
 			defer func() { msg = fmtRecover(recover()) }()

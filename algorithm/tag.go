@@ -27,17 +27,6 @@ type Tag struct {
 	P0, P1 int64
 }
 
-// The Kinds that code outside their packages tells apart: the token
-// buckets, and the sliding log, whose state is a sorted set of its own on
-// Redis. Every other Kind is its package's own constant (gcra.Kind…),
-// known here only through [Register]. Every limit and capacity is in the
-// algorithm's units, every duration in microseconds.
-const (
-	KindTokenBucket byte = 'T' // capacity
-	KindInterval    byte = 'I' // capacity (tokenbucket-interval)
-	KindSlidingLog  byte = 'L' // window
-)
-
 // params returns how many meaning parameters a Kind has: 1 or 2, or 0
 // for a Kind no package registered.
 func params(kind byte) int {

@@ -8,6 +8,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/slidingwindow"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // TestUsedIsWhatPeekSees checks Used against each algorithm's own count:
@@ -106,7 +107,7 @@ func TestUsedUnreadable(t *testing.T) {
 		{algorithm.Tag{Kind: 'X', P0: 5}, algorithm.State{}},
 		{algorithm.Tag{Kind: fixedwindow.Kind, P0: 0, P1: 10}, algorithm.State{}},
 		{algorithm.Tag{Kind: fixedwindow.Kind, P0: 5, P1: 10}, algorithm.State{N0: 1, N1: 11}},
-		{algorithm.Tag{Kind: algorithm.KindInterval, P0: 5}, algorithm.State{N0: 1 << 60}},
+		{algorithm.Tag{Kind: tokenbucket.IntervalKind, P0: 5}, algorithm.State{N0: 1 << 60}},
 		{algorithm.Tag{Kind: slidingwindow.Kind, P0: 5, P1: 10}, algorithm.State{N2: -1}},
 	} {
 		if got := algorithm.Used(c.tag, c.s, minute0); got != algorithm.MaxLimit {

@@ -251,7 +251,7 @@ func redisSubjectsForBytes() []inRedis {
 		subjects = append(subjects, inRedis{"ratelimit (rueidisstore)", a.name,
 			func(u string) string {
 				// The key's hash, or a sliding log's sorted set.
-				if tag, _ := algorithm.TagOf(alg); tag.Kind == algorithm.KindSlidingLog {
+				if tag, _ := algorithm.TagOf(alg); tag.Kind == slidinglog.Kind {
 					return luascript.LogKey(rueidisstore.DefaultPrefix+"{"+u+"}", id)
 				}
 				return luascript.HashKey(rueidisstore.DefaultPrefix + "{" + u + "}")

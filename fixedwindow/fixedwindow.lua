@@ -1,5 +1,5 @@
 -- Fixed window (Go: fixedwindow.Window).
--- Parameters: $1 limit, $2 window in µs.
+-- Parameters: ARGV[$1] limit, ARGV[$2] window in µs.
 -- State: the header "F<limit>,<window>:", then "<window index> <count>", the count a fill pointer
 -- from that window (window index+j holds its units [j·limit, (j+1)·limit):
 -- above the limit with bookings, never above 2·limit). A clock that stepped back into
@@ -23,19 +23,27 @@ elseif (index + 1) * window <= now then
   index = index + 1
 end
 local count = 0
--- Started from a state of another kind (load.lua's carried, Go:
--- algorithm.Carry): a fresh state charged what that one had used, at
--- most the limit, at now.
+--#convert
+-- Started from a state of another kind (Go: algorithm.Carry): a fresh
+-- state charged what that one had used, at most the limit, at now.
 if carried > 0 then
   count = math.min(carried, limit)
 end
+--#converted
 if state then
   local stored, counted
 --#parse stored, counted
   stored, counted = string.match(state, '^(%-?%d+) (%d+)$', at)
   stored, counted = tonumber(stored), tonumber(counted)
 --#parsed
-  if stored and counted and stored >= -9007199254740992 and stored <= 9007199254740992 and counted <= 2 * (old0 or limit) then
+  local most = 2 * limit -- the count a writer's limit allows
+--#convert
+  if old0 then
+    most = 2 * old0
+  end
+--#converted
+  if stored and counted and stored >= -9007199254740992 and stored <= 9007199254740992 and counted <= most then
+--#convert
     if old0 and counted > 0 then
       -- Written under limit old0 and window old1 (design §2.4, §2.8):
       -- the count as the old window reads it at now (none once its window
@@ -45,7 +53,7 @@ if state then
       -- fraction of the old limit (proportional, rounded up, capped).
       -- Under another window length it counts in the window of now.
       -- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below
-      -- 2^53 (defined here, off the fast path).
+      -- 2^53.
       local function floordiv(a, b)
         local q = math.floor(a / b)
         if q * b > a then
@@ -84,7 +92,7 @@ if state then
         end
         stored = stored + full
         counted = limit + math.min(booked - full * limit, limit)
-      elseif counted > 0 and (ARGV[$mode] == '1' or ARGV[$mode] == '3') then
+      elseif counted > 0 and proportional then
         -- ⌈counted·limit/old0⌉ for whole numbers up to 2^40: long
         -- division, 4 bits of limit at a time.
         local q, r = 0, 0
@@ -106,6 +114,7 @@ if state then
         counted = limit
       end
     end
+--#converted
     local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1
     if stored > index + 1 then
       -- ⌊2^48/window⌋, the most windows a counted one may lie ahead,
@@ -122,8 +131,8 @@ if state then
     elseif stored == index - 1 and counted > limit then
       count = counted - limit -- booked into the window of now
     end
-  elseif not afresh then
-    return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' holds ' .. #state .. ' bytes that are not a fixed window')
+  else
+--#unreadable ' holds ' .. #state .. ' bytes that are not a fixed window'
   end
 end
 
@@ -156,7 +165,7 @@ if ttl < 2 then
 end
 local rem, reset = limit - count, ends
 --#encode index, count
-local value = string.format('%.0f %.0f', index, count)
+local value = string.format('%d %d', index, count)
 
 --@book
 -- The booking of cost due at act, in the window of act, index+j: the
@@ -182,7 +191,7 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
-local value = string.format('%.0f %.0f', bindex, bcount)
+local value = string.format('%d %d', bindex, bcount)
 local rem = limit - bcount
 if rem < 0 then
   rem = 0
@@ -210,7 +219,7 @@ if count > 0 then
     c = 0
   end
   if n > 0 then
-    value = string.format('%.0f %.0f', index, c)
+    value = string.format('%d %d', index, c)
   end
   rem = limit - c
   if rem < 0 then
@@ -249,4 +258,33 @@ end
 local give = 0
 if aindex == nindex and index == nindex and count <= limit then
   give = bcost
+end
+
+--@used
+-- What a window's state had used at now (Go: used): the fill pointer of
+-- the window of now as the window reads it (units booked past its end
+-- included), 0 once the counted window has ended.
+local i, c = string.match(fv, '^(%-?%d+) (%d+)$', at)
+if i then
+  i, c = tonumber(i), tonumber(c)
+end
+if p0 <= 1099511627776 and i and c and i >= -9007199254740992 and i <= 9007199254740992 and c <= 2 * p0 then
+  local function fdiv(a, b)
+    local q = math.floor(a / b)
+    if q * b > a then
+      q = q - 1
+    elseif (q + 1) * b <= a then
+      q = q + 1
+    end
+    return q
+  end
+  local index = fdiv(now, p1)
+  used = 0
+  if c == 0 or i > index + fdiv(281474976710656, p1) then
+    used = 0
+  elseif i >= index then
+    used = c
+  elseif i == index - 1 and c > p0 then
+    used = c - p0
+  end
 end

@@ -1,41 +1,30 @@
 -- GCRA (Go: gcra.Meter).
--- Parameters: $1 burst, $2 emission interval in µs.
+-- Parameters: ARGV[$1] burst, ARGV[$2] emission interval in µs.
 -- State: the header "G<burst>,<every>:", then the theoretical arrival time
 -- (TAT) in Unix µs, in decimal, within ±2^53; anything else is refused
 -- with an RLMISMATCH error (or started afresh).
 -- The key is at rest once TAT has passed. Every number is a whole number
 -- below 2^53, so the arithmetic is exact, as in Go.
---#setup every, tau, left
+-- rem, the units that fit with a debt, is ⌊(tau − debt)/every⌋, corrected
+-- where the division rounds: written out where it is needed, since a
+-- function would be a closure made again on every call.
+--#setup every, tau
 local every = tonumber(ARGV[$2])
 local tau = tonumber(ARGV[$1]) * every
-
--- left: ⌊(tau − d)/every⌋, the units that fit with debt d, corrected
--- where the division rounds.
-local function left(d)
-  if d >= tau then
-    return 0
-  end
-  local n = math.floor((tau - d) / every)
-  if n * every > tau - d then
-    n = n - 1
-  elseif (n + 1) * every <= tau - d then
-    n = n + 1
-  end
-  return n
-end
 --#setupend
 
 -- debt: µs from now until TAT; 0 once it has passed.
 local debt = 0
--- Started from a state of another kind (load.lua's carried, Go:
--- algorithm.Carry): a fresh state charged what that one had used, at
--- most the limit, at now.
+--#convert
+-- Started from a state of another kind (Go: algorithm.Carry): a fresh
+-- state charged what that one had used, at most the limit, at now.
 if carried > 0 then
   debt = carried * every -- exact up to tau (2^48), far above it when larger
   if debt > tau then
     debt = tau
   end
 end
+--#converted
 if state then
   local tat
 --#parse tat
@@ -44,11 +33,16 @@ if state then
     tat = tonumber(tat) -- not tonumber(nil): miniredis's Lua raises an error
   end
 --#parsed
-  if tat and tat >= -9007199254740992 and tat <= 9007199254740992 and not (old0 and old0 * old1 > 281474976710656) then
+  local readable = tat and tat >= -9007199254740992 and tat <= 9007199254740992
+--#convert
+  readable = readable and not (old0 and old0 * old1 > 281474976710656)
+--#converted
+  if readable then
     debt = tat - now
     if debt < 0 then
       debt = 0
     end
+--#convert
     if old0 and debt > 0 then
       -- Written under burst old0 and emission interval old1 (design
       -- §2.3): the debt is carried as units used (as-is: debt·every/old1,
@@ -93,7 +87,7 @@ if state then
           end
         end
       end
-      if ARGV[$mode] == '1' or ARGV[$mode] == '3' then
+      if proportional then
         debt = mulup(debt, tau, otau)
       elseif debt / old1 * every > 2 * tau then
         debt = tau -- far more than tau: no need to be exact
@@ -105,8 +99,9 @@ if state then
       end
       debt = debt + beyond
     end
-  elseif not afresh then
-    return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' holds ' .. #state .. ' bytes that are not a GCRA state')
+--#converted
+  else
+--#unreadable ' holds ' .. #state .. ' bytes that are not a GCRA state'
   end
 end
 
@@ -115,7 +110,15 @@ local fits = after <= tau
 
 
 --@report
-local rem, retry, reset = left(debt), after - tau, debt
+local rem, retry, reset = 0, after - tau, debt
+if debt < tau then
+  rem = math.floor((tau - debt) / every)
+  if rem * every > tau - debt then
+    rem = rem - 1
+  elseif (rem + 1) * every <= tau - debt then
+    rem = rem + 1
+  end
+end
 if retry < 0 then
   retry = 0
 end
@@ -126,10 +129,18 @@ local ttl = math.ceil(debt / 1000)
 if ttl < 2 then
   ttl = 2
 end
-local rem, reset = left(debt), debt
+local rem, reset = 0, debt
+if debt < tau then
+  rem = math.floor((tau - debt) / every)
+  if rem * every > tau - debt then
+    rem = rem - 1
+  elseif (rem + 1) * every <= tau - debt then
+    rem = rem + 1
+  end
+end
 local tat = now + debt
 --#encode tat
-local value = string.format('%.0f', tat)
+local value = string.format('%d', tat)
 
 --@book
 -- Booked at now for act (Go: Meter.Book): the TAT a Take at act would
@@ -142,8 +153,16 @@ local ttl = math.ceil(debt / 1000)
 if ttl < 2 then
   ttl = 2
 end
-local value = string.format('%.0f', now + debt)
-local rem, reset = left(debt), debt
+local value = string.format('%d', now + debt)
+local rem, reset = 0, debt
+if debt < tau then
+  rem = math.floor((tau - debt) / every)
+  if rem * every > tau - debt then
+    rem = rem - 1
+  elseif (rem + 1) * every <= tau - debt then
+    rem = rem + 1
+  end
+end
 
 --@refund
 -- Up to n units back (Go: Meter.Refund): TAT n intervals earlier, but not
@@ -159,9 +178,17 @@ if debt > 0 and n > 0 then
   else
     debt = 0
   end
-  value = string.format('%.0f', now + debt)
+  value = string.format('%d', now + debt)
 end
-local rem, retry, reset = left(debt), debt + every - tau, debt
+local rem, retry, reset = 0, debt + every - tau, debt
+if debt < tau then
+  rem = math.floor((tau - debt) / every)
+  if rem * every > tau - debt then
+    rem = rem - 1
+  elseif (rem + 1) * every <= tau - debt then
+    rem = rem + 1
+  end
+end
 if retry < 0 then
   retry = 0
 end
@@ -212,4 +239,27 @@ if late < bcost * every then
     q = q + 1
   end
   give = bcost - q
+end
+
+--@used
+-- What a GCRA state had used at now (Go: used): its debt in emission
+-- intervals, ⌈max(TAT − now, 0)/every⌉.
+local tat = string.match(fv, '^(%-?%d+)$', at)
+if tat then
+  tat = tonumber(tat)
+end
+if p0 <= 1099511627776 and tat and tat >= -9007199254740992 and tat <= 9007199254740992 then
+  used = 0
+  if tat > now then
+    local d = tat - now
+    used = math.floor(d / p1)
+    if used * p1 > d then
+      used = used - 1
+    elseif (used + 1) * p1 <= d then
+      used = used + 1
+    end
+    if used * p1 < d then
+      used = used + 1
+    end
+  end
 end

@@ -36,7 +36,7 @@ var _ algorithm.Inheritor = (*Log)(nil)
 // That counts at least as much as any window W would, and is also s as it
 // is. So is a from equal to the log's own Tag.
 func (l *Log) Inherit(from algorithm.Tag, s algorithm.State, now int64, _ algorithm.Rule) algorithm.State {
-	if from == l.Tag() || from.Kind != algorithm.KindSlidingLog || from.P0 < 1 || from.P0 > algorithm.MaxDuration ||
+	if from == l.Tag() || from.Kind != Kind || from.P0 < 1 || from.P0 > algorithm.MaxDuration ||
 		s.N2 <= 0 || s.Log == nil || s.Log.Head < 0 || s.Log.Head > len(s.Log.Entries) {
 		return s
 	}

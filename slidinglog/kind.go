@@ -9,16 +9,29 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 )
 
+// Kind is the letter of a Log's Tag ({Kind, window}), registered with the
+// algorithm package.
+const Kind byte = 'L'
+
 // body is the transition in Lua, which the Redis stores run.
 //
 //go:embed slidinglog.lua
 var body string
 
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "slidinglog", Letter: algorithm.KindSlidingLog, Params: 1, Body: body, Used: used, Log: true,
+	algorithm.Register(algorithm.Kind{Name: "slidinglog", Letter: Kind, Params: 1, Body: body, Used: used, Log: true,
 		Describe: func(t algorithm.Tag) string {
 			return fmt.Sprintf("a sliding log over %v", time.Duration(t.P0)*time.Microsecond)
-		}})
+		},
+		AsIsBounds: asIsBounds})
+}
+
+// asIsBounds: a log with a shorter window forgets faster, so what was
+// used stays used (the upper bound) only when to's window is at least
+// from's, and no more than what from had used (the lower one) only when
+// it is at most from's.
+func asIsBounds(to, from algorithm.Tag) (upper, lower bool, slack int64) {
+	return to.P0 >= from.P0, to.P0 <= from.P0, 0
 }
 
 // used is what a log had used at now: the cost of its entries after

@@ -104,10 +104,10 @@ func (l *Log) Quota() algorithm.Quota {
 	return algorithm.Quota{Limit: l.limit, Window: time.Duration(l.window) * time.Microsecond}
 }
 
-// Tag returns {KindSlidingLog, window}: entries are instants and costs,
+// Tag returns {Kind, window}: entries are instants and costs,
 // which mean the same whatever the limit.
 func (l *Log) Tag() algorithm.Tag {
-	return algorithm.Tag{Kind: algorithm.KindSlidingLog, P0: l.window}
+	return algorithm.Tag{Kind: Kind, P0: l.window}
 }
 
 // Spec returns {"slidinglog", [limit, window µs]}.

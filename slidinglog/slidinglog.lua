@@ -1,5 +1,5 @@
 -- Sliding log (Go: slidinglog.Log).
--- Parameters: $1 limit, $2 window in µs.
+-- Parameters: ARGV[$1] limit, ARGV[$2] window in µs.
 -- State: a sorted set with one member per instant at which cost was
 -- admitted, scored by that instant; the member is the cumulative cost the
 -- key admitted up to and including it, in decimal, modulo 2^52 (the span of
@@ -31,65 +31,25 @@ local modulus = 4503599627370496 -- 2^52
 local trim = 1000
 --#setupend
 
--- The sorted set starts with its header member, ARGV[$hdr] ("#L" and
--- the window) at score -inf: the load checks it and every rank below
--- counts from 1. A set whose first member is another window's header is
--- carried over (design §2.6); any other set, a key of another type, or a
--- field of this ID in the key's hash (another algorithm's state) is
--- refused with an RLMISMATCH error, or started afresh (afresh: wipe says
--- what an admission removes first: 1 the set, 2 the field).
-local hdr = ARGV[$hdr]
-local afresh = ARGV[$mode] >= '2'
-local oldw, wipe, newest, carried = nil, nil, {}, 0
-local mh, mclock = nil, nil -- the clock member and its clock, when there is one
-do
-  local head = redis.pcall('ZRANGE', zkey, 0, 1, 'WITHSCORES')
-  local bad, fv, fz = nil, nil, false
-  if head.err then
-    bad, wipe = 'is not a sorted set', 1
-  elseif head[1] then
-    if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
-      local w = string.match(head[1], '^#L(%d+)$')
-      if w then
-        w = tonumber(w) -- not tonumber(nil): miniredis's Lua raises an error
-      end
-      if w and w >= 1 and w <= 281474976710656 and (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
-        oldw = w
-      else
-        bad, wipe = 'does not hold a sliding log of this version', 1
-      end
-    end
-    if not bad then
-      if head[3] and (head[4] == '-inf' or tonumber(head[4]) == -math.huge) then
-        local c = string.match(head[3], '^#M(%-?%d+)$')
-        if c then
-          mh, mclock = head[3], tonumber(c)
-        end
-      end
-      newest = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
-      if newest[1] == head[1] or newest[1] == mh then
-        newest = {} -- the header (and a clock) alone
-      end
-    end
-  else
-    fv = redis.pcall('HGET', hkey, ARGV[$id]) -- a hash's key of another type holds no state of this ID
-    if type(fv) == 'string' then
-      bad, wipe = 'is missing, and ' .. hkey .. ' holds another algorithm\'s state under ID ' .. ARGV[$id], 2
-    else
-      fv = nil
+-- The sorted set, zkey, opens with its header member, hdr ("#L" and the
+-- window), at score -inf (the load checks it: head is its first two
+-- members), so every rank below counts from 1. The clock member follows
+-- it when there is one; newest is the newest member, when it is neither.
+local newest, mh, mclock = {}, nil, nil
+--#convert
+-- A set carried over from another window (old0, design §2.6).
+local oldw = old0
+--#converted
+if state then
+  if head[3] and (head[4] == '-inf' or tonumber(head[4]) == -math.huge) then
+    local c = string.match(head[3], '^#M(%-?%d+)$')
+    if c then
+      mh, mclock = head[3], tonumber(c)
     end
   end
-  if bad then
-    if not afresh then
-      return redis.error_reply('RLMISMATCH ' .. zkey .. ' ' .. bad .. ', not ' .. hdr)
-    end
-    oldw, newest, mh, mclock = nil, {}, nil, nil
-    if fv then
-      -- Another kind's state (used.lua, Go: algorithm.Used): what it
-      -- had used carries over, as one member at now (Go:
-      -- algorithm.Carry), written by an admission.
---#used
-    end
+  newest = redis.call('ZRANGE', zkey, '-1', '-1', 'WITHSCORES')
+  if newest[1] == head[1] or newest[1] == mh then
+    newest = {} -- the header (and a clock) alone
   end
 end
 local t, last, total, clock = now, nil, 0, nil
@@ -99,10 +59,10 @@ if newest[1] then
   local n = string.match(newest[1], '^%d+$') and tonumber(newest[1])
   total, last = n, tonumber(newest[2])
   if not (n and n < modulus and last and last >= -9007199254740992 and last <= 9007199254740992 and last == math.floor(last)) then
-    if not afresh then
-      return redis.error_reply('RLMISMATCH ' .. zkey .. ' holds a member that is not of a sliding log')
-    end
+--#unreadable ' holds a member that is not of a sliding log'
+--#convert
     wipe, oldw, total, last = 1, nil, 0, nil
+--#converted
   else
     clock = mclock or last
     if clock > t then
@@ -116,25 +76,33 @@ local cut = t - window
 -- the clock less oldw, since the trims under oldw may have removed the
 -- ones between.
 local basecut = cut
+--#convert
 if oldw and clock and clock - oldw > cut then
   basecut = clock - oldw
 end
-local cutarg = string.format('%.0f', basecut)
+--#converted
+local cutarg = string.format('%d', basecut)
 local used, base, expired = 0, 0, false
-local dead = nil -- the base member, when there is one
+local dead = nil -- the base member first, when there is one
 if last then
   if last > basecut then
     -- Bounds are never "(-inf": miniredis reads it as -inf, inclusive.
-    -- The header member, at -inf, stands for no member.
-    dead = redis.call('ZREVRANGEBYSCORE', zkey, cutarg, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    -- The header member, at -inf, stands for no member. The two members
+    -- before the base come with it: when one of them alone is dead too, the
+    -- trim removes it by name.
+--#plain
+    dead = redis.call('ZREVRANGEBYSCORE', zkey, cutarg, '-inf', 'LIMIT', '0', '3')
+--#convert
+    dead = redis.call('ZREVRANGEBYSCORE', zkey, cutarg, '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
+--#converted
     if dead[1] and string.byte(dead[1], 1) ~= 35 then -- 35 is '#'
       local b = string.match(dead[1], '^%d+$') and tonumber(dead[1])
       if not (b and b < modulus) then
-        if not afresh then
-          return redis.error_reply('RLMISMATCH ' .. zkey .. ' holds a member that is not of a sliding log')
-        end
+--#unreadable ' holds a member that is not of a sliding log'
+--#convert
         -- Started afresh: nothing is counted, the set is replaced.
         wipe, oldw, total, last, dead = 1, nil, 0, nil, nil
+--#converted
       else
         base, expired = b, true
       end
@@ -157,12 +125,14 @@ if last then
   end
 end
 
+--#convert
 if carried > 0 then
   -- No member yet: the carried units stand for one at now, which an
   -- admission writes with its own (the cumulative count starts at them).
   carried = math.min(carried, limit)
   used, total = carried, carried
 end
+--#converted
 
 local fits = used + cost <= limit
 
@@ -218,11 +188,22 @@ local rec = t
 if last and last > rec then
   rec = last
 end
-local ndead = 0
+-- The dead members to trim, all but the base: one alone (gone), read
+-- with the base, goes by name; more are counted (ndead, with the base).
+local ndead, gone = 0, nil
 if expired then
-  ndead = redis.call('ZCOUNT', zkey, '-inf', cutarg) - 1 -- not the header
-  if mh then
-    ndead = ndead - 1 -- nor the clock
+--#plain
+  if dead and dead[2] and string.byte(dead[2], 1) ~= 35 and not (dead[3] and string.byte(dead[3], 1) ~= 35) then
+    gone = dead[2]
+  end
+  if not gone then
+--#convert
+  do
+--#converted
+    ndead = redis.call('ZCOUNT', zkey, '-inf', cutarg) - 1 -- not the header
+    if mh then
+      ndead = ndead - 1 -- nor the clock
+    end
   end
 end
 used = used + cost
@@ -231,19 +212,22 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
+--#convert
 if wipe == 1 then
   redis.call('DEL', zkey)
 elseif wipe == 2 then
   redis.call('HDEL', hkey, ARGV[$id])
 end
+--#converted
 if mh then
   redis.call('ZREM', zkey, mh) -- first: the ranks below count from 1
 end
+--#convert
 if oldw then
   -- Carried over from another window: the new header, and the members
   -- at or before basecut go but for the base, moved to cut at the
   -- latest so that it stays before the window (design §2.6).
-  redis.call('ZREM', zkey, '#L' .. string.format('%.0f', oldw))
+  redis.call('ZREM', zkey, head[1]) -- the old header
   if dead and dead[1] then
     if ndead > 1 then
       -- The old header is gone: the dead members are the ranks from 0,
@@ -251,21 +235,31 @@ if oldw then
       redis.call('ZREMRANGEBYRANK', zkey, 0, ndead - 2)
     end
     if tonumber(dead[2]) > cut then
-      redis.call('ZADD', zkey, string.format('%.0f', cut), dead[1])
+      redis.call('ZADD', zkey, string.format('%d', cut), dead[1])
     end
     ndead = 0
   end
 end
+--#converted
+--#plain
+if not last then
+--#convert
 if not last or oldw then
+--#converted
   redis.call('ZADD', zkey, '-inf', hdr)
 end
 if last == rec then
   redis.call('ZREM', zkey, newest[1]) -- one member per instant
 end
+--#convert
 if carried > 0 and rec > now then
-  redis.call('ZADD', zkey, string.format('%.0f', now), string.format('%.0f', carried)) -- the carried units' own member
+  redis.call('ZADD', zkey, string.format('%d', now), string.format('%d', carried)) -- the carried units' own member
 end
-redis.call('ZADD', zkey, string.format('%.0f', rec), string.format('%.0f', total))
+--#converted
+redis.call('ZADD', zkey, string.format('%d', rec), string.format('%d', total))
+if gone then
+  redis.call('ZREM', zkey, gone)
+end
 if ndead > 1 then
   local n = ndead - 1
   if n > trim then
@@ -274,9 +268,9 @@ if ndead > 1 then
   redis.call('ZREMRANGEBYRANK', zkey, 1, n)
 end
 if rec ~= t then
-  redis.call('ZADD', zkey, '-inf', '#M' .. string.format('%.0f', t)) -- the clock
+  redis.call('ZADD', zkey, '-inf', '#M' .. string.format('%d', t)) -- the clock
 end
-redis.call('PEXPIRE', zkey, ttl + margin)
+redis.call('PEXPIRE', zkey, ttl + $margin)
 local rem = limit - used
 
 --@book
@@ -294,11 +288,22 @@ end
 if last and last > rec then
   rec = last
 end
-local ndead = 0
+-- The dead members to trim, all but the base: one alone (gone), read
+-- with the base, goes by name; more are counted (ndead, with the base).
+local ndead, gone = 0, nil
 if expired then
-  ndead = redis.call('ZCOUNT', zkey, '-inf', cutarg) - 1 -- not the header
-  if mh then
-    ndead = ndead - 1 -- nor the clock
+--#plain
+  if dead and dead[2] and string.byte(dead[2], 1) ~= 35 and not (dead[3] and string.byte(dead[3], 1) ~= 35) then
+    gone = dead[2]
+  end
+  if not gone then
+--#convert
+  do
+--#converted
+    ndead = redis.call('ZCOUNT', zkey, '-inf', cutarg) - 1 -- not the header
+    if mh then
+      ndead = ndead - 1 -- nor the clock
+    end
   end
 end
 used = used + cost
@@ -307,19 +312,22 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
+--#convert
 if wipe == 1 then
   redis.call('DEL', zkey)
 elseif wipe == 2 then
   redis.call('HDEL', hkey, ARGV[$id])
 end
+--#converted
 if mh then
   redis.call('ZREM', zkey, mh) -- first: the ranks below count from 1
 end
+--#convert
 if oldw then
   -- Carried over from another window: the new header, and the members
   -- at or before basecut go but for the base, moved to cut at the
   -- latest so that it stays before the window (design §2.6).
-  redis.call('ZREM', zkey, '#L' .. string.format('%.0f', oldw))
+  redis.call('ZREM', zkey, head[1]) -- the old header
   if dead and dead[1] then
     if ndead > 1 then
       -- The old header is gone: the dead members are the ranks from 0,
@@ -327,21 +335,31 @@ if oldw then
       redis.call('ZREMRANGEBYRANK', zkey, 0, ndead - 2)
     end
     if tonumber(dead[2]) > cut then
-      redis.call('ZADD', zkey, string.format('%.0f', cut), dead[1])
+      redis.call('ZADD', zkey, string.format('%d', cut), dead[1])
     end
     ndead = 0
   end
 end
+--#converted
+--#plain
+if not last then
+--#convert
 if not last or oldw then
+--#converted
   redis.call('ZADD', zkey, '-inf', hdr)
 end
 if last == rec then
   redis.call('ZREM', zkey, newest[1]) -- one member per instant
 end
+--#convert
 if carried > 0 and rec > now then
-  redis.call('ZADD', zkey, string.format('%.0f', now), string.format('%.0f', carried)) -- the carried units' own member
+  redis.call('ZADD', zkey, string.format('%d', now), string.format('%d', carried)) -- the carried units' own member
 end
-redis.call('ZADD', zkey, string.format('%.0f', rec), string.format('%.0f', total))
+--#converted
+redis.call('ZADD', zkey, string.format('%d', rec), string.format('%d', total))
+if gone then
+  redis.call('ZREM', zkey, gone)
+end
 if ndead > 1 then
   local n = ndead - 1
   if n > trim then
@@ -350,9 +368,9 @@ if ndead > 1 then
   redis.call('ZREMRANGEBYRANK', zkey, 1, n)
 end
 if rec ~= t then
-  redis.call('ZADD', zkey, '-inf', '#M' .. string.format('%.0f', t)) -- the clock
+  redis.call('ZADD', zkey, '-inf', '#M' .. string.format('%d', t)) -- the clock
 end
-redis.call('PEXPIRE', zkey, ttl + margin)
+redis.call('PEXPIRE', zkey, ttl + $margin)
 local rem = limit - used
 if rem < 0 then
   rem = 0
@@ -372,6 +390,7 @@ if keyed and last and last > t then
 end
 local left = used
 if used > 0 and n >= 1 then
+--#convert
   if oldw then
     -- Carried over from another window: rewritten in this one's terms
     -- first (the new header), so that what the refund leaves reads under
@@ -391,21 +410,22 @@ if used > 0 and n >= 1 then
       redis.call('ZREM', zkey, mh) -- first: the ranks below count from 0; put back below
       mh = nil
     end
-    redis.call('ZREM', zkey, '#L' .. string.format('%.0f', oldw))
-    local fcutarg = string.format('%.0f', clock - oldw)
-    local fb = redis.call('ZREVRANGEBYSCORE', zkey, fcutarg, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    redis.call('ZREM', zkey, head[1]) -- the old header
+    local fcutarg = string.format('%d', clock - oldw)
+    local fb = redis.call('ZREVRANGEBYSCORE', zkey, fcutarg, '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
     if fb[1] and string.byte(fb[1], 1) ~= 35 then -- 35 is '#'
       local nf = redis.call('ZCOUNT', zkey, '-inf', fcutarg)
       if nf > 1 then
         redis.call('ZREMRANGEBYRANK', zkey, 0, nf - 2)
       end
       if tonumber(fb[2]) > clock - window then
-        redis.call('ZADD', zkey, string.format('%.0f', clock - window), fb[1])
+        redis.call('ZADD', zkey, string.format('%d', clock - window), fb[1])
       end
     end
     redis.call('ZADD', zkey, '-inf', hdr)
     oldw = nil
   end
+--#converted
   local give = n
   if give > used then
     give = used
@@ -443,14 +463,14 @@ if used > 0 and n >= 1 then
     end
   end
   local m = redis.call('ZRANGE', zkey, lo, lo, 'WITHSCORES')
-  redis.call('ZREMRANGEBYRANK', zkey, lo, -1)
+  redis.call('ZREMRANGEBYRANK', zkey, lo, '-1')
   -- The newest member left, or none (the header and the clock alone).
   local lastn = nil
   if prev < left then
-    redis.call('ZADD', zkey, string.format('%.0f', tonumber(m[2])), string.format('%.0f', keep))
+    redis.call('ZADD', zkey, string.format('%d', tonumber(m[2])), string.format('%d', keep))
     lastn = tonumber(m[2])
   else
-    local below = redis.call('ZRANGE', zkey, -1, -1, 'WITHSCORES')
+    local below = redis.call('ZRANGE', zkey, '-1', '-1', 'WITHSCORES')
     if below[1] and string.byte(below[1], 1) ~= 35 then -- 35 is '#'
       lastn = tonumber(below[2])
     end
@@ -458,7 +478,7 @@ if used > 0 and n >= 1 then
   -- The clock member: kept while the clock is not the newest member's.
   local mt = nil
   if lastn and lastn ~= clock then
-    mt = '#M' .. string.format('%.0f', clock)
+    mt = '#M' .. string.format('%d', clock)
   end
   if mh and mh ~= mt then
     redis.call('ZREM', zkey, mh)
@@ -508,7 +528,7 @@ end
 local give = 0
 if last and act > t and last == act then
   local own = total
-  local m = redis.call('ZRANGE', zkey, -2, -2)
+  local m = redis.call('ZRANGE', zkey, '-2', '-2')
   if m[1] and string.byte(m[1], 1) ~= 35 then -- 35 is '#': none before
     own = total - tonumber(m[1])
     if own < 0 then
@@ -531,7 +551,7 @@ end
 local give = 0
 if last and last == act and act > t - window then
   local own = total
-  local m = redis.call('ZRANGE', zkey, -2, -2)
+  local m = redis.call('ZRANGE', zkey, '-2', '-2')
   if m[1] and string.byte(m[1], 1) ~= 35 then -- 35 is '#': none before
     own = total - tonumber(m[1])
     if own < 0 then
@@ -542,12 +562,12 @@ if last and last == act and act > t - window then
     give = bcost
   end
 elseif last and act > t - window then
-  local sat = string.format('%.0f', act)
+  local sat = string.format('%d', act)
   local m = redis.call('ZRANGEBYSCORE', zkey, sat, sat)
   if m[1] and redis.call('ZCOUNT', zkey, '(' .. sat, '+inf') <= 1000 then
     local v = tonumber(m[1])
     local own = v
-    local p = redis.call('ZREVRANGEBYSCORE', zkey, '(' .. sat, '-inf', 'LIMIT', 0, 1)
+    local p = redis.call('ZREVRANGEBYSCORE', zkey, '(' .. sat, '-inf', 'LIMIT', '0', '1')
     if p[1] and string.byte(p[1], 1) ~= 35 then
       own = v - tonumber(p[1])
       if own < 0 then
@@ -562,7 +582,7 @@ elseif last and act > t - window then
         if nv < 0 then
           nv = nv + modulus
         end
-        redis.call('ZADD', zkey, sat, string.format('%.0f', nv))
+        redis.call('ZADD', zkey, sat, string.format('%d', nv))
       end
       for i = 1, #later, 2 do
         local nv = tonumber(later[i]) - bcost
@@ -570,11 +590,60 @@ elseif last and act > t - window then
           nv = nv + modulus
         end
         redis.call('ZREM', zkey, later[i])
-        redis.call('ZADD', zkey, later[i + 1], string.format('%.0f', nv))
+        redis.call('ZADD', zkey, later[i + 1], string.format('%d', nv))
       end
       total = total - bcost
       if total < 0 then
         total = total + modulus
+      end
+    end
+  end
+end
+
+--@used
+-- What a log had used at now (Go: used): the cost of its members after
+-- t − window, t being now or the log's clock when later, bookings ahead
+-- included, as the log counts it. head is the set's first two members.
+local clock = nil
+if head[3] and (head[4] == '-inf' or tonumber(head[4]) == -math.huge) then
+  local c = string.match(head[3], '^#M(%-?%d+)$')
+  if c then
+    clock = tonumber(c)
+  end
+end
+local newest = redis.call('ZRANGE', zkey, '-1', '-1', 'WITHSCORES')
+used = 0
+if newest[1] and string.byte(newest[1], 1) ~= 35 then -- 35 is '#': the header or the clock alone
+  local total, last = nil, tonumber(newest[2])
+  if string.match(newest[1], '^%d+$') then
+    total = tonumber(newest[1])
+  end
+  used = nil
+  if total and total < 4503599627370496 and last and last >= -9007199254740992 and last <= 9007199254740992 and last == math.floor(last) then
+    local t = now
+    if not clock then
+      clock = last
+    end
+    if clock > t then
+      t = clock
+    end
+    local cut = t - p0
+    used = 0
+    if last > cut then
+      local base = 0
+      local dead = redis.call('ZREVRANGEBYSCORE', zkey, string.format('%d', cut), '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
+      if dead[1] and string.byte(dead[1], 1) ~= 35 then
+        base = nil
+        if string.match(dead[1], '^%d+$') then
+          base = tonumber(dead[1])
+        end
+      end
+      used = nil
+      if base and base < 4503599627370496 then
+        used = total - base
+        if used < 0 then
+          used = used + 4503599627370496
+        end
       end
     end
   end

@@ -1,5 +1,5 @@
 -- Sliding-window counter (Go: slidingwindow.Window).
--- Parameters: $1 limit, $2 window in µs.
+-- Parameters: ARGV[$1] limit, ARGV[$2] window in µs.
 -- State: the header "S<limit>,<window>:", then "<window index> <count>
 -- <previous count>": the cost
 -- admitted in the window of that index and in the one before, the count a
@@ -61,12 +61,13 @@ elseif (index + 1) * window <= now then
 end
 
 local count, prev = 0, 0
--- Started from a state of another kind (load.lua's carried, Go:
--- algorithm.Carry): a fresh state charged what that one had used, at
--- most the limit, at now.
+--#convert
+-- Started from a state of another kind (Go: algorithm.Carry): a fresh
+-- state charged what that one had used, at most the limit, at now.
 if carried > 0 then
   count = math.min(carried, limit)
 end
+--#converted
 if state then
   local i, c, p
 --#parse i, c, p
@@ -74,9 +75,16 @@ if state then
   i, c, p = tonumber(i), tonumber(c), tonumber(p)
 --#parsed
   if i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 2199023255552 and p <= 1099511627776 then
-    if c > 2 * (old0 or limit) then
-      c = 2 * (old0 or limit)
+    local most = 2 * limit -- the count a writer's limit allows
+--#convert
+    if old0 then
+      most = 2 * old0
     end
+--#converted
+    if c > most then
+      c = most
+    end
+--#convert
     if old0 then
       -- Written under limit old0 and window old1 (design §2.5, §2.8): the
       -- state as the old counter reads it at now, of its count only the
@@ -87,7 +95,7 @@ if state then
       -- capped); under another, the old window's estimate at now becomes
       -- one count in the window of now, capped (as-is) or carried as a
       -- fraction (proportional).
-      local prop = ARGV[$mode] == '1' or ARGV[$mode] == '3'
+      local prop = proportional
       -- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below
       -- 2^53 (defined here, off the fast path).
       local function floordiv(a, b)
@@ -179,6 +187,7 @@ if state then
         i, c, p = ox, limit, op
       end
     end
+--#converted
     local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1
     if i > index + 1 then
       -- ⌊2^48/window⌋, the most windows a counted one may lie ahead,
@@ -199,8 +208,8 @@ if state then
         prev = math.min(c - limit, limit)
       end
     end
-  elseif not afresh then
-    return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' holds ' .. #state .. ' bytes that are not a sliding-window counter')
+  else
+--#unreadable ' holds ' .. #state .. ' bytes that are not a sliding-window counter'
   end
 end
 local start = index * window
@@ -259,7 +268,7 @@ if ttl < 2 then
 end
 local rem = limit - used - cost
 --#encode index, count, prev
-local value = string.format('%.0f %.0f %.0f', index, count, prev)
+local value = string.format('%d %d %d', index, count, prev)
 
 --@book
 -- The booking of cost due at act, in the window of act, index+j: the
@@ -305,7 +314,7 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
-local value = string.format('%.0f %.0f %.0f', bindex, bcount, bprev)
+local value = string.format('%d %d %d', bindex, bcount, bprev)
 
 --@refund
 -- Up to n given back, the latest first: from the count (the pointer),
@@ -363,7 +372,7 @@ if count > 0 or prev > 0 then
     ttl = 2
   end
   if n > 0 then
-    value = string.format('%.0f %.0f %.0f', index, rc, rp)
+    value = string.format('%d %d %d', index, rc, rp)
   end
 end
 
@@ -388,5 +397,64 @@ local give = 0
 if index == nindex and count <= limit then
   if aindex == nindex or (aindex == nindex - 1 and count == 0) then
     give = bcost
+  end
+end
+
+--@used
+-- What a counter's state had used at now (Go: used): its estimate at now,
+-- the count plus the previous window's share, rounded up, as it decides.
+local i, c, p = string.match(fv, '^(%-?%d+) (%d+) (%d+)$', at)
+if i then
+  i, c, p = tonumber(i), tonumber(c), tonumber(p)
+end
+if p0 <= 1099511627776 and i and c and p and i >= -9007199254740992 and i <= 9007199254740992 and c <= 2199023255552 and p <= 1099511627776 then
+  local function fdiv(a, b)
+    local q = math.floor(a / b)
+    if q * b > a then
+      q = q - 1
+    elseif (q + 1) * b <= a then
+      q = q + 1
+    end
+    return q
+  end
+  if c > 2 * p0 then
+    c = 2 * p0
+  end
+  local index = fdiv(now, p1)
+  local count, prev = 0, 0
+  if (c == 0 and p == 0) or i > index + fdiv(281474976710656, p1) then
+    count = 0
+  elseif i >= index then
+    index, count, prev = i, c, p
+  elseif i == index - 1 then
+    count, prev = math.max(c - p0, 0), math.min(c, p0)
+  elseif i == index - 2 and c > p0 then
+    prev = math.min(c - p0, p0)
+  end
+  used = count
+  if prev > 0 then
+    local el = now - index * p1
+    if el < 0 then
+      el = 0
+    end
+    -- ⌈prev·(p1 − el)/p1⌉ for prev ≤ 2^40 and p1 ≤ 2^48: exact below
+    -- 2^53, else long division, 4 bits at a time.
+    local a, b = prev, p1 - el
+    local q, r
+    if a * b < 9007199254740992 then
+      q = fdiv(a * b, p1)
+      r = a * b - q * p1
+    else
+      q, r = 0, 0
+      for shift = 48, 0, -4 do
+        local x = r * 16 + a * (math.floor(b / 2 ^ shift) % 16)
+        local d = fdiv(x, p1)
+        q, r = q * 16 + d, x - d * p1
+      end
+    end
+    if r > 0 then
+      q = q + 1
+    end
+    used = count + q
   end
 end

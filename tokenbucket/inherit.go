@@ -43,7 +43,7 @@ func (b *Bucket) Inherit(from algorithm.Tag, s algorithm.State, now int64, rule 
 		return algorithm.State{N0: s.N0, N1: s.N1}
 	}
 	tokens, last := load(s)
-	if from.Kind != algorithm.KindTokenBucket || from.P0 < 1 || from.P0 > algorithm.MaxLimit ||
+	if from.Kind != Kind || from.P0 < 1 || from.P0 > algorithm.MaxLimit ||
 		!(tokens >= -maxTokens && tokens <= maxTokens) {
 		return algorithm.State{N0: int64(math.Float64bits(0)), N1: now}
 	}
@@ -83,7 +83,7 @@ func (b *IntervalBucket) Inherit(from algorithm.Tag, s algorithm.State, now int6
 	if from == b.Tag() {
 		return algorithm.State{N0: s.N0, N1: s.N1}
 	}
-	if from.Kind != algorithm.KindInterval || from.P0 < 1 || from.P0 > algorithm.MaxLimit {
+	if from.Kind != IntervalKind || from.P0 < 1 || from.P0 > algorithm.MaxLimit {
 		return algorithm.State{N0: 0, N1: now}
 	}
 	old := IntervalBucket{capacity: from.P0, tokens: b.tokens, interval: b.interval}

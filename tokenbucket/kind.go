@@ -8,6 +8,14 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 )
 
+// Kind and IntervalKind are the letters of a Bucket's Tag ({Kind,
+// capacity}) and an IntervalBucket's ({IntervalKind, capacity}),
+// registered with the algorithm package.
+const (
+	Kind         byte = 'T'
+	IntervalKind byte = 'I'
+)
+
 // body and intervalBody are the transitions in Lua, which the Redis
 // stores run.
 var (
@@ -18,13 +26,20 @@ var (
 )
 
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "tokenbucket", Letter: algorithm.KindTokenBucket, Params: 1, Body: body, Used: used,
-		Describe: func(t algorithm.Tag) string { return fmt.Sprintf("a token bucket of %d", t.P0) }})
-	algorithm.Register(algorithm.Kind{Name: "tokenbucket-interval", Letter: algorithm.KindInterval, Params: 1, Body: intervalBody, Used: intervalUsed,
+	algorithm.Register(algorithm.Kind{Name: "tokenbucket", Letter: Kind, Params: 1, Body: body, Used: used,
+		Describe:   func(t algorithm.Tag) string { return fmt.Sprintf("a token bucket of %d", t.P0) },
+		AsIsBounds: asIsBounds})
+	algorithm.Register(algorithm.Kind{Name: "tokenbucket-interval", Letter: IntervalKind, Params: 1, Body: intervalBody, Used: intervalUsed,
 		Describe: func(t algorithm.Tag) string {
 			return fmt.Sprintf("a token bucket of %d refilled by whole tokens per interval", t.P0)
 		}})
 }
+
+// asIsBounds: a continuous bucket holds fractions of a token, and adds
+// the capacities' difference in float64 (design §2.1), which may round a
+// fraction within an ulp of the next whole token up to it, so what
+// remains may exceed the as-is bound by 1.
+func asIsBounds(to, from algorithm.Tag) (upper, lower bool, slack int64) { return true, true, 1 }
 
 // maxExact is 2^53, the range within which stored counts are exact
 // doubles, as the scripts check them.

@@ -1,15 +1,21 @@
 -- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
--- Parameters: $1 capacity, $2 tokens per interval, $3 interval in µs.
+-- Parameters: ARGV[$1] capacity, ARGV[$2] tokens per interval, ARGV[$3] interval in µs.
 -- State: the header "I<capacity>:", then "<tokens> <instant of the last
 -- refill µs>", tokens within ±2^53 (below zero, a debt: booked ahead), the
 -- instant within ±2^53; anything else is refused with an RLMISMATCH error
 -- (or started afresh).
---#setup capacity, per, interval, floordiv, wait
+--#setup capacity, per, interval
 local capacity = tonumber(ARGV[$1])
 local per = tonumber(ARGV[$2])
 local interval = tonumber(ARGV[$3])
+--#setupend
 
--- floordiv returns ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53.
+-- floordiv(a, b) is ⌊a/b⌋ for b > 0, exact for whole numbers below 2^53,
+-- and wait(held, target, at_us, now_us) the µs from now_us until a bucket
+-- that holds held, refilled last at at_us, holds target. The parts off the
+-- common path define them; the common path writes them out: a function is
+-- a closure made again on every call.
+--#convert
 local function floordiv(a, b)
   local q = math.floor(a / b)
   if q * b > a then
@@ -19,25 +25,15 @@ local function floordiv(a, b)
   end
   return q
 end
-
--- wait: µs from now_us until the bucket holds target tokens, given that
--- it holds held, refilled last at at_us (the state's last). A function of
--- its arguments, not a closure over the state, so that a batch makes it
--- once.
-local function wait(held, target, at_us, now_us)
-  if held >= target then
-    return 0
-  end
-  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
-end
---#setupend
+--#converted
 local tokens, last = capacity, now
--- Started from a state of another kind (load.lua's carried, Go:
--- algorithm.Carry): a fresh state charged what that one had used, at
--- most the limit, at now.
+--#convert
+-- Started from a state of another kind (Go: algorithm.Carry): a fresh
+-- state charged what that one had used, at most the limit, at now.
 if carried > 0 then
   tokens = capacity - math.min(carried, capacity)
 end
+--#converted
 if state then
   local k, l
 --#parse k, l
@@ -46,6 +42,7 @@ if state then
 --#parsed
   if k and l and k >= -9007199254740992 and k <= 9007199254740992 and l >= -9007199254740992 and l <= 9007199254740992 then
     tokens, last = k, l
+--#convert
     if old0 then
       -- Written under capacity old0 (design §2.2): refilled up to now on
       -- this bucket's schedule with the old capacity, then what was used
@@ -61,7 +58,7 @@ if state then
           tokens, last = tokens + ticks * per, last + ticks * interval
         end
       end
-      if ARGV[$mode] ~= '1' and ARGV[$mode] ~= '3' then
+      if not proportional then
         local least = 0
         if tokens < 0 then
           least = tokens -- a debt (units booked ahead) is kept
@@ -100,8 +97,9 @@ if state then
         last = math.max(last, now)
       end
     end
-  elseif not afresh then
-    return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' holds ' .. #state .. ' bytes that are not a token bucket')
+--#converted
+  else
+--#unreadable ' holds ' .. #state .. ' bytes that are not a token bucket'
   end
 end
 
@@ -110,8 +108,19 @@ end
 if tokens >= capacity then
   tokens, last = capacity, math.max(last, now)
 elseif now > last then
-  local ticks = floordiv(now - last, interval)
-  if ticks >= floordiv(capacity - tokens + per - 1, per) then
+  -- ticks: the whole intervals since last; need: the refills that fill it.
+  local ticks, need = math.floor((now - last) / interval), math.floor((capacity - tokens + per - 1) / per)
+  if ticks * interval > now - last then
+    ticks = ticks - 1
+  elseif (ticks + 1) * interval <= now - last then
+    ticks = ticks + 1
+  end
+  if need * per > capacity - tokens + per - 1 then
+    need = need - 1
+  elseif (need + 1) * per <= capacity - tokens + per - 1 then
+    need = need + 1
+  end
+  if ticks >= need then
     tokens, last = capacity, now
   else
     tokens, last = tokens + ticks * per, last + ticks * interval
@@ -122,24 +131,64 @@ end
 local fits = cost <= tokens
 
 --@report
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
 local rem, retry, reset = math.max(tokens, 0), wait(tokens, cost, last, now), wait(tokens, capacity, last, now)
 
 --@commit
 tokens = tokens - cost
-local reset = wait(tokens, capacity, last, now)
+-- reset: wait(tokens, capacity, last, now), written out.
+local reset = 0
+if tokens < capacity then
+  local n = math.floor((capacity - tokens + per - 1) / per)
+  if n * per > capacity - tokens + per - 1 then
+    n = n - 1
+  elseif (n + 1) * per <= capacity - tokens + per - 1 then
+    n = n + 1
+  end
+  reset = last + n * interval - now
+end
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
 local rem = tokens
 --#encode tokens, last
-local value = string.format('%.0f %.0f', tokens, last)
+local value = string.format('%d %d', tokens, last)
 
 --@book
 -- Booked at now for act (Go: IntervalBucket.Book): what a Take at act
 -- would leave since the refill la, dated ticks whole intervals before la,
 -- back to at most max(last, now), with ticks refills owed (at most 2^53
 -- tokens).
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
 local held, la = tokens, last
 if held >= capacity then
   held, la = capacity, math.max(last, act)
@@ -162,13 +211,28 @@ local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
 end
-local value = string.format('%.0f %.0f', tokens, last)
+local value = string.format('%d %d', tokens, last)
 local rem = math.max(tokens, 0)
 
 --@refund
 -- Up to n tokens back (Go: IntervalBucket.Refund), to the capacity; a
 -- full bucket has nothing to give back. By key nothing while in debt:
 -- bookings not yet due.
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
 if keyed and tokens < 0 then
   n = 0
 end
@@ -179,7 +243,7 @@ if tokens < capacity and n > 0 then
   else
     tokens = capacity
   end
-  value = string.format('%.0f %.0f', tokens, last)
+  value = string.format('%d %d', tokens, last)
 end
 local rem, retry, reset = math.max(tokens, 0), wait(tokens, 1, last, now), wait(tokens, capacity, last, now)
 local ttl = math.ceil(reset / 1000)
@@ -190,6 +254,21 @@ end
 --@unused
 -- What a booking of bcost due at act gives back (Go:
 -- IntervalBucket.Unused): bcost less the debt still owed at act.
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
 local give = 0
 if act > now then
   local due = tokens
@@ -212,8 +291,34 @@ end
 -- IntervalBucket.Undo): bcost less per for each refill that can have come
 -- since act, ⌈(now − act)/interval⌉ of them; nothing while in debt
 -- (bookings not yet due).
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
 local give = 0
 local ticks = floordiv(now - act + interval - 1, interval)
 if ticks < floordiv(bcost + per - 1, per) and tokens >= 0 then
   give = bcost - ticks * per
+end
+
+--@used
+-- What an interval bucket's state had used (Go: intervalUsed): capacity −
+-- tokens as stored.
+local x = string.match(fv, '^(%-?%d+) (%-?%d+)$', at)
+if x then
+  x = tonumber(x)
+end
+if p0 <= 1099511627776 and x and x >= -9007199254740992 and x <= 9007199254740992 then
+  used = p0 - x
 end

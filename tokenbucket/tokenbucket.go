@@ -102,10 +102,10 @@ func (b *Bucket) Window() time.Duration {
 // 10s. The quota changes no decision, nor Spec.
 func (b *Bucket) Quota() algorithm.Quota { return b.quota }
 
-// Tag returns {KindTokenBucket, capacity}: tokens at an instant mean the
+// Tag returns {Kind, capacity}: tokens at an instant mean the
 // same whatever the rate.
 func (b *Bucket) Tag() algorithm.Tag {
-	return algorithm.Tag{Kind: algorithm.KindTokenBucket, P0: b.limit}
+	return algorithm.Tag{Kind: Kind, P0: b.limit}
 }
 
 // Spec returns {"tokenbucket", [capacity, rate per second]}.
@@ -411,10 +411,10 @@ func (b *IntervalBucket) Window() time.Duration {
 // changes no decision, nor Spec.
 func (b *IntervalBucket) Quota() algorithm.Quota { return b.quota }
 
-// Tag returns {KindInterval, capacity}: tokens and the instant of the last
+// Tag returns {IntervalKind, capacity}: tokens and the instant of the last
 // refill mean the same whatever the schedule.
 func (b *IntervalBucket) Tag() algorithm.Tag {
-	return algorithm.Tag{Kind: algorithm.KindInterval, P0: b.capacity}
+	return algorithm.Tag{Kind: IntervalKind, P0: b.capacity}
 }
 
 // Spec returns {"tokenbucket-interval", [capacity, tokens, interval µs]}.

@@ -1,10 +1,10 @@
 -- Continuous token bucket (Go: tokenbucket.Bucket).
--- Parameters: $1 capacity, $2 rate in tokens per second.
+-- Parameters: ARGV[$1] capacity, ARGV[$2] rate in tokens per second.
 -- State: the header "T<capacity>:", then 16 bytes, tokens and the last
 -- update in µs as two little-endian IEEE 754 doubles: exact, and shorter
 -- than text with 17 digits. Anything else is refused with an RLMISMATCH
 -- error (or started afresh).
---#setup capacity, per_micro, struct, enc, dec, wait
+--#setup capacity, per_micro, struct, enc, dec
 local capacity = tonumber(ARGV[$1])
 local per_micro = tonumber(ARGV[$2]) / 1e6
 
@@ -52,32 +52,15 @@ if not struct then
     return x
   end
 end
-
--- wait: µs from now_us until the bucket holds target tokens, given that
--- it holds held then and held_at tokens at at_us (the state's tokens and
--- last); exact, as the refill below computes it. A function of its
--- arguments, not a closure over the state, so that a batch makes it once.
-local function wait(target, held, held_at, at_us, now_us)
-  if held >= target then
-    return 0
-  end
-  local e = math.ceil((target - held_at) / per_micro)
-  while held_at + e * per_micro < target do
-    e = e + 1
-  end
-  while e > 0 and held_at + (e - 1) * per_micro >= target do
-    e = e - 1
-  end
-  return at_us + e - now_us
-end
 --#setupend
 local tokens, last = capacity, now
--- Started from a state of another kind (load.lua's carried, Go:
--- algorithm.Carry): a fresh state charged what that one had used, at
--- most the limit, at now.
+--#convert
+-- Started from a state of another kind (Go: algorithm.Carry): a fresh
+-- state charged what that one had used, at most the limit, at now.
 if carried > 0 then
   tokens = capacity - math.min(carried, capacity)
 end
+--#converted
 if state then
   local k, l = 1e300, 0 -- out of range: not 16 bytes
 --#parse k, l
@@ -94,6 +77,7 @@ if state then
   -- happens to be 16 bytes long decodes to a fraction of an instant.
   if k >= -9007199254740992 and k <= 9007199254740992 and l >= -9007199254740992 and l <= 9007199254740992 and l == math.floor(l) then
     tokens, last = k, l
+--#convert
     if old0 then
       -- Written under capacity old0 (design §2.1): the tokens refilled
       -- at this bucket's rate up to now, capped at the old capacity, then
@@ -107,7 +91,7 @@ if state then
       if a > old0 then
         a = old0
       end
-      if ARGV[$mode] ~= '1' and ARGV[$mode] ~= '3' then
+      if not proportional then
         local least = 0
         if a < 0 then
           least = a
@@ -132,8 +116,9 @@ if state then
         last = now
       end
     end
-  elseif not afresh then
-    return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' holds ' .. #state .. ' bytes that are not a token bucket')
+--#converted
+  else
+--#unreadable ' holds ' .. #state .. ' bytes that are not a token bucket'
   end
 end
 
@@ -156,14 +141,48 @@ local rem = 0 -- none while in debt
 if avail > 0 then
   rem = math.floor(avail)
 end
-local retry, reset = wait(cost, avail, tokens, last, now), wait(capacity, avail, tokens, last, now)
+-- The waits, exact as the refill computes them: the µs until the bucket
+-- holds the cost, and until it is full (written out, not a function: a
+-- function would be a closure made again on every call).
+local retry = 0
+if avail < cost then
+  local e = math.ceil((cost - tokens) / per_micro)
+  while tokens + e * per_micro < cost do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= cost do
+    e = e - 1
+  end
+  retry = last + e - now
+end
+local reset = 0
+if avail < capacity then
+  local e = math.ceil((capacity - tokens) / per_micro)
+  while tokens + e * per_micro < capacity do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= capacity do
+    e = e - 1
+  end
+  reset = last + e - now
+end
 
 --@commit
 tokens = avail - cost
 if now > last then
   last = now
 end
-local reset = wait(capacity, tokens, tokens, last, now)
+local reset = 0
+if tokens < capacity then
+  local e = math.ceil((capacity - tokens) / per_micro)
+  while tokens + e * per_micro < capacity do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= capacity do
+    e = e - 1
+  end
+  reset = last + e - now
+end
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
@@ -200,7 +219,17 @@ tokens = held - cost - owed * per_micro
 if tokens < -9007199254740992 then
   tokens = -9007199254740992
 end
-local reset = wait(capacity, tokens, tokens, last, now)
+local reset = 0
+if tokens < capacity then
+  local e = math.ceil((capacity - tokens) / per_micro)
+  while tokens + e * per_micro < capacity do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= capacity do
+    e = e - 1
+  end
+  reset = last + e - now
+end
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
@@ -256,7 +285,28 @@ local rem = 0
 if avail > 0 then
   rem = math.floor(avail)
 end
-local retry, reset = wait(1, avail, tokens, last, now), wait(capacity, avail, tokens, last, now)
+local retry = 0
+if avail < 1 then
+  local e = math.ceil((1 - tokens) / per_micro)
+  while tokens + e * per_micro < 1 do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= 1 do
+    e = e - 1
+  end
+  retry = last + e - now
+end
+local reset = 0
+if avail < capacity then
+  local e = math.ceil((capacity - tokens) / per_micro)
+  while tokens + e * per_micro < capacity do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= capacity do
+    e = e - 1
+  end
+  reset = last + e - now
+end
 local ttl = math.ceil(reset / 1000)
 if ttl < 2 then
   ttl = 2
@@ -297,4 +347,33 @@ if avail < 0 then
 end
 if left >= 1 then
   give = math.min(math.floor(left), bcost)
+end
+
+--@used
+-- What a bucket's state had used (Go: used): ⌈capacity − tokens⌉ as
+-- stored, the rate not being in the header (a debt counts beyond the
+-- capacity).
+if p0 <= 1099511627776 and #fv == at + 15 then
+  local x
+  local st = rawget(_G, 'struct')
+  if st then
+    x = st.unpack('<d', fv, at)
+  else
+    local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(fv, at, at + 7)
+    local ex = (b8 % 128) * 16 + math.floor(b7 / 16)
+    local m = (((((b7 % 16) * 256 + b6) * 256 + b5) * 256 + b4) * 256 + b3) * 65536 + b2 * 256 + b1
+    if ex == 2047 then
+      x = 0 / 0 -- NaN or an infinity: out of range
+    elseif ex == 0 then
+      x = math.ldexp(m, -1074)
+    else
+      x = math.ldexp(m + 4503599627370496, ex - 1075)
+    end
+    if b8 >= 128 then
+      x = -x
+    end
+  end
+  if x >= -9007199254740992 and x <= 9007199254740992 then
+    used = math.ceil(p0 - x)
+  end
 end

@@ -13,7 +13,7 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
+	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
 	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
@@ -35,15 +35,7 @@ type target struct {
 // name returns the Redis key holding t's state.
 func (t target) name(tb testing.TB) string {
 	tb.Helper()
-	table, err := redistable.Open[string](nil, redistable.Config[string]{Prefix: t.prefix}, store.LimitsOf(t.alg), clock.Server())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	name, err := table.Key(t.key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return name
+	return redistest.RedisKey(tb, t.prefix, t.key, t.alg)
 }
 
 // decision is one call a worker made.

@@ -8,10 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-ratelimit/ratelimit"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
+	"github.com/go-ratelimit/ratelimit/store/redisstore"
 )
 
 func newStore(t *testing.T, target redistest.Target, prefix string) store.Store[string] {
@@ -23,6 +23,9 @@ func newStore(t *testing.T, target redistest.Target, prefix string) store.Store[
 	}
 	if target.NoCoalescing {
 		opts = append(opts, goredisstore.WithCoalescing[string](0))
+	}
+	if target.EvictionInterval != 0 {
+		opts = append(opts, redisstore.WithEvictionCheckInterval[string](target.EvictionInterval))
 	}
 	st, err := goredisstore.New(redistest.GoRedis(t, target), opts...)
 	if err != nil {
@@ -84,23 +87,6 @@ func TestNewValidates(t *testing.T) {
 	for _, check := range []goredisstore.EvictionCheck{-1, goredisstore.EvictionUnchecked + 1} {
 		if _, err := goredisstore.New(client, goredisstore.WithEvictionCheck[string](check)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 			t.Errorf("New(WithEvictionCheck(%d)): %v, want ErrInvalidConfig", check, err)
-		}
-	}
-}
-
-// TestEvictionCheckValues checks that the store's eviction checks are
-// redistable's, value for value, as New converts them.
-func TestEvictionCheckValues(t *testing.T) {
-	for _, c := range []struct {
-		store goredisstore.EvictionCheck
-		table redistable.EvictionMode
-	}{
-		{goredisstore.EvictionWarn, redistable.EvictionWarn},
-		{goredisstore.EvictionRefuse, redistable.EvictionRefuse},
-		{goredisstore.EvictionUnchecked, redistable.EvictionUnchecked},
-	} {
-		if redistable.EvictionMode(c.store) != c.table {
-			t.Errorf("EvictionCheck %d is redistable.EvictionMode %d, want %d", c.store, redistable.EvictionMode(c.store), c.table)
 		}
 	}
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/slidingwindow"
+	"github.com/go-ratelimit/ratelimit/store/redisstore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
@@ -61,10 +61,10 @@ func TestBatchCost(t *testing.T) {
 	}
 	evalsha := func() (n, usec int64) { return evalshaStats(ctx, t, c) }
 	now := time.Now().UnixMicro()
-	const requests = redistable.MaxBatch
+	const requests = redisstore.MaxBatch
 	const calls = 2000
 	var out strings.Builder
-	fmt.Fprintf(&out, "| limits | decision script: µs/call | batch of %d (%d for a log): µs/request |", requests, redistable.MaxLogBatch)
+	fmt.Fprintf(&out, "| limits | decision script: µs/call | batch of %d (%d for a log): µs/request |", requests, redisstore.MaxLogBatch)
 	if os.Getenv(envAgainst) != "" {
 		out.WriteString(" $" + envAgainst + "'s decision script: µs/call | its batch: µs/request |\n| --- | ---: | ---: | ---: | ---: |\n")
 	} else {
@@ -122,7 +122,7 @@ func TestBatchCost(t *testing.T) {
 		}
 		size := requests
 		if strings.Contains(tc.name, "slidinglog") {
-			size = redistable.MaxLogBatch
+			size = redisstore.MaxLogBatch
 		}
 		var against, againstSingle *luascript.Script
 		if dir := os.Getenv(envAgainst); dir != "" {

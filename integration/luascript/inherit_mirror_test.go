@@ -59,10 +59,10 @@ func mirrorInherit(t *testing.T, client redis.UniversalClient, old, new algorith
 		var cmd *redis.Cmd
 		var want algorithm.Result
 		if c.cost == 0 {
-			cmd = client.EvalRO(ctx, script.Source, keys, args...)
+			cmd = evalAs(ctx, client, script, l.Mode(), true, keys, args...)
 			want = new.Peek(cur, c.now, 1)
 		} else {
-			cmd = client.Eval(ctx, script.Source, keys, args...)
+			cmd = evalAs(ctx, client, script, l.Mode(), false, keys, args...)
 			var next algorithm.State
 			next, want = new.Take(cur, c.now, c.cost)
 			if want.Allowed() {
@@ -100,7 +100,7 @@ func bookOnKey(t *testing.T, client redis.UniversalClient, alg algorithm.Algorit
 	}
 	args := append([]any{strconv.FormatInt(bk.now, 10), strconv.FormatInt(bk.cost, 10), "600000"}, anys(params)...)
 	args = append(args, strconv.FormatInt(bk.maxDelay, 10))
-	reply, err := client.Eval(t.Context(), script.Source, luascript.Keys(key, "m")[:1], args...).StringSlice()
+	reply, err := evalAs(t.Context(), client, script, l.Mode(), false, luascript.Keys(key, "m")[:1], args...).StringSlice()
 	if err != nil || len(reply) != 7 {
 		t.Fatalf("%v: book %+v: %v %v", alg, bk, reply, err)
 	}

@@ -374,7 +374,7 @@ func TestPolicyOneHMGET(t *testing.T) {
 				}
 				args := append([]any{now, "1", "0"}, anys(params)...)
 				before, _ := client.Dump(ctx, hash).Result()
-				_, err = client.Eval(ctx, s.Source, keys, args...).Result()
+				_, err = evalAs(ctx, client, s, luascript.Modes(tc.limits...), false, keys, args...).Result()
 				if want := "RLMISMATCH " + hash + " field " + tc.want; err == nil || !strings.HasPrefix(err.Error(), want) {
 					t.Fatalf("%s: %v; want an error starting %q", s.Name, err, want)
 				}

@@ -34,8 +34,8 @@ func TestScripts(t *testing.T) {
 		if got := hex.EncodeToString(sum[:]); got != s.SHA1 {
 			t.Errorf("%s: SHA1 %s, want %s", s.Name, s.SHA1, got)
 		}
-		if !strings.HasPrefix(s.Source, "-- Prelude of every limiter script.") {
-			t.Errorf("%s: the source does not start with the prelude", s.Name)
+		if !strings.HasPrefix(s.Source, "-- "+s.Name+": ") {
+			t.Errorf("%s: the source does not start with a comment naming it", s.Name)
 		}
 		if strings.HasPrefix(s.Source, "#!") {
 			t.Errorf("%s: a shebang line (miniredis rejects it)", s.Name)
@@ -108,13 +108,13 @@ func TestFor(t *testing.T) {
 		}
 		tag, _ := algorithm.TagOf(c.alg)
 		hdr := tag.Header()
-		if tag.Kind == algorithm.KindSlidingLog {
+		if tag.Kind == slidinglog.Kind {
 			hdr = "#" + hdr[:len(hdr)-1]
 		}
-		if want := []string{"id", hdr, "0"}; !slices.Equal(params[:3], want) {
-			t.Errorf("For(%v): ID, header and mode %q, want %q", spec, params[:3], want)
+		if want := []string{"id", hdr}; !slices.Equal(params[:2], want) {
+			t.Errorf("For(%v): ID and header %q, want %q", spec, params[:2], want)
 		}
-		params = params[3:]
+		params = params[2:]
 		if s.Name != spec.Name {
 			t.Errorf("For(%v): script %s", spec, s.Name)
 		}
@@ -138,11 +138,11 @@ func TestFor(t *testing.T) {
 	// Any double round-trips without an exponent.
 	for _, v := range []float64{math.SmallestNonzeroFloat64, 1.0 / 3, 2.5e-300, 1e300, math.MaxFloat64} {
 		_, params, err := luascript.For(luascript.Limit{Spec: algorithm.Spec{Name: "tokenbucket", Params: []float64{v, 1}},
-			Tag: algorithm.Tag{Kind: algorithm.KindTokenBucket, P0: 1}})
+			Tag: algorithm.Tag{Kind: tokenbucket.Kind, P0: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		params = params[3:]
+		params = params[2:]
 		if got, err := strconv.ParseFloat(params[0], 64); err != nil || got != v || strings.ContainsAny(params[0], "eE") {
 			t.Errorf("param %v encoded as %.40q, which parses back as %v, %v", v, params[0], got, err)
 		}
@@ -168,12 +168,12 @@ func TestShortTTLKeepsKey(t *testing.T) {
 		name   string
 		params []string // ID, header, mode, parameters
 	}{
-		{"tokenbucket", []string{"x", "T10:", "0", "10", "1000000"}},
-		{"tokenbucket-interval", []string{"x", "I10:", "0", "10", "10", "1"}},
-		{"slidinglog", []string{"x", "#L1", "0", "10", "1"}},
-		{"fixedwindow", []string{"x", "F10,2:", "0", "10", "2"}},
-		{"gcra", []string{"x", "G10,1:", "0", "10", "1"}},
-		{"slidingwindow", []string{"x", "S10,1:", "0", "10", "1"}},
+		{"tokenbucket", []string{"x", "T10:", "10", "1000000"}},
+		{"tokenbucket-interval", []string{"x", "I10:", "10", "10", "1"}},
+		{"slidinglog", []string{"x", "#L1", "10", "1"}},
+		{"fixedwindow", []string{"x", "F10,2:", "10", "2"}},
+		{"gcra", []string{"x", "G10,1:", "10", "1"}},
+		{"slidingwindow", []string{"x", "S10,1:", "10", "1"}},
 	} {
 		var script *luascript.Script
 		for _, s := range luascript.Scripts() {

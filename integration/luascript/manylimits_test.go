@@ -11,15 +11,15 @@ import (
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/slidingwindow"
+	"github.com/go-ratelimit/ratelimit/store/redisstore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // TestManyLimits runs the decision script and the batch script of Policies
-// of many limits (up to redistable.MaxLimits): Lua allows a function 200
+// of many limits (up to redisstore.MaxLimits): Lua allows a function 200
 // locals and 60 upvalues, which a script with a variable or two per limit
 // would pass, failing to compile on every call. So does a script that nests
 // its limits' parts (up to 4 limits), where every limit's locals are live at
@@ -39,7 +39,7 @@ func TestManyLimits(t *testing.T) {
 		cell := must(gcra.Per(10, time.Second))
 		sliding := must(slidingwindow.Per(10, time.Second))
 		var policies [][]algorithm.Algorithm
-		for _, n := range []int{2, 61, 130, redistable.MaxLimits} {
+		for _, n := range []int{2, 61, 130, redisstore.MaxLimits} {
 			algs := make([]algorithm.Algorithm, n)
 			for i := range algs {
 				switch {

@@ -244,8 +244,8 @@ func TestSlidingLogOldFormat(t *testing.T) {
 			}
 		}
 		for _, cost := range []string{"1", "0"} {
-			err := client.Eval(ctx, script.Source, luascript.Keys(base, "x"), strconv.FormatInt(now, 10), cost, "0", "x", "#L1000000", "0", "10", "1000000").Err()
-			if err == nil || !strings.Contains(err.Error(), "does not hold a sliding log of this version") {
+			err := evalAs(ctx, client, script, "0", false, luascript.Keys(base, "x"), strconv.FormatInt(now, 10), cost, "0", "x", "#L1000000", "10", "1000000").Err()
+			if err == nil || !strings.Contains(err.Error(), "does not hold a state of this version") {
 				t.Errorf("cost %s on an old-format key: got error %v, want a format error", cost, err)
 			}
 		}

@@ -110,10 +110,7 @@ func evalerOf(t *testing.T, client redis.UniversalClient, l luascript.Limit, bas
 	keys := luascript.Keys(base, l.ID)
 	return func(now, cost, margin int64) ([]int64, error) {
 		args := append([]any{strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), strconv.FormatInt(margin, 10)}, anys(params)...)
-		if cost == 0 {
-			return client.EvalRO(t.Context(), s.Source, keys, args...).Int64Slice()
-		}
-		return client.Eval(t.Context(), s.Source, keys, args...).Int64Slice()
+		return evalAs(t.Context(), client, s, l.Mode(), cost == 0, keys, args...).Int64Slice()
 	}
 }
 
@@ -744,7 +741,7 @@ func TestInheritExamples(t *testing.T) {
 					hdr := snapshot(t, client, keys...)
 					tag, _ := algorithm.TagOf(k.make(c.to))
 					h := tag.Header()
-					if tag.Kind == algorithm.KindSlidingLog {
+					if tag.Kind == slidinglog.Kind {
 						h = "#" + h[:len(h)-1]
 					}
 					if !strings.Contains(hdr, h) {

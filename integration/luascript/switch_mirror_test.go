@@ -64,12 +64,12 @@ func mirrorSwitch(t *testing.T, client redis.UniversalClient, old, new algorithm
 		var cmd *redis.Cmd
 		want := make([]algorithm.Result, len(curs))
 		if c.cost == 0 {
-			cmd = client.EvalRO(ctx, script.Source, keys, args...)
+			cmd = evalAs(ctx, client, script, luascript.Modes(limits...), true, keys, args...)
 			for j, st := range curs {
 				want[j] = new.Peek(st, c.now, 1)
 			}
 		} else {
-			cmd = client.Eval(ctx, script.Source, keys, args...)
+			cmd = evalAs(ctx, client, script, luascript.Modes(limits...), false, keys, args...)
 			all := true
 			for j, st := range curs {
 				want[j] = new.Peek(st, c.now, c.cost)

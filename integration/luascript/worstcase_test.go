@@ -12,9 +12,9 @@ import (
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
+	"github.com/go-ratelimit/ratelimit/store/redisstore"
 )
 
 // budget is the most server time one script may take: Redis runs one
@@ -79,7 +79,7 @@ func isNoScript(err error) bool { return strings.HasPrefix(err.Error(), "NOSCRIP
 //   - the deepest search: a cost of the whole limit denied on a full log,
 //     whose RetryAfter is when the last of its 2^15 entries leaves;
 //   - a peek at a full log;
-//   - a batch of coalesced admissions (redistable.MaxLogBatch), and one
+//   - a batch of coalesced admissions (redisstore.MaxLogBatch), and one
 //     of bookings, on a full log that has left the window, each request
 //     trimming 1000.
 //
@@ -206,12 +206,12 @@ func TestSlidingLogWorstCase(t *testing.T) {
 		t.Errorf("ZCARD after 7 admissions past the window = %d, %v; want %d", n, err, limit-7*1000+7+1)
 	}
 
-	// A batch of coalesced admissions (redistable.MaxLogBatch requests,
+	// A batch of coalesced admissions (redisstore.MaxLogBatch requests,
 	// its bound for a log), and one of bookings (luascript.OpBatch, each
 	// request's booking script whole; of 1 unit, no delay), once a full
 	// log has left the window: each request trims 1000, as it would alone.
 	// Each run on a copy of the same full log.
-	const size = redistable.MaxLogBatch
+	const size = redisstore.MaxLogBatch
 	source := prefix + "{source}"
 	fill(source)
 	copyFull := func(name string, i int) string {

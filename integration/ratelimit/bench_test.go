@@ -5,17 +5,17 @@ import (
 	"testing"
 
 	"github.com/go-ratelimit/ratelimit/internal/benchkit"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
+	"github.com/go-ratelimit/ratelimit/store/redisstore"
 	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
 )
 
 // redisStores are both clients' stores on a real Redis at
 // $RATELIMIT_REDIS_ADDR (the benchmarks skip when it is unset).
 func redisStores(b *testing.B) []benchkit.Store {
-	return redisStoresCoalescing(b, redistable.DefaultInFlight)
+	return redisStoresCoalescing(b, redisstore.DefaultInFlight)
 }
 
 // redisStoresCoalescing is redisStores with WithCoalescing(inFlight);
@@ -27,7 +27,7 @@ func redisStoresCoalescing(b *testing.B, inFlight int) []benchkit.Store {
 	switch inFlight {
 	case 0:
 		suffix = "-single"
-	case redistable.DefaultInFlight:
+	case redisstore.DefaultInFlight:
 	default:
 		suffix = fmt.Sprint("-inflight", inFlight)
 	}

@@ -13,12 +13,12 @@ import (
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
 	"github.com/go-ratelimit/ratelimit/gcra"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/slidingwindow"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
+	"github.com/go-ratelimit/ratelimit/store/redisstore"
 	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
@@ -72,7 +72,7 @@ func TestCoalescedExact(t *testing.T) {
 			for _, c := range []struct {
 				clk      clock.Clock
 				inFlight int
-			}{{clock.Local(), redistable.DefaultInFlight}, {clock.Server(), redistable.DefaultInFlight}, {clock.Local(), 1}} {
+			}{{clock.Local(), redisstore.DefaultInFlight}, {clock.Server(), redisstore.DefaultInFlight}, {clock.Local(), 1}} {
 				clk := c.clk
 				newStore := func(t *testing.T) (store.Store[string], *scriptCounter) {
 					switch client {

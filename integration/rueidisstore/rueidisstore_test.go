@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/go-ratelimit/ratelimit"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/redisstore"
 	"github.com/go-ratelimit/ratelimit/store/rueidisstore"
 )
 
@@ -20,6 +20,9 @@ func newStore(t *testing.T, target redistest.Target, prefix string) store.Store[
 	}
 	if target.NoCoalescing {
 		opts = append(opts, rueidisstore.WithCoalescing[string](0))
+	}
+	if target.EvictionInterval != 0 {
+		opts = append(opts, redisstore.WithEvictionCheckInterval[string](target.EvictionInterval))
 	}
 	st, err := rueidisstore.New(redistest.Rueidis(t, target), opts...)
 	if err != nil {
@@ -60,23 +63,6 @@ func TestNewValidates(t *testing.T) {
 	for _, check := range []rueidisstore.EvictionCheck{-1, rueidisstore.EvictionUnchecked + 1} {
 		if _, err := rueidisstore.New(client, rueidisstore.WithEvictionCheck[string](check)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 			t.Errorf("New(WithEvictionCheck(%d)): %v, want ErrInvalidConfig", check, err)
-		}
-	}
-}
-
-// TestEvictionCheckValues checks that the store's eviction checks are
-// redistable's, value for value, as New converts them.
-func TestEvictionCheckValues(t *testing.T) {
-	for _, c := range []struct {
-		store rueidisstore.EvictionCheck
-		table redistable.EvictionMode
-	}{
-		{rueidisstore.EvictionWarn, redistable.EvictionWarn},
-		{rueidisstore.EvictionRefuse, redistable.EvictionRefuse},
-		{rueidisstore.EvictionUnchecked, redistable.EvictionUnchecked},
-	} {
-		if redistable.EvictionMode(c.store) != c.table {
-			t.Errorf("EvictionCheck %d is redistable.EvictionMode %d, want %d", c.store, redistable.EvictionMode(c.store), c.table)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package luascript
 import (
 	"strings"
 	"testing"
+
+	"github.com/go-ratelimit/ratelimit/algorithm"
 )
 
 // split cuts a body's carry marks into its regions, and refuses marks that
@@ -19,11 +21,11 @@ func TestSplitCarryMarks(t *testing.T) {
 		parse + tail + "--#encode a + 1\nlocal value = ''\n",       // not a name
 		parse + tail + "--#encode a\nlocal other = ''\n",           // no value
 	} {
-		if _, err := split(bad); err == nil {
+		if _, _, err := split(bad); err == nil {
 			t.Errorf("split accepted:\n%s", bad)
 		}
 	}
-	b, err := split(parse + "local fits = true\n" + tail + "--#encode a\nlocal value = 'x'\n")
+	b, _, err := split(parse + "local fits = true\n" + tail + "--#encode a\nlocal value = 'x'\n")
 	if err != nil || b.carry == nil || b.carry.parse != "a = 1\n" || strings.TrimSpace(b.carry.encode) != "local value = 'x'" {
 		t.Fatalf("split: %+v, %v", b.carry, err)
 	}
@@ -42,23 +44,29 @@ func TestSplitSetupMarks(t *testing.T) {
 		"--#setup a\nlocal a = state and 1 or 2\n--#setupend\n" + tail,         // its state
 		"--#setup a\nlocal a = 1\n" + tail + "--#setupend\nlocal value = ''\n", // not in the decide part
 	} {
-		if _, err := split(bad); err == nil {
+		if _, _, err := split(bad); err == nil {
 			t.Errorf("split accepted:\n%s", bad)
 		}
 	}
 	region := "--#setup a, f\nlocal a = tonumber(ARGV[$1]) -- its limit\nlocal function f(x)\n  return x * a\nend\n--#setupend\n"
-	b, err := split("-- a body\n" + region + tail)
+	b, _, err := split("-- a body\n" + region + tail)
 	if err != nil || b.setup == nil || b.setup.region != region || strings.Join(b.setup.vars, " ") != "a f" || !strings.HasPrefix(b.setup.text, "local a =") {
 		t.Fatalf("split: %+v, %v", b.setup, err)
 	}
 	// Every body of this package that marks a setup has it hoisted in a
 	// batch: its region is gone from the request's part.
-	for name, b := range bodies {
+	for _, k := range algorithm.Kinds() {
+		name := k.Name
+		kb, err := bodyNamed(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := kb.plain
 		if b.setup == nil {
 			t.Errorf("%s.lua: no --#setup region", name)
 			continue
 		}
-		src := Batch(compose([]string{name})).Source
+		src := Batch(scriptOf(form{names: name})).Source
 		if !strings.Contains(src, "local "+strings.Join(b.setup.vars, ", ")+" = s1_") {
 			t.Errorf("%s: the batch script does not take its setup from once per batch", name)
 		}

@@ -1,37 +1,39 @@
 package luascript
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 )
 
-// The composer drops comment lines, which would cut a block comment in
-// two: no embedded file may use one. And no composed script keeps a
-// comment line or a blank one.
+// unsubstituted finds a body's reference the composer left ($1, $id…);
+// a Lua pattern's anchor ('…$') is no reference.
+var unsubstituted = regexp.MustCompile(`\$[A-Za-z0-9]`)
+
+// The composer keeps the bodies' comments but drops its own marks (--#,
+// --@ lines); a block comment would hide a mark, so no embedded file may
+// use one. No composed script keeps a mark, nor two blank lines in a row.
 func TestNoBlockComments(t *testing.T) {
-	texts := map[string]string{"prelude": prelude, "load": loadHash, "store": storeHash}
+	texts := map[string]string{"prelude": prelude, "hash": hashSource, "set": setSource, "convert": convertSource, "used": usedFrame,
+		"batch": batchSource, "opbatch": opBatchSource}
 	for _, k := range algorithm.Kinds() {
 		texts[k.Name] = k.Body
 	}
 	for name, text := range texts {
 		if strings.Contains(text, "--[[") || strings.Contains(text, "[[") {
-			t.Errorf("%s.lua has a long bracket, which the composer's comment stripping would break", name)
+			t.Errorf("%s.lua has a long bracket, which would hide the composer's marks", name)
 		}
 	}
-	for _, names := range [][]string{{"tokenbucket"}, {"slidinglog"}, {"gcra", "slidinglog", "fixedwindow"}} {
-		s := compose(names)
-		for i, line := range strings.SplitAfter(s.Source, "\n") {
-			if i == 0 || line == "" {
-				continue // the prelude's first line names the script; "" follows the last newline
-			}
-			if trimmed := strings.TrimSpace(line); trimmed == "" || strings.HasPrefix(trimmed, "--") {
-				t.Errorf("script %s keeps the line %q", s.Name, line)
-			}
+	for name, src := range generatedScripts() {
+		if strings.Contains(src, "\n\n\n") {
+			t.Errorf("%s keeps two blank lines in a row", name)
 		}
-		if len(s.Source) == 0 {
-			t.Errorf("script %s is empty", s.Name)
+		for line := range strings.Lines(src) {
+			if trimmed := strings.TrimSpace(line); strings.HasPrefix(trimmed, "--#") || strings.HasPrefix(trimmed, "--@") || unsubstituted.MatchString(line) {
+				t.Errorf("%s keeps the line %q", name, line)
+			}
 		}
 	}
 }

@@ -1,11 +1,8 @@
 package luascript
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/store"
@@ -58,34 +55,25 @@ func (op Op) String() string {
 	return fmt.Sprintf("Op(%d)", uint8(op))
 }
 
-// opScripts caches the booking scripts, by op and Name.
-var opScripts sync.Map
-
-// ForOp returns the script of op for the limits, in order, and their
-// arguments (as For's); the caller appends op's own (see Op). It returns
-// an error wrapping store.ErrAlgorithmUnsupported when an algorithm has
-// no part for op.
+// ForOp returns the plain script of op for the limits, in order, and
+// their arguments (as For's); the caller appends op's own (see Op). It
+// returns an error wrapping store.ErrAlgorithmUnsupported when an
+// algorithm has no part for op.
 func ForOp(op Op, limits ...Limit) (*Script, []string, error) {
 	if op < OpBook || op > OpUndo {
 		return nil, nil, fmt.Errorf("%w: %v", store.ErrAlgorithmUnsupported, op)
 	}
-	decision, params, err := For(limits...)
+	names, params, err := check(limits)
 	if err != nil {
 		return nil, nil, err
 	}
-	names := strings.Split(decision.Name, "+")
-	for _, name := range names {
-		b := bodies[name]
-		if b.book == "" || b.refund == "" {
+	for name := range strings.SplitSeq(names, "+") {
+		b, _ := bodyNamed(name)
+		if b.plain.book == "" || b.plain.refund == "" {
 			return nil, nil, fmt.Errorf("%w: %q has no Lua parts to book and refund", store.ErrAlgorithmUnsupported, name)
 		}
 	}
-	key := op.String() + ":" + decision.Name
-	if s, ok := opScripts.Load(key); ok {
-		return s.(*Script), params, nil
-	}
-	s, _ := opScripts.LoadOrStore(key, composeOp(op, names))
-	return s.(*Script), params, nil
+	return scriptOf(form{op: op, names: names}), params, nil
 }
 
 // composeOp puts together op's script for limits of the named algorithms.
@@ -105,24 +93,23 @@ func ForOp(op Op, limits ...Limit) (*Script, []string, error) {
 // per local it reads (a booking of one limit took about a quarter less
 // Redis time without them). More limits run each in a block of its own
 // that leaves its parts behind as closures, and the ends follow.
-func composeOp(op Op, names []string) *Script {
-	c := newOpComposer(op, names)
-	fmt.Fprintf(&c.src, "-- %s: %s\n", op, strings.Join(names, "+"))
+func composeOp(f form, names []string) string {
+	c := newOpComposer(f, names)
+	c.src.WriteString(describe(f, names))
 	c.src.WriteString(prelude)
 	c.src.WriteString(c.head(true))
 	c.opHead()
 	for _, l := range c.limits {
 		c.limit(l)
 	}
-	if op == OpBook {
+	c.src.WriteString(c.fresh())
+	if f.op == OpBook {
 		c.search()
 	}
 	c.ends()
-	c.src.WriteString(hsetMany)
+	c.src.WriteString(c.hsetMany())
 	c.src.WriteString("return out\n")
-	source := withoutComments(c.src.String())
-	sum := sha1.Sum([]byte(source))
-	return &Script{Name: op.String() + ":" + strings.Join(names, "+"), Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: len(names)}
+	return c.src.String()
 }
 
 // opComposer composes an op's script: the decision's stages, and the
@@ -145,8 +132,12 @@ type opComposer struct {
 
 // newOpComposer returns the composer of op's script for the named
 // algorithms' limits.
-func newOpComposer(op Op, names []string) *opComposer {
-	c := &opComposer{composer: newComposer(names, false, storeTable), op: op}
+func newOpComposer(f form, names []string) *opComposer {
+	c := &opComposer{composer: newComposer(f, names, false, storeTable), op: f.op}
+	c.take = "false" // a refund, a cancel or an undo adds no field
+	if f.op == OpBook {
+		c.take = "true"
+	}
 	c.nested = len(names) <= nestLimits
 	for _, l := range c.limits {
 		if l.b.earliest != "" {
@@ -155,7 +146,7 @@ func newOpComposer(op Op, names []string) *opComposer {
 	}
 	c.tables = len(names) > localLimits
 	last := c.limits[len(c.limits)-1]
-	c.opa = last.argv + fixedArgs + last.b.params + 1
+	c.opa = last.argv + fixedArgs + last.k.params + 1
 	c.parts = make([]map[string]opPart, len(names))
 	return c
 }
@@ -247,7 +238,7 @@ func (c *opComposer) limit(l limitAt) {
 			fmt.Fprintf(&c.src, "local rep%d, earliest%d, book%d, refund%d, unused%d, raw%d\n", l.n, l.n, l.n, l.n, l.n, l.n)
 		}
 	}
-	fmt.Fprintf(&c.src, "do\n-- limit %d: %s\n", l.n, l.name)
+	c.src.WriteString("do\n")
 	c.src.WriteString(c.load(l) + c.decide(l))
 	if !l.log() && c.op != OpRefund {
 		fmt.Fprintf(&c.src, "%s = state or ''\n", c.slot("raw", l.n))
@@ -289,10 +280,14 @@ func (c *opComposer) defineBook(l limitAt) {
 		c.define(l.n, "book", opPart{"act", l.sub(l.b.book) + "\n", "rem, reset, ''"})
 		return
 	}
-	// A booking on another kind's state replies no value after it: its
-	// cancel gives back its unused units rather than put back a state of
-	// another kind (Go: not ExactUndo).
-	c.define(l.n, "book", opPart{"act", l.sub(l.b.book) + "\n" + l.sub(c.storeOf(l)) + "\n", fmt.Sprintf("rem, reset, (other and '' or ARGV[%d] .. value)", l.argv+2)})
+	// A booking on another kind's state (a conversion script's) replies
+	// no value after it: its cancel gives back its unused units rather than
+	// put back a state of another kind (Go: not ExactUndo).
+	after := fmt.Sprintf("ARGV[%d] .. value", l.argv+2)
+	if c.convert {
+		after = "(other and '' or " + after + ")"
+	}
+	c.define(l.n, "book", opPart{"act", l.sub(l.b.book) + "\n" + l.sub(c.storeOf(l)) + "\n", "rem, reset, " + after})
 }
 
 // defineRefund defines the limit's refund part: the body's --@refund
@@ -305,9 +300,13 @@ func (c *opComposer) defineRefund(l limitAt) {
 	if !l.log() {
 		body += fmt.Sprintf("if value then\n%s\nend\n", l.sub(c.storeOf(l)))
 	}
-	body = "local crem, cretry, creset\nif carried > 0 then\n" + c.report(l) + "\ncrem, cretry, creset = rem, retry, reset\nelse\n" +
-		body + "crem, cretry, creset = rem, retry, reset\nend\n"
-	c.define(l.n, "refund", opPart{"n", body, "crem, cretry, creset"})
+	if c.convert {
+		body = "local crem, cretry, creset\nif carried > 0 then\n" + c.report(l) + "\ncrem, cretry, creset = rem, retry, reset\nelse\n" +
+			body + "crem, cretry, creset = rem, retry, reset\nend\n"
+		c.define(l.n, "refund", opPart{"n", body, "crem, cretry, creset"})
+		return
+	}
+	c.define(l.n, "refund", opPart{"n", body, "rem, retry, reset"})
 }
 
 // defineUnused defines the limit's unused part for a cancel: the body's
@@ -317,6 +316,10 @@ func (c *opComposer) defineUnused(l limitAt) {
 	unused := l.b.unused
 	if unused == "" {
 		unused = "local give = 0\n"
+	}
+	if !c.convert {
+		c.define(l.n, "unused", opPart{"act, bcost", l.sub(unused) + "\n", "give"})
+		return
 	}
 	unused = "local cgive = 0\nif carried == 0 then\n" + unused + "\ncgive = give\nend\n"
 	c.define(l.n, "unused", opPart{"act, bcost", l.sub(unused) + "\n", "cgive"})
@@ -329,6 +332,10 @@ func (c *opComposer) defineUndo(l limitAt) {
 	undo := l.b.undo
 	if undo == "" {
 		undo = "local give = 0\n"
+	}
+	if !c.convert {
+		c.define(l.n, "undo", opPart{"act, bcost", l.sub(undo) + "\n", "give"})
+		return
 	}
 	undo = "local ugive = 0\nif carried == 0 then\n" + undo + "\nugive = give\nend\n"
 	c.define(l.n, "undo", opPart{"act, bcost", l.sub(undo) + "\n", "ugive"})
@@ -344,7 +351,7 @@ func num(x string) string { return "string.format('%.0f', " + x + ")" }
 // written.
 func (c *opComposer) search() {
 	src := &c.src
-	src.WriteString(tooMany(c.hashed, "true"))
+	src.WriteString(c.tooMany("true"))
 	fmt.Fprintf(src, "local latest = now + tonumber(ARGV[%d])\nlocal act, ok, ea = now, false, nil\nfor _ = 1, %d do\n  local nxt = act\n", c.opa, algorithm.MaxBookingRounds)
 	for _, l := range c.limits {
 		fmt.Fprintf(src, "%s  nxt = math.max(nxt, ea)\n", c.call(l.n, "earliest", "act", "ea"))

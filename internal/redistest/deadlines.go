@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // stormCalls is how many calls with a deadline no store can meet the
@@ -39,7 +38,7 @@ func testDeadlineStorm(t *testing.T, newStore NewStore) {
 
 func deadlineStorm(t *testing.T, st store.Store[string], policy ratelimit.FailurePolicy) {
 	ctx := t.Context()
-	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 5, Rate: 5.0 / 3600})
+	alg, err := bucketPer(5, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +204,7 @@ func testShortDeadlines(t *testing.T, newStore NewStore) {
 
 func shortDeadlines(t *testing.T, st store.Store[string]) {
 	ctx := t.Context()
-	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: shortLimit, Rate: shortLimit / 3600.0})
+	alg, err := bucketPer(shortLimit, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

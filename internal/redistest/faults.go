@@ -85,7 +85,7 @@ func testLostReply(t *testing.T, newStore NewStore) {
 					t.Fatal(err)
 				}
 				cuts := proxy.Cuts()
-				proxy.LoseReplyTo(redisKey(t, prefix, "lost", a.alg))
+				proxy.LoseReplyTo(RedisKey(t, prefix, "lost", a.alg))
 				if d, err := lim.AllowN(ctx, "lost", 2); !errors.Is(err, ratelimit.ErrStoreUnavailable) {
 					t.Errorf("AllowN(lost, 2) whose reply was lost = %+v, %v; want ErrStoreUnavailable", d, err)
 				}
@@ -317,7 +317,7 @@ func testEviction(t *testing.T, newStore NewStore) {
 			t.Fatalf("Allow(victim) #%d = %+v, %v; want allowed=%v", i, d, err, want)
 		}
 	}
-	victim := redisKey(t, prefix, "victim", alg)
+	victim := RedisKey(t, prefix, "victim", alg)
 	filler := strings.Repeat("x", 8<<10)
 	evicted := false
 	for i := 0; i < 2000 && !evicted; i++ {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/clock"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // Outage parameters: callers, the breaker's, and the margins that keep
@@ -63,7 +62,7 @@ type sample struct {
 
 func testOutage(t *testing.T, newStore NewStore, policy ratelimit.FailurePolicy, source ratelimit.Source, redial time.Duration) {
 	srv := StartServer(t)
-	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 1_000_000, Rate: 1_000_000})
+	alg, err := bucketPer(1_000_000, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

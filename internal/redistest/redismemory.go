@@ -11,8 +11,8 @@ import (
 
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/clock"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/store"
+	"github.com/go-ratelimit/ratelimit/store/redisstore"
 )
 
 // openWarnings opens a table of one limit on a new store on target and
@@ -75,7 +75,7 @@ func evictionPolicies(t *testing.T, newStore NewStore) {
 			t.Errorf("%s: Warnings() = %v, want none", c.policy, warnings)
 		}
 
-		target.Eviction = redistable.EvictionRefuse
+		target.Eviction = redisstore.EvictionRefuse
 		_, err = openWarnings(t, newStore, target)
 		if c.evicts && (!errors.Is(err, store.ErrEvicting) || !strings.Contains(err.Error(), c.policy)) {
 			t.Errorf("%s, EvictionRefuse: Open: %v, want ErrEvicting naming the policy", c.policy, err)
@@ -89,7 +89,7 @@ func evictionPolicies(t *testing.T, newStore NewStore) {
 			t.Errorf("%s, EvictionRefuse: ratelimit.New: %v, want ErrEvicting: %v", c.policy, err, c.evicts)
 		}
 
-		target.Eviction = redistable.EvictionUnchecked
+		target.Eviction = redisstore.EvictionUnchecked
 		if warnings, err := openWarnings(t, newStore, target); err != nil || len(warnings) != 0 {
 			t.Errorf("%s, EvictionUnchecked: Open: %v, %v; want a table without warnings", c.policy, warnings, err)
 		}
@@ -106,7 +106,7 @@ func evictionConfigRefused(t *testing.T, newStore NewStore) {
 	}
 	target := srv.Target()
 	target.Username, target.Password = "limiter", "secret"
-	for _, mode := range []redistable.EvictionMode{redistable.EvictionWarn, redistable.EvictionRefuse} {
+	for _, mode := range []redisstore.EvictionCheck{redisstore.EvictionWarn, redisstore.EvictionRefuse} {
 		target.Eviction = mode
 		if warnings, err := openWarnings(t, newStore, target); err != nil || len(warnings) != 0 {
 			t.Errorf("mode %d, a user that may not run CONFIG: Open: %v, %v; want a table without warnings", mode, warnings, err)
@@ -119,13 +119,13 @@ func evictionConfigRefused(t *testing.T, newStore NewStore) {
 func evictionDown(t *testing.T, newStore NewStore) {
 	srv := StartServer(t, "--maxmemory-policy", "allkeys-lru")
 	target := srv.Target()
-	target.Eviction = redistable.EvictionRefuse
+	target.Eviction = redisstore.EvictionRefuse
 	st := newStore(t, target, Prefix(t)) // rueidis dials when it is made
 	srv.Kill()
 	start := time.Now()
 	table, err := st.Open(store.LimitsOf(algorithms(t, 5, time.Hour)[0].alg), clock.Local())
-	if took := time.Since(start); took > redistable.EvictionCheckTimeout+500*time.Millisecond {
-		t.Errorf("Open with the server down took %v, want at most about %v", took, redistable.EvictionCheckTimeout)
+	if took := time.Since(start); took > evictionCheckTimeout+500*time.Millisecond {
+		t.Errorf("Open with the server down took %v, want at most about %v", took, evictionCheckTimeout)
 	}
 	if err != nil || len(table.(store.Warner).Warnings()) != 0 {
 		t.Errorf("Open with the server down: %v; want a table without warnings (the check is best effort)", err)
@@ -139,7 +139,7 @@ func evictionShared(t *testing.T, newStore NewStore, target Target) {
 	if target.Mini == nil {
 		forEachMaster(t.Context(), t, GoRedis(t, target), func(c redis.Cmdable) error {
 			policy, err := c.ConfigGet(t.Context(), "maxmemory-policy").Result()
-			want = want || redistable.Evicts(policy["maxmemory-policy"])
+			want = want || evicts(policy["maxmemory-policy"])
 			return err
 		})
 	}
@@ -238,7 +238,7 @@ func testKeyTooLong(t *testing.T, newStore NewStore) {
 
 // testEvictionRecheck starts a server of the test's own on noeviction,
 // opens a Limiter on it, then switches the server to allkeys-lru: within
-// EvictionInterval (shortened here) of decisions, the Limiter's error
+// the check interval (shortened here: WithEvictionCheckInterval) of decisions, the Limiter's error
 // handler gets an error wrapping ErrEvicting (EvictionWarn), or its
 // decisions fail with one (EvictionRefuse), even under FailOpen, not
 // ErrStoreUnavailable; switched back to noeviction, they decide again.
@@ -246,8 +246,7 @@ func testEvictionRecheck(t *testing.T, newStore NewStore) {
 	srv := StartServer(t, "--maxmemory-policy", "noeviction")
 	ctx := t.Context()
 	admin := GoRedis(t, srv.Target())
-	defer func(d time.Duration) { redistable.EvictionInterval = d }(redistable.EvictionInterval)
-	redistable.EvictionInterval = 200 * time.Millisecond
+	const interval = 200 * time.Millisecond
 	setPolicy := func(policy string) {
 		t.Helper()
 		if err := admin.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
@@ -255,10 +254,11 @@ func testEvictionRecheck(t *testing.T, newStore NewStore) {
 		}
 	}
 	alg := algorithms(t, 10_000, time.Hour)[0].alg
-	for _, mode := range []redistable.EvictionMode{redistable.EvictionWarn, redistable.EvictionRefuse} {
+	for _, mode := range []redisstore.EvictionCheck{redisstore.EvictionWarn, redisstore.EvictionRefuse} {
 		setPolicy("noeviction")
 		target := srv.Target()
 		target.Eviction = mode
+		target.EvictionInterval = interval
 		reported := make(chan error, 100)
 		lim := newLimiter(t, alg, newStore(t, target, Prefix(t)), ratelimit.WithFailurePolicy(ratelimit.FailOpen),
 			ratelimit.WithErrorHandler(func(err error) { reported <- err }))
@@ -270,20 +270,20 @@ func testEvictionRecheck(t *testing.T, newStore NewStore) {
 		// finding, for at most a few EvictionIntervals.
 		until := func(what string, done func(d ratelimit.Decision, err error) bool) {
 			t.Helper()
-			deadline := time.Now().Add(10 * redistable.EvictionInterval)
+			deadline := time.Now().Add(10 * interval)
 			for {
 				d, err := lim.Allow(ctx, "k")
 				if done(d, err) {
 					return
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("mode %d: no %s within %v of the switch: last %v, %v", mode, what, 10*redistable.EvictionInterval, d, err)
+					t.Fatalf("mode %d: no %s within %v of the switch: last %v, %v", mode, what, 10*interval, d, err)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
 		switch mode {
-		case redistable.EvictionWarn:
+		case redisstore.EvictionWarn:
 			until("warning", func(d ratelimit.Decision, err error) bool {
 				if err != nil {
 					t.Fatalf("EvictionWarn: Allow: %v, want decisions as ever", err)
@@ -299,7 +299,7 @@ func testEvictionRecheck(t *testing.T, newStore NewStore) {
 			if len(reported) != 0 {
 				t.Errorf("EvictionWarn: reported again: %v", <-reported)
 			}
-		case redistable.EvictionRefuse:
+		case redisstore.EvictionRefuse:
 			until("refusal", func(d ratelimit.Decision, err error) bool {
 				if err == nil {
 					return false
@@ -313,4 +313,19 @@ func testEvictionRecheck(t *testing.T, newStore NewStore) {
 			until("decision", func(d ratelimit.Decision, err error) bool { return err == nil && d.Allowed() })
 		}
 	}
+}
+
+// evictionCheckTimeout is how long a store's first Open waits at most for
+// the servers' maxmemory-policy: a second (redisstore.WithEvictionCheck).
+const evictionCheckTimeout = time.Second
+
+// evicts reports whether a maxmemory-policy may evict limiter state, as
+// the stores judge it: the allkeys-* policies, and the volatile-* ones
+// but volatile-ttl (every limiter key has a TTL).
+func evicts(policy string) bool {
+	switch policy {
+	case "volatile-lru", "volatile-lfu", "volatile-random":
+		return true
+	}
+	return strings.HasPrefix(policy, "allkeys-")
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
+	"github.com/go-ratelimit/ratelimit/store/redisstore"
 )
 
 // The environment variables naming real servers.
@@ -52,8 +52,11 @@ type Target struct {
 	// constructors let the stores accept (WithMaxKeyBytes).
 	MaxKeyBytes int
 	// Eviction is the eviction check the tests' store constructors give
-	// the stores (WithEvictionCheck, whose values are redistable's).
-	Eviction redistable.EvictionMode
+	// the stores (WithEvictionCheck).
+	Eviction redisstore.EvictionCheck
+	// EvictionInterval, when not 0, is how often the stores read the
+	// servers' maxmemory-policy again (WithEvictionCheckInterval).
+	EvictionInterval time.Duration
 	// NoCoalescing, when set, makes the tests' store constructors turn
 	// coalescing off (WithCoalescing(0)).
 	NoCoalescing bool

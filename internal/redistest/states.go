@@ -11,7 +11,6 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // testTooManyStates gives one key limits of names of their own, twice as
@@ -37,7 +36,7 @@ func testTooManyStates(t *testing.T, newStore NewStore) {
 				ratelimit.WithName(fmt.Sprint("tm/", i)))
 		}
 		admin := GoRedis(t, target)
-		hkey := redisKey(t, prefix, "k", limit(0))
+		hkey := RedisKey(t, prefix, "k", limit(0))
 		const limits = 2*store.MaxStatesPerKey + 50
 		fillKey(t, limiter, limits)
 		if n, err := admin.HLen(ctx, hkey).Result(); err != nil || n != store.MaxStatesPerKey {
@@ -74,7 +73,7 @@ func testTooManyStates(t *testing.T, newStore NewStore) {
 // tooManyLimit is testTooManyStates' limit i: a token bucket of capacity
 // 10 + i.
 func tooManyLimit(t *testing.T, i int) algorithm.Algorithm {
-	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: int64(10 + i), Rate: 1.0 / 3600})
+	alg, err := bucketPer(int64(10+i), time.Duration(10+i)*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

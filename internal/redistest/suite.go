@@ -19,9 +19,9 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	catalog "github.com/go-ratelimit/ratelimit/algorithms"
 	"github.com/go-ratelimit/ratelimit/clock"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
+	"github.com/go-ratelimit/ratelimit/store/redisstore"
 	"github.com/go-ratelimit/ratelimit/store/storetest"
 )
 
@@ -170,6 +170,12 @@ func algorithms(t testing.TB, limit int64, period time.Duration) []algo {
 	return algs
 }
 
+// bucketPer returns a token bucket of n per period, the whole of n at
+// once: package algorithms lists the token bucket first.
+func bucketPer(n int64, period time.Duration) (algorithm.Algorithm, error) {
+	return catalog.All()[0].Per(n, period)
+}
+
 // newLimiter returns a Limiter of alg on st, named by its configuration
 // (shared) unless opts name it, so that limiters configured alike under
 // one prefix share each key's quota and redisKey finds their keys.
@@ -192,23 +198,48 @@ func shared(alg algorithm.Algorithm) ratelimit.Option {
 // epoch is where the tests' fake clocks start, with a fraction of a second.
 var epoch = time.UnixMicro(1_700_000_000_654_321)
 
-// redisKey returns the Redis key a store with prefix keeps key's state in
+// RedisKey returns the Redis key a store with prefix keeps key's state in
 // for a Limiter of alg.
-func redisKey(t testing.TB, prefix, key string, alg algorithm.Algorithm) string {
+func RedisKey(t testing.TB, prefix, key string, alg algorithm.Algorithm) string {
 	t.Helper()
-	table, err := redistable.Open(nil, redistable.Config[string]{Prefix: prefix}, store.LimitsOf(alg), clock.Local())
+	st, err := redisstore.New[string](noRunner{}, redisstore.WithPrefix[string](prefix))
 	if err != nil {
-		t.Fatalf("redistable.Open(prefix %q): %v", prefix, err)
+		t.Fatalf("redisstore.New(prefix %q): %v", prefix, err)
 	}
+	opened, err := st.Open(store.LimitsOf(alg), clock.Local())
+	if err != nil {
+		t.Fatalf("Open(prefix %q): %v", prefix, err)
+	}
+	table := opened.(*redisstore.Table[string])
 	names, err := table.Keys(nil, key)
 	if err != nil {
 		t.Fatalf("Keys(%q): %v", key, err)
 	}
-	if tag, _ := algorithm.TagOf(alg); tag.Kind == algorithm.KindSlidingLog {
+	if tag, _ := algorithm.TagOf(alg); keepsLog(tag) {
 		return names[1] // its sorted set
 	}
 	return names[0] // the key's hash
 }
+
+// keepsLog reports whether a state of tag's Kind keeps a Log, in a sorted
+// set of its own.
+func keepsLog(tag algorithm.Tag) bool {
+	k, ok := algorithm.KindOf(tag.Kind)
+	return ok && k.Log
+}
+
+// noRunner runs nothing: a store over it names keys (Table.Keys).
+type noRunner struct{}
+
+func (noRunner) Eval(context.Context, *redisstore.Script, bool, []string, redisstore.Args, []int64) ([]int64, error) {
+	return nil, nil
+}
+
+func (noRunner) EvalStrings(context.Context, *redisstore.Script, []string, []string) ([]string, error) {
+	return nil, nil
+}
+
+func (noRunner) Del(context.Context, []string) error { return nil }
 
 // forEachMaster calls f with a client of every master of target (the one
 // server when it is not a cluster), one at a time.
@@ -371,8 +402,8 @@ func (c *ttlCase) take(key string, n int) ratelimit.Decision {
 	if d.Allowed() {
 		// A hash's TTL is the longest any write asked for (PEXPIRE GT): a
 		// later, shorter one leaves it.
-		k := redisKey(t, c.prefix, key, c.a.alg)
-		if w, ok := c.written[k]; !ok || c.tag.Kind == algorithm.KindSlidingLog || sent.Add(d.ResetAfter()).After(w.sent.Add(w.reset)) {
+		k := RedisKey(t, c.prefix, key, c.a.alg)
+		if w, ok := c.written[k]; !ok || keepsLog(c.tag) || sent.Add(d.ResetAfter()).After(w.sent.Add(w.reset)) {
 			c.written[k] = ttlWrite{d.ResetAfter(), sent}
 		}
 	}
@@ -428,7 +459,7 @@ func (c *ttlCase) checkUnchanged() {
 		{"Peek(full)", "full", func() ratelimit.Decision { return c.peek("full") }},
 		{"Peek(a)", "a", func() ratelimit.Decision { return c.peek("a") }},
 	} {
-		k := redisKey(t, c.prefix, cc.key, c.a.alg)
+		k := RedisKey(t, c.prefix, cc.key, c.a.alg)
 		start := time.Now()
 		v0, ms0 := value(ctx, t, c.admin, k), pttl(ctx, t, c.admin, k)
 		const gap = 30 * time.Millisecond
@@ -461,7 +492,7 @@ func (c *ttlCase) checkMargin(newStore NewStore, clk *clock.Fake) {
 	if err != nil || with != without {
 		t.Errorf("AllowN(twin, 2) with a TTL margin = %+v, %v; want %+v, as without", with, err, without)
 	}
-	if ms := pttl(ctx, t, c.admin, redisKey(t, longPrefix, "twin", c.a.alg)); ms <= suiteTTL.Milliseconds() {
+	if ms := pttl(ctx, t, c.admin, RedisKey(t, longPrefix, "twin", c.a.alg)); ms <= suiteTTL.Milliseconds() {
 		t.Errorf("PTTL with a TTL margin of %v = %dms, want more than the margin", suiteTTL, ms)
 	}
 }
@@ -510,7 +541,7 @@ func testPeekReadOnly(t *testing.T, newStore NewStore) {
 			if !errors.Is(err, ratelimit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "NOPERM") {
 				t.Errorf("Allow(k) as a read-only user: %v, want ErrStoreUnavailable with NOPERM", err)
 			}
-			if got := keysUnder(ctx, t, admin, prefix); !slices.Equal(got, []string{redisKey(t, prefix, "k", a.alg)}) {
+			if got := keysUnder(ctx, t, admin, prefix); !slices.Equal(got, []string{RedisKey(t, prefix, "k", a.alg)}) {
 				t.Errorf("keys under %q: %q, want only k's", prefix, got)
 			}
 		})
@@ -679,7 +710,7 @@ func testClusterSlots(t *testing.T, newStore NewStore) {
 		if err != nil || d.Remaining() != 2 {
 			t.Fatalf("Allow(%q) = %+v, %v; want allowed with Remaining 2 (every key is new)", key, d, err)
 		}
-		full := redisKey(t, prefix, key, alg)
+		full := RedisKey(t, prefix, key, alg)
 		if other, dup := seen[full]; dup {
 			t.Fatalf("keys %q and %q share the Redis key %q", other, key, full)
 		}

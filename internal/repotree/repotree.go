@@ -13,7 +13,11 @@ import (
 // testdata, vendor and directories whose names start with "." or "_"
 // (TestREADME builds its blocks in a "_readmetest" directory, which may
 // come and go while other packages' tests walk the tree).
-func GoFiles(root string) ([]string, error) {
+func GoFiles(root string) ([]string, error) { return Files(root, ".go") }
+
+// Files returns the files under root whose names end in ext, as GoFiles
+// does the .go files.
+func Files(root, ext string) ([]string, error) {
 	var files []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -26,7 +30,7 @@ func GoFiles(root string) ([]string, error) {
 			}
 			return nil
 		}
-		if strings.HasSuffix(name, ".go") {
+		if strings.HasSuffix(name, ext) {
 			rel, err := filepath.Rel(root, path)
 			if err != nil {
 				return err

@@ -123,6 +123,20 @@ const (
 	EvictionUnchecked
 )
 
+// WithEvictionCheckInterval sets how long after a check of the servers'
+// maxmemory-policy the first decision reads it again (default a minute):
+// how soon a server switched to a policy that evicts is noticed (see
+// WithEvictionCheck). d must be more than 0; New fails with
+// algorithm.ErrInvalidConfig otherwise.
+func WithEvictionCheckInterval[K comparable](d time.Duration) Option[K] {
+	return func(s *Store[K]) {
+		s.evictionEvery = d
+		if d <= 0 {
+			s.evictionEvery = -1 // refused by New (0 would mean the default)
+		}
+	}
+}
+
 // WithEvictionCheck sets what Open does when a server's maxmemory-policy
 // may evict limiter state (default EvictionWarn). The store reads it
 // through its Runner, which must be a PolicyReader (from every master of

@@ -55,11 +55,12 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
@@ -98,39 +99,41 @@ type PolicyReader interface {
 	ReadPolicies(ctx context.Context) ([]NodePolicy, error)
 }
 
-// Script is a Lua script a Runner runs: its Name (the algorithms it
-// decides for, joined by "+"), its Source and its SHA1 (hex, for EVALSHA).
-// The store makes them; a Runner only reads them.
-type Script = luascript.Script
+// Script is a Lua script a Runner runs. The store makes them; a Runner
+// only reads them.
+type Script struct {
+	// Name names what it runs: its algorithms, joined by "+", after its
+	// operation, batch or conversion ("book:gcra", "batch:…").
+	Name string
+	// Source is the script's text, for EVAL.
+	Source string
+	// SHA1 is the hex SHA-1 of Source, for EVALSHA.
+	SHA1 string
+}
 
-// Args are a script's ARGV, as Eval receives them: All returns them in
-// order. For clients whose commands take []any, the fields keep them
-// boxed as well: Now and Cost (or Batch in their place, when not nil),
-// then Rest, with CostAny (when not nil) and RestAny the same values
-// boxed once, so that a call need not box them again.
-type Args = redistable.Args
+// runScripts holds each composed script as a Runner runs it, by the
+// composer's: made once, read without a lock.
+var runScripts sync.Map
 
-// NodePolicy is what one server answered to CONFIG GET maxmemory-policy:
-// Node (its address, "" when unknown), Policy, or Err, with Refused when
-// Err is the server's own answer (it will not tell, so asking again will
-// not help).
-type NodePolicy = redistable.NodePolicy
+// runScript returns s as a Runner runs it.
+func runScript(s *luascript.Script) *Script {
+	if r, ok := runScripts.Load(s); ok {
+		return r.(*Script)
+	}
+	r, _ := runScripts.LoadOrStore(s, &Script{Name: s.Name, Source: s.Source, SHA1: s.SHA1})
+	return r.(*Script)
+}
 
 // DefaultPrefix is the key prefix used when none is given.
 const DefaultPrefix = "ratelimit:"
 
-// MaxLimits is the most limits of a Policy on a Redis store: one of more
-// is refused when it is made, with store.ErrAlgorithmUnsupported. Each
-// decision runs every limit's part in one script; a real Policy has a
-// handful of limits.
-const MaxLimits = redistable.MaxLimits
-
 // Store keeps limiter state in Redis through a Runner. Create it with
 // [New]; it is safe for concurrent use.
 type Store[K comparable] struct {
-	run      Runner
-	cfg      redistable.Config[K]
-	eviction EvictionCheck
+	run           Runner
+	cfg           config[K]
+	eviction      EvictionCheck
+	evictionEvery time.Duration // WithEvictionCheckInterval; 0: the default
 }
 
 var _ store.Store[string] = (*Store[string])(nil)
@@ -143,41 +146,47 @@ func New[K comparable](run Runner, opts ...Option[K]) (*Store[K], error) {
 	if run == nil {
 		return nil, fmt.Errorf("%w: redisstore: nil Runner", algorithm.ErrInvalidConfig)
 	}
-	s := &Store[K]{run: run, cfg: redistable.Config[K]{
+	s := &Store[K]{run: run, cfg: config[K]{
 		Prefix:    DefaultPrefix,
-		TTLMargin: redistable.DefaultTTLMargin,
-		InFlight:  redistable.DefaultInFlight,
+		TTLMargin: DefaultTTLMargin,
+		InFlight:  DefaultInFlight,
 	}}
 	for _, o := range opts {
 		o(s)
 	}
-	if err := s.cfg.Check(); err != nil {
+	if err := s.cfg.check(); err != nil {
 		return nil, err
 	}
-	mode := redistable.EvictionMode(s.eviction)
-	var read redistable.PolicyReader
+	mode := s.eviction
+	var read policyReader
 	if pr, ok := run.(PolicyReader); ok {
 		read = pr.ReadPolicies
-	} else if mode == redistable.EvictionWarn {
-		mode = redistable.EvictionUnchecked
-	} else if mode == redistable.EvictionRefuse {
+	} else if mode == EvictionWarn {
+		mode = EvictionUnchecked
+	} else if mode == EvictionRefuse {
 		return nil, fmt.Errorf("%w: redisstore: EvictionRefuse needs a Runner that reads the servers' maxmemory-policy (a PolicyReader); %T is not one",
 			algorithm.ErrInvalidConfig, run)
 	}
-	check, err := redistable.NewEvictionCheck(mode, read)
+	check, err := newEvictionWatch(mode, read)
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case s.evictionEvery < 0:
+		return nil, fmt.Errorf("%w: redisstore: an eviction check interval must be more than 0", algorithm.ErrInvalidConfig)
+	case s.evictionEvery > 0:
+		check.every = s.evictionEvery
 	}
 	s.cfg.Evictions = check
 	return s, nil
 }
 
-// Open returns a table for limits, decided together by one script. Every
-// clock works: with clock.Server() the scripts read Redis's TIME. The
-// table implements store.Warner; the store's first Open reads the servers'
-// maxmemory-policy for it (see WithEvictionCheck).
+// Open returns a table (a *Table[K]) for limits, decided together by one
+// script. Every clock works: with clock.Server() the scripts read Redis's
+// TIME. The table implements store.Warner; the store's first Open reads
+// the servers' maxmemory-policy for it (see WithEvictionCheck).
 func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], error) {
-	t, err := redistable.Open(s.run, s.cfg, limits, clk)
+	t, err := open(s.run, s.cfg, limits, clk)
 	if err != nil {
 		return nil, err // not a nil *Table in a non-nil Table
 	}

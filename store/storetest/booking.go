@@ -13,9 +13,7 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
-	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 	"pgregory.net/rapid"
 )
 
@@ -223,7 +221,7 @@ func (b *bookingMachine) bounded(t *rapid.T) {
 				continue
 			}
 			span := hist[:end+1]
-			if _, ok := s.alg.(*tokenbucket.Bucket); ok {
+			if roundsToMicros(s.alg) {
 				// A booking of the continuous bucket may read a µs early
 				// (its float refill rounds to the µs either way; see
 				// algorithm.Booker): a µs more per admission in the span.
@@ -643,15 +641,19 @@ func testRefusedTakeWritesNothing(t *testing.T, st store.Store[string]) {
 // bucketAndLog returns a bucket of 1 per second, a log of 1 per µs, and a
 // fake clock at epoch: a Policy of them has a limit that refuses for a µs
 // and one whose state tells when it was made.
-func bucketAndLog(t *testing.T) (*tokenbucket.Bucket, *slidinglog.Log, *clock.Fake) {
+func bucketAndLog(t *testing.T) (algorithm.Booker, algorithm.Algorithm, *clock.Fake) {
 	t.Helper()
-	bucket, err := tokenbucket.Per(1, time.Second)
+	bucket, err := bucketPer(1, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, err := slidinglog.Per(1, time.Microsecond)
+	booker, ok := bucket.(algorithm.Booker)
+	if !ok {
+		t.Fatalf("%v books nothing", bucket)
+	}
+	log, err := logPer(1, time.Microsecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bucket, log, clock.NewFake(time.UnixMicro(epoch))
+	return booker, log, clock.NewFake(time.UnixMicro(epoch))
 }

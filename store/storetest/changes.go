@@ -47,7 +47,7 @@ func changes(st store.Store[string], clk clock.Clock, id string, rule algorithm.
 // never a fresh quota, at most the 5 the old limit had left.
 func testTighten(t *testing.T, k kind, st store.Store[string]) {
 	for _, rule := range []algorithm.Rule{algorithm.AsIs, algorithm.Proportional} {
-		if rule == algorithm.Proportional && k.name == "slidinglog" {
+		if rule == algorithm.Proportional && !k.proportional {
 			continue
 		}
 		clk := clock.NewFake(time.UnixMicro(epoch))

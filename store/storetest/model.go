@@ -103,6 +103,34 @@ func lateRefundAlgs() []lateAlg {
 	}
 }
 
+// The scenarios' algorithms, built here so that this file is the kit's one
+// place that names an algorithm's package: a token bucket of n per period
+// (bucketPer) or of a capacity refilled at a rate (bucketOf), a sliding
+// log of n per period (logPer) or of limit per window (logOf).
+func bucketPer(n int64, period time.Duration) (algorithm.Algorithm, error) {
+	return tokenbucket.Per(n, period)
+}
+
+func bucketOf(capacity int64, rate float64) (algorithm.Algorithm, error) {
+	return tokenbucket.New(tokenbucket.Config{Capacity: capacity, Rate: rate})
+}
+
+func logPer(n int64, period time.Duration) (algorithm.Algorithm, error) {
+	return slidinglog.Per(n, period)
+}
+
+func logOf(limit int64, window time.Duration) (algorithm.Algorithm, error) {
+	return slidinglog.New(slidinglog.Config{Limit: limit, Window: window})
+}
+
+// roundsToMicros reports whether a booking of alg may read a µs early: the
+// continuous bucket's float refill rounds to the µs either way (see
+// algorithm.Booker).
+func roundsToMicros(alg algorithm.Algorithm) bool {
+	_, ok := alg.(*tokenbucket.Bucket)
+	return ok
+}
+
 // windowPerMinute is a fixed window of n per minute.
 func windowPerMinute(n int64) (algorithm.Algorithm, error) { return fixedwindow.PerMinute(n) }
 

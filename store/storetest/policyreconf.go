@@ -43,7 +43,7 @@ func testPolicyReconfigure(t *testing.T, st store.Store[string]) {
 			k := kinds[rapid.IntRange(0, len(kinds)-1).Draw(rt, "kind")]
 			s := k.draw(rt)
 			rule := algorithm.AsIs
-			if k.name != "slidinglog" && rapid.Bool().Draw(rt, "proportional") {
+			if k.proportional && rapid.Bool().Draw(rt, "proportional") {
 				rule = algorithm.Proportional
 			}
 			m.kinds = append(m.kinds, k)

@@ -10,9 +10,7 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
-	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 	"pgregory.net/rapid"
 )
 
@@ -35,7 +33,7 @@ func testReconfigure(t *testing.T, k kind, st store.Store[string]) {
 		seq++
 		s := k.draw(rt)
 		rule := algorithm.AsIs
-		if k.name != "slidinglog" && rapid.Bool().Draw(rt, "proportional") {
+		if k.proportional && rapid.Bool().Draw(rt, "proportional") {
 			rule = algorithm.Proportional
 		}
 		start := drawStart(rt)
@@ -141,7 +139,7 @@ func (r *reconfig) reconfigure(t *rapid.T) {
 func (r *reconfig) switchKind(t *rapid.T) {
 	var others []kind
 	for _, k := range kinds {
-		if k.name != r.k.name && (r.rule == algorithm.AsIs || k.name != "slidinglog") {
+		if k.name != r.k.name && (r.rule == algorithm.AsIs || k.proportional) {
 			others = append(others, k)
 		}
 	}
@@ -532,11 +530,11 @@ func testMismatchPair(t *testing.T, st store.Store[string], a, b kind) {
 // inside the new window, counted it again, and denied the last Allow.)
 func testLogRefundThenWiderWindow(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
-	narrow, err := slidinglog.Per(1, time.Microsecond)
+	narrow, err := logPer(1, time.Microsecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wide, err := slidinglog.New(slidinglog.Config{Limit: 2, Window: 2 * time.Microsecond})
+	wide, err := logOf(2, 2*time.Microsecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,11 +579,11 @@ func testLogRefundThenWiderWindow(t *testing.T, st store.Store[string]) {
 // is due instead.)
 func testLogRefundUnderNarrowerWindow(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
-	wide, err := slidinglog.Per(2, 2*time.Microsecond)
+	wide, err := logPer(2, 2*time.Microsecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	narrow, err := slidinglog.Per(1, time.Microsecond)
+	narrow, err := logPer(1, time.Microsecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,8 +625,8 @@ func testLogRefundUnderNarrowerWindow(t *testing.T, st store.Store[string]) {
 // booked it, under the limit it was booked under.)
 func testLogRefundKeepsKnownAdmission(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
-	mk := func(limit int64, w time.Duration) *slidinglog.Log {
-		l, err := slidinglog.New(slidinglog.Config{Limit: limit, Window: w})
+	mk := func(limit int64, w time.Duration) algorithm.Algorithm {
+		l, err := logOf(limit, w)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -670,11 +668,11 @@ func testLogRefundKeepsKnownAdmission(t *testing.T, st store.Store[string]) {
 // bucket over it.)
 func testCancelKeepsAnotherKindsState(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
-	bucket, err := tokenbucket.Per(2, time.Second)
+	bucket, err := bucketPer(2, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, err := slidinglog.Per(5, time.Second)
+	log, err := logPer(5, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -712,8 +710,8 @@ func testCancelKeepsAnotherKindsState(t *testing.T, st store.Store[string]) {
 // it counted it again and gave back one unit too few.)
 func testLogRefundsAcrossWidenings(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
-	mk := func(limit int64, window time.Duration) *slidinglog.Log {
-		l, err := slidinglog.New(slidinglog.Config{Limit: limit, Window: window})
+	mk := func(limit int64, window time.Duration) algorithm.Algorithm {
+		l, err := logOf(limit, window)
 		if err != nil {
 			t.Fatal(err)
 		}

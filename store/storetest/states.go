@@ -10,7 +10,6 @@ import (
 	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 // testTooManyStates checks the bound on one key's states: a key holds at
@@ -22,7 +21,7 @@ import (
 func testTooManyStates(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.UnixMicro(epoch))
-	bucket, err := tokenbucket.New(tokenbucket.Config{Capacity: 3, Rate: 1.0 / 3600})
+	bucket, err := bucketOf(3, 1.0/3600)
 	if err != nil {
 		t.Fatal(err)
 	}

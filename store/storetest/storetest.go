@@ -90,33 +90,9 @@ import (
 func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Helper()
 	for _, k := range kinds {
-		t.Run(k.name, func(t *testing.T) {
-			for _, c := range basicCases {
-				t.Run(c.name, func(t *testing.T) {
-					c.run(newFixture(t, k, basicLimit, newStore(t)))
-				})
-			}
-			t.Run("Concurrent", func(t *testing.T) {
-				testConcurrent(newFixture(t, k, concurrentLimit, newStore(t)))
-			})
-			t.Run("ConcurrentCosts", func(t *testing.T) {
-				testConcurrentCosts(newFixture(t, k, concurrentLimit, newStore(t)))
-			})
-			t.Run("Model", func(t *testing.T) {
-				testModel(t, k, newStore(t))
-			})
-			t.Run("Reconfigure", func(t *testing.T) {
-				testReconfigure(t, k, newStore(t))
-			})
-			t.Run("Tighten", func(t *testing.T) { testTighten(t, k, newStore(t)) })
-			t.Run("WindowChange", func(t *testing.T) { testWindowChange(t, k, newStore(t)) })
-			t.Run("Booking", func(t *testing.T) { testBooking(t, newStore(t), &k, 1) })
-		})
+		t.Run(k.name, func(t *testing.T) { runKind(t, k, newStore) })
 	}
-	t.Run("Mismatch", func(t *testing.T) { testMismatch(t, newStore(t)) })
-	t.Run("SwitchTakingTurns", func(t *testing.T) { testSwitchTakingTurns(t, newStore(t), "New") })
-	t.Run("SwitchTakingTurnsWith", func(t *testing.T) { testSwitchTakingTurns(t, newStore(t), "With") })
-	t.Run("SwitchTakingTurnsPolicy", func(t *testing.T) { testSwitchTakingTurns(t, newStore(t), "Policy") })
+	runSwitches(t, newStore)
 	t.Run("Policy", func(t *testing.T) {
 		t.Run("Model", func(t *testing.T) { testPolicyModel(t, newStore(t)) })
 		t.Run("Reconfigure", func(t *testing.T) { testPolicyReconfigure(t, newStore(t)) })
@@ -137,6 +113,55 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("JobRunnerRefundByKey", func(t *testing.T) { testJobRunner(t, newStore(t), false) })
 	t.Run("LateRefunds", func(t *testing.T) { testLateRefunds(t, newStore(t)) })
 	t.Run("RefundsInWindow", func(t *testing.T) { testRefundsInWindow(t, newStore(t)) })
+}
+
+// RunAlgorithm is Run for one algorithm, named as its Kind (one of
+// package algorithms', or one registered with Register): its own checks,
+// then those of a key whose state another kind wrote, for every other
+// kind. A new algorithm's tests run it on each store.
+func RunAlgorithm(t *testing.T, name string, newStore func(t *testing.T) store.Store[string]) {
+	t.Helper()
+	for _, k := range kinds {
+		if k.name == name {
+			t.Run(k.name, func(t *testing.T) { runKind(t, k, newStore) })
+			runSwitches(t, newStore)
+			return
+		}
+	}
+	t.Fatalf("storetest: no algorithm %q (register it with Register)", name)
+}
+
+// runKind runs the checks of one algorithm.
+func runKind(t *testing.T, k kind, newStore func(t *testing.T) store.Store[string]) {
+	for _, c := range basicCases {
+		t.Run(c.name, func(t *testing.T) {
+			c.run(newFixture(t, k, basicLimit, newStore(t)))
+		})
+	}
+	t.Run("Concurrent", func(t *testing.T) {
+		testConcurrent(newFixture(t, k, concurrentLimit, newStore(t)))
+	})
+	t.Run("ConcurrentCosts", func(t *testing.T) {
+		testConcurrentCosts(newFixture(t, k, concurrentLimit, newStore(t)))
+	})
+	t.Run("Model", func(t *testing.T) {
+		testModel(t, k, newStore(t))
+	})
+	t.Run("Reconfigure", func(t *testing.T) {
+		testReconfigure(t, k, newStore(t))
+	})
+	t.Run("Tighten", func(t *testing.T) { testTighten(t, k, newStore(t)) })
+	t.Run("WindowChange", func(t *testing.T) { testWindowChange(t, k, newStore(t)) })
+	t.Run("Booking", func(t *testing.T) { testBooking(t, newStore(t), &k, 1) })
+}
+
+// runSwitches runs the checks of keys whose state another kind wrote, for
+// every pair of kinds.
+func runSwitches(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
+	t.Run("Mismatch", func(t *testing.T) { testMismatch(t, newStore(t)) })
+	t.Run("SwitchTakingTurns", func(t *testing.T) { testSwitchTakingTurns(t, newStore(t), "New") })
+	t.Run("SwitchTakingTurnsWith", func(t *testing.T) { testSwitchTakingTurns(t, newStore(t), "With") })
+	t.Run("SwitchTakingTurnsPolicy", func(t *testing.T) { testSwitchTakingTurns(t, newStore(t), "Policy") })
 }
 
 // Differential runs the same random operation sequences (rapid) on limiters
@@ -167,6 +192,9 @@ type kind struct {
 	// freshIn is how many of its Per's periods a used key takes at most
 	// to be fresh again.
 	freshIn time.Duration
+	// proportional: it carries a state by the Proportional rule too
+	// (algorithm.CheckRule), not AsIs alone.
+	proportional bool
 }
 
 // kinds are the algorithms of package algorithms, in its order, each with
@@ -178,7 +206,12 @@ var kinds = func() []kind {
 		if !ok {
 			panic("storetest: algorithm " + e.Name + " has no reference model (models in model.go)")
 		}
-		ks = append(ks, kind{name: e.Name, withLimit: e.Sample, per: e.Per, draw: m.draw, freshIn: m.freshIn})
+		sample, err := e.Sample(1)
+		if err != nil {
+			panic("storetest: " + e.Name + ": " + err.Error())
+		}
+		ks = append(ks, kind{name: e.Name, withLimit: e.Sample, per: e.Per, draw: m.draw, freshIn: m.freshIn,
+			proportional: algorithm.CheckRule(sample, algorithm.Proportional) == nil})
 	}
 	return ks
 }()

@@ -1,4 +1,4 @@
-package redistable
+package redisstore
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
-	"github.com/go-ratelimit/ratelimit/internal/luascript"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
@@ -21,7 +20,7 @@ import (
 // answer.
 type evalCall struct {
 	ctx    context.Context
-	script *luascript.Script
+	script *Script
 	argv   []string
 	answer chan evalAnswer
 }
@@ -37,7 +36,7 @@ type evalAnswer struct {
 // client does.
 type fakeRunner struct{ calls chan *evalCall }
 
-func (r *fakeRunner) Eval(ctx context.Context, s *luascript.Script, _ bool, _ []string, args Args, _ []int64) ([]int64, error) {
+func (r *fakeRunner) Eval(ctx context.Context, s *Script, _ bool, _ []string, args Args, _ []int64) ([]int64, error) {
 	c := &evalCall{ctx: ctx, script: s, argv: args.All(), answer: make(chan evalAnswer, 1)}
 	r.calls <- c
 	select {
@@ -48,7 +47,7 @@ func (r *fakeRunner) Eval(ctx context.Context, s *luascript.Script, _ bool, _ []
 	}
 }
 
-func (r *fakeRunner) EvalStrings(ctx context.Context, s *luascript.Script, _ []string, args []string) ([]string, error) {
+func (r *fakeRunner) EvalStrings(ctx context.Context, s *Script, _ []string, args []string) ([]string, error) {
 	c := &evalCall{ctx: ctx, script: s, argv: args, answer: make(chan evalAnswer, 1)}
 	r.calls <- c
 	select {
@@ -101,7 +100,7 @@ func coalescingTableOf(t *testing.T, inFlight int) (*Table[string], *fakeRunner)
 		t.Fatal(err)
 	}
 	run := &fakeRunner{calls: make(chan *evalCall)}
-	tab, err := Open[string](run, Config[string]{InFlight: inFlight}, store.LimitsOf(alg), clock.Local())
+	tab, err := open[string](run, config[string]{InFlight: inFlight}, store.LimitsOf(alg), clock.Local())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +139,7 @@ func busy(t *testing.T, tab *Table[string], run *fakeRunner, key string) ([]*eva
 	for i := range tab.inFlight {
 		outs = append(outs, take(t.Context(), tab, key, int64(1+i)))
 		c := next(t, run)
-		if c.script != tab.script {
+		if c.script != runScript(tab.script) {
 			t.Fatalf("a Take with fewer than DefaultInFlight in flight ran %s, want the decision script", c.script.Name)
 		}
 		calls = append(calls, c)
@@ -219,7 +218,7 @@ func testCoalesceInOrder(t *testing.T, inFlight int) {
 	}
 	answer(t, alone[:1], first[:1])
 	batch := next(t, run)
-	if batch.script != tab.batch {
+	if batch.script != runScript(tab.batch) {
 		t.Fatalf("the waiting Takes ran %s, want the batch script", batch.script.Name)
 	}
 	nows, _ := batch.requests(t)
@@ -461,8 +460,8 @@ func TestCoalesceEveryRequestOnce(t *testing.T) {
 // TestInFlightChecked: a negative number of calls in flight is a
 // configuration error, not a panic or coalescing off.
 func TestInFlightChecked(t *testing.T) {
-	cfg := Config[string]{InFlight: -1}
-	if err := cfg.Check(); !errors.Is(err, algorithm.ErrInvalidConfig) {
+	cfg := config[string]{InFlight: -1}
+	if err := cfg.check(); !errors.Is(err, algorithm.ErrInvalidConfig) {
 		t.Fatalf("InFlight -1: %v, want algorithm.ErrInvalidConfig", err)
 	}
 }

@@ -1,9 +1,7 @@
-// Package redistable is the part of the Redis stores that does not depend
-// on the client library: key naming and the key size limit, script
-// arguments, reply checking, error wrapping, and what to make of the
-// servers' maxmemory-policy (EvictionCheck). The go-redis and rueidis
-// stores supply a Runner and a PolicyReader.
-package redistable
+package redisstore
+
+// The table: key naming and the key size limit, script arguments, reply
+// checking and error wrapping, whatever the client library (a Runner).
 
 import (
 	"context"
@@ -19,25 +17,6 @@ import (
 	"github.com/go-ratelimit/ratelimit/internal/luascript"
 	"github.com/go-ratelimit/ratelimit/store"
 )
-
-// Runner runs scripts on one Redis deployment through one client library.
-type Runner interface {
-	// Eval runs s with KEYS = keys (the key's hash, then one sorted set
-	// per limit, all with the same hash tag) and ARGV = args.All(): EVALSHA (EVALSHA_RO when readOnly), then
-	// EVAL (EVAL_RO) if the server answers NOSCRIPT. It returns the reply
-	// as integers, appended to reply[:0] when it can, so that a call does
-	// not allocate them. It must not resend a call that may have reached
-	// the server, since a resent Take would charge twice.
-	Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args Args, reply []int64) ([]int64, error)
-	// EvalStrings runs s as Eval does, with ARGV = args, and returns its
-	// reply as strings: the booking script's (luascript.OpBook), whose
-	// reply carries states. It must not resend a call that may have
-	// reached the server either.
-	EvalStrings(ctx context.Context, s *luascript.Script, keys []string, args []string) ([]string, error)
-	// Del deletes keys (all with the same hash tag) with UNLINK, which
-	// frees a large value (a full sliding log) off Redis's main thread.
-	Del(ctx context.Context, keys []string) error
-}
 
 // Args are a script call's ARGV: the two that change with every call, then
 // those a table sends every time (the TTL margin and the algorithm's
@@ -99,18 +78,18 @@ const DefaultTimeout = 3 * time.Second
 // every store and server (TestBigPolicy); a real Policy has a handful.
 const MaxLimits = 300
 
-// CheckPrefix returns an error wrapping algorithm.ErrInvalidConfig when
+// checkPrefix returns an error wrapping algorithm.ErrInvalidConfig when
 // prefix contains a brace: the store's own braces around the key make the
 // Redis Cluster hash tag, and a brace in the prefix would take it over.
-func CheckPrefix(prefix string) error {
+func checkPrefix(prefix string) error {
 	if strings.ContainsAny(prefix, "{}") {
 		return fmt.Errorf("%w: key prefix %q must not contain '{' or '}'", algorithm.ErrInvalidConfig, prefix)
 	}
 	return nil
 }
 
-// Config is what a Redis store's options set.
-type Config[K comparable] struct {
+// config is what a Redis store's options set.
+type config[K comparable] struct {
 	// Prefix starts every key; it must not contain '{' or '}'.
 	Prefix string
 	// Encode turns keys into bytes; nil means store.DefaultKeyEncoder.
@@ -132,14 +111,14 @@ type Config[K comparable] struct {
 	Timeout time.Duration
 	// Evictions, when not nil, checks the servers' maxmemory-policy when
 	// a table is opened. A store shares one among its tables.
-	Evictions *EvictionCheck
+	Evictions *evictionWatch
 }
 
-// Check validates c, sets Encode to store.DefaultKeyEncoder when it is
+// check validates c, sets Encode to store.DefaultKeyEncoder when it is
 // nil and MaxKeyBytes to store.DefaultMaxKeyBytes when it is 0. Errors
 // wrap algorithm.ErrInvalidConfig or store.ErrKeyType.
-func (c *Config[K]) Check() error {
-	if err := CheckPrefix(c.Prefix); err != nil {
+func (c *config[K]) check() error {
+	if err := checkPrefix(c.Prefix); err != nil {
 		return err
 	}
 	if c.InFlight < 0 {
@@ -191,6 +170,7 @@ type Table[K comparable] struct {
 	rest     []string // ARGV[3…]: the TTL margin in ms, then the parameters
 	restAny  []any
 	server   bool
+	modes    string                                  // the limits' modes (luascript.Modes), for conversion scripts
 	limits   []int64                                 // each limit's Limit
 	algs     []algorithm.Algorithm                   // the limits' algorithms, to name them in errors
 	ops      [luascript.OpUndo + 1]*luascript.Script // the booking scripts, by Op; nil for an algorithm without them
@@ -237,7 +217,7 @@ func (t *Table[K]) bounded(ctx context.Context) (context.Context, context.Cancel
 // algorithm.ErrInvalidConfig for a state ID with a brace, or
 // store.ErrAlgorithmUnsupported for an algorithm without an
 // algorithm.Tag.
-func newTable[K comparable](run Runner, cfg Config[K], limits []store.Limit, server bool) (*Table[K], []luascript.Limit, error) {
+func newTable[K comparable](run Runner, cfg config[K], limits []store.Limit, server bool) (*Table[K], []luascript.Limit, error) {
 	specs := make([]luascript.Limit, len(limits))
 	t := &Table[K]{
 		run:      run,
@@ -280,7 +260,7 @@ func (t *Table[K]) declare(limits []store.Limit) {
 	// lasts when one declared key, a sorted set never written, is missing).
 	var logs []string
 	for i, l := range limits {
-		if tag, _ := algorithm.TagOf(l.Algorithm); tag.Kind == algorithm.KindSlidingLog {
+		if tag, _ := algorithm.TagOf(l.Algorithm); keepsLog(tag) {
 			logs = append(logs, t.suffixes[1+i])
 		}
 	}
@@ -291,18 +271,25 @@ func (t *Table[K]) declare(limits []store.Limit) {
 	t.maxBatch = batchBound(len(limits), len(logs) > 0)
 }
 
-// Open returns a table for limits. With cfg.Evictions, it first reads
-// the servers' maxmemory-policy (once per store; see EvictionCheck): a
+// keepsLog reports whether a state of tag's Kind keeps a Log: a sorted
+// set of its own on Redis.
+func keepsLog(tag algorithm.Tag) bool {
+	k, ok := algorithm.KindOf(tag.Kind)
+	return ok && k.Log
+}
+
+// open returns a table for limits. With cfg.Evictions, it first reads
+// the servers' maxmemory-policy (once per store; see evictionWatch): a
 // server that may evict limiter state is reported by the table's Warnings,
 // or fails Open with EvictionRefuse.
-func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clock.Clock) (*Table[K], error) {
+func open[K comparable](run Runner, cfg config[K], limits []store.Limit, clk clock.Clock) (*Table[K], error) {
 	if err := store.CheckLimits(limits); err != nil {
 		return nil, err
 	}
 	if len(limits) > MaxLimits {
 		return nil, fmt.Errorf("%w: a Policy of %d limits; a Redis store decides for at most %d in one script", store.ErrAlgorithmUnsupported, len(limits), MaxLimits)
 	}
-	if err := cfg.Check(); err != nil {
+	if err := cfg.check(); err != nil {
 		return nil, err
 	}
 	t, specs, err := newTable(run, cfg, limits, clock.IsServer(clk))
@@ -318,6 +305,7 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 	if err != nil {
 		return nil, err
 	}
+	t.modes = luascript.Modes(specs...)
 	if t.warnings, err = cfg.Evictions.Run(); err != nil {
 		return nil, err
 	}
@@ -354,9 +342,6 @@ func Open[K comparable](run Runner, cfg Config[K], limits []store.Limit, clk clo
 // stop the table from deciding: an error wrapping store.ErrEvicting per
 // server whose maxmemory-policy may evict limiter state.
 func (t *Table[K]) Warnings() []error { return slices.Clone(t.warnings) }
-
-// Script returns the script the table runs.
-func (t *Table[K]) Script() *luascript.Script { return t.script }
 
 // scratch is a call's Redis keys and the script's reply, pooled: they
 // reach the runner through an interface, so slices on the stack would
@@ -506,8 +491,8 @@ func (t *Table[K]) Reset(ctx context.Context, key K) error {
 	}
 	ctx, cancel := t.bounded(ctx)
 	defer cancel()
-	return t.call(ctx, luascript.Reset, func(ctx context.Context) error {
-		_, err := t.run.Eval(ctx, luascript.Reset, false, keys, Args{Rest: t.ids, RestAny: t.resetAny}, nil)
+	return t.call(ctx, luascript.Reset, func(ctx context.Context, _ *luascript.Script) error {
+		_, err := t.run.Eval(ctx, runScript(luascript.Reset), false, keys, Args{Rest: t.ids, RestAny: t.resetAny}, nil)
 		return err
 	})
 }
@@ -556,34 +541,34 @@ func (t *Table[K]) eval(ctx context.Context, key K, readOnly bool, now, cost int
 // (which ran nothing), with errors wrapped as the store contract wants
 // them (call).
 func (t *Table[K]) retry(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args Args, reply []int64) ([]int64, error) {
-	err := t.call(ctx, s, func(ctx context.Context) (err error) {
-		reply, err = t.run.Eval(ctx, s, readOnly, keys, args, reply)
+	err := t.call(ctx, s, func(ctx context.Context, s *luascript.Script) (err error) {
+		reply, err = t.run.Eval(ctx, runScript(s), readOnly, keys, args, reply)
 		return err
 	})
 	return reply, err
 }
 
-// TryAgainBackoff are the pauses before each retry of a script that a
+// tryAgainBackoff are the pauses before each retry of a script that a
 // Redis Cluster answered TRYAGAIN: it did not run the script (its keys
 // were split by a slot migration in progress), so retrying charges once.
 // After the last, the error is returned. They add up to 63 ms.
-var TryAgainBackoff = []time.Duration{
+var tryAgainBackoff = []time.Duration{
 	time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond,
 	8 * time.Millisecond, 16 * time.Millisecond, 32 * time.Millisecond,
 }
 
-// IsTryAgain reports whether err is a TRYAGAIN reply, as either client
+// isTryAgain reports whether err is a TRYAGAIN reply, as either client
 // library returns it: the error's text is the server's.
-func IsTryAgain(err error) bool {
+func isTryAgain(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN")
 }
 
-// IsMismatch reports whether err is a script's refusal of a key's state
+// isMismatch reports whether err is a script's refusal of a key's state
 // (an error reply starting "RLMISMATCH ", which names the key and what it
 // holds) or Redis's WRONGTYPE reply (a key of another type, should a
 // command escape the script's checks), as either client library returns
 // them: the error's text is the server's.
-func IsMismatch(err error) bool {
+func isMismatch(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -591,13 +576,13 @@ func IsMismatch(err error) bool {
 	return strings.HasPrefix(msg, "RLMISMATCH ") || strings.HasPrefix(msg, "WRONGTYPE")
 }
 
-// IsOOM reports whether err is Redis's OOM reply, as either client
+// isOOM reports whether err is Redis's OOM reply, as either client
 // library returns it ("OOM command not allowed when used memory >
 // 'maxmemory'."): a server at its maxmemory under noeviction refused a
 // write. On Redis 7.0 a script without flags (ours have none) runs under
 // OOM and is refused at its first write, before it has written anything:
 // a denial or a peek, which write nothing, still answer.
-func IsOOM(err error) bool {
+func isOOM(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "OOM")
 }
 

@@ -1,6 +1,6 @@
 //go:build race
 
-package redistable_test
+package redisstore
 
 // raceEnabled reports a build with the race detector, under which
 // sync.Pool drops items at random: allocation counts mean nothing then.

@@ -1,4 +1,4 @@
-package redistable_test
+package redisstore
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
@@ -22,31 +21,31 @@ func TestEvicts(t *testing.T) {
 		"noeviction": false, "volatile-ttl": false,
 		"": false,
 	} {
-		if got := redistable.Evicts(policy); got != want {
-			t.Errorf("Evicts(%q) = %v, want %v", policy, got, want)
+		if got := evicts(policy); got != want {
+			t.Errorf("evicts(%q) = %v, want %v", policy, got, want)
 		}
 	}
 }
 
-// servers is a PolicyReader over a fixed answer, counting its reads.
+// servers is a policyReader over a fixed answer, counting its reads.
 type servers struct {
-	nodes []redistable.NodePolicy
+	nodes []NodePolicy
 	err   error
 	reads atomic.Int64
 }
 
-func (s *servers) read(context.Context) ([]redistable.NodePolicy, error) {
+func (s *servers) read(context.Context) ([]NodePolicy, error) {
 	s.reads.Add(1)
 	return s.nodes, s.err
 }
 
-func openChecked(t *testing.T, check *redistable.EvictionCheck) (*redistable.Table[string], error) {
+func openChecked(t *testing.T, check *evictionWatch) (*Table[string], error) {
 	t.Helper()
 	alg, err := fixedwindow.New(fixedwindow.Config{Limit: 5, Window: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return redistable.Open(nil, redistable.Config[string]{Prefix: "rl:", Evictions: check}, store.LimitsOf(alg), clock.Local())
+	return open(nil, config[string]{Prefix: "rl:", Evictions: check}, store.LimitsOf(alg), clock.Local())
 }
 
 func TestEvictionCheck(t *testing.T) {
@@ -54,29 +53,29 @@ func TestEvictionCheck(t *testing.T) {
 	refused := errors.New("NOPERM this user has no permissions to run the 'config|get' command")
 	for _, c := range []struct {
 		name  string
-		nodes []redistable.NodePolicy
+		nodes []NodePolicy
 		err   error
 		warn  []string // what each warning names, in order
 		final bool     // the result is kept: no second read
 	}{
-		{"noeviction", []redistable.NodePolicy{{Node: "a:1", Policy: "noeviction"}}, nil, nil, true},
-		{"volatile-ttl", []redistable.NodePolicy{{Node: "a:1", Policy: "volatile-ttl"}}, nil, nil, true},
-		{"volatile-lru", []redistable.NodePolicy{{Node: "a:1", Policy: "volatile-lru"}}, nil, []string{"a:1 has maxmemory-policy volatile-lru"}, true},
-		{"allkeys-lru", []redistable.NodePolicy{{Node: "a:1", Policy: "allkeys-lru"}}, nil, []string{"a:1 has maxmemory-policy allkeys-lru"}, true},
-		{"unnamed", []redistable.NodePolicy{{Policy: "allkeys-random"}}, nil, []string{"the Redis server has maxmemory-policy allkeys-random"}, true},
-		{"cluster", []redistable.NodePolicy{{Node: "c:3", Policy: "allkeys-lfu"}, {Node: "b:2", Policy: "noeviction"}, {Node: "a:1", Policy: "allkeys-lru"}}, nil,
+		{"noeviction", []NodePolicy{{Node: "a:1", Policy: "noeviction"}}, nil, nil, true},
+		{"volatile-ttl", []NodePolicy{{Node: "a:1", Policy: "volatile-ttl"}}, nil, nil, true},
+		{"volatile-lru", []NodePolicy{{Node: "a:1", Policy: "volatile-lru"}}, nil, []string{"a:1 has maxmemory-policy volatile-lru"}, true},
+		{"allkeys-lru", []NodePolicy{{Node: "a:1", Policy: "allkeys-lru"}}, nil, []string{"a:1 has maxmemory-policy allkeys-lru"}, true},
+		{"unnamed", []NodePolicy{{Policy: "allkeys-random"}}, nil, []string{"the Redis server has maxmemory-policy allkeys-random"}, true},
+		{"cluster", []NodePolicy{{Node: "c:3", Policy: "allkeys-lfu"}, {Node: "b:2", Policy: "noeviction"}, {Node: "a:1", Policy: "allkeys-lru"}}, nil,
 			[]string{"a:1 has maxmemory-policy allkeys-lru", "c:3 has maxmemory-policy allkeys-lfu"}, true},
-		{"refused", []redistable.NodePolicy{{Node: "a:1", Err: refused, Refused: true}}, nil, nil, true},
-		{"empty", []redistable.NodePolicy{{Node: "a:1"}}, nil, nil, true},
-		{"unreachable", []redistable.NodePolicy{{Node: "a:1", Err: unreachable}}, nil, nil, false},
+		{"refused", []NodePolicy{{Node: "a:1", Err: refused, Refused: true}}, nil, nil, true},
+		{"empty", []NodePolicy{{Node: "a:1"}}, nil, nil, true},
+		{"unreachable", []NodePolicy{{Node: "a:1", Err: unreachable}}, nil, nil, false},
 		{"no topology", nil, unreachable, nil, false},
-		{"one master down", []redistable.NodePolicy{{Node: "a:1", Policy: "allkeys-lru"}, {Node: "b:2", Err: unreachable}}, nil,
+		{"one master down", []NodePolicy{{Node: "a:1", Policy: "allkeys-lru"}, {Node: "b:2", Err: unreachable}}, nil,
 			[]string{"a:1 has maxmemory-policy allkeys-lru"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := &servers{nodes: c.nodes, err: c.err}
 			now := time.Unix(1_700_000_000, 0)
-			check, err := redistable.NewEvictionCheck(redistable.EvictionWarn, srv.read)
+			check, err := newEvictionWatch(EvictionWarn, srv.read)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,20 +95,20 @@ func TestEvictionCheck(t *testing.T) {
 					}
 				}
 				if i == 1 {
-					now = now.Add(redistable.EvictionRecheck)
+					now = now.Add(evictionRecheck)
 				}
 			}
-			// Opens 0 and 1 share a read; 2 comes EvictionRecheck later.
+			// Opens 0 and 1 share a read; 2 comes evictionRecheck later.
 			if want := int64(2); c.final {
 				want = 1
 				if n := srv.reads.Load(); n != want {
 					t.Errorf("3 Opens read the policies %d times, want %d (the result is kept)", n, want)
 				}
 			} else if n := srv.reads.Load(); n != want {
-				t.Errorf("3 Opens read the policies %d times, want %d (again only after EvictionRecheck)", n, want)
+				t.Errorf("3 Opens read the policies %d times, want %d (again only after evictionRecheck)", n, want)
 			}
 
-			refuse, err := redistable.NewEvictionCheck(redistable.EvictionRefuse, srv.read)
+			refuse, err := newEvictionWatch(EvictionRefuse, srv.read)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +121,7 @@ func TestEvictionCheck(t *testing.T) {
 			}
 
 			before := srv.reads.Load()
-			off, err := redistable.NewEvictionCheck(redistable.EvictionUnchecked, srv.read)
+			off, err := newEvictionWatch(EvictionUnchecked, srv.read)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,8 +130,8 @@ func TestEvictionCheck(t *testing.T) {
 			}
 		})
 	}
-	if _, err := redistable.NewEvictionCheck(redistable.EvictionUnchecked+1, nil); !errors.Is(err, algorithm.ErrInvalidConfig) {
-		t.Errorf("NewEvictionCheck(unknown mode): %v, want ErrInvalidConfig", err)
+	if _, err := newEvictionWatch(EvictionUnchecked+1, nil); !errors.Is(err, algorithm.ErrInvalidConfig) {
+		t.Errorf("newEvictionWatch(unknown mode): %v, want ErrInvalidConfig", err)
 	}
 }
 
@@ -140,9 +139,9 @@ func TestEvictionCheck(t *testing.T) {
 // forgotten when a later check cannot reach it, and that a check that
 // reaches every server at last is kept.
 func TestEvictionCheckRecovers(t *testing.T) {
-	srv := &servers{nodes: []redistable.NodePolicy{{Node: "a:1", Err: errors.New("i/o timeout")}}}
+	srv := &servers{nodes: []NodePolicy{{Node: "a:1", Err: errors.New("i/o timeout")}}}
 	now := time.Unix(1_700_000_000, 0)
-	check, err := redistable.NewEvictionCheck(redistable.EvictionWarn, srv.read)
+	check, err := newEvictionWatch(EvictionWarn, srv.read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,15 +155,15 @@ func TestEvictionCheckRecovers(t *testing.T) {
 		return len(table.Warnings())
 	}
 	for i, step := range []struct {
-		nodes []redistable.NodePolicy
+		nodes []NodePolicy
 		want  int
 		reads int64
 	}{
 		{nil, 0, 1}, // down
-		{[]redistable.NodePolicy{{Node: "a:1", Policy: "allkeys-lru"}, {Node: "b:2", Err: errors.New("i/o timeout")}}, 1, 2},
-		{[]redistable.NodePolicy{{Node: "a:1", Err: errors.New("i/o timeout")}, {Node: "b:2", Policy: "noeviction"}}, 1, 3},
-		{[]redistable.NodePolicy{{Node: "a:1", Policy: "allkeys-lru"}, {Node: "b:2", Policy: "allkeys-lfu"}}, 2, 4},
-		{[]redistable.NodePolicy{{Node: "a:1", Err: errors.New("i/o timeout")}}, 2, 4}, // kept: not read again
+		{[]NodePolicy{{Node: "a:1", Policy: "allkeys-lru"}, {Node: "b:2", Err: errors.New("i/o timeout")}}, 1, 2},
+		{[]NodePolicy{{Node: "a:1", Err: errors.New("i/o timeout")}, {Node: "b:2", Policy: "noeviction"}}, 1, 3},
+		{[]NodePolicy{{Node: "a:1", Policy: "allkeys-lru"}, {Node: "b:2", Policy: "allkeys-lfu"}}, 2, 4},
+		{[]NodePolicy{{Node: "a:1", Err: errors.New("i/o timeout")}}, 2, 4}, // kept: not read again
 	} {
 		if step.nodes != nil {
 			srv.nodes = step.nodes
@@ -172,11 +171,11 @@ func TestEvictionCheckRecovers(t *testing.T) {
 		if got := warnings(); got != step.want || srv.reads.Load() != step.reads {
 			t.Errorf("step %d: %d warnings after %d reads, want %d after %d", i, got, srv.reads.Load(), step.want, step.reads)
 		}
-		now = now.Add(redistable.EvictionRecheck)
+		now = now.Add(evictionRecheck)
 	}
 }
 
-// switchable is a PolicyReader of one server whose policy the test
+// switchable is a policyReader of one server whose policy the test
 // changes, counting its reads.
 type switchable struct {
 	policy atomic.Pointer[string]
@@ -185,26 +184,26 @@ type switchable struct {
 
 func (s *switchable) set(policy string) { s.policy.Store(&policy) }
 
-func (s *switchable) read(context.Context) ([]redistable.NodePolicy, error) {
+func (s *switchable) read(context.Context) ([]NodePolicy, error) {
 	s.reads.Add(1)
-	return []redistable.NodePolicy{{Node: "a:1", Policy: *s.policy.Load()}}, nil
+	return []NodePolicy{{Node: "a:1", Policy: *s.policy.Load()}}, nil
 }
 
 // TestEvictionRecheck checks that decisions read the policies again, at
-// most once per EvictionInterval, or EvictionAfterOOM after an OOM reply
+// most once per evictionInterval, or evictionAfterOOM after an OOM reply
 // (Soon), each in a goroutine that ends: a server switched to allkeys-lru
 // after the first Open is reported once to each table's reporter
 // (EvictionWarn), or makes decisions fail with ErrEvicting
 // (EvictionRefuse) until it is switched back.
 func TestEvictionRecheck(t *testing.T) {
-	for _, mode := range []redistable.EvictionMode{redistable.EvictionWarn, redistable.EvictionRefuse} {
-		t.Run(map[redistable.EvictionMode]string{redistable.EvictionWarn: "warn", redistable.EvictionRefuse: "refuse"}[mode], func(t *testing.T) {
+	for _, mode := range []EvictionCheck{EvictionWarn, EvictionRefuse} {
+		t.Run(map[EvictionCheck]string{EvictionWarn: "warn", EvictionRefuse: "refuse"}[mode], func(t *testing.T) {
 			srv := &switchable{}
 			srv.set("noeviction")
 			var now atomic.Int64
 			now.Store(time.Unix(1_700_000_000, 0).UnixNano())
 			advance := func(d time.Duration) { now.Add(int64(d)) }
-			check, err := redistable.NewEvictionCheck(mode, srv.read)
+			check, err := newEvictionWatch(mode, srv.read)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,18 +237,18 @@ func TestEvictionRecheck(t *testing.T) {
 			srv.set("allkeys-lru")
 			for range 100 {
 				if err := check.Poll(&seen, &report); err != nil {
-					t.Fatalf("Poll before EvictionInterval: %v", err)
+					t.Fatalf("Poll before evictionInterval: %v", err)
 				}
 			}
 			if n := srv.reads.Load(); n != 1 {
-				t.Fatalf("100 decisions within EvictionInterval read the policies %d times, want once (at Open)", n)
+				t.Fatalf("100 decisions within evictionInterval read the policies %d times, want once (at Open)", n)
 			}
-			advance(redistable.EvictionInterval)
+			advance(evictionInterval)
 			err = poll(2)
-			if mode == redistable.EvictionRefuse && (!errors.Is(err, store.ErrEvicting) || !strings.Contains(err.Error(), "allkeys-lru")) {
+			if mode == EvictionRefuse && (!errors.Is(err, store.ErrEvicting) || !strings.Contains(err.Error(), "allkeys-lru")) {
 				t.Errorf("EvictionRefuse: a decision after the check found allkeys-lru: %v, want ErrEvicting naming it", err)
 			}
-			if mode == redistable.EvictionWarn && err != nil {
+			if mode == EvictionWarn && err != nil {
 				t.Errorf("EvictionWarn: a decision after the check: %v, want none", err)
 			}
 			select {
@@ -264,13 +263,13 @@ func TestEvictionRecheck(t *testing.T) {
 			if len(reports) != 0 {
 				t.Errorf("reported again: %v", <-reports)
 			}
-			// An OOM reply: the next decision EvictionAfterOOM after the last
-			// check reads the policies again, well within EvictionInterval.
+			// An OOM reply: the next decision evictionAfterOOM after the last
+			// check reads the policies again, well within evictionInterval.
 			srv.set("noeviction")
-			advance(redistable.EvictionAfterOOM)
+			advance(evictionAfterOOM)
 			check.Poll(&seen, &report)
 			if n := srv.reads.Load(); n != 2 {
-				t.Fatalf("a decision EvictionAfterOOM later without an OOM read the policies: %d reads, want 2", n)
+				t.Fatalf("a decision evictionAfterOOM later without an OOM read the policies: %d reads, want 2", n)
 			}
 			check.Soon()
 			if err := poll(3); err != nil {

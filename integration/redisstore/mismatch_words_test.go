@@ -1,4 +1,4 @@
-package redistable_test
+package redisstore_test
 
 import (
 	"context"

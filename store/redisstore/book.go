@@ -1,4 +1,4 @@
-package redistable
+package redisstore
 
 import (
 	"context"
@@ -32,31 +32,38 @@ func (t *Table[K]) opArgs(now, cost int64, extra ...string) Args {
 	return a
 }
 
-// call runs call, a script call, sending it again after a TRYAGAIN reply
-// (which did not run it), and returns its error wrapped as the store
-// contract wants:
-// RLMISMATCH and WRONGTYPE as store.ErrStateMismatch (a configuration
-// error, not an outage; never retried), RLTOOMANY as
-// store.ErrTooManyStates (the caller's: never retried), OOM as
-// store.ErrFull (the server is up and answered), anything else as
-// store.ErrUnavailable.
-func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func(context.Context) error) error {
+// call runs call, a call of the script s, sending it again after a
+// TRYAGAIN reply (which did not run it), and after a plain script's
+// RLCONVERT (or WRONGTYPE) reply, which wrote nothing, as the conversion
+// form of s that reads what it found (luascript.Conversion); and returns
+// its error wrapped as the store contract wants: RLMISMATCH and WRONGTYPE
+// as store.ErrStateMismatch (a configuration error, not an outage; never
+// retried), RLTOOMANY as store.ErrTooManyStates (the caller's: never
+// retried), OOM as store.ErrFull (the server is up and answered),
+// anything else as store.ErrUnavailable.
+func (t *Table[K]) call(ctx context.Context, s *luascript.Script, call func(context.Context, *luascript.Script) error) error {
 	for attempt := 0; ; attempt++ {
-		err := call(ctx)
+		err := call(ctx, s)
+		if letters, ok := luascript.Conversion(err); ok {
+			if next := s.Converting(letters, t.modes); next != s {
+				s, attempt = next, attempt-1 // a conversion is no retry of the same call
+				continue
+			}
+		}
 		switch {
 		case err == nil:
 			return nil
-		case IsMismatch(err):
+		case isMismatch(err):
 			return fmt.Errorf("%w: %s%s script: %w", store.ErrStateMismatch, t.mismatch(err), s.Name, err)
-		case IsTooMany(err):
+		case isTooMany(err):
 			return fmt.Errorf("%w: %s script: %w", store.ErrTooManyStates, s.Name, err)
-		case IsOOM(err):
+		case isOOM(err):
 			t.evict.check.Soon() // a server out of memory may be switched to a policy that evicts
 			return fmt.Errorf("%w: %s script: %w", store.ErrFull, s.Name, err)
-		case !IsTryAgain(err) || attempt == len(TryAgainBackoff):
+		case !isTryAgain(err) || attempt == len(tryAgainBackoff):
 			return fmt.Errorf("%w: %s script: %w", store.ErrUnavailable, s.Name, err)
 		}
-		pause := time.NewTimer(TryAgainBackoff[attempt])
+		pause := time.NewTimer(tryAgainBackoff[attempt])
 		select {
 		case <-ctx.Done():
 			pause.Stop()
@@ -208,12 +215,12 @@ func (t *Table[K]) sendOps(ctx context.Context, keys []string, batch []*request)
 	}
 	var strs []string
 	var ints []int64
-	err := t.call(ctx, s, func(ctx context.Context) (err error) {
+	err := t.call(ctx, s, func(ctx context.Context, s *luascript.Script) (err error) {
 		if op == luascript.OpBook {
-			strs, err = t.run.EvalStrings(ctx, s, keys, args.All())
+			strs, err = t.run.EvalStrings(ctx, runScript(s), keys, args.All())
 			return err
 		}
-		ints, err = t.run.Eval(ctx, s, false, keys, args, nil)
+		ints, err = t.run.Eval(ctx, runScript(s), false, keys, args, nil)
 		return err
 	})
 	per := t.opReplyLen(op)
@@ -260,9 +267,9 @@ func (t *Table[K]) booked(s *luascript.Script, reply []string, out []algorithm.R
 	return o
 }
 
-// IsTooMany reports whether err is a script's refusal to add a field to a
+// isTooMany reports whether err is a script's refusal to add a field to a
 // key's hash that holds store.MaxStatesPerKey (an error reply starting
 // "RLTOOMANY "), as either client library returns it.
-func IsTooMany(err error) bool {
+func isTooMany(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "RLTOOMANY ")
 }

@@ -1,4 +1,4 @@
-package redistable
+package redisstore
 
 import (
 	"context"
@@ -82,7 +82,7 @@ func TestCoalesceOpsInOrder(t *testing.T) {
 	// One call in flight returns: the two bookings go together.
 	answer(t, alone[:1], first[:1])
 	c := next(t, run)
-	if c.script != tab.opBatch[luascript.OpBook] {
+	if c.script != runScript(tab.opBatch[luascript.OpBook]) {
 		t.Fatalf("the waiting bookings ran %s, want the book batch script", c.script.Name)
 	}
 	// n, m, then each request's now, cost and maxDelay, then the table's.
@@ -104,7 +104,7 @@ func TestCoalesceOpsInOrder(t *testing.T) {
 	// other calls in flight stay unanswered, so that one goroutine sends
 	// every batch, in turn.)
 	c = next(t, run)
-	if nows, _ := c.requests(t); c.script != tab.batch || fmt.Sprint(nows) != "[101 104]" {
+	if nows, _ := c.requests(t); c.script != runScript(tab.batch) || fmt.Sprint(nows) != "[101 104]" {
 		t.Fatalf("the waiting Takes ran %s at %v, want the batch script at [101 104]", c.script.Name, nows)
 	}
 	c.answer <- evalAnswer{reply: c.replyFor(t)}
@@ -115,7 +115,7 @@ func TestCoalesceOpsInOrder(t *testing.T) {
 	}
 
 	c = next(t, run)
-	if c.script != tab.ops[luascript.OpRefund] || c.argv[0] != "103" || c.argv[1] != "4" {
+	if c.script != runScript(tab.ops[luascript.OpRefund]) || c.argv[0] != "103" || c.argv[1] != "4" {
 		t.Fatalf("the waiting refund ran %s with %v, want the refund script with its now and count", c.script.Name, c.argv)
 	}
 	c.answer <- evalAnswer{reply: []int64{7, 0, 0}}
@@ -124,7 +124,7 @@ func TestCoalesceOpsInOrder(t *testing.T) {
 	}
 
 	c = next(t, run)
-	if c.script != tab.ops[luascript.OpCancel] || fmt.Sprint(c.argv[len(c.argv)-3:]) != "[500 a b]" {
+	if c.script != runScript(tab.ops[luascript.OpCancel]) || fmt.Sprint(c.argv[len(c.argv)-3:]) != "[500 a b]" {
 		t.Fatalf("the waiting cancel ran %s with %v, want the cancel script with the booking's instant and values", c.script.Name, c.argv)
 	}
 	c.answer <- evalAnswer{reply: []int64{5}}
@@ -159,7 +159,7 @@ func TestCoalesceOpsFailure(t *testing.T) {
 			waitQueued(t, tab, "k", 2)
 			answer(t, alone[:1], first[:1])
 			c := next(t, run)
-			if c.script != tab.opBatch[luascript.OpRefund] {
+			if c.script != runScript(tab.opBatch[luascript.OpRefund]) {
 				t.Fatalf("ran %s, want the refund batch script", c.script.Name)
 			}
 			c.answer <- tc.ans
@@ -198,7 +198,7 @@ func TestCoalesceOpsDeadlines(t *testing.T) {
 	sent := time.Now()
 	answer(t, alone[:1], first[:1])
 	c := next(t, run)
-	if c.script != tab.opBatch[luascript.OpBook] {
+	if c.script != runScript(tab.opBatch[luascript.OpBook]) {
 		t.Fatalf("ran %s, want the book batch script", c.script.Name)
 	}
 	checkOwnBound(t, tab, c.ctx, sent)

@@ -1,4 +1,4 @@
-package redistable
+package redisstore
 
 import (
 	"fmt"

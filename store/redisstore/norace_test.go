@@ -1,6 +1,6 @@
 //go:build !race
 
-package redistable_test
+package redisstore
 
 // raceEnabled reports a build with the race detector.
 const raceEnabled = false

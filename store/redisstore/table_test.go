@@ -1,4 +1,4 @@
-package redistable_test
+package redisstore
 
 import (
 	"context"
@@ -9,13 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"pgregory.net/rapid"
-
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/fixedwindow"
-	"github.com/go-ratelimit/ratelimit/internal/luascript"
-	"github.com/go-ratelimit/ratelimit/internal/redistable"
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/store"
 )
@@ -40,9 +36,9 @@ func window(t testing.TB) algorithm.Algorithm {
 	return alg
 }
 
-func open[K comparable](t testing.TB, run redistable.Runner, encode store.KeyEncoder[K], clk clock.Clock) *redistable.Table[K] {
+func openTable[K comparable](t testing.TB, run Runner, encode store.KeyEncoder[K], clk clock.Clock) *Table[K] {
 	t.Helper()
-	table, err := redistable.Open(run, redistable.Config[K]{Prefix: prefix, Encode: encode}, store.LimitsOf(window(t)), clk)
+	table, err := open(run, config[K]{Prefix: prefix, Encode: encode}, store.LimitsOf(window(t)), clk)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -58,7 +54,8 @@ var tricky = []string{
 	"prefix:{x}", "rl:{x}", strings.Repeat("}", 10), strings.Repeat("\\", 10),
 }
 
-// fataler is what checkKey needs of *testing.T and *rapid.T.
+// fataler is what checkKey needs of *testing.T (and of *rapid.T, in the
+// integration tests).
 type fataler interface {
 	Helper()
 	Fatalf(format string, args ...any)
@@ -108,7 +105,7 @@ func hashTag(key string) string {
 	return key[s+1 : s+1+e]
 }
 
-func checkKey(t fataler, table *redistable.Table[string], key string) string {
+func checkKey(t fataler, table *Table[string], key string) string {
 	t.Helper()
 	got, err := table.Key(key)
 	if err != nil {
@@ -128,7 +125,7 @@ func checkKey(t fataler, table *redistable.Table[string], key string) string {
 }
 
 func TestKeyInjective(t *testing.T) {
-	table := open[string](t, nil, nil, clock.Local())
+	table := openTable[string](t, nil, nil, clock.Local())
 	seen := map[string]string{}
 	for _, k := range tricky {
 		got := checkKey(t, table, k)
@@ -145,25 +142,8 @@ func TestKeyInjective(t *testing.T) {
 	}
 }
 
-// TestKeyProperties draws keys from an alphabet rich in the bytes that
-// matter, so that any collision of the escaping would be found.
-func TestKeyProperties(t *testing.T) {
-	table := open[string](t, nil, nil, clock.Local())
-	alphabet := []byte{'{', '}', '\\', ')', 'a', 0, 0xff}
-	key := rapid.Custom(func(t *rapid.T) string {
-		return string(rapid.SliceOfN(rapid.SampledFrom(alphabet), 0, 12).Draw(t, "bytes"))
-	})
-	rapid.Check(t, func(rt *rapid.T) {
-		a, b := key.Draw(rt, "a"), key.Draw(rt, "b")
-		ka, kb := checkKey(rt, table, a), checkKey(rt, table, b)
-		if (ka == kb) != (a == b) {
-			rt.Fatalf("Key(%q) = %q, Key(%q) = %q", a, ka, b, kb)
-		}
-	})
-}
-
 func TestKeyConcurrent(t *testing.T) {
-	table := open[string](t, nil, nil, clock.Local())
+	table := openTable[string](t, nil, nil, clock.Local())
 	done := make(chan error, 8)
 	for g := range 8 {
 		go func() {
@@ -185,33 +165,33 @@ func TestKeyConcurrent(t *testing.T) {
 }
 
 func TestKeyEncoders(t *testing.T) {
-	ints := open[int](t, nil, nil, clock.Local())
+	ints := openTable[int](t, nil, nil, clock.Local())
 	if got, err := ints.Key(-42); err != nil || got != prefix+"{-42}"+suffix {
 		t.Errorf("Key(-42) with the default encoder = %q, %v; want %q", got, err, prefix+"{-42}"+suffix)
 	}
 	type pair struct{ a, b string }
-	pairs := open(t, nil, func(dst []byte, k pair) []byte {
+	pairs := openTable(t, nil, func(dst []byte, k pair) []byte {
 		return append(append(append(dst, k.a...), '}'), k.b...)
 	}, clock.Local())
 	if got, err := pairs.Key(pair{"x", "y"}); err != nil || got != prefix+`{x\)y}`+suffix {
 		t.Errorf("Key with a custom encoder = %q, %v; want %q (escaped after encoding)", got, err, prefix+`{x\)y}`+suffix)
 	}
-	if _, err := redistable.Open(nil, redistable.Config[pair]{Prefix: prefix}, store.LimitsOf(window(t)), clock.Local()); !errors.Is(err, store.ErrKeyType) {
+	if _, err := open(nil, config[pair]{Prefix: prefix}, store.LimitsOf(window(t)), clock.Local()); !errors.Is(err, store.ErrKeyType) {
 		t.Errorf("Open[struct] without an encoder: %v, want ErrKeyType", err)
 	}
 }
 
 func TestCheckPrefix(t *testing.T) {
 	for _, p := range []string{"", "rl:", "a:b:", "\\", "x)"} {
-		if err := redistable.CheckPrefix(p); err != nil {
+		if err := checkPrefix(p); err != nil {
 			t.Errorf("CheckPrefix(%q): %v, want nil", p, err)
 		}
 	}
 	for _, p := range []string{"{", "}", "a{", "a}b", "{}", "x:{y}:"} {
-		if err := redistable.CheckPrefix(p); !errors.Is(err, algorithm.ErrInvalidConfig) {
+		if err := checkPrefix(p); !errors.Is(err, algorithm.ErrInvalidConfig) {
 			t.Errorf("CheckPrefix(%q): %v, want ErrInvalidConfig", p, err)
 		}
-		if _, err := redistable.Open(nil, redistable.Config[string]{Prefix: p}, store.LimitsOf(window(t)), clock.Local()); !errors.Is(err, algorithm.ErrInvalidConfig) {
+		if _, err := open(nil, config[string]{Prefix: p}, store.LimitsOf(window(t)), clock.Local()); !errors.Is(err, algorithm.ErrInvalidConfig) {
 			t.Errorf("Open with prefix %q: %v, want ErrInvalidConfig", p, err)
 		}
 	}
@@ -229,12 +209,12 @@ func (unknown) Peek(algorithm.State, int64, int64) algorithm.Result { return alg
 func (unknown) Spec() algorithm.Spec                                { return algorithm.Spec{Name: "unknown"} }
 
 func TestOpenUnknownAlgorithm(t *testing.T) {
-	if _, err := redistable.Open(nil, redistable.Config[string]{Prefix: prefix}, store.LimitsOf(unknown{}), clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {
+	if _, err := open(nil, config[string]{Prefix: prefix}, store.LimitsOf(unknown{}), clock.Local()); !errors.Is(err, store.ErrAlgorithmUnsupported) {
 		t.Errorf("Open(unknown algorithm): %v, want ErrAlgorithmUnsupported", err)
 	}
 }
 
-// call is one call a fakeRunner received.
+// call is one call a recorder received.
 type call struct {
 	script   string
 	readOnly bool
@@ -242,15 +222,15 @@ type call struct {
 	args     []string
 }
 
-// fakeRunner records calls and answers with reply and err.
-type fakeRunner struct {
+// recorder records calls and answers with reply and err.
+type recorder struct {
 	calls []call
 	dels  []string
 	reply []int64
 	err   error
 }
 
-func (r *fakeRunner) Eval(_ context.Context, s *luascript.Script, readOnly bool, keys []string, args redistable.Args, _ []int64) ([]int64, error) {
+func (r *recorder) Eval(_ context.Context, s *Script, readOnly bool, keys []string, args Args, _ []int64) ([]int64, error) {
 	if len(args.RestAny) != len(args.Rest) {
 		return nil, fmt.Errorf("RestAny has %d values, Rest %d", len(args.RestAny), len(args.Rest))
 	}
@@ -263,27 +243,27 @@ func (r *fakeRunner) Eval(_ context.Context, s *luascript.Script, readOnly bool,
 	return r.reply, r.err
 }
 
-func (r *fakeRunner) EvalStrings(_ context.Context, s *luascript.Script, keys []string, args []string) ([]string, error) {
+func (r *recorder) EvalStrings(_ context.Context, s *Script, keys []string, args []string) ([]string, error) {
 	r.calls = append(r.calls, call{s.Name, false, strings.Join(keys, " "), args})
 	return nil, r.err
 }
 
-func (r *fakeRunner) Del(_ context.Context, keys []string) error {
+func (r *recorder) Del(_ context.Context, keys []string) error {
 	r.dels = append(r.dels, keys...)
 	return r.err
 }
 
 func TestArguments(t *testing.T) {
 	ctx := context.Background()
-	run := &fakeRunner{reply: []int64{4, 0, 700}}
-	local := open[string](t, run, nil, clock.Local())
+	run := &recorder{reply: []int64{4, 0, 700}}
+	local := openTable[string](t, run, nil, clock.Local())
 	if _, err := local.Take(ctx, "k", 1_700_000_000_123_456, 3, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := local.Peek(ctx, "k", 1_700_000_000_123_457, nil); err != nil {
 		t.Fatal(err)
 	}
-	server := open[string](t, run, nil, clock.Server())
+	server := openTable[string](t, run, nil, clock.Server())
 	if _, err := server.Take(ctx, "k", 1_700_000_000_123_456, 2, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -295,10 +275,10 @@ func TestArguments(t *testing.T) {
 	// TRYAGAIN for as long as it lasts).
 	keys := "rl:{k}#"
 	want := []call{
-		{"fixedwindow", false, keys, []string{"1700000000123456", "3", "0", id, "F5,1000000:", "0", "5", "1000000"}},
-		{"fixedwindow", true, keys, []string{"1700000000123457", "0", "0", id, "F5,1000000:", "0", "5", "1000000"}},
-		{"fixedwindow", false, keys, []string{"", "2", "0", id, "F5,1000000:", "0", "5", "1000000"}},
-		{"fixedwindow", true, keys, []string{"", "0", "0", id, "F5,1000000:", "0", "5", "1000000"}},
+		{"fixedwindow", false, keys, []string{"1700000000123456", "3", "0", id, "F5,1000000:", "5", "1000000"}},
+		{"fixedwindow", true, keys, []string{"1700000000123457", "0", "0", id, "F5,1000000:", "5", "1000000"}},
+		{"fixedwindow", false, keys, []string{"", "2", "0", id, "F5,1000000:", "5", "1000000"}},
+		{"fixedwindow", true, keys, []string{"", "0", "0", id, "F5,1000000:", "5", "1000000"}},
 	}
 	if len(run.calls) != len(want) {
 		t.Fatalf("got %d calls, want %d", len(run.calls), len(want))
@@ -338,8 +318,8 @@ func TestDeclaredKeys(t *testing.T) {
 		{"two logs", []store.Limit{{Algorithm: log, ID: "a"}, {Algorithm: log, ID: "b"}}, "rl:{k}#a rl:{k}#b"},
 		{"a log and a window", []store.Limit{{Algorithm: log, ID: "l"}, {Algorithm: window(t), ID: "w"}}, "rl:{k}# rl:{k}#l"},
 	} {
-		run := &fakeRunner{reply: make([]int64, 3*len(c.limits))}
-		table, err := redistable.Open(run, redistable.Config[string]{Prefix: prefix}, c.limits, clock.Local())
+		run := &recorder{reply: make([]int64, 3*len(c.limits))}
+		table, err := open(run, config[string]{Prefix: prefix}, c.limits, clock.Local())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -374,7 +354,7 @@ func TestReplies(t *testing.T) {
 		{[]int64{0, -5, 700}, algorithm.Result{}, false},   // retry below 0
 		{[]int64{4, 0, -9223372036854775808}, algorithm.Result{}, false},
 	} {
-		table := open[string](t, &fakeRunner{reply: c.reply}, nil, clock.Local())
+		table := openTable[string](t, &recorder{reply: c.reply}, nil, clock.Local())
 		for _, peek := range []bool{false, true} {
 			var got algorithm.Result
 			var err error
@@ -396,7 +376,7 @@ func TestReplies(t *testing.T) {
 func TestRunnerErrorsWrapped(t *testing.T) {
 	ctx := context.Background()
 	cause := errors.New("connection refused")
-	table := open[string](t, &fakeRunner{err: cause}, nil, clock.Local())
+	table := openTable[string](t, &recorder{err: cause}, nil, clock.Local())
 	_, err := table.Take(ctx, "k", 1, 1, nil)
 	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, cause) {
 		t.Errorf("Take: %v, want ErrUnavailable wrapping the cause", err)
@@ -413,27 +393,27 @@ func TestRunnerErrorsWrapped(t *testing.T) {
 
 func TestConfigCheckTTLMargin(t *testing.T) {
 	for _, margin := range []time.Duration{-time.Millisecond, 10 * 365 * 24 * time.Hour} {
-		c := redistable.Config[string]{Prefix: prefix, TTLMargin: margin}
-		if err := c.Check(); !errors.Is(err, algorithm.ErrInvalidConfig) {
+		c := config[string]{Prefix: prefix, TTLMargin: margin}
+		if err := c.check(); !errors.Is(err, algorithm.ErrInvalidConfig) {
 			t.Errorf("TTLMargin %v: Check() = %v, want ErrInvalidConfig", margin, err)
 		}
 	}
-	c := redistable.Config[string]{Prefix: prefix, TTLMargin: time.Minute}
-	if err := c.Check(); err != nil || c.Encode == nil {
+	c := config[string]{Prefix: prefix, TTLMargin: time.Minute}
+	if err := c.check(); err != nil || c.Encode == nil {
 		t.Errorf("TTLMargin 1m: Check() = %v, Encode set %v; want nil, true", err, c.Encode != nil)
 	}
 }
 
 // tryAgainRunner answers TRYAGAIN to its first n calls, then reply.
 type tryAgainRunner struct {
-	fakeRunner
+	recorder
 	n int
 }
 
 var errTryAgain = errors.New("TRYAGAIN Multiple keys request during rehashing of slot")
 
-func (r *tryAgainRunner) Eval(ctx context.Context, s *luascript.Script, readOnly bool, keys []string, args redistable.Args, _ []int64) ([]int64, error) {
-	reply, err := r.fakeRunner.Eval(ctx, s, readOnly, keys, args, nil)
+func (r *tryAgainRunner) Eval(ctx context.Context, s *Script, readOnly bool, keys []string, args Args, _ []int64) ([]int64, error) {
+	reply, err := r.recorder.Eval(ctx, s, readOnly, keys, args, nil)
 	if len(r.calls) <= r.n {
 		return nil, errTryAgain
 	}
@@ -444,9 +424,9 @@ func (r *tryAgainRunner) Eval(ctx context.Context, s *luascript.Script, readOnly
 // is sent again after a short pause, up to len(TryAgainBackoff) times.
 func TestTryAgain(t *testing.T) {
 	ctx := context.Background()
-	for _, n := range []int{1, 3, len(redistable.TryAgainBackoff)} {
-		run := &tryAgainRunner{fakeRunner{reply: []int64{4, 0, 700}}, n}
-		table := open[string](t, run, nil, clock.Local())
+	for _, n := range []int{1, 3, len(tryAgainBackoff)} {
+		run := &tryAgainRunner{recorder{reply: []int64{4, 0, 700}}, n}
+		table := openTable[string](t, run, nil, clock.Local())
 		start := time.Now()
 		r, err := table.Take(ctx, "k", 1, 1, nil)
 		took := time.Since(start)
@@ -454,7 +434,7 @@ func TestTryAgain(t *testing.T) {
 			t.Errorf("Take after %d TRYAGAIN = %+v, %v after %d calls; want the reply after %d", n, r, err, len(run.calls), n+1)
 		}
 		var pauses time.Duration
-		for _, d := range redistable.TryAgainBackoff[:n] {
+		for _, d := range tryAgainBackoff[:n] {
 			pauses += d
 		}
 		if took < pauses {
@@ -465,29 +445,29 @@ func TestTryAgain(t *testing.T) {
 		}
 	}
 	// Past the last pause, the error.
-	run := &tryAgainRunner{fakeRunner{reply: []int64{4, 0, 700}}, len(redistable.TryAgainBackoff) + 1}
-	table := open[string](t, run, nil, clock.Local())
-	if _, err := table.Take(ctx, "k", 1, 1, nil); !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, errTryAgain) || len(run.calls) != len(redistable.TryAgainBackoff)+1 {
-		t.Errorf("Take answered TRYAGAIN every time: %v after %d calls; want ErrUnavailable wrapping TRYAGAIN after %d", err, len(run.calls), len(redistable.TryAgainBackoff)+1)
+	run := &tryAgainRunner{recorder{reply: []int64{4, 0, 700}}, len(tryAgainBackoff) + 1}
+	table := openTable[string](t, run, nil, clock.Local())
+	if _, err := table.Take(ctx, "k", 1, 1, nil); !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, errTryAgain) || len(run.calls) != len(tryAgainBackoff)+1 {
+		t.Errorf("Take answered TRYAGAIN every time: %v after %d calls; want ErrUnavailable wrapping TRYAGAIN after %d", err, len(run.calls), len(tryAgainBackoff)+1)
 	}
 	// A context that ends stops the retries.
-	run = &tryAgainRunner{fakeRunner{reply: []int64{4, 0, 700}}, 100}
-	table = open[string](t, run, nil, clock.Local())
+	run = &tryAgainRunner{recorder{reply: []int64{4, 0, 700}}, 100}
+	table = openTable[string](t, run, nil, clock.Local())
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
 	defer cancel()
 	if _, err := table.Take(cctx, "k", 1, 1, nil); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Take with a 5ms deadline answered TRYAGAIN every time: %v, want ErrUnavailable and DeadlineExceeded", err)
 	}
 	// Other errors are not retried.
-	plain := &fakeRunner{err: errors.New("ERR something else")}
-	if _, err := open[string](t, plain, nil, clock.Local()).Take(ctx, "k", 1, 1, nil); err == nil || len(plain.calls) != 1 {
+	plain := &recorder{err: errors.New("ERR something else")}
+	if _, err := openTable[string](t, plain, nil, clock.Local()).Take(ctx, "k", 1, 1, nil); err == nil || len(plain.calls) != 1 {
 		t.Errorf("Take on another error: %v after %d calls, want the error after 1", err, len(plain.calls))
 	}
 	for _, c := range []struct {
 		err  error
 		want bool
 	}{{nil, false}, {errTryAgain, true}, {errors.New("TRYAGAIN"), true}, {errors.New("ERR TRYAGAIN"), false}, {errors.New("MOVED 1 127.0.0.1:1"), false}} {
-		if got := redistable.IsTryAgain(c.err); got != c.want {
+		if got := isTryAgain(c.err); got != c.want {
 			t.Errorf("IsTryAgain(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
@@ -499,8 +479,8 @@ func TestTryAgain(t *testing.T) {
 func TestOOM(t *testing.T) {
 	ctx := context.Background()
 	oom := errors.New("OOM command not allowed when used memory > 'maxmemory'. script: 5849fad0707709da5733f013e31b917a7e7d3e87, on @user_script:1.")
-	run := &fakeRunner{err: oom}
-	table := open[string](t, run, nil, clock.Local())
+	run := &recorder{err: oom}
+	table := openTable[string](t, run, nil, clock.Local())
 	_, err := table.Take(ctx, "k", 1, 1, nil)
 	if !errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrUnavailable) || !errors.Is(err, oom) || len(run.calls) != 1 {
 		t.Errorf("Take answered OOM: %v after %d calls; want ErrFull (not ErrUnavailable) wrapping the reply, after 1 call", err, len(run.calls))
@@ -509,7 +489,7 @@ func TestOOM(t *testing.T) {
 		err  error
 		want bool
 	}{{nil, false}, {oom, true}, {errors.New("OOM"), true}, {errors.New("ERR OOM"), false}, {errors.New("oom"), false}} {
-		if got := redistable.IsOOM(c.err); got != c.want {
+		if got := isOOM(c.err); got != c.want {
 			t.Errorf("IsOOM(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
@@ -524,8 +504,8 @@ func TestMismatch(t *testing.T) {
 		errors.New("RLMISMATCH rl:{k} holds 16 bytes that are not a fixed window"),
 		errors.New("WRONGTYPE Operation against a key holding the wrong kind of value script: 5849fad0707709da5733f013e31b917a7e7d3e87, on @user_script:1."),
 	} {
-		run := &fakeRunner{err: reply}
-		table := open[string](t, run, nil, clock.Local())
+		run := &recorder{err: reply}
+		table := openTable[string](t, run, nil, clock.Local())
 		_, err := table.Take(ctx, "k", 1, 1, nil)
 		_, perr := table.Peek(ctx, "k", 1, nil)
 		for _, err := range []error{err, perr} {
@@ -544,7 +524,7 @@ func TestMismatch(t *testing.T) {
 		{nil, false}, {errors.New("RLMISMATCH k"), true}, {errors.New("WRONGTYPE"), true},
 		{errors.New("RLMISMATCHk"), false}, {errors.New("ERR RLMISMATCH k"), false}, {errors.New("ratelimit: k does not hold a GCRA state"), false},
 	} {
-		if got := redistable.IsMismatch(c.err); got != c.want {
+		if got := isMismatch(c.err); got != c.want {
 			t.Errorf("IsMismatch(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
@@ -562,8 +542,8 @@ func TestKeyTooLong(t *testing.T) {
 		want int // the longest key accepted
 	}{{"default", 0, store.DefaultMaxKeyBytes}, {"10", 10, 10}, {"1", 1, 1}} {
 		t.Run(c.name, func(t *testing.T) {
-			run := &fakeRunner{reply: []int64{4, 0, 700}}
-			table, err := redistable.Open(run, redistable.Config[string]{Prefix: prefix, MaxKeyBytes: c.max}, store.LimitsOf(window(t)), clock.Local())
+			run := &recorder{reply: []int64{4, 0, 700}}
+			table, err := open(run, config[string]{Prefix: prefix, MaxKeyBytes: c.max}, store.LimitsOf(window(t)), clock.Local())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -599,8 +579,8 @@ func TestKeyTooLong(t *testing.T) {
 			}
 		})
 	}
-	c := redistable.Config[string]{Prefix: prefix, MaxKeyBytes: -1}
-	if err := c.Check(); !errors.Is(err, algorithm.ErrInvalidConfig) {
+	c := config[string]{Prefix: prefix, MaxKeyBytes: -1}
+	if err := c.check(); !errors.Is(err, algorithm.ErrInvalidConfig) {
 		t.Errorf("MaxKeyBytes -1: Check() = %v, want ErrInvalidConfig", err)
 	}
 }
@@ -613,7 +593,7 @@ func TestTakeAllocs(t *testing.T) {
 		t.Skip("allocation counts mean nothing under the race detector")
 	}
 	ctx := context.Background()
-	table := open[string](t, nopRunner{}, nil, clock.Local())
+	table := openTable[string](t, nopRunner{}, nil, clock.Local())
 	if n := testing.AllocsPerRun(1000, func() { table.Take(ctx, "user:1234", 1, 1, nil) }); n != 1 {
 		t.Errorf("Take: %v allocations, want 1 (the keys)", n)
 	}
@@ -624,11 +604,11 @@ type nopRunner struct{}
 
 var nopReply = []int64{4, 0, 700}
 
-func (nopRunner) Eval(context.Context, *luascript.Script, bool, []string, redistable.Args, []int64) ([]int64, error) {
+func (nopRunner) Eval(context.Context, *Script, bool, []string, Args, []int64) ([]int64, error) {
 	return nopReply, nil
 }
 func (nopRunner) Del(context.Context, []string) error { return nil }
 
-func (nopRunner) EvalStrings(context.Context, *luascript.Script, []string, []string) ([]string, error) {
+func (nopRunner) EvalStrings(context.Context, *Script, []string, []string) ([]string, error) {
 	return nil, nil
 }
