@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 type remoteStore struct {
 	next    store.Store[string]
 	mu      sync.Mutex
+	refusal error // what its tables' Refused says
 	ctxs    []context.Context
 	started chan struct{} // receives as each call starts
 	release chan error    // each call waits for one value: nil passes it on
@@ -50,6 +52,19 @@ type remoteTable struct {
 }
 
 func (t *remoteTable) CallTimeout() time.Duration { return time.Minute }
+
+func (t *remoteTable) Refused() error {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	return t.s.refusal
+}
+
+// lastCtx returns the context the latest call was given.
+func (s *remoteStore) lastCtx() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ctxs[len(s.ctxs)-1]
+}
 
 func (t *remoteTable) wait(ctx context.Context) error {
 	t.s.mu.Lock()
@@ -219,5 +234,140 @@ func TestRemoteCallsBounded(t *testing.T) {
 	}
 	for range cap(st.release) {
 		st.release <- nil
+	}
+}
+
+// TestRemoteCallerWaits: a caller with no deadline, or one at least the
+// table's CallTimeout away, waits for its call (made on its own
+// goroutine): its cancellation in flight does not reach the call, whose
+// context has the table's own deadline, and it gets the store's answer
+// when it comes.
+func TestRemoteCallerWaits(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"no deadline", func() (context.Context, context.CancelFunc) { return context.WithCancel(t.Context()) }},
+		{"a deadline beyond CallTimeout", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(t.Context(), 2*time.Minute)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := newRemoteStore()
+			alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 2, Rate: 1e-6})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim, err := ratelimit.New(alg, st, ratelimit.WithName("waits"), ratelimit.WithClock(clock.NewFake(time.Unix(1e9, 0))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := c.ctx()
+			type outcome struct {
+				d   ratelimit.Decision
+				err error
+			}
+			got := make(chan outcome, 1)
+			go func() {
+				d, err := lim.Allow(ctx, "k")
+				got <- outcome{d, err}
+			}()
+			receive(t, st.started, "the call")
+			cancel()
+			callCtx := st.lastCtx()
+			if d, ok := callCtx.Deadline(); !ok || time.Until(d) < 50*time.Second || time.Until(d) > time.Minute {
+				t.Errorf("the store's call had the deadline %v (%v); want the table's own, a minute (CallTimeout)", d, ok)
+			}
+			if callCtx.Err() != nil {
+				t.Errorf("the store's call was cancelled with its caller: %v", callCtx.Err())
+			}
+			select {
+			case o := <-got:
+				t.Fatalf("Allow returned before the store answered: %v, %v", o.d, o.err)
+			case <-time.After(20 * time.Millisecond):
+			}
+			st.release <- nil
+			o := <-got
+			if o.err != nil || !o.d.Allowed() || o.d.Remaining() != 1 || o.d.Source() != ratelimit.FromStore {
+				t.Errorf("Allow cancelled in flight = %v, %v; want the store's answer, allowed with 1 remaining", o.d, o.err)
+			}
+		})
+	}
+}
+
+// TestRemoteCallsUncapped: calls whose callers still wait for them have no
+// cap but the callers' number: 200 callers with deadlines nearer than
+// CallTimeout (each handed to a worker) all reach the store at once,
+// where a Limiter once let 64 in and kept the others waiting.
+func TestRemoteCallsUncapped(t *testing.T) {
+	const callers = 200
+	st := newRemoteStore()
+	st.started = make(chan struct{}, callers)
+	st.ended = make(chan struct{}, callers)
+	st.release = make(chan error, callers)
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: callers, Rate: 1e-6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("uncapped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, callers)
+	for range callers {
+		go func() {
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			_, err := lim.Allow(ctx, "k")
+			errs <- err
+		}()
+	}
+	for i := range callers {
+		receive(t, st.started, fmt.Sprintf("call %d", i+1))
+	}
+	for range callers {
+		st.release <- nil
+	}
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Errorf("Allow: %v", err)
+		}
+	}
+}
+
+// TestRemoteRefused: a caller whose context ends while its call waits on a
+// store that says its server refuses connections (store.Refuser) gets an
+// error matching ErrStoreUnavailable and its context's error, naming the
+// refusal; the failure policy does not decide it (the caller has gone),
+// and the breaker counts only the call's own outcome.
+func TestRemoteRefused(t *testing.T) {
+	st := newRemoteStore()
+	st.refusal = fmt.Errorf("%w: dial tcp 127.0.0.1:6379: connect: connection refused", store.ErrUnavailable)
+	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: 2, Rate: 1e-6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled []error
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("refused"), ratelimit.WithFailurePolicy(ratelimit.FailOpen),
+		ratelimit.WithBreaker(ratelimit.Breaker{Failures: 1, ProbeInterval: time.Hour}),
+		ratelimit.WithErrorHandler(func(err error) { handled = append(handled, err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	d, err := lim.Allow(ctx, "k")
+	if !errors.Is(err, ratelimit.ErrStoreUnavailable) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Allow on a store that refuses connections, its context ended in flight = %v, %v; want ErrStoreUnavailable and context.DeadlineExceeded, naming the refusal", d, err)
+	}
+	if d.Allowed() || len(handled) != 0 {
+		t.Errorf("the failure policy decided (%v, handled %v); want no decision: the caller has gone", d, handled)
+	}
+	receive(t, st.started, "the call")
+	st.release <- nil // the server is back: the call succeeds
+	receive(t, st.ended, "the call's end")
+	st.release <- nil
+	if d, err := lim.Peek(t.Context(), "k"); err != nil || d.BreakerOpen() || d.Source() != ratelimit.FromStore {
+		t.Errorf("Peek after the call succeeded = %v, %v; want the store's answer, the breaker closed", d, err)
 	}
 }

@@ -274,6 +274,10 @@ type endedError struct {
 }
 
 func (e *endedError) Error() string {
+	var refused *refusedError
+	if errors.As(e.storeErr, &refused) {
+		return refused.Error()
+	}
 	switch {
 	case e.storeErr != nil:
 		return "ratelimit: the caller's context ended before the store answered (" + e.ctxErr.Error() + "); the store said: " + e.storeErr.Error()
@@ -284,6 +288,33 @@ func (e *endedError) Error() string {
 }
 
 func (e *endedError) Unwrap() error { return e.ctxErr }
+
+// Is reports whether target is ErrStoreUnavailable and the store said
+// that it refuses connections (a refusedError): that is the store's
+// failure, whenever the caller left.
+func (e *endedError) Is(target error) bool {
+	var refused *refusedError
+	return target == ErrStoreUnavailable && errors.As(e.storeErr, &refused)
+}
+
+// refusedError is the error of a caller whose context ended while its
+// call waited on a store that refuses connections (store.Refuser): the
+// store's failure, not the caller's, so it matches ErrStoreUnavailable
+// (through the refusal) as well as the context's error. A client library
+// may retry a refused dial for longer than the caller waits (go-redis
+// does, 5 times 100 ms apart by default); the call goes on meanwhile,
+// and the circuit breaker counts its outcome. No failure policy decides
+// it: the caller has gone.
+type refusedError struct {
+	ctxErr  error // context.Canceled or context.DeadlineExceeded
+	refusal error // store.Refuser's, wrapping ErrStoreUnavailable
+}
+
+func (e *refusedError) Error() string {
+	return e.refusal.Error() + " (the caller's context ended, " + e.ctxErr.Error() + ", while its call waited on a store that refuses connections)"
+}
+
+func (e *refusedError) Unwrap() []error { return []error{e.refusal, e.ctxErr} }
 
 // warn passes each of a table's warnings to onError, or logs it with
 // log/slog's default logger when onError is nil: a store that may drop

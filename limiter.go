@@ -276,9 +276,9 @@ func WithName(name string) Option {
 	return optionFunc(func(o *options) { o.hooks.name, o.named = name, true })
 }
 
-// WithMaxBookAhead bounds how far ahead a key is booked (ReserveN books nothing
-// past d, WaitN waits until it fits): by default the limits' reset period, at
-// least a minute; a negative d removes the bound.
+// WithMaxBookAhead bounds how far ahead ReserveN and WaitN book: by default the
+// limits' reset period, at least a minute; negative, no bound. At 0 WaitN
+// decides as AllowN when the waiter wakes: a pace holds at the call.
 func WithMaxBookAhead(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.bookAhead = &d })
 }

@@ -75,6 +75,10 @@ func TestREADME(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds README's Go blocks with the go command; skipped with -short")
 	}
+	// In parallel with TestWithBoundedMemory, the package's other long
+	// test: this one mostly waits on the go command, that one runs on one
+	// processor.
+	t.Parallel()
 	files, err := guideFiles()
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,9 @@ func TestWithBoundedMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("heap measurements are slow")
 	}
+	// In parallel with TestREADME only (no other test of the package is),
+	// whose heap is a few buffers of the go command's output.
+	t.Parallel()
 	const limits = 300_000
 	// The bound: the Limiters With keeps (MaxWithLimiters), each under 5
 	// KB with its handle, its algorithm and the store's numbers of its

@@ -13,13 +13,13 @@ import (
 type wrapping[K comparable] struct {
 	breaker *breaker // nil without WithBreaker
 	micros  clock.Micros
-	denials int           // the denial cache's size; 0 without WithDenialCache
-	slots   chan struct{} // the remote calls in flight (remoteTable), shared by every table
+	denials int             // the denial cache's size; 0 without WithDenialCache
+	calls   *remoteCalls[K] // the remote calls (remoteTable), shared by every table
 }
 
 // newWrapping checks the options' breaker and denial cache.
 func newWrapping[K comparable](o *options, micros clock.Micros) (*wrapping[K], error) {
-	w := &wrapping[K]{micros: micros, slots: make(chan struct{}, maxRemoteCalls)}
+	w := &wrapping[K]{micros: micros, calls: newRemoteCalls[K]()}
 	if o.breaker != nil {
 		b, err := o.breaker.check()
 		if err != nil {
@@ -43,12 +43,12 @@ func newWrapping[K comparable](o *options, micros clock.Micros) (*wrapping[K], e
 // breaker, which guards the store's calls and so counts their own
 // outcomes, not the callers' impatience.
 func (w *wrapping[K]) wrap(t store.Table[K]) store.Table[K] {
-	remote, isRemote := t.(store.Remote)
+	raw := t
 	if w.breaker != nil {
 		t = &breakerTable[K]{next: t, b: w.breaker, micros: w.micros}
 	}
-	if isRemote {
-		t = &remoteTable[K]{next: t, slots: w.slots, timeout: remote.CallTimeout()}
+	if _, isRemote := raw.(store.Remote); isRemote {
+		t = newRemoteTable(t, raw, w.calls)
 	}
 	if w.denials != 0 {
 		c, _ := newDenialCache[K](w.denials) // checked by newWrapping

@@ -15,6 +15,7 @@ replace github.com/go-ratelimit/ratelimit/internal/redistest => ../internal/redi
 replace github.com/go-ratelimit/ratelimit/grpcratelimit => ../grpcratelimit
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/go-ratelimit/ratelimit v0.0.0-00010101000000-000000000000
 	github.com/go-ratelimit/ratelimit/grpcratelimit v0.0.0-00010101000000-000000000000
 	github.com/go-ratelimit/ratelimit/internal/redistest v0.0.0-00010101000000-000000000000
@@ -28,7 +29,6 @@ require (
 )
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.11.0 // indirect

@@ -125,16 +125,39 @@ type Warner interface {
 
 // Remote is implemented by tables whose calls wait on something outside
 // the process, such as a Redis round trip. A Limiter or Policy calls such
-// a table under a context that keeps the caller's values but none of its
-// cancellation or deadline, so that no caller's deadline reaches the
-// client library, which shares connections, dials and batches among
-// callers; the caller stops waiting when its own context ends, and the
-// call goes on to its end. The table bounds each call itself, by
-// CallTimeout, and its errors are then its own: only they reach a
-// circuit breaker or a failure policy.
+// a table, for a caller whose context can end, under a context that keeps
+// the caller's values but none of its cancellation or deadline, with a
+// deadline of its own instead, at most CallTimeout after the call began
+// (shared by the calls that begin about the same time), so that no
+// caller's deadline reaches the client library, which shares
+// connections, dials and batches among callers. A caller whose deadline
+// is nearer than CallTimeout stops waiting when its own context ends, and
+// the call goes on to its end; other callers wait for the call. A caller
+// whose context cannot end (context.Background()) is passed on as it is,
+// and the table bounds such calls itself. The table's errors are then its
+// own: only they reach a circuit breaker or a failure policy.
 type Remote interface {
 	// CallTimeout returns the longest one call of the table may take.
 	CallTimeout() time.Duration
+}
+
+// Refuser is implemented by remote tables (Remote) that can tell that
+// their server refuses connections while a call waits on a dial that the
+// client library retries: go-redis retries a refused dial 5 times, 100 ms
+// apart by default, so a caller whose deadline is nearer would see its
+// own deadline end rather than the store fail. A Limiter or Policy asks
+// a table that is one when a caller's context ends while its call is in
+// flight: when Refused says the server refuses connections, the caller
+// gets an error matching ErrUnavailable (and its context's error) rather
+// than its context's error alone. The call goes on either way. The Redis
+// stores' tables are Refusers, passing on what their Runner says when it
+// is one (the go-redis store's is).
+type Refuser interface {
+	// Refused returns an error wrapping ErrUnavailable, which names the
+	// refusal, when the server refused the latest connection the table's
+	// client tried to make and none has been made since; else nil. It is
+	// called from many goroutines at once.
+	Refused() error
 }
 
 // Reporter is implemented by tables that may find something wrong with

@@ -1,17 +1,22 @@
 package goredisstore_test
 
 import (
+	"context"
 	"errors"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/internal/redistest"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
 	"github.com/go-ratelimit/ratelimit/store/redisstore"
+	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
 func newStore(t *testing.T, target redistest.Target, prefix string) store.Store[string] {
@@ -96,4 +101,41 @@ func TestNewValidates(t *testing.T) {
 // again once a second, which the store's return may wait for.
 func TestOutage(t *testing.T) {
 	redistest.RunOutage(t, newStore, time.Second)
+}
+
+// TestNothingListening runs the README's Redis program with nothing
+// listening at the address: its first decision, under a context of
+// 100 ms, fails with ErrStoreUnavailable and says that Redis refused the
+// connection, although go-redis retries the dial for longer (5 times,
+// 100 ms apart) than the caller waits.
+func TestNothingListening(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	st, err := goredisstore.New(client, goredisstore.WithPrefix[string]("myapp:ratelimit:"),
+		goredisstore.WithTimeout[string](200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alg, err := tokenbucket.PerSecond(2, tokenbucket.Burst(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("nothing-listening"), ratelimit.WithClock(clock.Server()),
+		ratelimit.WithBreaker(ratelimit.Breaker{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	d, err := lim.Allow(ctx, "user:123")
+	if !errors.Is(err, ratelimit.ErrStoreUnavailable) || !strings.Contains(err.Error(), "Redis refused the connection") {
+		t.Fatalf("Allow with nothing listening = %+v, %v; want ErrStoreUnavailable, saying Redis refused the connection", d, err)
+	}
+	t.Logf("the README program would print: Redis did not decide: %v", err)
 }

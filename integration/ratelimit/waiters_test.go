@@ -73,15 +73,24 @@ func runWaiters(tb testing.TB, lim *ratelimit.Limiter[string], key string, n int
 // and EVALSHA): the server's INFO commandstats would count the other test
 // packages' calls too. An EVALSHA answered NOSCRIPT ran nothing and is
 // not counted (the EVAL that follows is): other packages' tests SCRIPT
-// FLUSH the same server at times of their own.
-type scriptCounter struct{ n atomic.Int64 }
+// FLUSH the same server at times of their own. With lag, each script is
+// sent that much late, as by a slower server or network.
+type scriptCounter struct {
+	n   atomic.Int64
+	lag time.Duration
+}
 
 func (h *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		name := cmd.Name()
+		script := name == "eval" || name == "evalsha" || name == "eval_ro" || name == "evalsha_ro"
+		if script && h.lag > 0 {
+			time.Sleep(h.lag)
+		}
 		err := next(ctx, cmd)
-		if name := cmd.Name(); name == "eval" || name == "evalsha" || name == "eval_ro" || name == "evalsha_ro" {
+		if script {
 			if err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") {
 				h.n.Add(1)
 			}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -104,14 +103,19 @@ func Each(t *testing.T, f func(t *testing.T, target Target)) {
 }
 
 // GoRedis returns a go-redis client for target, closed when the test ends.
+// Its calls are bounded by their contexts alone (the stores' WithTimeout),
+// not by go-redis's default read timeout of 3 s, which a large script on
+// miniredis under -race on a loaded machine can outlast; and it never
+// resends a command, so that a test's own script call that timed out is
+// not run twice (the stores' calls are never resent, whatever the client).
 func GoRedis(t testing.TB, target Target) redis.UniversalClient {
 	var c redis.UniversalClient
 	if target.Cluster {
 		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: target.Addrs, ContextTimeoutEnabled: true,
-			Username: target.Username, Password: target.Password})
+			ReadTimeout: -1, MaxRetries: -1, Username: target.Username, Password: target.Password})
 	} else {
 		c = redis.NewClient(&redis.Options{Addr: target.Addrs[0], ContextTimeoutEnabled: true,
-			Username: target.Username, Password: target.Password})
+			ReadTimeout: -1, MaxRetries: -1, Username: target.Username, Password: target.Password})
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -214,37 +218,24 @@ func (s *Server) Kill() {
 	s.cmd = nil
 }
 
-// Block makes the server sleep for d (DEBUG SLEEP, so the server must run
-// with --enable-debug-command yes) and returns once it has stopped
-// answering. The returned channel is closed when it answers again.
-func (s *Server) Block(d time.Duration) <-chan struct{} {
+// Pause makes the server hold every script its clients send (CLIENT
+// PAUSE WRITE: what they send runs once the pause ends) until resume is
+// called, at the latest after a minute, and returns once the pause is in
+// effect: the server's reply says so, not a probe's timeout, which a
+// loaded machine can reach before the server is asleep. resume returns
+// once the pause has ended.
+func (s *Server) Pause() (resume func()) {
 	s.t.Helper()
-	sleeper := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ReadTimeout: d + 10*time.Second})
-	probe := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
-	defer probe.Close()
-	if err := probe.Ping(context.Background()).Err(); err != nil {
-		s.t.Fatalf("redis-server on %s: %v", s.Addr, err)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	if err := c.Do(context.Background(), "client", "pause", "60000", "write").Err(); err != nil {
+		c.Close()
+		s.t.Fatalf("CLIENT PAUSE on %s: %v", s.Addr, err)
 	}
-	woke := make(chan struct{})
-	slept := make(chan error, 1)
-	go func() {
-		defer close(woke)
-		defer sleeper.Close()
-		slept <- sleeper.Do(context.Background(), "debug", "sleep", strconv.FormatFloat(d.Seconds(), 'f', -1, 64)).Err()
-	}()
-	for start := time.Now(); time.Since(start) < d; {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-		err := probe.Ping(ctx).Err()
-		cancel()
-		if err != nil {
-			return woke // busy
-		}
-		select {
-		case err := <-slept:
-			s.t.Fatalf("DEBUG SLEEP on %s: %v (start the server with --enable-debug-command yes)", s.Addr, err)
-		case <-time.After(time.Millisecond):
+	return func() {
+		s.t.Helper()
+		defer c.Close()
+		if err := c.Do(context.Background(), "client", "unpause").Err(); err != nil {
+			s.t.Fatalf("CLIENT UNPAUSE on %s: %v", s.Addr, err)
 		}
 	}
-	s.t.Fatalf("redis-server on %s kept answering during DEBUG SLEEP %v", s.Addr, d)
-	return nil
 }

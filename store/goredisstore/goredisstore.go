@@ -30,6 +30,8 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -111,11 +113,23 @@ func WithEvictionCheck[K comparable](check EvictionCheck) Option[K] {
 // the store's own timeout (WithTimeout) among them, and a slow Redis would
 // hold calls for the client's timeouts instead. Errors wrap
 // algorithm.ErrInvalidConfig.
+//
+// On a *redis.Client, New adds a hook (AddHook) that notes the dials the
+// server refuses, and nothing else: go-redis retries a refused dial, 5
+// times 100 ms apart by default, so a Limiter's caller whose context ends
+// first is told that Redis refuses connections (an error matching
+// store.ErrUnavailable, see store.Refuser) rather than that its context
+// ended.
 func New[K comparable](client Client, opts ...Option[K]) (*Store[K], error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: goredisstore: nil client", algorithm.ErrInvalidConfig)
 	}
-	s, err := redisstore.New(runner{client}, opts...)
+	run := runner{c: client}
+	if c, ok := client.(*redis.Client); ok {
+		run.refusals = new(refusals)
+		c.AddHook(run.refusals)
+	}
+	s, err := redisstore.New(run, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -139,12 +153,85 @@ func honoursDeadlines(c Client) bool {
 }
 
 // runner is the go-redis client as a redisstore.Runner.
-type runner struct{ c Client }
+type runner struct {
+	c        Client
+	refusals *refusals // a *redis.Client's refused dials; nil for other clients
+}
 
 var (
 	_ redisstore.Runner       = runner{}
 	_ redisstore.PolicyReader = runner{}
+	_ store.Refuser           = runner{}
 )
+
+// Refused returns an error wrapping store.ErrUnavailable when the latest
+// dial of a *redis.Client was refused, and none has connected since; nil
+// for other clients, whose nodes' dials the store does not see. go-redis
+// retries a refused dial (Options.DialerRetries, 5 by default, 100 ms
+// apart), so a call to a Redis that is not there waits longer than many
+// callers do: the Limiter asks this when a caller's context ends first.
+func (r runner) Refused() error {
+	if f := r.refused(); f != nil {
+		return fmt.Errorf("%w: %v", store.ErrUnavailable, f)
+	}
+	return nil
+}
+
+// refused returns the latest dial's refusal, or nil.
+func (r runner) refused() *refusal {
+	if r.refusals == nil {
+		return nil
+	}
+	return r.refusals.last.Load()
+}
+
+// explain adds to err, a call's error, that the server refuses
+// connections, when it does: a call whose deadline ended while go-redis
+// retried a refused dial then says why.
+func (r runner) explain(err error) error {
+	if f := r.refused(); f != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("%w; %v", err, f)
+	}
+	return err
+}
+
+// refusals is a go-redis hook that notes the dials the server refused.
+// It adds nothing to the commands' path: its process hooks are the next
+// ones.
+type refusals struct {
+	last atomic.Pointer[refusal] // the latest dial's refusal; nil once a dial connects
+}
+
+// refusal is a dial the server refused.
+type refusal struct {
+	addr string
+	err  error
+}
+
+func (f *refusal) String() string {
+	return "Redis refused the connection: is it running at " + f.addr + "? (" + f.err.Error() + ")"
+}
+
+func (h *refusals) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		switch {
+		case err == nil:
+			if h.last.Load() != nil {
+				h.last.Store(nil)
+			}
+		case errors.Is(err, syscall.ECONNREFUSED):
+			h.last.Store(&refusal{addr: addr, err: err})
+		}
+		return conn, err
+	}
+}
+
+func (h *refusals) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *refusals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
 
 // ReadPolicies reads the maxmemory-policy of the server, of every master
 // of a cluster, or of every shard of a ring.
@@ -221,7 +308,7 @@ func (r runner) Eval(ctx context.Context, s *redisstore.Script, readOnly bool, k
 	}
 	if err != nil {
 		r.failed(ctx, err)
-		return nil, contextError(ctx, err)
+		return nil, r.explain(contextError(ctx, err))
 	}
 	return cmd.Int64Slice()
 }
@@ -244,7 +331,7 @@ func (r runner) EvalStrings(ctx context.Context, s *redisstore.Script, keys []st
 	}
 	if err != nil {
 		r.failed(ctx, err)
-		return nil, contextError(ctx, err)
+		return nil, r.explain(contextError(ctx, err))
 	}
 	return cmd.StringSlice()
 }
@@ -298,6 +385,7 @@ func (r runner) Del(ctx context.Context, keys []string) error {
 	err := r.c.Process(ctx, onceCmd{redis.NewCmd(ctx, args...)})
 	if err != nil {
 		r.failed(ctx, err)
+		return r.explain(contextError(ctx, err))
 	}
-	return contextError(ctx, err)
+	return nil
 }

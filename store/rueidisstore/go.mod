@@ -5,12 +5,8 @@ go 1.24.0
 replace github.com/go-ratelimit/ratelimit => ../..
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/go-ratelimit/ratelimit v0.0.0-00010101000000-000000000000
 	github.com/redis/rueidis v1.0.69
 )
 
-require (
-	github.com/yuin/gopher-lua v1.1.1 // indirect
-	golang.org/x/sys v0.31.0 // indirect
-)
+require golang.org/x/sys v0.31.0 // indirect
