@@ -1,6 +1,7 @@
 package concurrency
 
 import (
+	_ "embed"
 	"fmt"
 	"time"
 
@@ -11,11 +12,25 @@ import (
 // algorithm package.
 const Kind byte = 'C'
 
+// body is the transition in Lua, which the Redis stores run.
+//
+//go:embed concurrency.lua
+var body string
+
 func init() {
-	algorithm.Register(algorithm.Kind{Name: "concurrency", Letter: Kind, Params: 1, Used: used, Log: true,
+	algorithm.Register(algorithm.Kind{Name: "concurrency", Letter: Kind, Params: 1, Body: body, Used: used, Log: true,
 		Describe: func(t algorithm.Tag) string {
 			return fmt.Sprintf("an in-flight limit with leases of %v", time.Duration(t.P0)*time.Microsecond)
-		}})
+		},
+		AsIsBounds: asIsBounds})
+}
+
+// asIsBounds: a shorter lease ends holds sooner, so what was held stays
+// held (the upper bound) only when to's lease is at least from's; a
+// longer one never counts again what had ended (Inherit), so no more is
+// held than from held (the lower bound) whatever the leases.
+func asIsBounds(to, from algorithm.Tag) (upper, lower bool, slack int64) {
+	return to.P0 >= from.P0, true, 0
 }
 
 // used is what a state written under from (a lease of from.P0 µs) holds at

@@ -128,11 +128,24 @@ func (t *Table[K]) Cancel(ctx context.Context, key K, now int64, b store.Booking
 }
 
 // Undo runs the undo script (luascript.OpUndo): before b is due, the
-// cancel's; once due, a Reservation's Refund.
+// cancel's; once due, a Reservation's Refund. With b.HoldsOnly (a
+// Reservation's Release) it runs the undo script of the limits that hold
+// alone (holds), on their values: the others keep their charge.
 func (t *Table[K]) Undo(ctx context.Context, key K, now int64, b store.Booking) error {
 	u, ok := b.Undo.(bookingUndo)
 	if !ok || u.table != any(t) || len(u.values) != 2*len(t.limits) {
 		return fmt.Errorf("%w: a booking not made by this Redis table", store.ErrInvalidBooking)
+	}
+	if b.HoldsOnly && len(t.holding) < len(t.limits) {
+		if t.holds == nil {
+			return nil // no limit holds: nothing to release
+		}
+		values := make([]string, 0, 2*len(t.holding))
+		for _, i := range t.holding {
+			values = append(values, u.values[2*i], u.values[2*i+1])
+		}
+		b.HoldsOnly, b.Undo = false, bookingUndo{table: t.holds, values: values}
+		return t.holds.Undo(ctx, key, now, b)
 	}
 	if _, err := t.op(luascript.OpUndo); err != nil {
 		return err

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithms"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/concurrency"
 	"github.com/go-ratelimit/ratelimit/store"
-	"github.com/go-ratelimit/ratelimit/tokenbucket"
 	"pgregory.net/rapid"
 )
 
@@ -168,7 +168,9 @@ func testLeaseEnds(t *testing.T, st store.Store[string]) {
 // slot back alone.
 func testTokenAndSlot(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
-	rate, err := tokenbucket.New(tokenbucket.Config{Capacity: 3, Rate: 1.0 / 3600})
+	// The first of the list is a token bucket: 3 at once, refilled over
+	// 3 hours, which no step here waits for.
+	rate, err := algorithms.All()[0].Per(3, 3*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
