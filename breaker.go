@@ -13,10 +13,6 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// ErrBreakerOpen is the error of a call an open breaker kept from the store;
-// it wraps ErrStoreUnavailable.
-var ErrBreakerOpen = fmt.Errorf("ratelimit: circuit breaker open, the store was not asked: %w", store.ErrUnavailable)
-
 // Breaker configures WithBreaker; a negative field is ErrInvalidConfig.
 type Breaker struct {
 	// Failures is how many failures in a row open the breaker; 0 means 5.
@@ -209,17 +205,30 @@ func (t *breakerTable[K]) Cancel(ctx context.Context, key K, now int64, bk store
 	return err
 }
 
-func (t *breakerTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) error {
+func (t *breakerTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) (int64, error) {
 	b, err := bookerOf(t.next)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !t.b.admit(now) {
-		return ErrBreakerOpen
+		return 0, ErrBreakerOpen
 	}
-	err = b.Undo(ctx, key, now, bk)
+	given, err := b.Undo(ctx, key, now, bk)
 	t.b.done(ctx, err, now, t.micros)
-	return err
+	return given, err
+}
+
+func (t *breakerTable[K]) Settle(ctx context.Context, key K, now int64, bk store.Booking, n int64) (store.Booking, error) {
+	s, err := settlerOf(t.next)
+	if err != nil {
+		return bk, err
+	}
+	if !t.b.admit(now) {
+		return bk, ErrBreakerOpen
+	}
+	next, err := s.Settle(ctx, key, now, bk, n)
+	t.b.done(ctx, err, now, t.micros)
+	return next, err
 }
 
 func (t *breakerTable[K]) Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {

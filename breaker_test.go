@@ -261,7 +261,7 @@ func TestBreakerPolicies(t *testing.T) {
 	})
 	t.Run("FailClosed", func(t *testing.T) {
 		lim, _ := open(t, ratelimit.FailClosed)
-		want := ratelimit.DecisionFields{Limit: 5, RetryAfter: ratelimit.FailClosedRetryAfter, Source: ratelimit.FromFailClosed, BreakerOpen: true}.Decision()
+		want := ratelimit.DecisionFields{Limit: 5, RetryAfter: time.Second, Source: ratelimit.FromFailClosed, BreakerOpen: true}.Decision()
 		if d, err := lim.Allow(ctx, "k"); err != nil || d != want {
 			t.Errorf("Allow = %+v, %v; want %+v", d, err, want)
 		}

@@ -233,9 +233,9 @@ func (t *denialTable[K]) Book(ctx context.Context, key K, now, cost, maxDelay in
 	return r, bk, ok, nil
 }
 
-// Cancel, Undo and Refund give room back: the key's cached denial, which may
-// no longer stand, is forgotten, whether the store's call succeeded or
-// not (as Reset's).
+// Cancel, Undo, Settle and Refund change what the key holds: its cached
+// denial, which may no longer stand (or no longer say until when), is
+// forgotten, whether the store's call succeeded or not (as Reset's).
 func (t *denialTable[K]) Cancel(ctx context.Context, key K, now int64, bk store.Booking) error {
 	b, err := bookerOf(t.next)
 	if err != nil {
@@ -246,14 +246,24 @@ func (t *denialTable[K]) Cancel(ctx context.Context, key K, now int64, bk store.
 	return err
 }
 
-func (t *denialTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) error {
+func (t *denialTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) (int64, error) {
 	b, err := bookerOf(t.next)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	err = b.Undo(ctx, key, now, bk)
+	given, err := b.Undo(ctx, key, now, bk)
 	t.forget(key)
-	return err
+	return given, err
+}
+
+func (t *denialTable[K]) Settle(ctx context.Context, key K, now int64, bk store.Booking, n int64) (store.Booking, error) {
+	s, err := settlerOf(t.next)
+	if err != nil {
+		return bk, err
+	}
+	next, err := s.Settle(ctx, key, now, bk, n)
+	t.forget(key)
+	return next, err
 }
 
 func (t *denialTable[K]) Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {

@@ -27,10 +27,22 @@ import (
 //     deadline at the latest, before the caller's. A caller cancelled
 //     while the call is in flight gets the call's answer when it comes,
 //     at most CallTimeout later.
-//   - A caller with a nearer deadline hands the call to a worker (see
-//     startWork), and stops waiting when its context ends, with an
+//   - A caller with a nearer deadline, but at least half CallTimeout
+//     away (as the deadlines of HTTP and gRPC requests are, a second or
+//     more), makes the call on
+//     its own goroutine too, under a deadline shared with the calls made
+//     about the same time, at most a span before the caller's (see
+//     deadlines.before): the call ends, by that deadline at the latest,
+//     before the caller's. A store that cannot answer in so long is
+//     failing, and the breaker counts it (its SlowCall rule). A caller
+//     cancelled while the call is in flight gets the call's answer when
+//     it comes, by its deadline.
+//   - A caller with a deadline nearer still hands the call to a worker
+//     (see startWork), and stops waiting when its context ends, with an
 //     endedError; the call goes on to the store's answer, bounded by the
-//     table's deadline, and charges what the store charges.
+//     table's deadline, and charges what the store charges. Such a
+//     deadline never reaches the client library: one too short for a
+//     dial would fail the dial for every caller waiting on it.
 //
 // The circuit breaker sits below, so it counts the store's own failures,
 // never a caller's impatience.
@@ -127,7 +139,7 @@ func (r *remoteCalls[K]) get(t *remoteTable[K], op remoteOp, key K) *remoteCall[
 // put returns c to the pool, holding nothing of its caller's.
 func (r *remoteCalls[K]) put(c *remoteCall[K]) {
 	var zero K
-	c.t, c.b, c.ctx, c.d, c.key, c.bk, c.out, c.r, c.err = nil, nil, nil, nil, zero, store.Booking{}, nil, algorithm.Result{}, nil
+	c.t, c.b, c.s, c.ctx, c.d, c.key, c.bk, c.out, c.r, c.given, c.err = nil, nil, nil, nil, nil, zero, store.Booking{}, nil, algorithm.Result{}, 0, nil
 	clear(c.buf)
 	r.pool.Put(c)
 }
@@ -143,6 +155,7 @@ const (
 	opCancel
 	opUndo
 	opRefund
+	opSettle
 )
 
 // The states of a remoteCall a worker makes.
@@ -156,17 +169,19 @@ const (
 // arguments, then its outcome.
 type remoteCall[K comparable] struct {
 	t            *remoteTable[K]
-	b            store.Booker[K] // for the booking operations
-	ctx          context.Context // the caller's
-	d            *sharedDeadline // the call's deadline
+	b            store.Booker[K]  // for the booking operations
+	s            store.Settler[K] // for Settle
+	ctx          context.Context  // the caller's
+	d            *sharedDeadline  // the call's deadline
 	op           remoteOp
 	key          K
-	now, cost, n int64              // n: Book's maxDelay, Refund's n
-	bk           store.Booking      // Cancel's and Undo's, and Book's outcome
+	now, cost, n int64              // n: Book's maxDelay, Refund's and Settle's n
+	bk           store.Booking      // Cancel's, Undo's and Settle's, and Book's and Settle's outcome
 	out          []algorithm.Result // buf[:len(caller's out)], or nil
 	buf          []algorithm.Result
 	r            algorithm.Result
 	ok           bool
+	given        int64 // Undo's outcome
 	err          error
 	state        atomic.Int32  // with a worker: callWaiting, callAnswered or callLeft
 	done         chan struct{} // with a worker: receives once it answered
@@ -200,9 +215,11 @@ func (c *remoteCall[K]) call() {
 	case opCancel:
 		c.err = c.b.Cancel(ctx, c.key, c.now, c.bk)
 	case opUndo:
-		c.err = c.b.Undo(ctx, c.key, c.now, c.bk)
+		c.given, c.err = c.b.Undo(ctx, c.key, c.now, c.bk)
 	case opRefund:
 		c.r, c.err = c.b.Refund(ctx, c.key, c.now, c.n, c.out)
+	case opSettle:
+		c.bk, c.err = c.s.Settle(ctx, c.key, c.now, c.bk, c.n)
 	}
 }
 
@@ -234,12 +251,17 @@ func (t *remoteTable[K]) detached(ctx context.Context, c *remoteCall[K]) error {
 		c.call()
 		return nil
 	}
-	if time.Until(deadline) <= 0 {
+	left := time.Until(deadline) // reads only the monotonic clock, cheaper than time.Now
+	if left <= 0 {
 		// Past its deadline: ctx.Err can be nil still, until the
-		// context's timer has run. (time.Until reads only the monotonic
-		// clock, cheaper than time.Now here.)
+		// context's timer has run.
 		t.calls.put(c)
 		return &endedError{ctxErr: context.DeadlineExceeded}
+	}
+	if left >= t.deadlines.direct {
+		c.d = t.deadlines.before(deadline)
+		c.call()
+		return nil
 	}
 	if err := t.calls.wait(ctx); err != nil {
 		t.calls.put(c)
@@ -360,10 +382,10 @@ func (t *remoteTable[K]) Cancel(ctx context.Context, key K, now int64, bk store.
 	return err
 }
 
-func (t *remoteTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) error {
+func (t *remoteTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Booking) (int64, error) {
 	b, err := bookerOf(t.next)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if ctx.Done() == nil {
 		return b.Undo(ctx, key, now, bk)
@@ -372,10 +394,34 @@ func (t *remoteTable[K]) Undo(ctx context.Context, key K, now int64, bk store.Bo
 	c.b, c.now, c.bk = b, now, bk
 	c.results(0)
 	if err := t.detached(ctx, c); err != nil {
-		return err
+		return 0, err
 	}
+	given := c.given
 	_, err = t.answer(c, nil)
-	return err
+	return given, err
+}
+
+// Settle detaches store.Settler's Settle as Take does.
+func (t *remoteTable[K]) Settle(ctx context.Context, key K, now int64, bk store.Booking, n int64) (store.Booking, error) {
+	s, err := settlerOf(t.next)
+	if err != nil {
+		return bk, err
+	}
+	if ctx.Done() == nil {
+		return s.Settle(ctx, key, now, bk, n)
+	}
+	c := t.calls.get(t, opSettle, key)
+	c.s, c.now, c.bk, c.n = s, now, bk, n
+	c.results(0)
+	if err := t.detached(ctx, c); err != nil {
+		return bk, err
+	}
+	settled := c.bk
+	_, err = t.answer(c, nil)
+	if err != nil {
+		return bk, err
+	}
+	return settled, nil
 }
 
 func (t *remoteTable[K]) Refund(ctx context.Context, key K, now, n int64, out []algorithm.Result) (algorithm.Result, error) {
@@ -503,6 +549,7 @@ func (c *callContext) String() string { return "ratelimit.callContext" }
 type sharedDeadline struct {
 	at   time.Time
 	done chan struct{}
+	span int64 // for deadlines.before's: the number of spans since the epoch
 }
 
 // deadlines hands out the deadlines of a table's calls: a call gets the
@@ -515,11 +562,25 @@ type sharedDeadline struct {
 // The span is a 64th of the timeout.
 type deadlines struct {
 	timeout, span time.Duration
-	cur           atomic.Pointer[sharedDeadline] // nil once retired, until the next call
+	// direct is how far away a caller's deadline must be for its call to
+	// run on its goroutine under a deadline near the caller's (before):
+	// half the timeout, far enough that a dial or call that cannot end
+	// in time meets a failing store, not a hasty caller.
+	direct time.Duration
+	cur    atomic.Pointer[sharedDeadline] // nil once retired, until the next call
+	// early holds the deadlines before which callers need their calls
+	// to end (before), one per span of time, in the slot of its number
+	// of spans since the epoch modulo earlySlots.
+	early [earlySlots]atomic.Pointer[sharedDeadline]
 }
 
+// earlySlots is how many deadlines.early holds: more than the spans in a
+// timeout (64), so that the slot of a deadline before the table's own is
+// never that of another deadline still to come.
+const earlySlots = 128
+
 func newDeadlines(timeout time.Duration) *deadlines {
-	return &deadlines{timeout: timeout, span: max(timeout/64, time.Nanosecond)}
+	return &deadlines{timeout: timeout, span: max(timeout/64, time.Nanosecond), direct: timeout / 2}
 }
 
 // current returns the deadline of a call made now.
@@ -532,6 +593,28 @@ func (d *deadlines) current() *sharedDeadline {
 		if d.cur.CompareAndSwap(nil, next) {
 			time.AfterFunc(d.span, func() { d.cur.CompareAndSwap(next, nil) })
 			time.AfterFunc(d.timeout, func() { close(next.done) })
+			return next
+		}
+	}
+}
+
+// before returns a deadline at most a span before deadline, and after
+// it only as far as span's rounding goes (none: at is a multiple of span
+// at or before deadline), shared by the calls whose callers' deadlines
+// fall in the same span. deadline is before the table's own, which is at
+// most timeout away: its span's slot holds it, or a deadline past.
+func (d *deadlines) before(deadline time.Time) *sharedDeadline {
+	n := deadline.UnixNano() / int64(d.span)
+	slot := &d.early[n%earlySlots]
+	for {
+		cur := slot.Load()
+		if cur != nil && cur.span == n {
+			return cur
+		}
+		at := time.Unix(0, n*int64(d.span))
+		next := &sharedDeadline{at: at, done: make(chan struct{}), span: n}
+		if slot.CompareAndSwap(cur, next) {
+			time.AfterFunc(time.Until(at), func() { close(next.done) })
 			return next
 		}
 	}

@@ -237,20 +237,29 @@ func TestRemoteCallsBounded(t *testing.T) {
 	}
 }
 
-// TestRemoteCallerWaits: a caller with no deadline, or one at least the
-// table's CallTimeout away, waits for its call (made on its own
+// TestRemoteCallerWaits: a caller with no deadline, or one at least half
+// the table's CallTimeout away, waits for its call (made on its own
 // goroutine): its cancellation in flight does not reach the call, whose
-// context has the table's own deadline, and it gets the store's answer
-// when it comes.
+// context has the table's own deadline, or one shared just before the
+// caller's, and it gets the store's answer when it comes.
 func TestRemoteCallerWaits(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		ctx  func() (context.Context, context.CancelFunc)
+		// the deadline the store's call may have, from now
+		least, most time.Duration
 	}{
-		{"no deadline", func() (context.Context, context.CancelFunc) { return context.WithCancel(t.Context()) }},
+		{"no deadline", func() (context.Context, context.CancelFunc) { return context.WithCancel(t.Context()) },
+			50 * time.Second, time.Minute},
 		{"a deadline beyond CallTimeout", func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(t.Context(), 2*time.Minute)
-		}},
+		}, 50 * time.Second, time.Minute},
+		// At least half CallTimeout away: the call's deadline is shared
+		// with calls made about the same time, at most a span (a 64th of
+		// CallTimeout) before the caller's, never after it.
+		{"a deadline nearer than CallTimeout, half of it away", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(t.Context(), 40*time.Second)
+		}, 40*time.Second - time.Minute/64 - 5*time.Second, 40 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := newRemoteStore()
@@ -275,8 +284,13 @@ func TestRemoteCallerWaits(t *testing.T) {
 			receive(t, st.started, "the call")
 			cancel()
 			callCtx := st.lastCtx()
-			if d, ok := callCtx.Deadline(); !ok || time.Until(d) < 50*time.Second || time.Until(d) > time.Minute {
-				t.Errorf("the store's call had the deadline %v (%v); want the table's own, a minute (CallTimeout)", d, ok)
+			if d, ok := callCtx.Deadline(); !ok || time.Until(d) < c.least || time.Until(d) > c.most {
+				t.Errorf("the store's call had the deadline %v (%v) from now; want between %v and %v", time.Until(d), ok, c.least, c.most)
+			}
+			if want, ok := ctx.Deadline(); ok {
+				if d, _ := callCtx.Deadline(); d.After(want) {
+					t.Errorf("the store's call had the deadline %v, after its caller's %v", d, want)
+				}
 			}
 			if callCtx.Err() != nil {
 				t.Errorf("the store's call was cancelled with its caller: %v", callCtx.Err())
@@ -297,7 +311,7 @@ func TestRemoteCallerWaits(t *testing.T) {
 
 // TestRemoteCallsUncapped: calls whose callers still wait for them have no
 // cap but the callers' number: 200 callers with deadlines nearer than
-// CallTimeout (each handed to a worker) all reach the store at once,
+// half CallTimeout (each handed to a worker) all reach the store at once,
 // where a Limiter once let 64 in and kept the others waiting.
 func TestRemoteCallsUncapped(t *testing.T) {
 	const callers = 200
@@ -316,7 +330,7 @@ func TestRemoteCallsUncapped(t *testing.T) {
 	errs := make(chan error, callers)
 	for range callers {
 		go func() {
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
 			_, err := lim.Allow(ctx, "k")
 			errs <- err

@@ -161,7 +161,7 @@ func bookAheadMicros(d *time.Duration) int64 {
 	switch {
 	case d == nil:
 		return -1
-	case *d < 0 || *d > MaxDelay:
+	case *d < 0 || *d > longestDelay:
 		return algorithm.MaxDuration
 	}
 	return d.Microseconds()
@@ -221,14 +221,18 @@ func checkAlgorithm(alg algorithm.Algorithm) error {
 }
 
 // sameKind returns an error wrapping ErrInvalidConfig when alg cannot
-// read the states l's algorithm writes (another Kind, or for an algorithm
-// with no Tag another name), unless l starts such keys afresh.
+// read the states l's algorithm writes: an algorithm of no registered
+// Kind (no Tag) of another name, unless l starts such keys afresh. An
+// algorithm of another Kind carries what they had used (algorithm.Carry).
 func sameKind(l store.Limit, alg algorithm.Algorithm) error {
 	if l.ResetOnMismatch || nilness.Is(alg) {
 		return nil
 	}
-	was, _ := algorithm.TagOf(l.Algorithm)
-	now, _ := algorithm.TagOf(alg)
+	was, okWas := algorithm.TagOf(l.Algorithm)
+	now, okNow := algorithm.TagOf(alg)
+	if okWas && okNow && was.Kind != 0 && now.Kind != 0 {
+		return nil
+	}
 	if was.Kind != now.Kind || was.Kind == 0 && l.Algorithm.Spec().Name != alg.Spec().Name {
 		return fmt.Errorf("%w: %v cannot read the states %v writes under its name (ResetOnMismatch starts them afresh)", ErrInvalidConfig, alg, l.Algorithm)
 	}
@@ -358,7 +362,7 @@ func (e *engine[K]) fail(ctx context.Context, ls *limits[K], err error, key K, c
 		}
 		return algorithm.Fresh(ls.limit), FromFailOpen, nil
 	case FailClosed:
-		closed := algorithm.Result{RetryAfter: FailClosedRetryAfter.Microseconds()}
+		closed := algorithm.Result{RetryAfter: failClosedRetryAfter.Microseconds()}
 		for i := range out {
 			out[i] = closed
 		}

@@ -64,7 +64,7 @@ func ExampleReservation_Refund() {
 		if password != "secret" {
 			return fmt.Sprintf("wrong password (%d tries left)", r.Decision().Remaining())
 		}
-		_ = r.Refund(ctx) // a success does not count
+		_, _ = r.Refund(ctx) // a success does not count
 		d, _ := logins.Peek(ctx, user)
 		return fmt.Sprintf("welcome (%d tries left)", d.Remaining())
 	}
@@ -110,4 +110,35 @@ func ExampleLimiter_ReserveN() {
 	// within 100ms: booked=false, fits in 1.5s
 	// last: delay=1.5s
 	// after cancel: delay=1.5s
+}
+
+// Charge an LLM call its tokens, known when the response ends: admit it at
+// an estimate, then settle the reservation to what the response used. Less
+// is given back; more is charged past the limit, a debt the tenant's next
+// call waits out.
+func ExampleReservation_Settle() {
+	fake := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	perMinute, _ := tokenbucket.PerMinute(1000) // tokens a minute per tenant
+	tokens, _ := ratelimit.New(perMinute, memorystore.New[string](), ratelimit.WithClock(fake))
+	ctx := context.Background()
+
+	call := func(estimate, used int) {
+		r, err := tokens.ReserveN(ctx, "acme", estimate, 0)
+		if err != nil || !r.OK() {
+			fmt.Printf("over quota: retry after %v\n", r.Decision().RetryAfter())
+			return
+		}
+		_ = r.Settle(ctx, used) // the response's token count
+		d, _ := tokens.Peek(ctx, "acme")
+		fmt.Printf("used %d: %d left\n", used, d.Remaining())
+	}
+	call(100, 300)
+	call(100, 50)
+	call(100, 1250)
+	call(100, 10)
+	// Output:
+	// used 300: 700 left
+	// used 50: 650 left
+	// used 1250: 0 left
+	// over quota: retry after 42s
 }

@@ -37,39 +37,40 @@ import (
 // cost of one store call per slotPoll per key waited on, per process.
 const slotPoll = 50 * time.Millisecond
 
-// Release ends the request the reservation admitted: every limit that
-// holds (an algorithm.Holder, such as package concurrency's in-flight
-// limit) gives its slot back, as Refund gives a charge back, and every
-// other limit keeps its charge, as a request that happened does. It gives
-// nothing when the reservation holds nothing, a second time, or after
-// Refund; Refund gives nothing after it.
-func (r *Reservation[K]) Release(ctx context.Context) error {
-	if !r.ok || r.table == nil || !r.holds || r.done.Swap(true) {
-		return nil
+// Release gives back the in-flight limits' slots (package concurrency) as
+// Refund does, once, leaving the other limits charged (README).
+func (r *Reservation[K]) Release(ctx context.Context) (int64, error) {
+	if !r.holds {
+		return 0, nil
 	}
-	b := r.booking
-	b.HoldsOnly = true
-	return r.giveBack(ctx, OpRelease, b)
+	return r.giveBack(ctx, OpRefund, true) // observed as the refund it is
 }
 
-// giveBack undoes bk, the reservation's booking (HoldsOnly for a
-// release), reports it to the hooks as op, and wakes the key's first
-// waiter for a slot when the reservation held one.
-func (r *Reservation[K]) giveBack(ctx context.Context, op Op, bk store.Booking) error {
-	start := r.hooks.begin(r.e.clock)
-	err := r.table.Undo(ctx, r.key, r.e.micros.UnixMicro(), bk)
-	if err != nil && storeFailed(err) {
-		if cerr := callerEnded(ctx); cerr != nil {
-			err = &endedError{ctxErr: cerr, storeErr: err}
-		}
+// giveBack is Refund, or with release Release: it undoes the
+// reservation's booking (store.Booking.Release: the holds alone), reports
+// it to the hooks as op, wakes the key's first waiter for a slot when the
+// reservation held one, and returns what the store gave back.
+func (r *Reservation[K]) giveBack(ctx context.Context, op Op, release bool) (int64, error) {
+	if !r.ok || r.table == nil || r.done.Load() {
+		return 0, nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done.Swap(true) {
+		return 0, nil
+	}
+	start := r.hooks.begin(r.e.clock)
+	bk := r.booking
+	bk.Release = release
+	given, err := r.table.Undo(ctx, r.key, r.e.micros.UnixMicro(), bk)
+	err = r.storeErr(ctx, err)
 	if r.holds {
 		r.slots.released(r.key)
 	}
 	d := r.decision
 	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the give-back's
 	end(ctx, r.hooks, r.e.clock, op, r.key, bk.Cost, start, &d, err)
-	return err
+	return given, err
 }
 
 // slotQueues holds, per key, the callers waiting for a slot of a limit
@@ -255,17 +256,16 @@ func sharedSlots[K comparable](st store.Store[K], id string) *slotQueues[K] {
 	}
 }
 
-// reserveHold is ReserveN: try, a reservation made now or booked ahead,
-// for limits that do not hold, or when maxDelay is 0 or the limits run
-// dry (a dry run never keeps a request waiting); for limits that hold,
-// waitSlot's wait for a turn and a slot, within maxDelay.
-func (e *engine[K]) reserveHold(ctx context.Context, h *hooks, key K, n int, maxDelay time.Duration, try func() (*Reservation[K], error)) (*Reservation[K], error) {
+// waitHold is WaitN for limits that hold: try, an admission decided now,
+// when the limits run dry (a dry run never keeps a request waiting);
+// otherwise waitSlot's wait for a turn and a slot, bounded by ctx alone.
+func (e *engine[K]) waitHold(ctx context.Context, h *hooks, key K, n int, try func() (*Reservation[K], error)) (*Reservation[K], error) {
 	ls := e.cur.Load()
-	if !ls.holds || maxDelay == 0 || h.dryRun {
+	if h.dryRun {
 		return try()
 	}
 	if n < 1 || int64(n) > ls.limit {
 		return nil, algorithm.CheckCost(int64(n), ls.limit)
 	}
-	return e.waitSlot(ctx, key, maxDelay, try)
+	return e.waitSlot(ctx, key, -1, try)
 }

@@ -43,7 +43,7 @@ func (c *countReserves) Observe(_ context.Context, e ratelimit.Event) {
 // limit of 5, each holding its slot 10ms then releasing it: never more
 // than 5 held, every one admitted in turn, each woken by a release (the
 // lease of a minute never ends): 13 rounds of 10ms, and no more than two
-// store calls per hold.
+// store calls per hold. WaitN waits; Refund by key releases.
 func TestInflightSixtyFourHolders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		calls := &countReserves{}
@@ -56,9 +56,9 @@ func TestInflightSixtyFourHolders(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 64 {
 			wg.Go(func() {
-				r, err := lim.ReserveN(t.Context(), "k", 1, -1)
-				if err != nil || !r.OK() {
-					t.Errorf("ReserveN = %v, %v", r, err)
+				d, err := lim.WaitN(t.Context(), "k", 1)
+				if err != nil || !d.Allowed() {
+					t.Errorf("WaitN = %v, %v", d, err)
 					return
 				}
 				admitted.Add(1)
@@ -67,7 +67,7 @@ func TestInflightSixtyFourHolders(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 				held.Add(-1)
-				if err := r.Release(t.Context()); err != nil {
+				if _, err := lim.Refund(t.Context(), "k", 1); err != nil {
 					t.Error(err)
 				}
 			})
@@ -105,9 +105,8 @@ func TestHoldLeaseEnds(t *testing.T) {
 			t.Fatalf("second hold, not waiting: %v, %v; want denied until the lease ends in 1s", r.Decision(), err)
 		}
 		start := time.Now()
-		r, err = lim.ReserveN(ctx, "k", 1, -1)
-		if err != nil || !r.OK() {
-			t.Fatalf("waiting hold: %v, %v", r, err)
+		if d, err := lim.WaitN(ctx, "k", 1); err != nil || !d.Allowed() {
+			t.Fatalf("waiting hold: %v, %v", d, err)
 		}
 		if got := time.Since(start); got != time.Second {
 			t.Errorf("the waiter got the slot after %v, want 1s (the lease's end)", got)
@@ -129,11 +128,11 @@ func TestReleaseOnce(t *testing.T) {
 		t.Fatal("two holds of a limit of 2 not admitted")
 	}
 	for range 2 {
-		if err := a.Release(ctx); err != nil {
+		if _, err := a.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := a.Refund(ctx); err != nil {
+	if _, err := a.Refund(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := lim.Peek(ctx, "k"); d.Remaining() != 1 {
@@ -156,7 +155,7 @@ func TestReleaseAfterLeaseFreesNothing(t *testing.T) {
 		if !late.OK() || !now.OK() {
 			t.Fatal("holds not admitted")
 		}
-		if err := late.Release(ctx); err != nil {
+		if _, err := late.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if d, _ := lim.Peek(ctx, "k"); d.Remaining() != 0 {
@@ -199,7 +198,7 @@ func TestPolicyRateAndSlot(t *testing.T) {
 		t.Fatalf("three requests on 2 slots: %v %v %v", r1.OK(), r2.OK(), r3.Limits())
 	}
 	left("rate 1, slots 0") // the denied request took no token
-	if err := r1.Release(ctx); err != nil {
+	if _, err := r1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	left("rate 1, slots 1") // the slot back, the token kept
@@ -208,11 +207,11 @@ func TestPolicyRateAndSlot(t *testing.T) {
 		t.Fatalf("fourth request: %v", r4.Limits())
 	}
 	left("rate 0, slots 0")
-	if err := r2.Refund(ctx); err != nil {
+	if _, err := r2.Refund(ctx); err != nil {
 		t.Fatal(err)
 	}
 	left("rate 1, slots 1") // a refund gives back both
-	if err := r4.Release(ctx); err != nil {
+	if _, err := r4.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r5, _ := p.ReserveN(ctx, "k", 1, 0)
@@ -236,24 +235,21 @@ func TestWaitersInTurn(t *testing.T) {
 		first, _ := lim.ReserveN(ctx, "k", 1, 0)
 		const n = 8
 		got := make(chan int, n)
-		holds := make(chan *ratelimit.Reservation[string], n)
 		for i := range n {
 			go func() {
-				r, err := lim.ReserveN(ctx, "k", 1, -1)
-				if err != nil {
+				if _, err := lim.WaitN(ctx, "k", 1); err != nil {
 					t.Error(err)
 					return
 				}
 				got <- i
-				holds <- r
 			}()
 			synctest.Wait() // queued before the next one comes
 		}
-		release := first
+		release := func() (int64, error) { return first.Release(ctx) }
 		for want := range n {
 			before := calls.n.Load()
-			if err := release.Release(ctx); err != nil {
-				t.Fatal(err)
+			if given, err := release(); err != nil || given != 1 {
+				t.Fatalf("release before turn %d: gave back %d, %v; want 1", want, given, err)
 			}
 			synctest.Wait()
 			if i := <-got; i != want {
@@ -262,13 +258,18 @@ func TestWaitersInTurn(t *testing.T) {
 			if c := calls.n.Load() - before; c > 2 {
 				t.Errorf("turn %d: %d store calls, want at most 2 (the admission, and the next waiter's try)", want, c)
 			}
-			release = <-holds
+			release = func() (int64, error) { // by key: the waiter kept no reservation
+				d, err := lim.Refund(ctx, "k", 1)
+				return int64(d.Remaining()), err
+			}
 		}
 	})
 }
 
-// TestWaitForSlotBounded: a wait for a slot ends with the context, or
-// after ReserveN's maxDelay, not OK; neither holds anything.
+// TestWaitForSlotBounded: ReserveN with a delay decides a hold now (no
+// store knows when a slot frees, so it is never booked ahead and never
+// waits: the fake clock of a kit that never advances cannot hang it), and
+// WaitN's wait for a slot ends with the context; neither holds anything.
 func TestWaitForSlotBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lim, err := ratelimit.New(mustSlots(t, 1, time.Hour), memorystore.New[string]())
@@ -279,19 +280,21 @@ func TestWaitForSlotBounded(t *testing.T) {
 			t.Fatal("first hold not admitted")
 		}
 		start := time.Now()
-		r, err := lim.ReserveN(t.Context(), "k", 1, 100*time.Millisecond)
-		if err != nil || r.OK() || time.Since(start) != 100*time.Millisecond {
-			t.Errorf("ReserveN within 100ms: %v, %v after %v; want not OK after 100ms", r.Decision(), err, time.Since(start))
+		for _, delay := range []time.Duration{100 * time.Millisecond, -1} {
+			r, err := lim.ReserveN(t.Context(), "k", 1, delay)
+			if err != nil || r.OK() || time.Since(start) != 0 || r.Decision().RetryAfter() != time.Hour {
+				t.Errorf("ReserveN within %v: %v, %v after %v; want not OK at once, retry after the lease's end", delay, r.Decision(), err, time.Since(start))
+			}
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		defer cancel()
 		if _, err := lim.WaitN(ctx, "k", 1); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("WaitN past its deadline: %v, want DeadlineExceeded", err)
 		}
-		if d, _ := lim.Peek(t.Context(), "k"); d.Remaining() != 0 || d.ResetAfter() != time.Hour-150*time.Millisecond {
-			t.Errorf("after two waits given up: %v, want the first hold alone", d)
+		if d, _ := lim.Peek(t.Context(), "k"); d.Remaining() != 0 || d.ResetAfter() != time.Hour-50*time.Millisecond {
+			t.Errorf("after three tries given up: %v, want the first hold alone", d)
 		}
-		if _, err := lim.ReserveN(t.Context(), "k", 2, -1); !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+		if _, err := lim.WaitN(t.Context(), "k", 2); !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
 			t.Errorf("a wait for 2 slots of 1: %v, want ErrCostExceedsLimit at once", err)
 		}
 	})
@@ -327,11 +330,10 @@ func TestWaiterWokenThroughAnotherLimiter(t *testing.T) {
 		start := time.Now()
 		go func() {
 			time.Sleep(time.Second)
-			_ = held.Release(ctx)
+			_, _ = held.Release(ctx)
 		}()
-		r, err := a.ReserveN(ctx, "k", 1, -1)
-		if err != nil || !r.OK() {
-			t.Fatalf("waiter: %v, %v", r, err)
+		if d, err := a.WaitN(ctx, "k", 1); err != nil || !d.Allowed() {
+			t.Fatalf("waiter: %v, %v", d, err)
 		}
 		if got := time.Since(start); got != time.Second {
 			t.Errorf("the waiter on a got the slot released through b after %v, want 1s", got)

@@ -36,6 +36,8 @@ var (
 	ErrKeyTooLong = store.ErrKeyTooLong
 	// ErrTooManyStates reports a key with store.MaxStatesPerKey states.
 	ErrTooManyStates = store.ErrTooManyStates
+	// ErrBreakerOpen reports a call an open breaker kept away (ErrStoreUnavailable).
+	ErrBreakerOpen = fmt.Errorf("ratelimit: circuit breaker open, the store was not asked: %w", store.ErrUnavailable)
 )
 
 // Decision is the outcome of one call, read through its methods. The zero
@@ -79,8 +81,7 @@ func (d Decision) Source() Source { return Source(d.word >> sourceShift) }
 // DryRunDenied reports a denial that dry-run mode (WithDryRun) admitted.
 func (d Decision) DryRunDenied() bool { return d.word&dryRunBit != 0 }
 
-// BreakerOpen reports that an open breaker (WithBreaker) kept the call from
-// the store.
+// BreakerOpen reports that an open breaker (WithBreaker) kept the call away.
 func (d Decision) BreakerOpen() bool { return d.word&breakerBit != 0 }
 
 // DryRun returns d as dry-run mode returns it: a denial admitted and marked
@@ -195,14 +196,14 @@ const (
 	FailWithError FailurePolicy = iota
 	// FailOpen admits every request while the store fails.
 	FailOpen
-	// FailClosed denies, with a RetryAfter of FailClosedRetryAfter.
+	// FailClosed denies, with a RetryAfter of one second.
 	FailClosed
 	// FailLocal decides with a limiter in this process's memory alone.
 	FailLocal
 )
 
-// FailClosedRetryAfter is the RetryAfter of decisions made by FailClosed.
-const FailClosedRetryAfter = time.Second
+// failClosedRetryAfter is the RetryAfter of decisions made by FailClosed.
+const failClosedRetryAfter = time.Second
 
 // decided returns r's decision under a limit of limit, made by src.
 func decided(r algorithm.Result, limit int64, src Source) Decision {
@@ -290,8 +291,8 @@ func WithInheritance(rule algorithm.Rule) Option {
 	return optionFunc(func(o *options) { o.inherit = &rule })
 }
 
-// WithResetOnMismatch starts a key whose state another algorithm wrote from
-// what it had used. A Policy sets Limit.ResetOnMismatch.
+// WithResetOnMismatch starts afresh a key whose state no algorithm reads,
+// rather than fail (ErrStateMismatch). A Policy sets Limit.ResetOnMismatch.
 func WithResetOnMismatch() Option {
 	return optionFunc(func(o *options) { o.resetOnMismatch = true })
 }
@@ -341,9 +342,6 @@ func (l *Limiter[K]) Algorithm() algorithm.Algorithm { return l.cur.Load().store
 // state is carried by the limiter's rule (WithInheritance). Errors wrap
 // ErrInvalidConfig (a nil alg, another kind of algorithm), or are the store's.
 func (l *Limiter[K]) SetAlgorithm(alg algorithm.Algorithm) error { return l.replace(0, alg) }
-
-// Window returns the period over which the limiter admits Limit, or 0.
-func (l *Limiter[K]) Window() time.Duration { return windowOf(l.Algorithm()) }
 
 // Quota returns the limit as its user configured it (algorithm.Quoter), or
 // else Limit per Window.
@@ -403,7 +401,9 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) (Decision, error) {
 // fails at once, uncharged; one whose ctx ends first is cancelled.
 func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) {
 	if l.cur.Load().holds {
-		r, err := l.ReserveN(ctx, key, n, -1)
+		r, err := l.waitHold(ctx, &l.hooks, key, n, func() (*Reservation[K], error) {
+			return l.ReserveN(ctx, key, n, 0)
+		})
 		if err != nil {
 			return Decision{}, err
 		}

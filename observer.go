@@ -54,11 +54,11 @@ const (
 	OpCancel
 	// OpRefund is Refund; Decision is the key's state after it.
 	OpRefund
-	// OpRelease is Reservation.Release: the holds of a request that ended.
-	OpRelease
+	// OpSettle is a Reservation's Settle; Cost is the cost settled to.
+	OpSettle
 )
 
-// String returns "allow", "peek", "reserve", "cancel", "refund" or "release".
+// String returns "allow", "peek", "reserve", "cancel", "refund" or "settle".
 func (o Op) String() string {
 	switch o {
 	case OpAllow:
@@ -71,8 +71,8 @@ func (o Op) String() string {
 		return "cancel"
 	case OpRefund:
 		return "refund"
-	case OpRelease:
-		return "release"
+	case OpSettle:
+		return "settle"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }

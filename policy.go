@@ -123,9 +123,6 @@ func (p *Policy[K]) SetLimit(i int, alg algorithm.Algorithm) error { return p.re
 // Limit returns the largest cost one request may have, the least limit's.
 func (p *Policy[K]) Limit() int64 { return p.cur.Load().limit }
 
-// Window returns limit i's window, as Limiter.Window does.
-func (p *Policy[K]) Window(i int) time.Duration { return windowOf(p.cur.Load().spec[i].Algorithm) }
-
 // Quota returns limit i's quota, as Limiter.Quota.
 func (p *Policy[K]) Quota(i int) algorithm.Quota { return quotaOf(p.cur.Load().spec[i].Algorithm) }
 
@@ -148,8 +145,7 @@ func (p *Policy[K]) AllowN(ctx context.Context, key K, n int) (d PolicyDecision,
 	return d, err
 }
 
-// AllowNInto is AllowN writing into d, whatever d held: it saves a copy on a
-// hot path.
+// AllowNInto is AllowN writing into d, whatever d held: a copy saved.
 func (p *Policy[K]) AllowNInto(ctx context.Context, key K, n int, d *PolicyDecision) error {
 	if p.hooks.active() {
 		return p.allowNHooked(ctx, key, n, d)
@@ -207,7 +203,9 @@ func (p *Policy[K]) Wait(ctx context.Context, key K) (PolicyDecision, error) {
 // WaitN blocks until every limit admits n for key, as Limiter.WaitN.
 func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (PolicyDecision, error) {
 	if p.cur.Load().holds {
-		r, err := p.ReserveN(ctx, key, n, -1)
+		r, err := p.waitHold(ctx, &p.hooks, key, n, func() (*Reservation[K], error) {
+			return p.ReserveN(ctx, key, n, 0)
+		})
 		if err != nil {
 			return PolicyDecision{}, err
 		}

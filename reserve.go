@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,11 +18,11 @@ import (
 // that waiters are admitted in the order they booked, each with one store
 // call; Cancel gives a booking back; Refund gives back what was charged.
 
-// MaxDelay is the longest any algorithm can ask to wait.
-const MaxDelay = time.Duration(algorithm.MaxDuration) * time.Microsecond
+// longestDelay is the longest any algorithm can ask to wait.
+const longestDelay = time.Duration(algorithm.MaxDuration) * time.Microsecond
 
-// CancelTimeout bounds the call with which an ended WaitN cancels its booking.
-var CancelTimeout = time.Second
+// cancelTimeout bounds the call with which an ended WaitN cancels its booking.
+const cancelTimeout = time.Second
 
 // Reservation is a request booked by ReserveN, charged already, admitted Delay
 // from now. It is safe for concurrent use.
@@ -35,9 +36,11 @@ type Reservation[K comparable] struct {
 	table    store.Booker[K] // that booked, to cancel; nil when there is nothing to give back
 	e        *engine[K]
 	hooks    *hooks
-	done     atomic.Bool // cancelled, refunded or released
-	holds    bool        // a limit holds (algorithm.Holder): Release gives it back
-	slots    *slotQueues[K]
+	// mu serialises Cancel, Refund, Release and Settle: Settle changes booking.
+	mu    sync.Mutex
+	done  atomic.Bool // given back (cancelled, refunded or released)
+	holds bool        // a limit holds (algorithm.Holder): Release gives it back
+	slots *slotQueues[K]
 }
 
 // OK reports whether the request was booked; one that was not charged nothing.
@@ -56,14 +59,13 @@ func (r *Reservation[K]) Delay() time.Duration {
 func (r *Reservation[K]) Decision() Decision { return r.decision }
 
 // Wait sleeps until the booking is due, or returns ErrNotBooked when it was
-// not booked. When ctx ends first it cancels the booking and returns ctx's
-// error.
+// not booked. When ctx ends first it cancels the booking and returns its error.
 func (r *Reservation[K]) Wait(ctx context.Context) error {
 	if !r.ok {
 		return ErrNotBooked
 	}
 	if err := r.e.sleep(ctx, r.Delay()); err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CancelTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
 		_ = r.Cancel(cctx) // the wait's error is the one to report
 		cancel()
 		return err
@@ -81,6 +83,8 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	if !r.ok || r.table == nil || r.done.Load() {
 		return nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	// Due by the instant the store is given: the store would give nothing
 	// back, and the handle stays for Refund.
 	now := r.e.micros.UnixMicro()
@@ -88,12 +92,7 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 		return nil
 	}
 	start := r.hooks.begin(r.e.clock)
-	err := r.table.Cancel(ctx, r.key, now, r.booking)
-	if err != nil && storeFailed(err) {
-		if cerr := callerEnded(ctx); cerr != nil {
-			err = &endedError{ctxErr: cerr, storeErr: err}
-		}
-	}
+	err := r.storeErr(ctx, r.table.Cancel(ctx, r.key, now, r.booking))
 	if r.holds {
 		r.slots.released(r.key)
 	}
@@ -103,14 +102,53 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	return err
 }
 
-// Refund gives back this reservation's own charge: before it is due as Cancel,
-// after it at most what undoing it leaves; a hold is released. A second call,
-// or one after Release, gives nothing.
-func (r *Reservation[K]) Refund(ctx context.Context) error {
-	if !r.ok || r.table == nil || r.done.Swap(true) {
+// Refund gives back this reservation's charge, at most what undoing it now
+// gives, and returns how much (a Policy: its least); 0 after Reset, once it
+// no longer counts, or a second time (docs/refunds.md).
+func (r *Reservation[K]) Refund(ctx context.Context) (int64, error) {
+	return r.giveBack(ctx, OpRefund, false)
+}
+
+// Settle makes this reservation's charge n (0 ≤ n ≤ 2^40): less is given
+// back as Refund does, more is charged past the limit, a debt later requests
+// wait out. It does nothing after Refund or Cancel (docs/refunds.md).
+func (r *Reservation[K]) Settle(ctx context.Context, n int) error {
+	if n < 0 || int64(n) > algorithm.MaxLimit {
+		return fmt.Errorf("%w: settle to %d", ErrInvalidCost, n)
+	}
+	if !r.ok || r.table == nil || r.done.Load() {
 		return nil
 	}
-	return r.giveBack(ctx, OpRefund, r.booking)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done.Load() {
+		return nil
+	}
+	st, ok := r.table.(store.Settler[K])
+	if !ok {
+		return fmt.Errorf("%w: the store cannot settle a booking (store.Settler)", store.ErrAlgorithmUnsupported)
+	}
+	start := r.hooks.begin(r.e.clock)
+	b, err := st.Settle(ctx, r.key, r.e.micros.UnixMicro(), r.booking, int64(n))
+	err = r.storeErr(ctx, err)
+	if err == nil {
+		r.booking = b
+	}
+	d := r.decision
+	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the settle's
+	end(ctx, r.hooks, r.e.clock, OpSettle, r.key, int64(n), start, &d, err)
+	return err
+}
+
+// storeErr returns err, a give-back's error, as one that says the caller
+// ended when it did and the store failed meanwhile.
+func (r *Reservation[K]) storeErr(ctx context.Context, err error) error {
+	if err != nil && storeFailed(err) {
+		if cerr := callerEnded(ctx); cerr != nil {
+			return &endedError{ctxErr: cerr, storeErr: err}
+		}
+	}
+	return err
 }
 
 // Admission returns the decision admitting the booked request at its instant,
@@ -137,10 +175,19 @@ func bookerOf[K comparable](t store.Table[K]) (store.Booker[K], error) {
 	return nil, fmt.Errorf("%w: the store cannot book, cancel or refund (store.Booker)", store.ErrAlgorithmUnsupported)
 }
 
+// settlerOf returns t's Settle, or an error wrapping
+// store.ErrAlgorithmUnsupported for a store that has none.
+func settlerOf[K comparable](t store.Table[K]) (store.Settler[K], error) {
+	if s, ok := t.(store.Settler[K]); ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: the store cannot settle a booking (store.Settler)", store.ErrAlgorithmUnsupported)
+}
+
 // delayMicros returns d in µs, algorithm.MaxDuration for a negative d or one
-// above MaxDelay.
+// above longestDelay.
 func delayMicros(d time.Duration) int64 {
-	if d < 0 || d > MaxDelay {
+	if d < 0 || d > longestDelay {
 		return algorithm.MaxDuration
 	}
 	return d.Microseconds()
@@ -253,7 +300,7 @@ func (e *engine[K]) failBook(ctx context.Context, ls *limits[K], err error, key 
 // ErrWouldExceedDeadline, charging nothing; one refused by FailClosed is
 // asked again after its RetryAfter, one due beyond the bound on booking
 // ahead (WithMaxBookAhead) once it would fit within it. A caller whose ctx ends first gives its
-// booking back (Cancel, within CancelTimeout). With ErrWouldExceedDeadline
+// booking back (Cancel, within a second). With ErrWouldExceedDeadline
 // it returns the reservation that was not booked, whose decision says
 // when the request would fit.
 func (e *engine[K]) waitBooked(ctx context.Context, reserve func(maxDelay time.Duration) (*Reservation[K], error)) (*Reservation[K], error) {
@@ -388,18 +435,14 @@ func (e *engine[K]) refundStore(ctx context.Context, key K, n int, d *PolicyDeci
 
 // ReserveN books a request of cost n for key at the earliest instant it fits,
 // within maxDelay (negative: any) and WithMaxBookAhead, and charges it now. One
-// not booked in time charges nothing and is not OK; maxDelay 0 decides as AllowN.
-// A limit that holds is not booked ahead: ReserveN waits in turn for a slot, up
-// to maxDelay, and returns it admitted now (see Reservation.Release).
+// not booked in time charges nothing and is not OK; maxDelay 0 decides as AllowN,
+// as any does for an in-flight limit: WaitN waits for a slot.
 func (l *Limiter[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
-	try := func() (*Reservation[K], error) {
-		res := &Reservation[K]{e: &l.engine, hooks: &l.hooks}
-		if err := l.reserve(ctx, &l.hooks, key, n, maxDelay, res); err != nil {
-			return nil, err
-		}
-		return res, nil
+	res := &Reservation[K]{e: &l.engine, hooks: &l.hooks}
+	if err := l.reserve(ctx, &l.hooks, key, n, maxDelay, res); err != nil {
+		return nil, err
 	}
-	return l.reserveHold(ctx, &l.hooks, key, n, maxDelay, try)
+	return res, nil
 }
 
 // Reserve is shorthand for ReserveN(ctx, key, 1, -1).
@@ -407,8 +450,8 @@ func (l *Limiter[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error
 	return l.ReserveN(ctx, key, 1, -1)
 }
 
-// Refund gives back up to n of key's newest due charges that still count, never a
-// booking not yet due; Reservation.Refund gives back one admission exactly.
+// Refund gives back up to n of key's newest due charges that still count, not
+// bookings ahead; Reservation.Refund gives back its own exactly.
 func (l *Limiter[K]) Refund(ctx context.Context, key K, n int) (Decision, error) {
 	var d PolicyDecision
 	err := l.refund(ctx, &l.hooks, key, n, &d)
@@ -417,14 +460,11 @@ func (l *Limiter[K]) Refund(ctx context.Context, key K, n int) (Decision, error)
 
 // ReserveN books a request for every limit at one instant, as Limiter's.
 func (p *Policy[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
-	try := func() (*Reservation[K], error) {
-		res := &Reservation[K]{e: &p.engine, hooks: &p.hooks}
-		if err := p.reserve(ctx, &p.hooks, key, n, maxDelay, res); err != nil {
-			return nil, err
-		}
-		return res, nil
+	res := &Reservation[K]{e: &p.engine, hooks: &p.hooks}
+	if err := p.reserve(ctx, &p.hooks, key, n, maxDelay, res); err != nil {
+		return nil, err
 	}
-	return p.reserveHold(ctx, &p.hooks, key, n, maxDelay, try)
+	return res, nil
 }
 
 // Reserve is shorthand for ReserveN(ctx, key, 1, -1).

@@ -136,7 +136,9 @@ func (bookDownTable) Book(context.Context, string, int64, int64, int64, []algori
 	return algorithm.Result{}, store.Booking{}, false, errBookDown
 }
 func (bookDownTable) Cancel(context.Context, string, int64, store.Booking) error { return errBookDown }
-func (bookDownTable) Undo(context.Context, string, int64, store.Booking) error   { return errBookDown }
+func (bookDownTable) Undo(context.Context, string, int64, store.Booking) (int64, error) {
+	return 0, errBookDown
+}
 func (bookDownTable) Refund(context.Context, string, int64, int64, []algorithm.Result) (algorithm.Result, error) {
 	return algorithm.Result{}, errBookDown
 }
@@ -173,7 +175,7 @@ func TestCancelDueKeepsRefund(t *testing.T) {
 				t.Fatalf("after Cancel of a due booking: %v; want %d left, as before (nothing given back)", d, before.Remaining())
 			}
 			for i := range 2 { // the second Refund gives nothing
-				if err := r.Refund(ctx); err != nil {
+				if _, err := r.Refund(ctx); err != nil {
 					t.Fatal(err)
 				}
 				if d, _ := lim.Peek(ctx, "k"); d.Remaining() != before.Remaining()+1 {

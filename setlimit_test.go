@@ -51,23 +51,18 @@ func TestSetAlgorithmRefusals(t *testing.T) {
 	if err := lim.SetAlgorithm(nil); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 		t.Errorf("nil: %v, want ErrInvalidConfig", err)
 	}
-	if err := lim.SetAlgorithm(log); !errors.Is(err, ratelimit.ErrInvalidConfig) {
-		t.Errorf("another kind: %v, want ErrInvalidConfig", err)
-	}
 	if lim.Algorithm() != bucket {
 		t.Errorf("a refused change replaced the algorithm by %v", lim.Algorithm())
 	}
-	if _, err := lim.Allow(ctx, "k"); err != nil {
+	// Another kind carries what each key had used (algorithm.Carry).
+	if _, err := lim.AllowN(ctx, "k", 3); err != nil {
 		t.Fatal(err)
 	}
-
-	// Asked to, a limiter starts keys of another kind afresh.
-	reset, err := ratelimit.New[string](bucket, memorystore.New[string](), ratelimit.WithResetOnMismatch())
-	if err != nil {
-		t.Fatal(err)
+	if err := lim.SetAlgorithm(log); err != nil {
+		t.Errorf("another kind: %v", err)
 	}
-	if err := reset.SetAlgorithm(log); err != nil {
-		t.Errorf("another kind with ResetOnMismatch: %v", err)
+	if d, err := lim.Peek(ctx, "k"); err != nil || d.Remaining() != 7 {
+		t.Errorf("the log after the bucket's 3: %v, %v; want 7 remaining (what was used carries)", d, err)
 	}
 
 	// A proportional sliding log is no rule.
@@ -193,8 +188,8 @@ func TestWith(t *testing.T) {
 		if _, err := lim.With(nil); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 			t.Errorf("With(nil): %v, want ErrInvalidConfig", err)
 		}
-		if _, err := lim.With(kindsOf(t, 3, time.Minute)["fixedwindow"]); !errors.Is(err, ratelimit.ErrInvalidConfig) {
-			t.Errorf("a fixed window under the quota of a GCRA: %v, want ErrInvalidConfig", err)
+		if _, err := lim.With(kindsOf(t, 3, time.Minute)["fixedwindow"]); err != nil {
+			t.Errorf("a fixed window under the quota of a GCRA: %v, want it to carry what was used", err)
 		}
 		gold := kindsOf(t, 3, time.Minute)["gcra"]
 		w, err := lim.With(gold)

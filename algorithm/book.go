@@ -52,27 +52,66 @@ type Booker interface {
 	Unused(s State, now, act, cost int64) int64
 }
 
-// Undoer is a Booker that gives back one admission of its own, through
-// the booking that made it (a Reservation's Refund): all six algorithms
-// implement it; stores find it by type assertion.
+// Undoer is a Booker that gives back one admission of its own, in whole
+// or in part, through the booking that made it (a Reservation's Refund,
+// Cancel and Settle): all six algorithms implement it; stores find it by
+// type assertion.
 type Undoer interface {
 	Booker
-	// Undo gives back, at now, an admission of cost due at act that s
-	// has charged. Before act (act > now) it gives back Unused(s, now,
-	// act, cost), as a cancel does. At or after act it gives back at most
-	// what the key would hold at now had the admission never been made,
-	// whatever was charged since: the sliding log the admission's own
-	// entry while it is the newest charge, the windows the cost into the
-	// window it was counted in while that window counts, a token bucket
-	// and GCRA the cost less what can have refilled since act
-	// (x/time/rate's CancelAt bound); less where it cannot be known,
-	// never more. The result is Peek(next, now, 1). A state with nothing
-	// to give back is returned as it is. (A store undoes exactly, by
-	// restoring the state before the booking, while the key's state is
-	// still the one it left: see ExactUndo.)
+	// Undo gives back, at now, up to n (1 ≤ n ≤ cost) of an admission of
+	// cost due at act that s has charged, and returns the new state, what
+	// it gave back (between 0 and n) and Peek(next, now, 1).
+	//
+	// exact says that s is the state the admission left (or a Settle of
+	// it, see Settler), read under the same configuration: nothing was
+	// charged or given back since, only time passed. The store knows it
+	// (the same generation, the same header and numbers); the algorithm
+	// then gives back the n newest units of what s charged, as if the
+	// admission had cost n less: its n newest units, wherever they were
+	// counted (a booking ahead, a debt). An algorithm that keeps a Log
+	// finds its admission in the Log, and may ignore exact.
+	//
+	// Otherwise, before act (act > now) it gives back no more than
+	// Unused(s, now, act, cost) says, as a cancel does. At or after act
+	// it gives back at most what the key would hold at now had the
+	// admission cost n less, whatever was charged since: the sliding log
+	// from the admission's own entry while it is in the window, the
+	// windows from the window it was counted in while that window
+	// counts, a token bucket and GCRA n less what can have refilled since
+	// act (x/time/rate's CancelAt bound); less where it cannot be known,
+	// never more.
+	//
+	// What it gives back is in units of cost: those it took off what s
+	// still counted at now (a window's count, a bucket's missing tokens,
+	// GCRA's intervals ahead of now, the log's entry). It is 0 when the
+	// admission no longer counts (its window has ended, the bucket has
+	// refilled), when later charges built on it, or when n < 1. A state
+	// with nothing to give back is returned as it is.
 	//
 	// As with Take, an algorithm that keeps a Log changes it in place.
-	Undo(s State, now, act, cost int64) (State, Result)
+	Undo(s State, now, act, cost, n int64, exact bool) (State, int64, Result)
+}
+
+// Settler is an Undoer whose admissions can be charged more afterwards:
+// a Reservation's Settle to a cost above the one booked. Stores find it
+// by type assertion; an algorithm that is not one cannot be settled up
+// (its Undo still settles down).
+type Settler interface {
+	Undoer
+	// Owe charges n more (n ≥ 1) to an admission due at act that s has
+	// charged, at now, whether or not the limit has room: what goes past
+	// the limit is a debt that later requests wait out, Peek's RetryAfter
+	// exact. From now on, the new state admits no more, at any instant,
+	// than s would had the admission cost n more when it was charged
+	// (settling up never leaves the key better off than charging the
+	// actual cost from the start): a bucket and GCRA charge n at now, the
+	// windows into the window of max(now, act), the log an entry at
+	// max(now, act). A debt is cut where waiting it out would take
+	// longer than MaxDuration (8.9 years). The result is Peek(next, now,
+	// 1).
+	//
+	// As with Take, an algorithm that keeps a Log changes it in place.
+	Owe(s State, now, act, n int64) (State, Result)
 }
 
 // Earliest returns the first instant at or after from at which Peek of s
@@ -238,24 +277,31 @@ func CheckRefund(b Booker, s State, now, n int64, later []int64) (State, Result,
 	return next, r, nil
 }
 
-// CheckUndo reports how u.Undo(s, now, act, cost) departs from what
-// every undo keeps (see [Undoer]), or nil when it keeps it, and returns
-// what Undo returned: the result is Peek of the new state, Remaining grows
-// by at most cost and stays within the limit, and at the instants of
-// later (each ≥ now) the new state admits no more than a fresh one. That
-// it gives back no more than undoing the admission leaves is each
-// algorithm's own property, which its tests check against a model.
-func CheckUndo(u Undoer, s State, now, act, cost int64, later []int64) (State, Result, error) {
+// CheckUndo reports how u.Undo(s, now, act, cost, n, exact) departs
+// from what every undo keeps (see [Undoer]), or nil when it keeps it, and
+// returns what Undo returned: the result is Peek of the new state, what it
+// gave back is within [0, n], Remaining grows by at most n and stays
+// within the limit, and at the instants of later (each ≥ now) the new
+// state admits no more than a fresh one. That it gives back no more than
+// undoing n of the admission leaves is each algorithm's own property,
+// which its tests check against a model.
+func CheckUndo(u Undoer, s State, now, act, cost, n int64, exact bool, later []int64) (State, int64, Result, error) {
 	before := u.Peek(s, now, 1)
-	next, r := u.Undo(s, now, act, cost)
-	fail := func(format string, args ...any) (State, Result, error) {
-		return next, r, fmt.Errorf("undo at %d of %d due at %d: "+format, append([]any{now, cost, act}, args...)...)
+	next, given, r := u.Undo(s, now, act, cost, n, exact)
+	fail := func(format string, args ...any) (State, int64, Result, error) {
+		return next, given, r, fmt.Errorf("undo at %d of %d of %d due at %d (exact %v): "+format, append([]any{now, n, cost, act, exact}, args...)...)
 	}
 	if want := u.Peek(next, now, 1); r != want {
 		return fail("got %+v, Peek of the new state says %+v", r, want)
 	}
-	if r.Remaining < before.Remaining || r.Remaining-before.Remaining > cost || r.Remaining > u.Limit() {
-		return fail("Remaining went from %d to %d: want at least as much, at most %d more, at most the limit %d", before.Remaining, r.Remaining, cost, u.Limit())
+	if given < 0 || given > max(n, 0) {
+		return fail("gave back %d, want within [0, %d]", given, max(n, 0))
+	}
+	if r.Remaining < before.Remaining || r.Remaining-before.Remaining > max(n, 0) || r.Remaining > u.Limit() {
+		return fail("Remaining went from %d to %d: want at least as much, at most %d more, at most the limit %d", before.Remaining, r.Remaining, n, u.Limit())
+	}
+	if r.Remaining > before.Remaining && given == 0 {
+		return fail("Remaining went from %d to %d, but it says it gave back nothing", before.Remaining, r.Remaining)
 	}
 	fresh := u.Init(State{}, now)
 	for _, t := range later {
@@ -265,6 +311,38 @@ func CheckUndo(u Undoer, s State, now, act, cost int64, later []int64) (State, R
 		for _, c := range []int64{1, u.Limit()} {
 			if got, f := u.Peek(next, t, c), u.Peek(fresh, t, c); got.Allowed() && !f.Allowed() || got.Remaining > f.Remaining {
 				return fail("at %d the state admits more than a fresh one: Peek of %d %+v, fresh %+v", t, c, got, f)
+			}
+		}
+	}
+	return next, given, r, nil
+}
+
+// CheckOwe reports how s.Owe(st, now, act, n) departs from its contract
+// (see [Settler]), or nil when it keeps it, and returns what Owe
+// returned: the result is Peek of the new state, Remaining does not grow,
+// and at the instants of later (each ≥ now) the new state admits no more
+// than st does.
+func CheckOwe(s Settler, st State, now, act, n int64, later []int64) (State, Result, error) {
+	orig := CloneState(st)
+	before := s.Peek(orig, now, 1)
+	next, r := s.Owe(st, now, act, n)
+	fail := func(format string, args ...any) (State, Result, error) {
+		return next, r, fmt.Errorf("owe at %d of %d for %d: "+format, append([]any{now, n, act}, args...)...)
+	}
+	if want := s.Peek(next, now, 1); r != want {
+		return fail("got %+v, Peek of the new state says %+v", r, want)
+	}
+	if r.Remaining > before.Remaining {
+		return fail("Remaining went from %d to %d", before.Remaining, r.Remaining)
+	}
+	for _, t := range later {
+		if t < now {
+			continue
+		}
+		for _, c := range []int64{1, max(1, s.Limit()/2), s.Limit()} {
+			got, was := s.Peek(next, t, c), s.Peek(orig, t, c)
+			if got.Allowed() && !was.Allowed() || got.Remaining > was.Remaining {
+				return fail("at %d the state owing admits more than before: Peek of %d %+v, before %+v", t, c, got, was)
 			}
 		}
 	}

@@ -62,11 +62,13 @@ func (s *Slots) Unused(st algorithm.State, now, act, cost int64) int64 {
 	return 0
 }
 
-// Undo releases a hold of cost admitted at act: the units of its own
-// entry, up to cost, while its lease has not ended (act > now − lease),
-// as if it had never been admitted; nothing once it has, so that a release
-// after the lease's end never frees what another hold took since. The
-// result is Peek(next, now, 1).
+// Undo releases up to n (1 ≤ n ≤ cost) of a hold of cost admitted at
+// act: the units of its own entry, while its lease has not ended (act >
+// now − lease), as if it had cost n less; nothing once it has, so that a
+// release after the lease's end never frees what another hold took since.
+// It returns the new state, the units it released (0 when the lease has
+// ended or the entry is gone) and Peek(next, now, 1). The hold is found in
+// the Log by its instant, so exact changes nothing.
 //
 // The entry of act is shared by the holds admitted at the same instant,
 // which end together: a hold given back twice would give back another's
@@ -74,14 +76,16 @@ func (s *Slots) Unused(st algorithm.State, now, act, cost int64) int64 {
 //
 // As Take, Undo changes st.Log in place and returns a state pointing to
 // it.
-func (s *Slots) Undo(st algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+func (s *Slots) Undo(st algorithm.State, now, act, cost, n int64, _ bool) (algorithm.State, int64, algorithm.Result) {
 	es := entries(&st)
-	if act > now-s.lease {
+	var given int64
+	if act > now-s.lease && n > 0 {
 		if k, ok := find(es, act); ok {
-			s.takeOff(&st, k, min(cost, es[k].Cost))
+			given = min(n, cost, es[k].Cost)
+			s.takeOff(&st, k, given)
 		}
 	}
-	return st, s.Peek(st, now, 1)
+	return st, given, s.Peek(st, now, 1)
 }
 
 // find returns the index of the entry of es at act, and whether there is

@@ -255,13 +255,15 @@ end
 -- A hold of bcost admitted at act ≤ now, whose lease has not ended: its
 -- own units, up to bcost, the highest indexes of act, are taken out here,
 -- as if it had never been admitted; nothing once its lease has ended, so
--- that a late release frees nothing another holds (Go: Slots.Undo).
+-- that a late release frees nothing another holds (Go: Slots.Undo). The
+-- part takes them itself: give stays 0, since the refund part that give
+-- feeds takes from the end, and took says how many it took.
 local give = 0
 if state and newest and act > cut then
   local sat = string.format('%d', act)
   local k = redis.call('ZCOUNT', zkey, sat, sat)
-  give = math.min(bcost, k)
-  for j = k - give + 1, k do
+  took = math.min(bcost, k)
+  for j = k - took + 1, k do
     redis.call('ZREM', zkey, string.format('%s:%05d', sat, j))
   end
 end

@@ -73,12 +73,18 @@ func TestUndoReleasesItsOwnHold(t *testing.T) {
 	st, _ = s.Take(st, t1, 1) // B
 	st, _ = s.Take(st, t2, 1) // C
 	// B, in the middle, releases: one slot is free, and A and C still count.
-	st, r := s.Undo(st, t2, t1, 1)
+	st, given, r := s.Undo(st, t2, t1, 1, 1, true)
+	if given != 1 {
+		t.Fatalf("B's release gave back %d, want 1", given)
+	}
 	if want := (algorithm.Result{Remaining: 1, ResetAfter: 4 * d}); r != want {
 		t.Fatalf("B's release: got %+v, want %+v", r, want)
 	}
 	// B again: its entry is gone, nothing more.
-	st, r = s.Undo(st, t2, t1, 1)
+	st, given, r = s.Undo(st, t2, t1, 1, 1, true)
+	if given != 0 {
+		t.Fatalf("B's second release gave back %d, want 0", given)
+	}
 	if want := (algorithm.Result{Remaining: 1, ResetAfter: 4 * d}); r != want {
 		t.Fatalf("B's second release: got %+v, want %+v", r, want)
 	}
@@ -88,17 +94,22 @@ func TestUndoReleasesItsOwnHold(t *testing.T) {
 	if r := s.Peek(st, t4, 1); r.Remaining != 0 {
 		t.Fatalf("at t4: %+v, want nothing left (C and D)", r)
 	}
-	st, r = s.Undo(st, t4, t0, 1)
-	if r.Remaining != 0 {
+	st, given, r = s.Undo(st, t4, t0, 1, 1, false)
+	if r.Remaining != 0 || given != 0 {
 		t.Fatalf("A's release after its lease ended freed a slot: %+v", r)
 	}
 	// C's release frees its one slot, D's its two.
-	st, r = s.Undo(st, t4, t2, 1)
-	if r.Remaining != 1 {
+	st, given, r = s.Undo(st, t4, t2, 1, 1, false)
+	if r.Remaining != 1 || given != 1 {
 		t.Fatalf("C's release: %+v, want 1 left", r)
 	}
-	_, r = s.Undo(st, t4, t4, 2)
-	if want := algorithm.Fresh(3); r != want {
+	// D settles down by one, then releases the other.
+	st, given, _ = s.Undo(st, t4, t4, 2, 1, true)
+	if given != 1 {
+		t.Fatalf("D's partial release gave back %d, want 1", given)
+	}
+	_, given, r = s.Undo(st, t4, t4, 2, 2, true)
+	if want := algorithm.Fresh(3); r != want || given != 1 {
 		t.Fatalf("D's release: %+v, want %+v", r, want)
 	}
 }

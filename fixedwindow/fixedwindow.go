@@ -42,7 +42,7 @@ type Window struct {
 var (
 	_ algorithm.Algorithm = (*Window)(nil)
 	_ algorithm.Booker    = (*Window)(nil)
-	_ algorithm.Undoer    = (*Window)(nil)
+	_ algorithm.Settler   = (*Window)(nil)
 	_ algorithm.Narrow    = (*Window)(nil)
 	_ algorithm.Quoter    = (*Window)(nil)
 )
@@ -199,30 +199,69 @@ func (w *Window) Refund(s algorithm.State, now, n int64) (algorithm.State, algor
 	if index != algorithm.FloorDiv(now, w.window) || count > w.limit {
 		n = 0
 	}
-	return w.give(s, now, n)
+	next, _, r := w.give(s, now, n)
+	return next, r
 }
 
-// give takes up to n off the pointer at now.
-func (w *Window) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+// give takes up to n off the pointer at now, and returns how much it took.
+func (w *Window) give(s algorithm.State, now, n int64) (algorithm.State, int64, algorithm.Result) {
 	index, count := w.at(s, now)
 	if count == 0 || n < 1 {
-		return algorithm.State{N0: s.N0, N1: s.N1}, w.report(index, count, 1, now)
+		return algorithm.State{N0: s.N0, N1: s.N1}, 0, w.report(index, count, 1, now)
 	}
-	count = max(count-n, 0)
-	return algorithm.State{N0: index, N1: count}, w.report(index, count, 1, now)
+	given := min(n, count)
+	count -= given
+	return algorithm.State{N0: index, N1: count}, given, w.report(index, count, 1, now)
 }
 
-// Undo gives back an admission of cost due at act (see algorithm.Undoer):
-// before act nothing (Unused), at or after it the cost, from the count of
-// the window of now, when act lies in that window and nothing is booked
-// past it; nothing once that window has ended.
-func (w *Window) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+// Undo gives back up to n of an admission of cost due at act (see
+// algorithm.Undoer): for the state the admission left (exact), n off the
+// pointer, whose newest units are its own, as far as the window of now
+// still counts them (the window they were charged into, which is not
+// act's when a clock stepped back); otherwise before act nothing (Unused), and at or after
+// it n from the count of the window of now, when act lies in that window
+// and nothing is booked past it. Nothing once the window of act has ended.
+func (w *Window) Undo(s algorithm.State, now, act, cost, n int64, exact bool) (algorithm.State, int64, algorithm.Result) {
+	n = min(n, cost)
 	index, count := w.at(s, now)
-	give := w.Unused(s, now, act, cost)
-	if act <= now && algorithm.FloorDiv(act, w.window) == algorithm.FloorDiv(now, w.window) && index == algorithm.FloorDiv(now, w.window) && count <= w.limit {
-		give = cost
+	cur, due := algorithm.FloorDiv(now, w.window), algorithm.FloorDiv(act, w.window)
+	var give int64
+	switch {
+	case exact:
+		give = n
+	case act > now: // Unused
+	case due == cur && index == cur && count <= w.limit:
+		give = n
 	}
 	return w.give(s, now, give)
+}
+
+// Owe charges n more into the window of max(now, act) (see
+// algorithm.Settler), as Book charges a booking there, whether or not it
+// has room: units past a window's limit are counted in the next window,
+// and so on, a debt that later requests wait out. A debt that passes whole
+// windows moves the state's index on, keeping the pointer within 2·Limit,
+// as Book does; it is cut where the index would lie more than
+// algorithm.MaxDuration after now's (where the state would read as
+// fresh).
+func (w *Window) Owe(s algorithm.State, now, act, n int64) (algorithm.State, algorithm.Result) {
+	index, count := w.at(s, now)
+	n = min(n, 1<<61) // no overflow below; far beyond the cut
+	switch j := algorithm.FloorDiv(max(now, act), w.window) - index; {
+	case j <= 0, j == 1 && count >= w.limit:
+		count += n
+	default:
+		index, count = index+j-1, w.limit+n
+	}
+	if count > 2*w.limit {
+		k := (count - w.limit - 1) / w.limit // count − k·Limit is within (Limit, 2·Limit]
+		if most := algorithm.FloorDiv(now, w.window) + algorithm.MaxDuration/w.window - 1 - index; k > most {
+			k, count = max(most, 0), 2*w.limit+max(most, 0)*w.limit
+		}
+		index, count = index+k, count-k*w.limit
+	}
+	next := algorithm.State{N0: index, N1: count}
+	return next, w.Peek(next, now, 1)
 }
 
 // Unused is 0: a window gives back a booking only through a store's exact

@@ -212,12 +212,13 @@ local nindex = math.floor(now / window)
     n = 0
   end
 end
-local value, ttl, rem, retry, reset = nil, 2, limit, 0, 0
+local value, ttl, rem, retry, reset, gave = nil, 2, limit, 0, 0, 0 -- gave: how many it gave back
 if count > 0 then
   local c = count - n
   if c < 0 then
     c = 0
   end
+  gave = count - c
   if n > 0 then
     value = string.format('%d %d', index, c)
   end

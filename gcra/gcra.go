@@ -61,9 +61,9 @@ type Meter struct {
 }
 
 var (
-	_ algorithm.Narrow = (*Meter)(nil)
-	_ algorithm.Quoter = (*Meter)(nil)
-	_ algorithm.Undoer = (*Meter)(nil)
+	_ algorithm.Narrow  = (*Meter)(nil)
+	_ algorithm.Quoter  = (*Meter)(nil)
+	_ algorithm.Settler = (*Meter)(nil)
 )
 
 // New returns a GCRA admitting bursts of cfg.Burst and one unit per
@@ -187,40 +187,63 @@ func (m *Meter) Refund(s algorithm.State, now, n int64) (algorithm.State, algori
 	if s.N0 > now && s.N0-now > m.tau { // not s.N0-now > tau alone: MinInt64
 		n = 0
 	}
-	return m.give(s, now, n)
+	next, _, r := m.give(s, now, n)
+	return next, r
 }
 
-// Undo gives back an admission of cost due at act (see algorithm.Undoer):
-// before act its Unused; at or after it the cost less the intervals that
-// have begun since act, cost − ⌈(now − act)/Every⌉: TAT had the admission
-// never been made would be cost·Every earlier until it fell behind the
-// clock, and from then on less so by at most the time since act
-// (x/time/rate's CancelAt bound). Exact at act, less as time passes, never
-// more; TAT never before now. A TAT more than tau ahead (bookings not yet
-// due) gives nothing back, as tokenbucket.Bucket.Undo.
-func (m *Meter) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
-	give := m.Unused(s, now, act, cost)
-	if act <= now {
-		give = 0
-		late := now - act
-		if s.N0 > now && s.N0-now > m.tau { // not s.N0-m.tau: MinInt64
-			late = cost * m.every // bookings ahead: nothing
-		}
-		if late < cost*m.every {
-			give = cost - (late+m.every-1)/m.every
+// Undo gives back up to n of an admission of cost due at act (see
+// algorithm.Undoer): for the state the admission left (exact), n
+// intervals off TAT; otherwise before act up to its Unused, and at or
+// after it n less the intervals that have begun since act,
+// n − ⌈(now − act)/Every⌉: TAT had the admission cost n less would be
+// n·Every earlier until it fell behind the clock, and from then on less
+// so by at most the time since act (x/time/rate's CancelAt bound). Exact
+// at act, less as time passes, never more; TAT never before now. A TAT
+// more than tau ahead (bookings not yet due) gives nothing back but
+// exactly, as tokenbucket.Bucket.Undo.
+func (m *Meter) Undo(s algorithm.State, now, act, cost, n int64, exact bool) (algorithm.State, int64, algorithm.Result) {
+	n = min(n, cost)
+	var give int64
+	switch {
+	case exact:
+		give = n
+	case act > now:
+		give = min(n, m.Unused(s, now, act, cost))
+	case s.N0 > now && s.N0-now > m.tau: // bookings ahead; not s.N0-m.tau: MinInt64
+	default:
+		if begun := (now - act + m.every - 1) / m.every; begun < n { // not n·every: a settled cost may be past the burst
+			give = n - begun
 		}
 	}
 	return m.give(s, now, give)
 }
 
-// give moves TAT up to n intervals earlier, but not before now.
-func (m *Meter) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+// give moves TAT up to n intervals earlier, but not before now, and
+// returns how many intervals it moved it: n, or those that were ahead of
+// now when that is less, a part of one counting whole.
+func (m *Meter) give(s algorithm.State, now, n int64) (algorithm.State, int64, algorithm.Result) {
 	if s.N0 <= now || n < 1 { // not s.N0-now: a fresh key's TAT is math.MinInt64
-		return algorithm.State{N0: s.N0}, m.Peek(s, now, 1)
+		return algorithm.State{N0: s.N0}, 0, m.Peek(s, now, 1)
 	}
-	tat := now
-	if debt := s.N0 - now; n <= (debt-1)/m.every { // n·every < debt, with no overflow
-		tat = s.N0 - n*m.every
+	debt := s.N0 - now
+	tat, given := now, (debt+m.every-1)/m.every
+	if n <= (debt-1)/m.every { // n·every < debt, with no overflow
+		tat, given = s.N0-n*m.every, n
+	}
+	next := algorithm.State{N0: tat}
+	return next, given, m.Peek(next, now, 1)
+}
+
+// Owe charges n more units at now (see algorithm.Settler): TAT moves n
+// intervals later, from now when it is behind, past the burst if need be.
+// The debt is cut where it would keep the key waiting longer than
+// algorithm.MaxDuration (a TAT already later stays as it is).
+func (m *Meter) Owe(s algorithm.State, now, act, n int64) (algorithm.State, algorithm.Result) {
+	from := max(s.N0, now)
+	limit := max(from, now+m.tau+algorithm.MaxDuration)
+	tat := limit
+	if n <= (limit-from)/m.every {
+		tat = from + n*m.every
 	}
 	next := algorithm.State{N0: tat}
 	return next, m.Peek(next, now, 1)

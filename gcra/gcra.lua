@@ -172,7 +172,12 @@ if keyed and debt > tau then
   n = 0
 end
 local value
+local gave = 0 -- how many it gave back, a part of one counting whole
 if debt > 0 and n > 0 then
+  gave = n
+  if n * every >= debt then
+    gave = math.ceil(debt / every)
+  end
   if n * every < debt then
     debt = debt - n * every
   else

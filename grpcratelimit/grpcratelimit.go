@@ -139,7 +139,8 @@ type limits[K comparable] struct {
 
 type config struct {
 	cost     func(fullMethod string) int
-	refundIf func(err error) bool // WithRefund's; nil: none
+	refundIf func(err error) bool                                                  // WithRefund's; nil: none
+	settleTo func(ctx context.Context, fullMethod string, resp any, err error) int // WithSettle's; nil: none
 	dryRun   bool
 	onError  func(ctx context.Context, fullMethod string, err error) error
 }
@@ -176,6 +177,25 @@ func WithCost(cost func(fullMethod string) int) Option {
 // policy (the store did not charge it), is not refunded.
 func WithRefund(refund func(err error) bool) Option {
 	return func(c *config) { c.refundIf = refund }
+}
+
+// WithSettle charges a served call what it cost, once the handler has
+// returned: cost gets the call's context, its method, the handler's
+// response (nil for a stream, or when it failed) and error, and returns
+// the cost (WithCost's was the estimate charged to admit the call). An
+// LLM service returns the token count its response reports. The call's
+// reservation is settled to it (ratelimit.Reservation.Settle): less is
+// given back as WithRefund gives back, more is charged past the limit, a
+// debt the key's next calls wait out. A negative cost leaves the charge
+// as it is. Each call is admitted as a reservation at now, as with
+// WithRefund, and the settle is one more store call after the handler
+// returns, with the call's context freed of its cancellation (a store
+// error there is dropped: the call has been answered); WithRefund's
+// refund, when it applies, comes instead. Server interceptors only; a
+// call the store did not charge (dry run past a denial, a failure
+// policy) is not settled.
+func WithSettle(cost func(ctx context.Context, fullMethod string, resp any, err error) int) Option {
+	return func(c *config) { c.settleTo = cost }
 }
 
 // WithDryRun runs the server interceptors in dry-run (shadow) mode: calls
@@ -326,7 +346,7 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 	if ls.lim == nil && ls.policy == nil {
 		return ctx, nil // unlimited
 	}
-	if in.refundIf != nil || in.fieldsOf(ls).Holds() {
+	if in.refundIf != nil || in.settleTo != nil || in.fieldsOf(ls).Holds() {
 		return in.admitRefundable(ctx, fullMethod, key, ls, cost)
 	}
 	if ls.lim != nil {
@@ -349,10 +369,10 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 	return c, nil
 }
 
-// admitRefundable is admit under WithRefund, or for limits that hold (an
-// in-flight limit): the call is admitted as a reservation at now, whose
-// Refund gives back that admission alone, and whose Release frees its
-// slots when the handler returns.
+// admitRefundable is admit under WithRefund or WithSettle, or for limits
+// that hold (an in-flight limit): the call is admitted as a reservation at
+// now, whose Refund gives back that admission alone, whose Settle changes
+// its cost, and whose Release frees its slots when the handler returns.
 func (in *Interceptor[K]) admitRefundable(ctx context.Context, fullMethod string, key K, ls limits[K], cost int) (context.Context, error) {
 	var res *ratelimit.Reservation[K]
 	var err error
@@ -370,14 +390,14 @@ func (in *Interceptor[K]) admitRefundable(ctx context.Context, fullMethod string
 		if err := in.settle(ctx, fullMethod, ls, &d, &c.fields, err); err != nil {
 			return nil, err
 		}
-		c.d, c.refund, c.release = d.Decision, res.Refund, res.Release
+		c.d, c.refund, c.settleTo, c.release = d.Decision, res.Refund, res.Settle, res.Release
 		return c, nil
 	}
 	c := &decided[ratelimit.PolicyDecision]{Context: ctx}
 	if err := in.settle(ctx, fullMethod, ls, &d, &c.fields, err); err != nil {
 		return nil, err
 	}
-	c.d, c.refund, c.release = d, res.Refund, res.Release
+	c.d, c.refund, c.settleTo, c.release = d, res.Refund, res.Settle, res.Release
 	return c, nil
 }
 
@@ -422,10 +442,11 @@ func (in *Interceptor[K]) settle(ctx context.Context, fullMethod string, ls limi
 // fields share its allocation.
 type decided[D ratelimit.Decision | ratelimit.PolicyDecision] struct {
 	context.Context
-	d       D
-	fields  [2]string                   // ratelimit-policy, ratelimit
-	refund  func(context.Context) error // WithRefund's: gives back the admission
-	release func(context.Context) error // frees the call's slots (a limit that holds)
+	d        D
+	fields   [2]string                            // ratelimit-policy, ratelimit
+	refund   func(context.Context) (int64, error) // WithRefund's: gives back the admission
+	settleTo func(context.Context, int) error     // WithSettle's: makes its cost another
+	release  func(context.Context) (int64, error) // frees the call's slots (a limit that holds)
 }
 
 func (c *decided[D]) Value(key any) any {
@@ -475,36 +496,44 @@ func (in *Interceptor[K]) Unary() grpc.UnaryServerInterceptor {
 		}
 		defer release(ctx)
 		resp, err := handler(ctx, req)
-		in.settleRefund(ctx, info.FullMethod, err)
+		in.settleRefund(ctx, info.FullMethod, resp, err)
 		return resp, err
 	}
 }
 
 // settleRefund gives back the cost of the call whose context (as admit
-// returned it) ctx is, when WithRefund asks for it on the handler's err.
-func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, err error) {
-	if in.refundIf == nil || !in.refundIf(err) {
+// returned it) ctx is, when WithRefund asks for it on the handler's err,
+// or else settles it to what WithSettle's func says resp and err cost.
+func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, resp any, err error) {
+	refund := in.refundIf != nil && in.refundIf(err)
+	if !refund && in.settleTo == nil {
 		return
 	}
-	cost := in.cost(fullMethod)
-	if cost == 0 {
+	if in.cost(fullMethod) == 0 {
 		return
 	}
-	var refund func(context.Context) error
+	var give func(context.Context) (int64, error)
+	var settle func(context.Context, int) error
 	switch c := ctx.(type) {
 	case *decided[ratelimit.Decision]:
 		if !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore {
-			refund = c.refund
+			give, settle = c.refund, c.settleTo
 		}
 	case *decided[ratelimit.PolicyDecision]:
 		if !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore {
-			refund = c.refund
+			give, settle = c.refund, c.settleTo
 		}
 	}
-	if refund == nil {
+	if give == nil {
 		return // unlimited, passed on uncharged in dry-run mode, or the failure policy's
 	}
-	_ = refund(context.WithoutCancel(ctx))
+	if refund {
+		_, _ = give(context.WithoutCancel(ctx))
+		return
+	}
+	if n := in.settleTo(ctx, fullMethod, resp, err); n >= 0 {
+		_ = settle(context.WithoutCancel(ctx), n)
+	}
 }
 
 // release frees the slots that the limits that hold (an in-flight limit)
@@ -513,7 +542,7 @@ func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, e
 // or panics. A store error is dropped: the call has been answered, and
 // the slot is freed when its lease ends.
 func release(ctx context.Context) {
-	var release func(context.Context) error
+	var release func(context.Context) (int64, error)
 	switch c := ctx.(type) {
 	case *decided[ratelimit.Decision]:
 		release = c.release
@@ -521,7 +550,7 @@ func release(ctx context.Context) {
 		release = c.release
 	}
 	if release != nil {
-		_ = release(context.WithoutCancel(ctx))
+		_, _ = release(context.WithoutCancel(ctx))
 	}
 }
 
@@ -535,7 +564,7 @@ func (in *Interceptor[K]) Stream() grpc.StreamServerInterceptor {
 		}
 		defer release(ctx)
 		err = handler(srv, contextStream{ss, ctx})
-		in.settleRefund(ctx, info.FullMethod, err)
+		in.settleRefund(ctx, info.FullMethod, nil, err)
 		return err
 	}
 }
@@ -629,7 +658,7 @@ func (in *Interceptor[K]) StreamClient() grpc.StreamClientInterceptor {
 		if res == nil {
 			return cs, err
 		}
-		done := func() { _ = res.Release(context.WithoutCancel(ctx)) }
+		done := func() { _, _ = res.Release(context.WithoutCancel(ctx)) }
 		if err != nil {
 			done()
 			return nil, err

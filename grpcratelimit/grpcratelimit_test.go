@@ -284,7 +284,7 @@ func TestFailurePolicies(t *testing.T) {
 					}
 					if want == codes.ResourceExhausted {
 						wantExhausted(t, err, map[ratelimit.FailurePolicy]time.Duration{
-							ratelimit.FailClosed: ratelimit.FailClosedRetryAfter, ratelimit.FailLocal: time.Second}[tt.policy])
+							ratelimit.FailClosed: time.Second, ratelimit.FailLocal: time.Second}[tt.policy])
 					}
 				}
 			})
@@ -606,9 +606,9 @@ func (s downForTakes) Refund(context.Context, string, int64, int64, []algorithm.
 	s.refunds.Add(1)
 	return algorithm.Result{Remaining: 1}, nil
 }
-func (s downForTakes) Undo(context.Context, string, int64, store.Booking) error {
+func (s downForTakes) Undo(context.Context, string, int64, store.Booking) (int64, error) {
 	s.refunds.Add(1)
-	return nil
+	return 1, nil
 }
 
 // TestWithRefundOnlyWhatTheStoreCharged: a call a failure policy admitted
@@ -652,5 +652,40 @@ func TestFailurePolicyAdvertisesNoQuota(t *testing.T) {
 		if !c.want && (len(policy) != 0 || len(rl) != 0) {
 			t.Errorf("FailOpen's admission: ratelimit-policy %q, ratelimit %q; want none", policy, rl)
 		}
+	}
+}
+
+// WithSettle charges a served call what its response says it cost: here
+// the health service's response, a status that the settle func prices (a
+// stand-in for an LLM response's token count), on a limit of 10 admitting
+// each call at an estimate of 1. A SERVING answer costs 4: after two
+// calls, 2 are left; then a call that settles past the limit leaves a debt
+// the next call waits out.
+func TestWithSettle(t *testing.T) {
+	lim, _ := newLimiter[string](t, 10, memorystore.New[string]())
+	price := 4
+	c := serveBufconn(t, newInterceptor(t, lim, grpcratelimit.Metadata("x-api-key"),
+		grpcratelimit.WithSettle(func(_ context.Context, method string, resp any, err error) int {
+			if r, ok := resp.(*healthpb.HealthCheckResponse); !ok || err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				return -1 // the estimate stands
+			}
+			return price
+		})))
+	bob := withKey("bob")
+	for i := range 2 {
+		if err := check(bob, c); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if d, err := lim.Peek(context.Background(), "bob"); err != nil || d.Remaining() != 2 {
+		t.Fatalf("after 2 calls that cost 4 each: %v, %v; want 2 remaining", d, err)
+	}
+	price = 12
+	if err := check(bob, c); err != nil {
+		t.Fatalf("third call: %v", err)
+	}
+	err := check(bob, c)
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("the call after a settle past the limit: %v, want ResourceExhausted", err)
 	}
 }

@@ -183,9 +183,9 @@ func (s downForTakes) Refund(context.Context, string, int64, int64, []algorithm.
 	s.refunds.Add(1)
 	return algorithm.Result{Remaining: 1}, nil
 }
-func (s downForTakes) Undo(context.Context, string, int64, store.Booking) error {
+func (s downForTakes) Undo(context.Context, string, int64, store.Booking) (int64, error) {
 	s.refunds.Add(1)
-	return nil
+	return 1, nil
 }
 
 // TestWithRefundOnlyWhatTheStoreCharged: a request the failure policy

@@ -69,12 +69,13 @@ type config struct {
 	cost       func(*http.Request) int
 	legacy     bool
 	dryRun     bool
-	onError    func(http.ResponseWriter, *http.Request, error) // nil: answerError
-	logger     *slog.Logger                                    // nil: slog.Default()
-	advertised map[string]Advertised                           // by the limit's own name
-	maxWait    time.Duration                                   // WithWait's; 0: none
-	maxWaiting int64                                           // WithWait's bound on requests held at once; 0: none
-	refundIf   func(status int) bool                           // WithRefund's; nil: none
+	onError    func(http.ResponseWriter, *http.Request, error)  // nil: answerError
+	logger     *slog.Logger                                     // nil: slog.Default()
+	advertised map[string]Advertised                            // by the limit's own name
+	maxWait    time.Duration                                    // WithWait's; 0: none
+	maxWaiting int64                                            // WithWait's bound on requests held at once; 0: none
+	refundIf   func(status int) bool                            // WithRefund's; nil: none
+	settleTo   func(*http.Request, int, http.Header, int64) int // WithSettle's; nil: none
 }
 
 // WithWait lets a request that does not fit now wait for its turn, up to
@@ -115,6 +116,25 @@ func WithWait(maxWait time.Duration, maxWaiting int) Option {
 // Middleware.Refund themselves.
 func WithRefund(refund func(status int) bool) Option {
 	return func(c *config) { c.refundIf = refund }
+}
+
+// WithSettle charges a request what its response says it cost, once the
+// handler has returned: cost gets the request, the response's status, its
+// header (trailers included, as http.TrailerPrefix keys the handler set)
+// and the bytes of body written, and returns the cost (the request's
+// WithCost was the estimate charged to admit it). An LLM proxy that puts
+// the upstream's token count in a trailer returns it; a download limit
+// returns written. The request's reservation is settled to it
+// (ratelimit.Reservation.Settle): less is given back as WithRefund gives
+// back, more is charged past the limit, a debt the key's next requests
+// wait out. A negative cost leaves the charge as it is. Each request is
+// admitted as a reservation at now, as with WithRefund, and the settle is
+// one more store call after the response, with the request's context freed
+// of its cancellation; WithRefund's refund, when it applies, comes
+// instead. Handler does it; adapters that call Admit call
+// Middleware.Settle themselves.
+func WithSettle(cost func(r *http.Request, status int, header http.Header, written int64) int) Option {
+	return func(c *config) { c.settleTo = cost }
 }
 
 // Option configures a Middleware.
@@ -353,14 +373,19 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 		if d, _ := r.Context().Value(decisionsKey{}).(*decided); d != nil && d.release != nil {
 			defer m.Release(r)
 		}
-		if m.refundIf == nil {
+		if m.refundIf == nil && m.settleTo == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
-		if m.refundIf(sw.code()) {
+		switch {
+		case m.refundIf != nil && m.refundIf(sw.code()):
 			m.Refund(r)
+		case m.settleTo != nil:
+			if n := m.settleTo(r, sw.code(), sw.Header(), sw.written); n >= 0 {
+				m.Settle(r, n)
+			}
 		}
 	})
 }
@@ -380,7 +405,7 @@ func (m *Middleware[K]) Refund(r *http.Request) bool {
 	if !ok || d.refund == nil || d.d.DryRunDenied() || d.d.Source() != ratelimit.FromStore {
 		return false // the store did not charge it
 	}
-	if err := d.refund(context.WithoutCancel(r.Context())); err != nil {
+	if _, err := d.refund(context.WithoutCancel(r.Context())); err != nil {
 		m.log(r, http.StatusServiceUnavailable, fmt.Errorf("refund: %w", err))
 		return false
 	}
@@ -400,17 +425,39 @@ func (m *Middleware[K]) Release(r *http.Request) bool {
 	if !ok || d.release == nil {
 		return false
 	}
-	if err := d.release(context.WithoutCancel(r.Context())); err != nil {
+	if _, err := d.release(context.WithoutCancel(r.Context())); err != nil {
 		m.log(r, http.StatusServiceUnavailable, fmt.Errorf("release: %w", err))
 		return false
 	}
 	return true
 }
 
-// statusWriter records the status a handler answers with.
+// Settle makes the cost the middleware charged for r, a request it
+// admitted (r as Admit returned it), n to every limit that charged it
+// (ratelimit.Reservation.Settle), and reports whether it did. It needs a
+// middleware built WithSettle (or WithRefund), whose Handler calls it with
+// the cost WithSettle's func returns; an adapter calling Admit calls it
+// itself. Only what the store charged is settled, as Refund refunds only
+// that. A store error goes to the logger, as the request has been
+// answered.
+func (m *Middleware[K]) Settle(r *http.Request, n int) bool {
+	d, ok := r.Context().Value(decisionsKey{}).(*decided)
+	if !ok || d.settle == nil || d.d.DryRunDenied() || d.d.Source() != ratelimit.FromStore {
+		return false // the store did not charge it
+	}
+	if err := d.settle(context.WithoutCancel(r.Context()), n); err != nil {
+		m.log(r, http.StatusServiceUnavailable, fmt.Errorf("settle: %w", err))
+		return false
+	}
+	return true
+}
+
+// statusWriter records the status a handler answers with, and the bytes
+// of body it writes.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status  int
+	written int64
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -424,7 +471,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.written += int64(n)
+	return n, err
 }
 
 // Unwrap lets http.ResponseController reach the writer's own methods.
@@ -486,7 +535,7 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 	}
 	dd := newDecided(f, d)
 	if res != nil {
-		dd.refund = res.Refund // the method value costs an allocation: only when asked for
+		dd.refund, dd.settle = res.Refund, res.Settle // method values cost allocations: only when asked for
 		if f.Holds() {
 			dd.release = res.Release
 		}
@@ -496,20 +545,22 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 
 // decide charges cost for key to ls, and returns the fields of ls. With
 // WithWait it books a request that does not fit now, and waits for it;
-// with WithRefund, or when a limit holds (an in-flight limit), it books
-// one that fits now, and returns its reservation, whose Refund gives back
-// that admission alone and whose Release frees its slots.
+// with WithRefund or WithSettle, or when a limit holds (an in-flight
+// limit), it books one that fits now, and returns its reservation, whose
+// Refund gives back that admission alone, whose Settle changes its cost
+// and whose Release frees its slots.
 func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, *ratelimit.Reservation[K], error) {
+	booked := m.refundIf != nil || m.settleTo != nil || m.maxWait > 0 && !m.dryRun
 	if ls.lim != nil {
 		f := m.fields.Limiter(ls.lim)
-		if m.refundIf != nil || f.Holds() || m.maxWait > 0 && !m.dryRun {
+		if booked || f.Holds() {
 			return m.wait(ctx, key, ls, cost)
 		}
 		d, err := ls.lim.AllowN(ctx, key, cost)
 		return ratelimit.DecisionOfOne(d), f, nil, err
 	}
 	f := m.fields.Policy(ls.policy)
-	if m.refundIf != nil || f.Holds() || m.maxWait > 0 && !m.dryRun {
+	if booked || f.Holds() {
 		return m.wait(ctx, key, ls, cost)
 	}
 	d, err := ls.policy.AllowN(ctx, key, cost)
@@ -590,8 +641,9 @@ type decisionsKey struct{}
 type decided struct {
 	named   []Named
 	d       ratelimit.PolicyDecision
-	refund  func(context.Context) error // gives the request's cost back (Refund)
-	release func(context.Context) error // frees its slots (Release); nil when no limit holds
+	refund  func(context.Context) (int64, error) // gives the request's cost back (Refund)
+	settle  func(context.Context, int) error     // makes the request's cost another (Settle)
+	release func(context.Context) (int64, error) // frees its slots (Release); nil when no limit holds
 }
 
 func newDecided(f *Fields, d ratelimit.PolicyDecision) *decided {

@@ -44,23 +44,29 @@ func (l *Log) Refund(s algorithm.State, now, n int64) (algorithm.State, algorith
 	if entries := live(&s); len(entries) > 0 && entries[len(entries)-1].At > at(&s, now) {
 		n = 0
 	}
-	return l.give(s, now, n)
+	next, _, r := l.give(s, now, n)
+	return next, r
 }
 
-// Undo gives back an admission of cost due at act (see algorithm.Undoer):
-// before act its Unused; at or after it, while act is in the window at
-// now, the admission's own entry: the cost comes off the entry at act
-// (which holds at least cost of its own) and off the cumulative cost of
-// every later entry (at most maxRewrite of them), as if it had never been
-// admitted; the entry goes when nothing of its own is left. Nothing once
-// act has left the window.
+// Undo gives back up to n of an admission of cost due at act (see
+// algorithm.Undoer), from its own entry, found in the log whether exact
+// or not: before act up to its Unused; at or after it, while act is in
+// the window at now, n comes off the entry at act (which holds at least
+// cost of its own) and off the cumulative cost of every later entry (at
+// most maxRewrite of them), as if the admission had cost n less; the
+// entry goes when nothing of its own is left. Nothing once act has left
+// the window.
 //
 // As Take, Undo changes s.Log in place and returns a state pointing to
 // it.
-func (l *Log) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
-	give := l.Unused(s, now, act, cost)
-	if act <= now && act > at(&s, now)-l.window && removeOwn(&s, act, cost) {
-		return s, l.Peek(s, now, 1)
+func (l *Log) Undo(s algorithm.State, now, act, cost, n int64, _ bool) (algorithm.State, int64, algorithm.Result) {
+	n = min(n, cost)
+	if n < 1 {
+		return s, 0, l.Peek(s, now, 1)
+	}
+	give := min(n, l.Unused(s, now, act, cost))
+	if act <= now && act > at(&s, now)-l.window && removeOwn(&s, act, cost, n) {
+		return s, n, l.Peek(s, now, 1)
 	}
 	if act <= now {
 		t := at(&s, now)
@@ -71,22 +77,34 @@ func (l *Log) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, al
 				prev = entries[k-2].Cost
 			}
 			if entries[k-1].Cost-prev >= cost {
-				give = cost
+				give = n
 			}
 		}
 	}
 	return l.give(s, now, give)
 }
 
+// Owe charges n more at max(now, act) (see algorithm.Settler), whether
+// or not the window has room: an entry logged there as a booking is, or
+// added to the newest when that is later, that keeps later requests
+// waiting until it leaves the window. n is cut at algorithm.MaxLimit,
+// which keeps any window waiting as long.
+//
+// As Take, Owe changes s.Log in place and returns a state pointing to it.
+func (l *Log) Owe(s algorithm.State, now, act, n int64) (algorithm.State, algorithm.Result) {
+	l.charge(&s, now, act, min(n, algorithm.MaxLimit), true)
+	return s, l.Peek(s, now, 1)
+}
+
 // maxRewrite is the most later entries an Undo rewrites: the script's
 // trim bound, so that a refund stays O(1000) commands on Redis.
 const maxRewrite = 1000
 
-// removeOwn takes cost off the entry at act, when it holds that much of
+// removeOwn takes n off the entry at act, when it holds at least cost of
 // its own and is not the newest (the newest is given back from the end,
 // as Refund does), and off every later entry's cumulative cost, dropping
 // the entry when nothing of its own is left. It reports whether it did.
-func removeOwn(s *algorithm.State, act, cost int64) bool {
+func removeOwn(s *algorithm.State, act, cost, n int64) bool {
 	entries := live(s)
 	i := sort.Search(len(entries), func(i int) bool { return entries[i].At >= act })
 	if s.N2 <= 0 || i >= len(entries)-1 || entries[i].At != act || len(entries)-1-i > maxRewrite {
@@ -100,7 +118,7 @@ func removeOwn(s *algorithm.State, act, cost int64) bool {
 		return false
 	}
 	for j := i; j < len(entries); j++ {
-		entries[j].Cost -= cost
+		entries[j].Cost -= n
 	}
 	if entries[i].Cost == prev {
 		g := s.Log
@@ -108,20 +126,22 @@ func removeOwn(s *algorithm.State, act, cost int64) bool {
 		copy(g.Entries[k:], g.Entries[k+1:])
 		g.Entries = g.Entries[:len(g.Entries)-1]
 	}
-	s.N2 -= cost
+	s.N2 -= n
 	return true
 }
 
-// give takes up to n off the cost in the window at now, newest first.
-func (l *Log) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+// give takes up to n off the cost in the window at now, newest first,
+// and returns how much it took.
+func (l *Log) give(s algorithm.State, now, n int64) (algorithm.State, int64, algorithm.Result) {
 	t := at(&s, now)
 	entries := live(&s)
 	i, base := split(&s, entries, t-l.window)
 	used := s.N2 - base
 	if used <= 0 || n < 1 {
-		return s, l.Peek(s, now, 1)
+		return s, 0, l.Peek(s, now, 1)
 	}
-	total := s.N2 - min(n, used)
+	given := min(n, used)
+	total := s.N2 - given
 	// The first entry in the window whose cumulative cost is above what
 	// is left: it shrinks to total, unless the entry before it ends
 	// there, and every later one goes. The newest entry is above it.
@@ -144,7 +164,7 @@ func (l *Log) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.
 		g.Entries, g.Head = g.Entries[:0], 0
 		s.N0, s.N1 = 0, 0
 	}
-	return s, l.Peek(s, now, 1)
+	return s, given, l.Peek(s, now, 1)
 }
 
 // Unused returns cost when a booking of cost due at act is still ahead

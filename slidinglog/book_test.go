@@ -81,7 +81,7 @@ func TestBookSteps(t *testing.T) {
 	before := l.Peek(s, t2, 1)
 	s, r = l.Refund(s, t2, 4)
 	step("Refund(4) at t2", r, before)
-	s, _ = l.Undo(s, t2, t4, 3)
+	s, _, _ = l.Undo(s, t2, t4, 3, 3, false)
 	s, r = l.Refund(s, t2, 1)
 	step("Refund(1) at t2", r, ok(2, 2*d))
 	if got := s.Log.Entries[s.Log.Head:]; !slices.Equal(got, []algorithm.Entry{{At: t0, Cost: 2}}) {
@@ -374,7 +374,7 @@ func history(t *testing.T, rng *rand.Rand, limit, window int64, steps int) {
 			}
 			before := l.Peek(s, now, 1)
 			if err == nil {
-				s, r, err = algorithm.CheckUndo(l, s, now, b.act, b.cost, later(now))
+				s, _, r, err = algorithm.CheckUndo(l, s, now, b.act, b.cost, b.cost, false, later(now))
 				if b.act <= now {
 					// Due: given back by its handle (Undo), its own units.
 					u = m.undo(now, b.act, b.cost)

@@ -76,7 +76,7 @@ var (
 	_ algorithm.Algorithm = (*Log)(nil)
 	_ algorithm.Quoter    = (*Log)(nil)
 	_ algorithm.Booker    = (*Log)(nil)
-	_ algorithm.Undoer    = (*Log)(nil)
+	_ algorithm.Settler   = (*Log)(nil)
 )
 
 // New returns a sliding log admitting cfg.Limit per cfg.Window, or an error

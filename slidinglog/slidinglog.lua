@@ -547,7 +547,7 @@ end
 -- that is not the newest and holds bcost of its own loses it, and every
 -- later member (at most 1000) its cumulative count lowered by bcost; the
 -- member goes when nothing of its own is left, here: give stays 0, since
--- the refund part that give feeds takes from the end.
+-- the refund part that give feeds takes from the end, and took says it.
 local give = 0
 if last and last == act and act > t - window then
   local own = total
@@ -596,6 +596,7 @@ elseif last and act > t - window then
       if total < 0 then
         total = total + modulus
       end
+      took = bcost
     end
   end
 end

@@ -67,7 +67,7 @@ type Window struct {
 var (
 	_ algorithm.Algorithm = (*Window)(nil)
 	_ algorithm.Booker    = (*Window)(nil)
-	_ algorithm.Undoer    = (*Window)(nil)
+	_ algorithm.Settler   = (*Window)(nil)
 	_ algorithm.Quoter    = (*Window)(nil)
 )
 
@@ -267,43 +267,83 @@ func (w *Window) Refund(s algorithm.State, now, n int64) (algorithm.State, algor
 	if v := w.at(s, now); v.index != algorithm.FloorDiv(now, w.window) || v.count > w.limit {
 		n = 0
 	}
-	return w.give(s, now, n)
+	next, _, r := w.give(s, now, n)
+	return next, r
 }
 
-// give takes up to n off the count at now, then off the previous window's.
-func (w *Window) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+// give takes up to n off the count at now, then off the previous
+// window's, and returns how much it took.
+func (w *Window) give(s algorithm.State, now, n int64) (algorithm.State, int64, algorithm.Result) {
 	v := w.at(s, now)
 	if v.count == 0 && v.prev == 0 || n < 1 {
-		return s, w.report(v, w.used(v), now, 1)
+		return s, 0, w.report(v, w.used(v), now, 1)
 	}
 	c := min(n, v.count)
+	p := min(n-c, v.prev)
 	v.count -= c
-	v.prev -= min(n-c, v.prev)
+	v.prev -= p
 	s.N0, s.N1, s.N2 = v.index, v.count, v.prev
-	return s, w.report(v, w.used(v), now, 1)
+	return s, c + p, w.report(v, w.used(v), now, 1)
 }
 
-// Undo gives back an admission of cost due at act (see algorithm.Undoer):
-// before act nothing (Unused); at or after it, when nothing is booked past
-// the window of now, the cost from the count when act lies in the window
-// of now, or from the previous window's count when it lies there and the
+// Undo gives back up to n of an admission of cost due at act (see
+// algorithm.Undoer): for the state the admission left (exact), n off the
+// count and then the previous window's (its newest units are the
+// admission's own) as far as the state still counts them at now (in the
+// windows they were charged into, later than act's when a clock stepped
+// back); otherwise
+// before act nothing (Unused), and at or after it, when nothing is booked
+// past the window of now, n from the count when act lies in the window of
+// now, or from the previous window's count when it lies there and the
 // window of now has counted nothing (a cost taken from the count instead
 // would count longer); nothing once act's window no longer counts.
-func (w *Window) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
+func (w *Window) Undo(s algorithm.State, now, act, cost, n int64, exact bool) (algorithm.State, int64, algorithm.Result) {
+	n = min(n, cost)
 	v := w.at(s, now)
-	give := w.Unused(s, now, act, cost)
-	cur := algorithm.FloorDiv(now, w.window)
-	if act <= now && v.index == cur && v.count <= w.limit {
-		switch algorithm.FloorDiv(act, w.window) {
-		case cur:
-			give = cost
-		case cur - 1:
-			if v.count == 0 {
-				give = cost
-			}
-		}
+	cur, due := algorithm.FloorDiv(now, w.window), algorithm.FloorDiv(act, w.window)
+	var give int64
+	switch {
+	case exact:
+		give = n
+	case act > now: // Unused
+	case v.index == cur && v.count <= w.limit && (due == cur || due == cur-1 && v.count == 0):
+		give = n
 	}
 	return w.give(s, now, give)
+}
+
+// Owe charges n more into the window of max(now, act) (see
+// algorithm.Settler), as Book charges a booking there, whether or not it
+// has room: units past a window's limit are counted in the next window,
+// and so on, a debt that later requests wait out. A debt that passes whole
+// windows moves the state's index on, the window before it full, keeping
+// the pointer within 2·Limit, as Book does; it is cut where the index
+// would lie more than algorithm.MaxDuration after now's (where the state
+// would read as fresh).
+func (w *Window) Owe(s algorithm.State, now, act, n int64) (algorithm.State, algorithm.Result) {
+	v := w.at(s, now)
+	n = min(n, 1<<61) // no overflow below; far beyond the cut
+	switch j := algorithm.FloorDiv(max(now, act), w.window) - v.index; {
+	case j <= 0, j == 1 && v.count >= w.limit:
+		v.count += n
+	case j == 1:
+		v.count = w.limit + n
+	default:
+		v.index, v.count, v.prev = v.index+j-1, w.limit+n, w.limit
+	}
+	if v.count > 2*w.limit {
+		k := (v.count - w.limit - 1) / w.limit // count − k·Limit is within (Limit, 2·Limit]
+		if most := algorithm.FloorDiv(now, w.window) + algorithm.MaxDuration/w.window - 1 - v.index; k > most {
+			k = max(most, 0)
+			v.count = 2*w.limit + k*w.limit
+		}
+		v.index, v.count = v.index+k, v.count-k*w.limit
+		if k > 0 {
+			v.prev = w.limit
+		}
+	}
+	s.N0, s.N1, s.N2 = v.index, v.count, v.prev
+	return s, w.Peek(s, now, 1)
 }
 
 // Unused is 0: a counter gives back a booking only through a store's

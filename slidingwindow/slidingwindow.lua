@@ -332,10 +332,11 @@ local nindex = math.floor(now / window)
     n = 0
   end
 end
-local value, ttl, rem, retry, reset = nil, 2, limit, 0, 0
+local value, ttl, rem, retry, reset, gave = nil, 2, limit, 0, 0, 0 -- gave: how many it gave back
 if count > 0 or prev > 0 then
   local c = math.min(n, count)
   local rc, rp = count - c, prev - math.min(n - c, prev)
+  gave = c + prev - rp
   local rused = rc
   if rp > 0 then
     local q, r = muldiv(rp, window - elapsed, window)

@@ -205,15 +205,18 @@ type Limit struct {
 	// with other parameters (see algorithm.Tag) is carried: AsIs, the
 	// zero value, or Proportional.
 	Inherit algorithm.Rule
-	// ResetOnMismatch reads a key whose state under this ID was written
-	// by another algorithm as this algorithm's fresh state charged with
-	// what that state had used at the decision's instant
-	// (algorithm.Carry, at most the limit), and one in a format this
-	// version does not read as fresh, instead of failing with
-	// ErrStateMismatch: switching algorithms never hands out a fresh
-	// quota. The state is replaced only when a request is admitted (a
-	// denial's RetryAfter is computed from the carried usage, and a Peek
-	// reports it); a Refund or Cancel gives nothing of it back.
+	// ResetOnMismatch reads a key whose state under this ID no algorithm
+	// of this module can read (a format this version does not read, a
+	// Redis key of another type, an algorithm of no registered Kind) as
+	// fresh, instead of failing with ErrStateMismatch. A state another
+	// Kind of algorithm wrote is read, either way, as this algorithm's
+	// fresh state charged with what that state had used at the decision's
+	// instant (algorithm.Carry, at most the limit): switching algorithms
+	// never hands out a fresh quota. Such a state is replaced only when a
+	// request is admitted (a denial's RetryAfter is computed from the
+	// carried usage, and a Peek reports it); a Refund or Cancel gives
+	// nothing of it back. User data under a store's prefix is never
+	// overwritten without it.
 	ResetOnMismatch bool
 }
 
@@ -328,8 +331,10 @@ func LimitsOf(algs ...algorithm.Algorithm) []Limit {
 	return out
 }
 
-// Booking is what a table's Book returns for Cancel: the booked instant
-// and cost, and what the table needs to give the booking back exactly.
+// Booking is what a table's Book returns for Cancel, Undo and Settle:
+// the booked instant and cost, and what the table needs to tell the
+// key's state the booking charged from any other (a generation per
+// limit) and to give the booking back exactly.
 type Booking struct {
 	// Act is the instant (Unix µs, on the table's clock) the booking is
 	// due at.
@@ -337,13 +342,38 @@ type Booking struct {
 	// Cost is what was booked.
 	Cost int64
 	// Undo is the table's own record of the states the booking left and
-	// replaced, per limit; only the table that made it reads it.
+	// replaced, and of their generations, per limit; only the table that
+	// made it reads it.
 	Undo any
-	// HoldsOnly, set by the caller of Booker.Undo, gives the booking back
+	// Release, set by the caller of Booker.Undo, gives the booking back
 	// to the limits whose algorithm holds (algorithm.Holder) alone, and
 	// leaves every other limit charged: a Reservation's Release, the end
-	// of a request that happened.
-	HoldsOnly bool
+	// of a request that happened. Gives says which limits give back.
+	Release bool
+}
+
+// Gives reports whether Booker.Undo of b gives anything back to a limit
+// of algorithm alg: every limit, except for a Release, which frees the
+// holds (algorithm.Holder) alone.
+func (b Booking) Gives(alg algorithm.Algorithm) bool {
+	return !b.Release || algorithm.Holds(alg)
+}
+
+// Settler is implemented by tables that change a booking's cost after it
+// is made (every table of this module's stores): a Reservation's Settle.
+// Its method is safe for concurrent use, and atomic per key as Take is.
+type Settler[K comparable] interface {
+	// Settle makes b's cost n (0 ≤ n ≤ algorithm.MaxLimit), at now, and
+	// returns the booking at its new cost, for later calls to give back
+	// or settle again. Below b.Cost, every limit gives back b.Cost − n as
+	// Undo gives back (algorithm.Undoer, a partial undo; n = 0 is Undo);
+	// above it, every limit is charged n − b.Cost even past its limit
+	// (algorithm.Settler.Owe), a debt later requests wait out, in the
+	// key's state as it is now. It returns an error wrapping
+	// ErrAlgorithmUnsupported, changing nothing, when a limit's algorithm
+	// cannot be charged so (not an algorithm.Settler), and one wrapping
+	// algorithm.ErrInvalidCost for an n out of range.
+	Settle(ctx context.Context, key K, now int64, b Booking, n int64) (Booking, error)
 }
 
 // Booker is implemented by tables that book admissions ahead of their
@@ -360,19 +390,22 @@ type Booker[K comparable] interface {
 	// a denied Take does, and the combined result's RetryAfter is at
 	// least the instant the search reached, less now.
 	Book(ctx context.Context, key K, now, cost, maxDelay int64, out []algorithm.Result) (r algorithm.Result, b Booking, ok bool, err error)
-	// Cancel gives b back, at now: exactly, for every limit whose state is
-	// still the one the booking left; otherwise as far as the algorithm's
-	// Unused says. Nothing once b is due (b.Act ≤ now).
+	// Cancel gives b back, at now, as Undo does before b is due. Nothing
+	// once b is due (b.Act ≤ now).
 	Cancel(ctx context.Context, key K, now int64, b Booking) error
-	// Undo gives b back, at now, as a Reservation's Refund does: before
-	// b is due, as Cancel; once due, exactly for every limit whose state
-	// is still the one the booking left, otherwise as far as the
-	// algorithm's Undo says (algorithm.Undoer): never more than the key
-	// would hold had the booking never been made. A limit whose state is
-	// another kind's (carried) or gone gets nothing back. With
-	// b.HoldsOnly, only the limits whose algorithm is an
-	// algorithm.Holder give anything back.
-	Undo(ctx context.Context, key K, now int64, b Booking) error
+	// Undo gives b back, at now, as a Reservation's Refund does, and
+	// returns what it gave back: the least any limit gave back, in units
+	// of b.Cost (algorithm.Undoer). A limit whose state is of another
+	// generation than the one b charged (forgotten by Reset, expired or
+	// evicted, and made again since), or carried from another kind, or
+	// gone, gets nothing back; one whose state is still the one b left
+	// (the same generation, config and numbers) gets the state before b
+	// back, exactly; any other gets what the algorithm's Undo gives in the
+	// state as it is now (before b is due, its Unused): never more than
+	// the key would hold had b never been made, never a later charge.
+	// With b.Release, only the limits b.Gives to give anything back, and
+	// what it returns is the least of theirs.
+	Undo(ctx context.Context, key K, now int64, b Booking) (int64, error)
 	// Refund gives back up to n (n ≥ 1) of what every limit charged key
 	// (algorithm.Booker.Refund), and reports each limit's state for a
 	// cost of 1. A key without state is left without.

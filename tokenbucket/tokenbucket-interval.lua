@@ -237,12 +237,13 @@ if keyed and tokens < 0 then
   n = 0
 end
 local value
+local gave = 0 -- how many it gave back
 if tokens < capacity and n > 0 then
-  if n < capacity - tokens then
-    tokens = tokens + n
-  else
-    tokens = capacity
+  gave = capacity - tokens -- apart: gopher-lua (miniredis) assigns "a, b = x, f(a)" in turn
+  if n < gave then
+    gave = n
   end
+  tokens = tokens + gave
   value = string.format('%d %d', tokens, last)
 end
 local rem, retry, reset = math.max(tokens, 0), wait(tokens, 1, last, now), wait(tokens, capacity, last, now)
@@ -253,7 +254,9 @@ end
 
 --@unused
 -- What a booking of bcost due at act gives back (Go:
--- IntervalBucket.Unused): bcost less the debt still owed at act.
+-- IntervalBucket.Unused): all of it while nothing is booked after it (no
+-- debt at act), else nothing: the refills between may fill the bucket,
+-- which absorbs its units.
 local function floordiv(a, b)
   local q = math.floor(a / b)
   if q * b > a then
@@ -280,9 +283,8 @@ if act > now then
       due = due + ticks * per
     end
   end
-  give = bcost + math.min(due, 0)
-  if give < 0 then
-    give = 0
+  if due >= 0 then
+    give = bcost
   end
 end
 

@@ -58,9 +58,9 @@ type Bucket struct {
 }
 
 var (
-	_ algorithm.Narrow = (*Bucket)(nil)
-	_ algorithm.Quoter = (*Bucket)(nil)
-	_ algorithm.Undoer = (*Bucket)(nil)
+	_ algorithm.Narrow  = (*Bucket)(nil)
+	_ algorithm.Quoter  = (*Bucket)(nil)
+	_ algorithm.Settler = (*Bucket)(nil)
 )
 
 // New returns a bucket of cfg.Capacity tokens refilled at cfg.Rate tokens
@@ -274,44 +274,68 @@ func (b *Bucket) Refund(s algorithm.State, now, n int64) (algorithm.State, algor
 	if b.at(tokens, last, now) < 0 {
 		n = 0
 	}
-	return b.give(s, now, n)
+	next, _, r := b.give(s, now, n)
+	return next, r
 }
 
-// Undo gives back an admission of cost due at act (see algorithm.Undoer):
-// before act its Unused; at or after it, x/time/rate's CancelAt bound, the
-// cost less the refill since act, cost − rate·(now − act), rounded down:
-// the key would hold no more had the admission never been made, since the
-// tokens it took are lost only while that bucket sat full, at most the
-// refill since act. Exact at act, less as time passes, never more; up to
-// the capacity. A bucket in debt gives nothing back: bookings made since
-// counted on the refill until they are due, which the bound does not
-// cover, and a debt given back would hide them from Refund.
-func (b *Bucket) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
-	give := b.Unused(s, now, act, cost)
-	if act <= now {
-		left := float64(float64(cost) - float64(float64(now-act)*b.perMicro))
-		if tokens, last := load(s); b.at(tokens, last, now) < 0 {
-			left = 0
-		}
-		give = 0
-		if left >= 1 {
-			give = min(int64(left), cost)
+// Undo gives back up to n of an admission of cost due at act (see
+// algorithm.Undoer): for the state the admission left (exact), n tokens,
+// which it alone took; otherwise before act up to its Unused, and at or
+// after act x/time/rate's CancelAt bound, n less the refill since act,
+// n − rate·(now − act), rounded down: the key would hold no more had the
+// admission cost n less, since the tokens it took are lost only while
+// that bucket sat full, at most the refill since act. Exact at act, less
+// as time passes, never more; up to the capacity. A bucket in debt gives
+// nothing back but exactly: bookings made since counted on the refill
+// until they are due, which the bound does not cover, and a debt given
+// back would hide them from Refund. What it gave back is the tokens it
+// put back, a fraction counting whole.
+func (b *Bucket) Undo(s algorithm.State, now, act, cost, n int64, exact bool) (algorithm.State, int64, algorithm.Result) {
+	n = min(n, cost)
+	var give int64
+	switch tokens, last := load(s); {
+	case exact:
+		give = n
+	case act > now:
+		give = min(n, b.Unused(s, now, act, cost))
+	case b.at(tokens, last, now) >= 0:
+		if left := float64(float64(n) - float64(float64(now-act)*b.perMicro)); left >= 1 {
+			give = min(int64(left), n)
 		}
 	}
 	return b.give(s, now, give)
 }
 
-// give puts up to n tokens back, up to the capacity.
-func (b *Bucket) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+// give puts up to n tokens back, up to the capacity, and returns how many
+// it put back: n, or the room the bucket had when that is less, a
+// fraction of a token counting whole.
+func (b *Bucket) give(s algorithm.State, now, n int64) (algorithm.State, int64, algorithm.Result) {
 	tokens, last := load(s)
 	held := b.at(tokens, last, now)
 	if held >= b.capacity || n < 1 {
-		return algorithm.State{N0: s.N0, N1: s.N1}, b.Peek(s, now, 1)
+		return algorithm.State{N0: s.N0, N1: s.N1}, 0, b.Peek(s, now, 1)
+	}
+	given := n
+	if room := math.Ceil(b.capacity - held); room < float64(n) {
+		given = int64(room)
 	}
 	left := min(held+float64(n), b.capacity)
 	if remaining(left)-remaining(held) > n {
 		left = math.Nextafter(left, math.Inf(-1))
 	}
+	next := algorithm.State{N0: int64(math.Float64bits(left)), N1: max(last, now)}
+	return next, given, b.Peek(next, now, 1)
+}
+
+// Owe charges n more tokens at now (see algorithm.Settler), below zero if
+// need be: a debt that refills at the bucket's rate. The debt is cut where
+// refilling it would take longer than algorithm.MaxDuration (a state
+// already deeper stays as it is).
+func (b *Bucket) Owe(s algorithm.State, now, act, n int64) (algorithm.State, algorithm.Result) {
+	tokens, last := load(s)
+	held := b.at(tokens, last, now)
+	floor := -float64(float64(algorithm.MaxDuration) * b.perMicro)
+	left := max(held-float64(n), min(held, floor), -maxTokens)
 	next := algorithm.State{N0: int64(math.Float64bits(left)), N1: max(last, now)}
 	return next, b.Peek(next, now, 1)
 }
@@ -364,9 +388,9 @@ type IntervalBucket struct {
 }
 
 var (
-	_ algorithm.Narrow = (*IntervalBucket)(nil)
-	_ algorithm.Quoter = (*IntervalBucket)(nil)
-	_ algorithm.Undoer = (*IntervalBucket)(nil)
+	_ algorithm.Narrow  = (*IntervalBucket)(nil)
+	_ algorithm.Quoter  = (*IntervalBucket)(nil)
+	_ algorithm.Settler = (*IntervalBucket)(nil)
 )
 
 // NewInterval returns a bucket of cfg.Capacity tokens that gains cfg.Tokens
@@ -528,51 +552,84 @@ func (b *IntervalBucket) Refund(s algorithm.State, now, n int64) (algorithm.Stat
 	if tokens, _ := b.at(s.N0, s.N1, now); tokens < 0 {
 		n = 0
 	}
-	return b.give(s, now, n)
+	next, _, r := b.give(s, now, n)
+	return next, r
 }
 
-// Undo gives back an admission of cost due at act (see algorithm.Undoer):
-// before act its Unused; at or after it the cost less Tokens for each
-// refill that can have come since act, ⌈(now − act)/Interval⌉ of them
-// (Bucket.Undo's bound in whole refills): never more than the key would
-// hold had the admission never been made; up to the capacity. A bucket in
-// debt gives nothing back, as Bucket.Undo.
-func (b *IntervalBucket) Undo(s algorithm.State, now, act, cost int64) (algorithm.State, algorithm.Result) {
-	give := b.Unused(s, now, act, cost)
-	if act <= now {
-		give = 0
-		tokens, _ := b.at(s.N0, s.N1, now)
-		if ticks := ceilDiv(now-act, b.interval); ticks < ceilDiv(cost, b.tokens) && tokens >= 0 {
-			give = cost - ticks*b.tokens
+// Undo gives back up to n of an admission of cost due at act (see
+// algorithm.Undoer): for the state the admission left (exact), n tokens;
+// otherwise before act up to its Unused, and at or after it n less Tokens
+// for each refill that can have come since act, ⌈(now − act)/Interval⌉
+// of them (Bucket.Undo's bound in whole refills): never more than the key
+// would hold had the admission cost n less; up to the capacity. A bucket
+// in debt gives nothing back but exactly, as Bucket.Undo.
+func (b *IntervalBucket) Undo(s algorithm.State, now, act, cost, n int64, exact bool) (algorithm.State, int64, algorithm.Result) {
+	n = min(n, cost)
+	var give int64
+	switch tokens, _ := b.at(s.N0, s.N1, now); {
+	case exact:
+		give = n
+	case act > now:
+		give = min(n, b.Unused(s, now, act, cost))
+	case tokens >= 0:
+		if ticks := ceilDiv(now-act, b.interval); ticks < ceilDiv(n, b.tokens) {
+			give = n - ticks*b.tokens
 		}
 	}
 	return b.give(s, now, give)
 }
 
-// give puts up to n tokens back, up to the capacity.
-func (b *IntervalBucket) give(s algorithm.State, now, n int64) (algorithm.State, algorithm.Result) {
+// give puts up to n tokens back, up to the capacity, and returns how many
+// it put back.
+func (b *IntervalBucket) give(s algorithm.State, now, n int64) (algorithm.State, int64, algorithm.Result) {
 	tokens, last := b.at(s.N0, s.N1, now)
 	if tokens >= b.capacity || n < 1 {
-		return algorithm.State{N0: s.N0, N1: s.N1}, b.Peek(s, now, 1)
+		return algorithm.State{N0: s.N0, N1: s.N1}, 0, b.Peek(s, now, 1)
 	}
-	left := b.capacity
+	left, given := b.capacity, b.capacity-tokens
 	if n < b.capacity-tokens { // not tokens+n: n may be as large as anyone asks
-		left = tokens + n
+		left, given = tokens+n, n
+	}
+	next := algorithm.State{N0: left, N1: last}
+	return next, given, b.Peek(next, now, 1)
+}
+
+// Owe charges n more tokens at now (see algorithm.Settler), below zero if
+// need be: a debt that whole refills pay off. The debt is cut where
+// refilling it would take longer than algorithm.MaxDuration (a state
+// already deeper stays as it is).
+func (b *IntervalBucket) Owe(s algorithm.State, now, act, n int64) (algorithm.State, algorithm.Result) {
+	tokens, last := b.at(s.N0, s.N1, now)
+	floor := -int64(maxTokens)
+	if ticks := algorithm.MaxDuration / b.interval; ticks <= maxTokens/b.tokens {
+		floor = -ticks * b.tokens
+	}
+	left := min(tokens, floor)
+	if n < tokens-left { // not tokens−n: n may be as large as anyone asks
+		left = tokens - n
 	}
 	next := algorithm.State{N0: left, N1: last}
 	return next, b.Peek(next, now, 1)
 }
 
 // Unused returns how much of a booking of cost due at act the bucket may
-// give back at now (see Bucket.Unused): the cost less the debt still owed
-// at act, which later bookings charged against the refills after it.
+// give back at now: all of it while nothing is booked after it (the
+// bucket holds no debt at act); otherwise nothing. A later booking is due
+// at a refill, and the refills between act and it may fill the bucket to
+// its capacity, which then absorbs the booking's units: x/time/rate's rule
+// (the cost less the debt still owed at act, as Bucket.Unused gives back)
+// would give them back a second time (found by FuzzSettle: 67 tokens, 76
+// a second, 49 booked for the next refill and 22 for the one after, whose
+// refills fill the bucket either way).
 func (b *IntervalBucket) Unused(s algorithm.State, now, act, cost int64) int64 {
 	if act <= now {
 		return 0
 	}
 	tokens, last := b.at(s.N0, s.N1, now)
-	due, _ := b.at(tokens, last, act)
-	return max(min(cost+due, cost), 0)
+	if due, _ := b.at(tokens, last, act); due < 0 {
+		return 0
+	}
+	return cost
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -250,11 +250,18 @@ end
 -- bucket has nothing to give back. A sum rounded up to n+1 whole tokens
 -- more is taken a float lower (Go: math.Nextafter toward -Inf; the sum is
 -- then at least 1). By key nothing while in debt: bookings not yet due.
+-- gave: how many it gave back, n or the room when less, a fraction of a
+-- token counting whole.
 if keyed and avail < 0 then
   n = 0
 end
 local value
+local gave = 0
 if avail < capacity and n > 0 then
+  gave = n
+  if capacity - avail < n then
+    gave = math.ceil(capacity - avail)
+  end
   local was = 0
   if avail > 0 then
     was = math.floor(avail)

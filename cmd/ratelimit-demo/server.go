@@ -276,7 +276,7 @@ type configJSON struct {
 
 func (s *server) configOf(a *active) configJSON {
 	return configJSON{demoConfig: a.cfg, Generation: a.gen, Description: a.desc,
-		MaxCost: a.policy.Limit(), WindowMs: millis(a.policy.Window(0)), Stores: s.stores()}
+		MaxCost: a.policy.Limit(), WindowMs: millis(a.policy.Quota(0).Window), Stores: s.stores()}
 }
 
 func (s *server) handleGetConfig(w http.ResponseWriter, r *http.Request) {

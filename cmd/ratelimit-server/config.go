@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -91,11 +92,19 @@ type rule struct {
 	alg algorithm.Algorithm
 	// statsKey names the rule in metrics: domain.key_value.key…
 	statsKey string
+	// proto is limitProto's, made on first use.
+	proto atomic.Pointer[rlspb.RateLimitResponse_RateLimit]
 }
 
-// limitProto is the rule as a response's current_limit.
+// limitProto is the rule as a response's current_limit: one message per
+// rule, shared by its responses (gRPC only reads it).
 func (r *rule) limitProto() *rlspb.RateLimitResponse_RateLimit {
-	return &rlspb.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.requestsPerUnit, Unit: r.unit}
+	if p := r.proto.Load(); p != nil {
+		return p
+	}
+	p := &rlspb.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.requestsPerUnit, Unit: r.unit}
+	r.proto.Store(p)
+	return p
 }
 
 // entryKey names a child of a descriptor node: a key alone, or a key and

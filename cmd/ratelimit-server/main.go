@@ -37,6 +37,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
@@ -97,6 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.service.metadata, "response-metadata", false, "add dynamic metadata (domain, descriptors, metadata of the rules that passed) to responses")
 	fs.BoolVar(&o.service.shadow, "shadow-mode", false, "answer OK to every request, whatever the limits say (global shadow mode)")
 	fs.BoolVar(&o.service.quota, "quota-mode", false, "treat every rule as quota_mode: a request is over only when all its limited descriptors are (global quota mode)")
+	fs.IntVar(&o.service.denials, "denial-cache-keys", 0, "answer a descriptor its rule denied from memory until the denial ends, for up to this many descriptor values per rule, without asking the store (envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES); 0 turns it off")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 10*time.Second, "how long a graceful stop waits for calls in flight")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -134,6 +136,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if f.bad {
 			return o, fmt.Errorf("%s must be positive", f.name)
 		}
+	}
+	if o.service.denials < 0 || o.service.denials > ratelimit.MaxDenialCacheKeys {
+		return o, fmt.Errorf("-denial-cache-keys must be 0 (off) to %d", ratelimit.MaxDenialCacheKeys)
 	}
 	return o, nil
 }
@@ -193,7 +198,6 @@ func newApp(o options, clk clock.Clock, log *slog.Logger) (*app, error) {
 			return nil, err
 		}
 		st, probe, a.close = r.store, r.probe, r.close
-		o.service.parallel = true
 	}
 	if clk == nil {
 		clk = clock.Local()

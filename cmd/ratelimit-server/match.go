@@ -131,7 +131,11 @@ func stateKey(domain string, entries []*rlcommon.RateLimitDescriptor_Entry, patt
 	for _, e := range entries {
 		n += len(e.GetKey()) + len(e.GetValue()) + 16
 	}
-	b := make([]byte, 0, n)
+	var buf [256]byte // most keys: one allocation, the string's
+	b := buf[:0]
+	if n > len(buf) {
+		b = make([]byte, 0, n)
+	}
 	b = appendField(b, domain)
 	for i, e := range entries {
 		b = append(b, '|')

@@ -75,7 +75,7 @@ var ruleStatNames = [nRuleStats]string{"total_hits", "over_limit", "near_limit",
 
 // The library's operations and outcomes (ratelimit.Op, ratelimit.Outcome).
 const (
-	nOps      = int(ratelimit.OpRefund) + 1
+	nOps      = int(ratelimit.OpSettle) + 1
 	nOutcomes = int(ratelimit.OutcomeError) + 1
 )
 

@@ -47,9 +47,9 @@ type serviceOptions struct {
 	shadow bool
 	// quota makes every rule a quota_mode one (global quota mode).
 	quota bool
-	// parallel asks the store for a request's descriptors concurrently
-	// (for a remote store; in memory, one after the other is cheaper).
-	parallel bool
+	// denials is the size of each rule's denial cache (-denial-cache-keys;
+	// ratelimit.WithDenialCache), 0 for none.
+	denials int
 	// maxDescriptors is the most descriptors a request may carry
 	// (-max-descriptors).
 	maxDescriptors int
@@ -153,6 +153,9 @@ func (s *service) newLimiter(alg algorithm.Algorithm) (*ratelimit.Limiter[string
 		ratelimit.WithObserver(s.metrics),
 		// A dead store fails calls at once, not after each one's timeout.
 		ratelimit.WithBreaker(ratelimit.Breaker{}),
+	}
+	if s.opts.denials > 0 {
+		opts = append(opts, ratelimit.WithDenialCache(s.opts.denials))
 	}
 	return ratelimit.New(alg, s.st, opts...)
 }
@@ -311,7 +314,7 @@ func (s *service) loadedFor(req *rlspb.RateLimitRequest) (*limits, error) {
 func (s *service) items(l *limits, req *rlspb.RateLimitRequest) ([]item, error) {
 	dom := l.cfg.domains[req.Domain]
 	items := make([]item, len(req.Descriptors))
-	replacing := map[string]bool{}
+	var replacing map[string]bool // made for the first rule that replaces
 	for i, desc := range req.Descriptors {
 		it := &items[i]
 		if o := desc.GetLimit(); o != nil {
@@ -332,6 +335,9 @@ func (s *service) items(l *limits, req *rlspb.RateLimitRequest) ([]item, error) 
 			continue
 		}
 		for _, name := range r.replaces {
+			if replacing == nil {
+				replacing = map[string]bool{}
+			}
 			replacing[name] = true
 		}
 		if r.unlimited {
@@ -356,7 +362,8 @@ func (s *service) items(l *limits, req *rlspb.RateLimitRequest) ([]item, error) 
 
 // overallCode returns the request's code from its decided items: over the
 // limit when a rate descriptor is over, or every quota descriptor is. It
-// sets the status of the items with no rule or an unlimited one.
+// sets the status of the items with no rule or an unlimited one, in resp
+// when it is not nil.
 func (s *service) overallCode(items []item, resp *rlspb.RateLimitResponse) rlspb.RateLimitResponse_Code {
 	overRate, overQuota, quotas := 0, 0, 0
 	for i := range items {
@@ -364,10 +371,14 @@ func (s *service) overallCode(items []item, resp *rlspb.RateLimitResponse) rlspb
 		r := it.m.rule
 		switch {
 		case r == nil:
-			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+			if resp != nil {
+				resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+			}
 			continue
 		case it.unlimited:
-			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			if resp != nil {
+				resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			}
 			continue
 		}
 		quota := s.quotaMode(r)
@@ -394,34 +405,95 @@ func (s *service) overallCode(items []item, resp *rlspb.RateLimitResponse) rlspb
 // of a request: its own quota_mode, or -quota-mode for all.
 func (s *service) quotaMode(r *rule) bool { return r.quota || s.opts.quota }
 
-// decideAll asks the store about every item with a limit, concurrently when
-// the store is remote and there is more than one.
+// decideAll asks the store about every item with a limit. The charges go
+// together, in one call (ratelimit.AllowAll: one Redis script per request,
+// or per node of a cluster), all-or-none: a request denied is charged to
+// none of its descriptors. When the descriptors that denied do not deny
+// the request (shadow_mode, or quota_mode ones not all over), the others
+// are charged by a second call. Peeks and refunds (hits_addend 0,
+// is_negative_hits) are asked one by one. No store call gets the
+// caller's cancellation or deadline: it is bounded by the store's own
+// timeout, and needs no goroutine of its own.
 func (s *service) decideAll(ctx context.Context, items []item) {
-	calls := 0
+	ctx = context.WithoutCancel(ctx)
+	var buf [4]int
+	charges := buf[:0]
 	for i := range items {
-		if s.needsStore(&items[i]) {
-			calls++
+		it := &items[i]
+		if s.needsStore(it) && !it.negative && it.hits > 0 && it.hits <= it.lim.Limit() {
+			charges = append(charges, i)
+			continue
 		}
+		s.decide(ctx, it)
 	}
-	if !s.opts.parallel || calls < 2 {
-		for i := range items {
+	switch {
+	case len(charges) == 0:
+		return
+	case sameKeys(items, charges):
+		// One key twice is one state, which the store cannot decide twice
+		// at once: one call each, given back on a denial.
+		for _, i := range charges {
 			s.decide(ctx, &items[i])
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	for i := range items {
-		if !s.needsStore(&items[i]) {
-			s.decide(ctx, &items[i])
+	s.chargeAll(ctx, items, charges)
+	if items[charges[0]].charged || items[charges[0]].err != nil {
+		return
+	}
+	// Denied, charging nothing: by descriptors that deny the request, or
+	// only by shadow_mode ones, or quota_mode ones not all over, which
+	// leave the others to charge.
+	if s.overall(items) == rlspb.RateLimitResponse_OVER_LIMIT {
+		return
+	}
+	var fits []int
+	for _, i := range charges {
+		if !items[i].over {
+			fits = append(fits, i)
+		}
+	}
+	if len(fits) > 0 {
+		s.chargeAll(ctx, items, fits)
+	}
+}
+
+// chargeAll charges the items at idx together, all-or-none.
+func (s *service) chargeAll(ctx context.Context, items []item, idx []int) {
+	var buf [4]ratelimit.Request[string]
+	reqs := buf[:0]
+	for _, i := range idx {
+		it := &items[i]
+		reqs = append(reqs, ratelimit.Request[string]{Limiter: it.lim, Key: it.key, N: int(it.hits)})
+	}
+	ok, err := ratelimit.AllowAll(ctx, reqs)
+	for j, i := range idx {
+		it := &items[i]
+		if err != nil {
+			it.err = fmt.Errorf("%s: %w", it.m.rule.statsKey, err)
 			continue
 		}
-		wg.Add(1)
-		go func(it *item) {
-			defer wg.Done()
-			s.decide(ctx, it)
-		}(&items[i])
+		it.d = reqs[j].Decision
+		it.over = !it.d.Allowed()
+		it.charged = ok
 	}
-	wg.Wait()
+}
+
+// sameKeys reports whether two of the items at idx have one key.
+func sameKeys(items []item, idx []int) bool {
+	for a := range idx {
+		for b := range a {
+			if items[idx[a]].key == items[idx[b]].key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// overall is overallCode without the statuses.
+func (s *service) overall(items []item) rlspb.RateLimitResponse_Code {
+	return s.overallCode(items, nil)
 }
 
 func (s *service) needsStore(it *item) bool {

@@ -32,7 +32,7 @@ func Example_miniredis() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.New(alg, st)
+	lim, err := ratelimit.New(alg, st, ratelimit.WithName("api"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -96,6 +96,7 @@ func TestBucketsBookMirror(t *testing.T) {
 			type booked struct {
 				act, cost int64
 				pre, post string
+				gen       string
 			}
 			var books []booked
 			var log []string
@@ -138,8 +139,8 @@ func TestBucketsBookMirror(t *testing.T) {
 				case op < 7:
 					maxDelay := rng.Int64N(3 * alg.Limit() * period)
 					log = append(log, fmt.Sprintf("book %d at %d within %d", cost, now, maxDelay))
-					reply, err := eval(bookS, now, cost, strconv.FormatInt(maxDelay, 10)).StringSlice()
-					if err != nil || len(reply) != 7 && len(reply) != 5 { // 5: not booked, no values
+					reply, err := eval(bookS, now, cost, strconv.FormatInt(maxDelay, 10), testNonce).StringSlice()
+					if err != nil || len(reply) != 8 && len(reply) != 5 { // 5: not booked, no values
 						fail("book: script %q (%v)", reply, err)
 					}
 					act := algorithm.Earliest(alg, s, now, cost)
@@ -149,7 +150,7 @@ func TestBucketsBookMirror(t *testing.T) {
 					if ok {
 						s, want = alg.Book(s, now, act, cost)
 						present = true
-						books = append(books, booked{act, cost, pre, value()})
+						books = append(books, booked{act, cost, reply[5], reply[6], reply[7]})
 					} else {
 						want = alg.Peek(s, now, cost)
 					}
@@ -158,7 +159,7 @@ func TestBucketsBookMirror(t *testing.T) {
 						strconv.FormatInt(want.Remaining, 10), strconv.FormatInt(want.RetryAfter, 10), strconv.FormatInt(want.ResetAfter, 10)}); got != w {
 						fail("book: script %v, Go %v", got, w)
 					}
-					if ok && (reply[5] != pre || reply[6] != value()) {
+					if ok && (noGen(reply[5]) != pre || noGen(reply[6]) != value() || reply[7] != testGen) {
 						fail("book: script's values before and after %q, %q; Go's %q, %q", reply[5], reply[6], pre, value())
 					}
 				case op < 8:
@@ -180,22 +181,27 @@ func TestBucketsBookMirror(t *testing.T) {
 					}
 					b := books[rng.IntN(len(books))]
 					log = append(log, fmt.Sprintf("cancel %d due at %d at %d", b.cost, b.act, now))
-					reply, err := eval(cancelS, now, b.cost, strconv.FormatInt(b.act, 10), b.pre, b.post).Int64Slice()
+					reply, err := eval(cancelS, now, b.cost, strconv.FormatInt(b.act, 10), b.pre, b.post, b.gen).Int64Slice()
 					// As the stores cancel: the state before comes back
 					// while the booking's is still there, else Unused is
 					// refunded; nothing once the booking is due.
 					var give int64
 					switch {
 					case b.act <= now:
-					case b.post != "" && value() == b.post:
-						give, present = b.cost, b.pre != ""
+					case b.post != "" && value() == noGen(b.post):
+						// What Go's exact Undo gives back of it, the state
+						// before put back.
+						_, give, _ = alg.(algorithm.Undoer).Undo(s, now, b.act, b.cost, b.cost, true)
+						present = b.pre != ""
 						if present {
-							s = parse(t, alg, b.pre[len(hdr):])
+							s = parse(t, alg, noGen(b.pre)[len(hdr):])
 						}
 					default:
-						if give = alg.Unused(s, now, b.act, b.cost); give > 0 {
-							s, _ = alg.(algorithm.Undoer).Undo(s, now, b.act, b.cost)
-							present = true
+						// What Go's Undo gives back (before act, its Unused, to
+						// the capacity).
+						var next algorithm.State
+						if next, give, _ = alg.(algorithm.Undoer).Undo(s, now, b.act, b.cost, b.cost, false); give > 0 {
+							s, present = next, true
 						}
 					}
 					if err != nil || len(reply) != 1 || reply[0] != give {
@@ -206,7 +212,7 @@ func TestBucketsBookMirror(t *testing.T) {
 				if err == redis.Nil {
 					got, err = "", nil
 				}
-				if err != nil || got != value() {
+				if err != nil || noGen(got) != value() {
 					fail("stored %q (%v), Go's state %+v is %q", got, err, s, value())
 				}
 			}

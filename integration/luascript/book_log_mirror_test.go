@@ -118,7 +118,7 @@ func (m *bookMirror) takeOrPeek(now, cost int64) (got, want []int64) {
 // book books cost at now, at most maxDelay ahead, and returns the instant
 // booked at (when booked).
 func (m *bookMirror) book(now, cost, maxDelay int64) (got, want []string, act int64, ok bool) {
-	got, err := m.eval(m.ops[luascript.OpBook], now, cost, strconv.FormatInt(maxDelay, 10)).StringSlice()
+	got, err := m.eval(m.ops[luascript.OpBook], now, cost, strconv.FormatInt(maxDelay, 10), testNonce).StringSlice()
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -143,6 +143,11 @@ func (m *bookMirror) book(now, cost, maxDelay int64) (got, want []string, act in
 	}
 	for range m.limits {
 		want = append(want, "", "") // a log's values: none, it cancels by Unused (and none when not booked)
+		if ok {
+			want = append(want, testGen) // the generation it gave the log
+		} else {
+			want = append(want, "")
+		}
 	}
 	return got, want, act, ok
 }
@@ -164,7 +169,7 @@ func (m *bookMirror) refund(now, n int64) (got, want []int64) {
 func (m *bookMirror) cancel(now, act, cost int64) (got, want []int64) {
 	extra := []any{strconv.FormatInt(act, 10)}
 	for range m.limits {
-		extra = append(extra, "", "")
+		extra = append(extra, "", "", testGen)
 	}
 	got, err := m.eval(m.ops[luascript.OpCancel], now, cost, extra...).Int64Slice()
 	if err != nil {
@@ -174,7 +179,7 @@ func (m *bookMirror) cancel(now, act, cost int64) (got, want []int64) {
 		give := int64(0)
 		if act > now {
 			if give = l.alg.Unused(l.s, now, act, cost); give > 0 {
-				l.s, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost)
+				l.s, _, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost, cost, false)
 			}
 		}
 		want = append(want, give)
@@ -189,7 +194,7 @@ func (m *bookMirror) cancel(now, act, cost int64) (got, want []int64) {
 func (m *bookMirror) undo(now, act, cost int64) (got, want []int64) {
 	extra := []any{strconv.FormatInt(act, 10)}
 	for range m.limits {
-		extra = append(extra, "", "")
+		extra = append(extra, "", "", testGen)
 	}
 	got, err := m.eval(m.ops[luascript.OpUndo], now, cost, extra...).Int64Slice()
 	if err != nil {
@@ -197,25 +202,9 @@ func (m *bookMirror) undo(now, act, cost int64) (got, want []int64) {
 	}
 	for _, l := range m.limits {
 		give := int64(0)
-		if act > now {
-			give = l.alg.Unused(l.s, now, act, cost)
-		} else if s := l.s; s.Log != nil && s.N2 > 0 {
-			t := now
-			if s.N1 > now {
-				t = s.N1
-			}
-			es := s.Log.Entries[s.Log.Head:]
-			if k := len(es); k > 0 && es[k-1].At == act && act > t-int64(l.alg.Spec().Params[1]) {
-				prev := s.N0
-				if k > 1 {
-					prev = es[k-2].Cost
-				}
-				if es[k-1].Cost-prev >= cost {
-					give = cost
-				}
-			}
-		}
-		l.s, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost)
+		// What Go's Undo says it gave back, an admission taken from the
+		// middle of the log included.
+		l.s, give, _ = l.alg.(algorithm.Undoer).Undo(l.s, now, act, cost, cost, false)
 		want = append(want, give)
 	}
 	return got, want

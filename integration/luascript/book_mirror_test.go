@@ -120,8 +120,8 @@ func mirrorBookings(t *testing.T, client redis.UniversalClient, alg algorithm.Al
 				maxDelay = algorithm.MaxDuration
 			}
 			what = fmt.Sprintf("step %d: book %d at %d within %d", i, cost, now, maxDelay)
-			reply, err := run(ops[luascript.OpBook], now, cost, strconv.FormatInt(maxDelay, 10)).StringSlice()
-			if err != nil || len(reply) != 7 {
+			reply, err := run(ops[luascript.OpBook], now, cost, strconv.FormatInt(maxDelay, 10), testNonce).StringSlice()
+			if err != nil || len(reply) != 8 {
 				t.Fatalf("%v: %s: %v %v", alg, what, reply, err)
 			}
 			for _, v := range reply[:5] {
@@ -159,7 +159,7 @@ func mirrorBookings(t *testing.T, client redis.UniversalClient, alg algorithm.Al
 				if exact {
 					s, give = bk.pre, bk.cost
 				} else if give = b.Unused(s, now, bk.act, bk.cost); give > 0 {
-					s, _ = b.(algorithm.Undoer).Undo(s, now, bk.act, bk.cost)
+					s, _, _ = b.(algorithm.Undoer).Undo(s, now, bk.act, bk.cost, bk.cost, false)
 				}
 			}
 			want = []int64{give}
@@ -179,7 +179,7 @@ func mirrorBookings(t *testing.T, client redis.UniversalClient, alg algorithm.Al
 					exists = false // the booking made the state: there is none again
 				}
 			} else {
-				s, _ = b.(algorithm.Undoer).Undo(s, now, bk.act, bk.cost)
+				s, _, _ = b.(algorithm.Undoer).Undo(s, now, bk.act, bk.cost, bk.cost, false)
 			}
 			what += ", then a peek"
 			got = ints(what, run(decide, now, 0))

@@ -153,7 +153,7 @@ func TestOneExpirePerWrite(t *testing.T) {
 				},
 				"book": func(keys []string, now int64) error {
 					args := append([]any{strconv.FormatInt(now, 10), "1"}, shared...)
-					return client.Eval(ctx, book.Source, keys, append(args, "0")...).Err()
+					return client.Eval(ctx, book.Source, keys, append(args, "0", testNonce)...).Err()
 				},
 			}
 			for what, call := range calls {

@@ -99,9 +99,9 @@ func bookOnKey(t *testing.T, client redis.UniversalClient, alg algorithm.Algorit
 		t.Fatal(err)
 	}
 	args := append([]any{strconv.FormatInt(bk.now, 10), strconv.FormatInt(bk.cost, 10), "600000"}, anys(params)...)
-	args = append(args, strconv.FormatInt(bk.maxDelay, 10))
+	args = append(args, strconv.FormatInt(bk.maxDelay, 10), testNonce)
 	reply, err := evalAs(t.Context(), client, script, l.Mode(), false, luascript.Keys(key, "m")[:1], args...).StringSlice()
-	if err != nil || len(reply) != 7 {
+	if err != nil || len(reply) != 8 {
 		t.Fatalf("%v: book %+v: %v %v", alg, bk, reply, err)
 	}
 	act, ok := algorithm.EarliestAll([]algorithm.Algorithm{b}, []algorithm.State{s}, bk.now, algorithm.BookingDeadline(bk.now, bk.maxDelay), bk.cost)

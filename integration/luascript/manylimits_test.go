@@ -107,8 +107,8 @@ func TestManyLimits(t *testing.T) {
 				}
 				return s.Source
 			}
-			booked, err := client.Eval(ctx, script(luascript.OpBook), keys, append(append([]any{at, "8", "1000"}, anys(params)...), "100000000")...).StringSlice()
-			if err != nil || len(booked) != 2+5*n || booked[0] != "1" || booked[1] <= at {
+			booked, err := client.Eval(ctx, script(luascript.OpBook), keys, append(append([]any{at, "8", "1000"}, anys(params)...), "100000000", testNonce)...).StringSlice()
+			if err != nil || len(booked) != 2+6*n || booked[0] != "1" || booked[1] <= at {
 				t.Fatalf("%d limits, a booking of 8: %q, %v", n, booked, err)
 			}
 			cancel := append(append([]any{at, "8", "1000"}, anys(params)...), booked[1])

@@ -113,7 +113,7 @@ func TestOpBatchMirror(t *testing.T) {
 					continue
 				}
 				cost, maxDelay := drawBook(fmt.Sprint("history", i))
-				if r := both("book", ops[luascript.OpBook], now, cost, maxDelay); len(r) > 0 && r[0] == "1" {
+				if r := both("book", ops[luascript.OpBook], now, cost, maxDelay, testNonce); len(r) > 0 && r[0] == "1" {
 					extra := []string{r[1].(string)}
 					for _, v := range r[2+3*n:] {
 						extra = append(extra, v.(string))
@@ -130,9 +130,9 @@ func TestOpBatchMirror(t *testing.T) {
 			m := 2
 			switch op {
 			case luascript.OpBook:
-				m = 3
+				m = 4
 			case luascript.OpCancel, luascript.OpUndo:
-				m = 3 + 2*n
+				m = 3 + 3*n
 			}
 			argv := []any{strconv.Itoa(size), strconv.Itoa(m)}
 			var want []any
@@ -145,7 +145,7 @@ func TestOpBatchMirror(t *testing.T) {
 				case luascript.OpBook:
 					var d string
 					cost, d = drawBook(fmt.Sprint("req", i))
-					extra = []string{d}
+					extra = []string{d, testNonce}
 				case luascript.OpRefund:
 					cost = rapid.Int64Range(1, 2*maxCost).Draw(rt, fmt.Sprint("refund", i))
 				case luascript.OpCancel, luascript.OpUndo:

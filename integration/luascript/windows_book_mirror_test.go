@@ -139,14 +139,14 @@ func windowsBookMirror(t *testing.T, client redis.UniversalClient, alg algorithm
 			if v, err := client.HGet(ctx, keys[0], "m").Result(); err == nil {
 				before = v
 			}
-			got, err = client.Eval(ctx, book.Source, keys, append(args, strconv.FormatInt(delay, 10))...).StringSlice()
+			got, err = client.Eval(ctx, book.Source, keys, append(args, strconv.FormatInt(delay, 10), testNonce)...).StringSlice()
 			if err != nil {
 				fail("%v", err)
 			}
 			act, ok := algorithm.EarliestAll([]algorithm.Algorithm{alg}, []algorithm.State{s}, now, algorithm.BookingDeadline(now, delay), cost)
 			if !ok {
 				r := alg.Peek(s, now, cost)
-				want = []string{"0", fmt.Sprint(act), fmt.Sprint(r.Remaining), fmt.Sprint(r.RetryAfter), fmt.Sprint(r.ResetAfter), "", ""}
+				want = []string{"0", fmt.Sprint(act), fmt.Sprint(r.Remaining), fmt.Sprint(r.RetryAfter), fmt.Sprint(r.ResetAfter), "", "", ""}
 			} else {
 				var r algorithm.Result
 				var err error
@@ -157,7 +157,10 @@ func windowsBookMirror(t *testing.T, client redis.UniversalClient, alg algorithm
 				if act > now {
 					ahead++
 				}
-				want = []string{"1", fmt.Sprint(act), fmt.Sprint(r.Remaining), fmt.Sprint(r.RetryAfter), fmt.Sprint(r.ResetAfter), before, format(s)}
+				want = []string{"1", fmt.Sprint(act), fmt.Sprint(r.Remaining), fmt.Sprint(r.RetryAfter), fmt.Sprint(r.ResetAfter), noGen(before), format(s), testGen}
+				if len(got) == 8 {
+					got[5], got[6] = noGen(got[5]), noGen(got[6])
+				}
 			}
 		default: // Refund
 			log = append(log, fmt.Sprintf("refund(%d, %d)", now, cost))

@@ -262,18 +262,18 @@ func TestSlidingLogWorstCase(t *testing.T) {
 	r = result{name: fmt.Sprintf("a batch of %d bookings, each trimming 1000", size)}
 	for i := range 7 {
 		key := copyFull("books", i)
-		bargs := []any{strconv.Itoa(size), "3"}
+		bargs := []any{strconv.Itoa(size), "4"}
 		for j := range size {
-			bargs = append(bargs, strconv.FormatInt(later+int64(j), 10), "1", "0")
+			bargs = append(bargs, strconv.FormatInt(later+int64(j), 10), "1", "0", testNonce)
 		}
 		d, eval := serverCall(t, c, books, key, append(bargs, args(0, 0)[2:]...))
 		reply, err := eval.StringSlice()
-		if err != nil || len(reply) != 7*size {
+		if err != nil || len(reply) != 8*size {
 			t.Fatalf("%s: reply %q, %v", r.name, reply, err)
 		}
 		for j := range size {
-			if got := reply[7*j : 7*j+3]; got[0] != "1" || got[2] != strconv.FormatInt(limit-1-int64(j), 10) {
-				t.Fatalf("%s, run %d, request %d: unexpected reply %q", r.name, i, j, reply[7*j:7*j+7])
+			if got := reply[8*j : 8*j+3]; got[0] != "1" || got[2] != strconv.FormatInt(limit-1-int64(j), 10) {
+				t.Fatalf("%s, run %d, request %d: unexpected reply %q", r.name, i, j, reply[8*j:8*j+8])
 			}
 		}
 		left("the bookings", key)

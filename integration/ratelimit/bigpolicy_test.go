@@ -104,7 +104,7 @@ func TestBigPolicy(t *testing.T) {
 			if err != nil || !once.OK() {
 				t.Fatalf("%d limits: ReserveN(1, 0): %v, %v", n, once, err)
 			}
-			if err := once.Refund(ctx); err != nil {
+			if _, err := once.Refund(ctx); err != nil {
 				t.Fatalf("%d limits: Reservation.Refund: %v", n, err)
 			}
 			// 2 + 16 taken, 3 booked for now (due at once: its Cancel

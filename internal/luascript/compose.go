@@ -175,7 +175,9 @@ func (c *composer) usedOf() string {
 		b := bodyOfLetter(l)
 		switch {
 		case b == nil:
-			kinds.WriteString("    if not fv then\n      used = 0\n    end\n")
+			// No algorithm of this store reads it: refused (false) unless
+			// the limit starts afresh.
+			kinds.WriteString("    if not afresh then\n      return false\n    end\n    if not fv then\n      used = 0\n    end\n")
 		case b.log:
 			fmt.Fprintf(&kinds, "    if fv then\n      used = nil\n    elseif %s then\n-- %s\n%s    else\n      used = 0\n    end\n", paramsIn(b.meaning), b.name, b.used)
 		default:
@@ -425,7 +427,7 @@ func (c *composer) storeOf(l limitAt) string {
 		vars := strings.Join(k.encodeVars, ", ")
 		fmt.Fprintf(&keep, "fown[%d] = true\n%s = %s\n", l.field, carried(l.field, len(k.encodeVars)), vars)
 		fmt.Fprintf(&keep, "if not fenc[%d] then\n  fenc[%d] = function(%s)\n%s\nreturn value\nend\nend\n", l.field, l.field, vars, k.encode)
-		fmt.Fprintf(&keep, "fcur[%d] = ARGV[$hdr]\nif ttl > httl then\n  httl = ttl\nend\n", l.field)
+		fmt.Fprintf(&keep, "fcur[%d], fhdr[%d] = shdr, shdr\nif ttl > httl then\n  httl = ttl\nend\n", l.field, l.field)
 		return wipe + keep.String()
 	case storeLocals:
 		return wipe + fmt.Sprintf(storeNested, 2*l.field-1, 2*l.field)
@@ -655,7 +657,7 @@ func (c *composer) closureLimits() string {
 // upvalues, of which Lua allows 60.
 func (c *composer) batchHead() string {
 	var src strings.Builder
-	src.WriteString("local fcur, fown, fenc, fcv1, fcv2, fcv3, httl = {}, {}, {}, {}, {}, {}, 0\n")
+	src.WriteString("local fcur, fown, fenc, fhdr, fcv1, fcv2, fcv3, httl = {}, {}, {}, {}, {}, {}, {}, 0\n")
 	for _, l := range c.limits {
 		if l.log() {
 			continue
@@ -694,7 +696,7 @@ func (c *composer) batchTail() string {
 		}
 		a, f := l.argv+1, l.field
 		fmt.Fprintf(&src, "if fown[%d] then\n  hset[#hset + 1] = ARGV[%d]\n", f, a)
-		fmt.Fprintf(&src, "  hset[#hset + 1] = ARGV[%d] .. fenc[%d](%s)\nend\n", a+1, f, carried(f, len(l.b.carry.encodeVars)))
+		fmt.Fprintf(&src, "  hset[#hset + 1] = fhdr[%d] .. fenc[%d](%s)\nend\n", f, f, carried(f, len(l.b.carry.encodeVars)))
 	}
 	if c.hashed > 0 {
 		src.WriteString(c.hsetMany())
@@ -763,7 +765,7 @@ end
 // storeMany is the store of a limit of several: the field joins hset,
 // written by hsetMany with the longest TTL.
 const storeMany = `hset[#hset + 1] = ARGV[$id]
-hset[#hset + 1] = ARGV[$hdr] .. value
+hset[#hset + 1] = shdr .. value
 if ttl > httl then
   httl = ttl
 end
@@ -773,7 +775,7 @@ end
 // in the hash is written when any is (all limits admit): the limit's
 // field and value go to their own locals, hset1… (the field's place
 // times two, less one, and times two).
-const storeNested = `hset%d, hset%d = ARGV[$id], ARGV[$hdr] .. value
+const storeNested = `hset%d, hset%d = ARGV[$id], shdr .. value
 if ttl > httl then
   httl = ttl
 end

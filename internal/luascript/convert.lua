@@ -11,6 +11,9 @@
 -- not undone exactly.
 local state, at, old0, old1, wipe, carried, other = nil, 1, nil, nil, nil, 0, false
 local afresh, proportional = $afresh, $proportional
+-- shdr: the header it writes, with the state's generation (hash.lua),
+-- which a conversion keeps.
+local shdr = ARGV[$hdr]
 do
   local hdr = ARGV[$hdr]
   local v = redis.pcall('HGET', hkey, ARGV[$id])
@@ -22,15 +25,27 @@ do
     if string.find(v, hdr, 1, true) == 1 then
       state, at = v, #hdr + 1
     else
-      local _, e, k, p0, p1 = string.find(v, '^(%u)(%d+),?(%d*):')
+      local _, e, k, p0, p1, g = string.find(v, '^(%u)(%d+),?(%d*)(;?%w*):')
+      if k and g ~= '' and string.byte(g, 1) ~= 59 then
+        k = nil -- 59 is ';': a generation opens with it
+      end
+      local base = k and string.sub(v, 1, e - #g - 1) .. ':'
       if k then -- not tonumber(nil): miniredis's Lua raises an error
         p0, p1 = tonumber(p0), tonumber(p1)
       end
-      if k and k == string.sub(hdr, 1, 1) and p0 and p0 >= 1 and p0 <= 1099511627776 and
+      if k and base == hdr then
+        state, at, shdr = v, e + 1, string.sub(v, 1, e)
+      elseif k and k == string.sub(hdr, 1, 1) and p0 and p0 >= 1 and p0 <= 1099511627776 and
           (p1 == nil) == (string.find(hdr, ',', 1, true) == nil) and (p1 == nil or (p1 >= 1 and p1 <= 281474976710656)) then
-        state, at, old0, old1 = v, e + 1, p0, p1
+        state, at, old0, old1, shdr = v, e + 1, p0, p1, string.sub(hdr, 1, -2) .. g .. ':'
       elseif k then
-        bad, fv = 'holds ' .. string.sub(v, 1, e), v
+        -- Another kind's state, carried (what it had used) whatever
+        -- the limit's mode; one of its own kind it cannot read only when
+        -- it starts afresh.
+        bad = 'holds ' .. base
+        if k ~= string.sub(hdr, 1, 1) or afresh then
+          fv = v
+        end
       else
         bad = 'holds a value of no known format'
       end
@@ -39,14 +54,16 @@ do
     bad, wipe, fz = 'has a sorted set ' .. $zkey, 2, true
   end
   if bad then
-    if not afresh then
+    if not afresh and not (fv or fz) then
       return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' ' .. bad .. ', not ' .. hdr)
     end
     state = nil
     if fv or fz then
       other = true
-      carried = usedOf(fv, fz, $zkey, now)
-      if not carried then
+      carried = usedOf(fv, fz, $zkey, now, afresh)
+      if carried == false then
+        return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[$id] .. ' ' .. bad .. ', not ' .. hdr)
+      elseif not carried then
         return redis.error_reply('RLCONVERT ' .. usedLetter(fv, fz, $zkey))
       end
     end
@@ -73,8 +90,18 @@ do
     bad, wipe, head = 'is not a sorted set', 1, {}
   elseif head[1] then
     state = true
-    if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
-      local k, p0, p1 = string.match(head[1], '^#(%u)(%d+),?(%d*)$')
+    -- A generation after the header member's header (set.lua) stays:
+    -- hdr, which the body writes, ends with it.
+    local h1 = head[1]
+    local hb, hg = string.match(h1, '^(.-)(;%w+)$')
+    if hb then
+      h1, hdr = hb, hdr .. hg
+      if h1 == ARGV[$hdr] then
+        h1 = hdr
+      end
+    end
+    if h1 ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
+      local k, p0, p1 = string.match(h1, '^#(%u)(%d+),?(%d*)$')
       if k then -- not tonumber(nil): miniredis's Lua raises an error
         p0, p1 = tonumber(p0), tonumber(p1)
       end
@@ -83,7 +110,7 @@ do
           (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
         old0, old1 = p0, p1
       else
-        bad, wipe, state, head = 'does not hold a state of this version', 1, false, {}
+        bad, wipe, state, head, hdr = 'does not hold a state of this version', 1, false, {}, ARGV[$hdr]
       end
     end
   else
@@ -95,13 +122,17 @@ do
     end
   end
   if bad then
-    if not afresh then
+    -- Another kind's state is carried (what it had used), whatever the
+    -- limit's mode; anything else only when it starts afresh.
+    if not afresh and not fv then
       return redis.error_reply('RLMISMATCH ' .. zkey .. ' ' .. bad .. ', not ' .. hdr)
     end
     if fv then
       other = true
-      carried = usedOf(fv, false, zkey, now)
-      if not carried then
+      carried = usedOf(fv, false, zkey, now, afresh)
+      if carried == false then
+        return redis.error_reply('RLMISMATCH ' .. zkey .. ' ' .. bad .. ', not ' .. hdr)
+      elseif not carried then
         return redis.error_reply('RLCONVERT ' .. usedLetter(fv, false, zkey))
       end
     end
@@ -113,7 +144,7 @@ end
 -- a TTL, since every write of a field sets one: GT extends it when this one
 -- is longer. Any other key gets it with NX when it has none, and else with
 -- GT (which takes no TTL for an infinite one, so it cannot set one).
-redis.call('HSET', hkey, ARGV[$id], ARGV[$hdr] .. value)
+redis.call('HSET', hkey, ARGV[$id], shdr .. value)
 ttl = ttl + tonumber(ARGV[3])
 if held then
   redis.call('PEXPIRE', hkey, ttl, 'GT')

@@ -15,11 +15,15 @@ type Op uint8
 const (
 	// OpBook books ARGV[2] units at the earliest instant every limit
 	// admits them, when that instant is at most maxDelay µs from now
-	// (the argument after the limits'). It replies strings: "1" (booked)
-	// or "0", the instant, each limit's remaining, retry after and reset
-	// after, then each limit's value before and after the booking (""
-	// when absent, or for a sliding log, which is given back by its
-	// Unused instead).
+	// (the argument after the limits'). The argument after maxDelay is a
+	// nonce: a state that has no generation yet gets ";<nonce>" (before
+	// its header's colon, hash.lua's shdr; after a sorted set's header
+	// member, set.lua), which every later write keeps. It replies strings:
+	// "1" (booked) or "0", the instant, each limit's remaining, retry
+	// after and reset after, then each limit's value before and after the
+	// booking ("" when absent, or for a sliding log, which is given back
+	// by its Unused instead; the value before with the generation the
+	// booking gave it) and the generation of the state it charged.
 	OpBook Op = iota + 1
 	// OpRefund gives back up to ARGV[2] units to every limit, and replies
 	// each limit's remaining, retry after (for a cost of 1) and reset
@@ -27,8 +31,11 @@ const (
 	OpRefund
 	// OpCancel gives back a booking of ARGV[2] units due at the instant
 	// after the limits' arguments, followed by each limit's values before
-	// and after the booking (as OpBook replied them): a limit whose state
-	// is still the one after gets the one before back; any other gets its
+	// and after the booking and its generation (as OpBook replied them): a
+	// limit whose state is of another generation (born again since: a
+	// Reset, an expiry), or, in the conversion form, written under other
+	// parameters or by another kind, gets nothing; one whose state is
+	// still the one after gets the one before back; any other gets its
 	// Unused refunded. Nothing once the booking is due. It replies what
 	// each limit gave back, as integers.
 	OpCancel
@@ -163,13 +170,17 @@ func (c *opComposer) opHead() {
 	// keyed: a refund by key (the --@refund parts give nothing back of a
 	// booking not yet due); a cancel's or an undo's gives back its own.
 	fmt.Fprintf(src, "local keyed = %v\n", c.op == OpRefund)
+	if c.op == OpBook {
+		// The generation a state that has none gets (the nonce).
+		fmt.Fprintf(src, "local ngen = ';' .. ARGV[%d]\n", c.opa+1)
+	}
 	if c.op == OpRefund {
 		src.WriteString("local refundn = cost\ncost = 1\n")
 	}
 	src.WriteString("local hset, httl = {}, 0\n")
 	switch c.op {
 	case OpBook:
-		fmt.Fprintf(src, "local out = {%s}\nlocal bact = now\n", slots("''", 2+5*len(c.limits)))
+		fmt.Fprintf(src, "local out = {%s}\nlocal bact = now\n", slots("''", 2+6*len(c.limits)))
 	case OpRefund:
 		fmt.Fprintf(src, "local out = {%s}\n", slots("0", 3*len(c.limits)))
 	case OpCancel, OpUndo:
@@ -179,11 +190,14 @@ func (c *opComposer) opHead() {
 		src.WriteString("local rep, earliest, book, refund, unused, undo, raw = {}, {}, {}, {}, {}, {}, {}\n")
 	}
 	if !c.nested {
+		// The generations of the states read: one table, not a local per
+		// limit (Lua allows a function 200 locals).
+		src.WriteString("local rgen = {}\n")
 		return
 	}
 	for _, l := range c.limits {
 		if c.op != OpRefund {
-			fmt.Fprintf(src, "local raw%d\n", l.n)
+			fmt.Fprintf(src, "local raw%d, rgen%d\n", l.n, l.n)
 		}
 		if c.op == OpBook {
 			fmt.Fprintf(src, "local %s, %s, %s\n", c.rep(l.n, 1), c.rep(l.n, 2), c.rep(l.n, 3))
@@ -191,9 +205,10 @@ func (c *opComposer) opHead() {
 	}
 }
 
-// slot names limit n's closure or value name: a local, or in tables.
+// slot names limit n's closure or value name: a local, or in tables
+// (rgen, unless nested, always).
 func (c *opComposer) slot(name string, n int) string {
-	if c.tables {
+	if c.tables || name == "rgen" && !c.nested {
 		return fmt.Sprintf("%s[%d]", name, n)
 	}
 	return fmt.Sprintf("%s%d", name, n)
@@ -239,9 +254,21 @@ func (c *opComposer) limit(l limitAt) {
 		}
 	}
 	c.src.WriteString("do\n")
-	c.src.WriteString(c.load(l) + c.decide(l))
+	c.src.WriteString(c.load(l))
+	if c.op == OpBook {
+		c.src.WriteString(c.giveGen(l))
+	}
+	c.src.WriteString(c.decide(l))
 	if !l.log() && c.op != OpRefund {
 		fmt.Fprintf(&c.src, "%s = state or ''\n", c.slot("raw", l.n))
+	}
+	if c.op != OpRefund {
+		// The state's generation, as the load read it (or giveGen gave it).
+		if l.log() {
+			fmt.Fprintf(&c.src, "%s = string.sub(hdr, #ARGV[%d] + 1)\n", c.slot("rgen", l.n), l.argv+2)
+		} else {
+			fmt.Fprintf(&c.src, "%s = string.sub(shdr, #ARGV[%d], -2)\n", c.slot("rgen", l.n), l.argv+2)
+		}
 	}
 	if c.op == OpBook {
 		c.defineBook(l)
@@ -258,6 +285,28 @@ func (c *opComposer) limit(l limitAt) {
 	if !c.nested {
 		c.src.WriteString("end\n")
 	}
+}
+
+// giveGen returns a booking's lines that give the limit's state a
+// generation when it has none (ngen, the booking's nonce): the hash's
+// store writes it, and the state as read, which the booking replies as
+// its value before and an exact undo puts back, gets it too before its
+// header's colon (at moves past it), so that the state put back is still
+// of the generation later bookings charged; a sorted set's header member
+// is replaced by one that ends with it at once (the body writes hdr only
+// on a set it makes or converts), before the decision reads the set,
+// which reads head[1] as the header. A booking not made leaves the set
+// with it: it changes no count, and the set is of the same state.
+func (c *opComposer) giveGen(l limitAt) string {
+	if !l.log() {
+		return l.sub("if shdr == ARGV[$hdr] then\n  shdr = string.sub(shdr, 1, -2) .. ngen .. ':'\n" +
+			"  if state then\n    state = string.sub(state, 1, at - 2) .. ngen .. string.sub(state, at - 1)\n    at = at + #ngen\n  end\nend\n")
+	}
+	replace := "state"
+	if c.convert {
+		replace = "state and not old0" // the body replaces a converted set's header itself
+	}
+	return l.sub(fmt.Sprintf("if hdr == ARGV[$hdr] then\n  hdr = hdr .. ngen\n  if %s then\n    redis.call('ZREM', zkey, head[1])\n    head[1] = hdr\n    redis.call('ZADD', zkey, '-inf', hdr)\n  end\nend\n", replace))
 }
 
 // defineBook writes a booking's report of the limit, in a block (its
@@ -283,7 +332,7 @@ func (c *opComposer) defineBook(l limitAt) {
 	// A booking on another kind's state (a conversion script's) replies
 	// no value after it: its cancel gives back its unused units rather than
 	// put back a state of another kind (Go: not ExactUndo).
-	after := fmt.Sprintf("ARGV[%d] .. value", l.argv+2)
+	after := "shdr .. value"
 	if c.convert {
 		after = "(other and '' or " + after + ")"
 	}
@@ -295,18 +344,29 @@ func (c *opComposer) defineBook(l limitAt) {
 // state of another kind (load.lua's carried, or the log's) gives nothing
 // back and is not written: the limit reports it as it reads it (Go: the
 // memory store's Refund and Cancel).
+//
+// It returns the limit's report and gave, how many it gave back (Go: the
+// algorithm's Refund and Undo); a body's part that does not say is taken
+// to give n when it writes a value (a sorted set's: always).
 func (c *opComposer) defineRefund(l limitAt) {
 	body := l.sub(l.b.refund) + "\n"
+	switch {
+	case strings.Contains(l.b.refund, "gave"):
+	case l.log():
+		body = "local gave = n\n" + body
+	default:
+		body += "local gave = 0\nif value then\n  gave = n\nend\n" // no write: nothing given
+	}
 	if !l.log() {
 		body += fmt.Sprintf("if value then\n%s\nend\n", l.sub(c.storeOf(l)))
 	}
 	if c.convert {
-		body = "local crem, cretry, creset\nif carried > 0 then\n" + c.report(l) + "\ncrem, cretry, creset = rem, retry, reset\nelse\n" +
-			body + "crem, cretry, creset = rem, retry, reset\nend\n"
-		c.define(l.n, "refund", opPart{"n", body, "crem, cretry, creset"})
+		body = "local crem, cretry, creset, cgave\nif carried > 0 or other or old0 then\n" + c.report(l) + "\ncrem, cretry, creset, cgave = rem, retry, reset, 0\nelse\n" +
+			body + "crem, cretry, creset, cgave = rem, retry, reset, gave\nend\n"
+		c.define(l.n, "refund", opPart{"n", body, "crem, cretry, creset, cgave"})
 		return
 	}
-	c.define(l.n, "refund", opPart{"n", body, "rem, retry, reset"})
+	c.define(l.n, "refund", opPart{"n", body, "rem, retry, reset, gave"})
 }
 
 // defineUnused defines the limit's unused part for a cancel: the body's
@@ -321,24 +381,27 @@ func (c *opComposer) defineUnused(l limitAt) {
 		c.define(l.n, "unused", opPart{"act, bcost", l.sub(unused) + "\n", "give"})
 		return
 	}
-	unused = "local cgive = 0\nif carried == 0 then\n" + unused + "\ncgive = give\nend\n"
+	unused = "local cgive = 0\nif carried == 0 and not other and not old0 then\n" + unused + "\ncgive = give\nend\n"
 	c.define(l.n, "unused", opPart{"act, bcost", l.sub(unused) + "\n", "cgive"})
 }
 
 // defineUndo defines the limit's undo part for a refund through its
 // handle once the booking is due: the body's --@undo part (none: nothing
-// to give), nothing for a state of another kind.
+// to give), nothing for a state of another kind or other parameters. It
+// returns give, which the refund part then gives back, and took, what the
+// part gave back itself (a log's admission taken from the middle).
 func (c *opComposer) defineUndo(l limitAt) {
 	undo := l.b.undo
 	if undo == "" {
 		undo = "local give = 0\n"
 	}
+	undo = "local took = 0\n" + undo
 	if !c.convert {
-		c.define(l.n, "undo", opPart{"act, bcost", l.sub(undo) + "\n", "give"})
+		c.define(l.n, "undo", opPart{"act, bcost", l.sub(undo) + "\n", "give, took"})
 		return
 	}
-	undo = "local ugive = 0\nif carried == 0 then\n" + undo + "\nugive = give\nend\n"
-	c.define(l.n, "undo", opPart{"act, bcost", l.sub(undo) + "\n", "ugive"})
+	undo = "local ugive, utook = 0, 0\nif carried == 0 and not other and not old0 then\n" + undo + "\nugive, utook = give, took\nend\n"
+	c.define(l.n, "undo", opPart{"act, bcost", l.sub(undo) + "\n", "ugive, utook"})
 }
 
 // num formats a Lua number x as a booking's reply string.
@@ -385,9 +448,9 @@ func (c *opComposer) end(l limitAt) {
 	i := l.n - 1
 	switch c.op {
 	case OpBook:
-		base := 3 + 3*len(c.limits) + 2*i
-		fmt.Fprintf(&c.src, "do\nlocal brem, breset, bpost\n%sout[%d], out[%d], out[%d] = %s, %s, %s\nout[%d], out[%d] = %s or '', bpost\nend\n",
-			c.call(l.n, "book", "bact", "brem, breset, bpost"), 3*i+3, 3*i+4, 3*i+5, num("brem"), num("bact - now"), num("breset"), base, base+1, c.slot("raw", l.n))
+		base := 3 + 3*len(c.limits) + 3*i
+		fmt.Fprintf(&c.src, "do\nlocal brem, breset, bpost\n%sout[%d], out[%d], out[%d] = %s, %s, %s\nout[%d], out[%d], out[%d] = %s or '', bpost, %s\nend\n",
+			c.call(l.n, "book", "bact", "brem, breset, bpost"), 3*i+3, 3*i+4, 3*i+5, num("brem"), num("bact - now"), num("breset"), base, base+1, base+2, c.slot("raw", l.n), c.slot("rgen", l.n))
 	case OpRefund:
 		c.src.WriteString(c.call(l.n, "refund", "refundn", fmt.Sprintf("out[%d], out[%d], out[%d]", 3*i+1, 3*i+2, 3*i+3)))
 	case OpCancel, OpUndo:
@@ -402,23 +465,29 @@ func (c *opComposer) end(l limitAt) {
 func (c *opComposer) cancelEnd(l limitAt) {
 	src := &c.src
 	idArg := l.argv + 1
-	pre, post := c.opa+1+2*(l.n-1), c.opa+2+2*(l.n-1)
+	pre, post, bgen := c.opa+1+3*(l.n-1), c.opa+2+3*(l.n-1), c.opa+3+3*(l.n-1)
 	if c.op == OpCancel {
-		src.WriteString("if cact > now then\n")
+		src.WriteString("if cact > now")
 	} else {
-		src.WriteString("do\n") // due or not: an undo gives back either way
+		src.WriteString("if true") // due or not: an undo gives back either way
 	}
+	// Nothing into a state of another generation: born again since.
+	fmt.Fprintf(src, " and ARGV[%d] ~= '' and %s == ARGV[%d] then\n", bgen, c.slot("rgen", l.n), bgen)
 	if l.log() {
 		src.WriteString("  do\n")
 	} else {
 		fmt.Fprintf(src, "  if ARGV[%d] ~= '' and %s == ARGV[%d] then\n", post, c.slot("raw", l.n), post)
-		fmt.Fprintf(src, "    if ARGV[%d] == '' then\n      redis.call('HDEL', hkey, ARGV[%d])\n    else\n      redis.call('HSET', hkey, ARGV[%d], ARGV[%d])\n    end\n    out[%d] = bcost\n  else\n", pre, idArg, idArg, pre, l.n)
+		// What it gives back is what a refund of the cost gives the state
+		// the booking left (Go: the algorithm's exact Undo), whose write
+		// is dropped from hset: the state before is put back instead.
+		fmt.Fprintf(src, "    local hn, er1, er2, er3, egave = #hset, 0, 0, 0, 0\n%s    for i = #hset, hn + 1, -1 do\n      hset[i] = nil\n    end\n", c.call(l.n, "refund", "bcost", "er1, er2, er3, egave"))
+		fmt.Fprintf(src, "    if ARGV[%d] == '' then\n      redis.call('HDEL', hkey, ARGV[%d])\n    else\n      redis.call('HSET', hkey, ARGV[%d], ARGV[%d])\n    end\n    out[%d] = egave\n  else\n", pre, idArg, idArg, pre, l.n)
 	}
 	give := c.call(l.n, "unused", "cact, bcost", "given")
 	if c.op == OpUndo {
-		give = "if cact > now then\n" + give + "else\n" + c.call(l.n, "undo", "cact, bcost", "given") + "end\n"
+		give = "if cact > now then\n" + give + "else\n" + c.call(l.n, "undo", "cact, bcost", "given, gtook") + "end\n"
 	}
-	fmt.Fprintf(src, "local given\n%sif given > 0 then\n%send\nout[%d] = given\nend\nend\n", give, c.call(l.n, "refund", "given", "local _"), l.n)
+	fmt.Fprintf(src, "local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0\n%sif given > 0 then\n%send\nout[%d] = rgave + gtook\nend\nend\n", give, c.call(l.n, "refund", "given", "gr1, gr2, gr3, rgave"), l.n)
 }
 
 // opPart is one of a limit's op parts as a function: its parameters, its

@@ -12,6 +12,12 @@ if head.err then
 end
 local state = head[1] ~= nil
 if state then
+  -- A header member with a generation after it (";<nonce>", which a
+  -- booking gives a state that has none; ops.go): hdr, which the body
+  -- writes, is all of it.
+  if head[1] ~= hdr and string.sub(head[1], 1, #hdr + 1) == hdr .. ';' and not string.find(head[1], '%W', #hdr + 2) then
+    hdr = head[1]
+  end
   if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
     return redis.error_reply('RLCONVERT ' .. (string.match(head[1], '^#(%u)') or ''))
   end

@@ -7,7 +7,10 @@
 -- kind this script was not composed for gives nil: the load replies
 -- RLCONVERT with its letter (usedLetter), and the store composes the script
 -- that reads it. A value without a header, or a set without one, is no
--- state of any kind: 0.
+-- state of any kind: 0. Another kind's state is carried whatever the
+-- limit's mode; one no algorithm of this store reads (no header, a kind
+-- no package registered, a body its kind cannot read) gives false
+-- (refused) unless the limit starts afresh.
 local function usedLetter(fv, fz, zkey)
   if fv then
     return string.sub(fv, 1, 1)
@@ -15,23 +18,23 @@ local function usedLetter(fv, fz, zkey)
   local head = redis.pcall('ZRANGE', zkey, 0, 0)
   return type(head[1]) == 'string' and string.match(head[1], '^#(%u)') or ''
 end
-local function usedOf(fv, fz, zkey, now)
+local function usedOf(fv, fz, zkey, now, afresh)
   local k, p0, p1, at, head, used
   if fv then
     local s, e
-    s, e, k, p0, p1 = string.find(fv, '^(%u)(%d+),?(%d*):')
+    s, e, k, p0, p1 = string.find(fv, '^(%u)(%d+),?(%d*);?%w*:')
     if not k then
-      return 0
+      return afresh and 0
     end
     at = e + 1
   else
     head = redis.pcall('ZRANGE', zkey, 0, 1, 'WITHSCORES')
     if head.err or not head[1] or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
-      return 0
+      return afresh and 0
     end
-    k, p0, p1 = string.match(head[1], '^#(%u)(%d+),?(%d*)$')
+    k, p0, p1 = string.match(string.gsub(head[1], ';%w+$', ''), '^#(%u)(%d+),?(%d*)$')
     if not k then
-      return 0
+      return afresh and 0
     end
   end
   p0 = tonumber(p0)
@@ -44,6 +47,9 @@ local function usedOf(fv, fz, zkey, now)
 --@kinds
   if not known then
     return nil
+  end
+  if used == nil and not afresh then
+    return false -- unreadable: refused unless the limit starts afresh
   end
   if used == nil or used > 1099511627776 then
     return 1099511627776

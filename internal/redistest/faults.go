@@ -256,9 +256,9 @@ func checkDeadPolicies(t *testing.T, lims []*ratelimit.Limiter[string]) {
 			t.Errorf("FailOpen on a dead server = %+v, %v; want %+v", d, err, want)
 		}
 	}
-	// FailClosed: denied, retry in FailClosedRetryAfter.
+	// FailClosed: denied, retry in a second.
 	for _, f := range []deadCall{allowCall(lims[2], "down"), peekCall(lims[2], "down")} {
-		want := ratelimit.DecisionFields{Limit: 3, RetryAfter: ratelimit.FailClosedRetryAfter, Source: ratelimit.FromFailClosed}.Decision()
+		want := ratelimit.DecisionFields{Limit: 3, RetryAfter: time.Second, Source: ratelimit.FromFailClosed}.Decision()
 		if d, err := f.run(t, "FailClosed"); err != nil || d != want {
 			t.Errorf("FailClosed on a dead server = %+v, %v; want %+v", d, err, want)
 		}

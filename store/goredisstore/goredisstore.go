@@ -86,6 +86,12 @@ func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
 	return redisstore.WithTTLMargin[K](margin)
 }
 
+// WithGroupCommit is redisstore.WithGroupCommit: how many TakeAll calls
+// are in flight before the next ones go together in one.
+func WithGroupCommit[K comparable](inFlight int) Option[K] {
+	return redisstore.WithGroupCommit[K](inFlight)
+}
+
 // WithCoalescing is redisstore.WithCoalescing: how many calls per key go
 // at once before the others wait and go in one batch.
 func WithCoalescing[K comparable](inFlight int) Option[K] {
@@ -156,6 +162,18 @@ func honoursDeadlines(c Client) bool {
 type runner struct {
 	c        Client
 	refusals *refusals // a *redis.Client's refused dials; nil for other clients
+}
+
+var _ redisstore.Sharded = runner{}
+
+// Sharded reports whether the client spreads keys over servers by their
+// hash tag: a *redis.ClusterClient or a *redis.Ring.
+func (r runner) Sharded() bool {
+	switch r.c.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		return true
+	}
+	return false
 }
 
 var (

@@ -31,11 +31,13 @@ type arena[K comparable] struct {
 // takes exactly its size (7 pages of 8 KiB; 6 for an integer key's).
 const pageSize = 1024
 
-// page is pageSize entries, allocated alone (see pageSize), and the wide
-// part of their states, once one of them is wide.
+// page is pageSize entries, allocated alone (see pageSize), the wide
+// part of their states, once one of them is wide, and their states'
+// generations, once one of them is booked.
 type page[K comparable] struct {
 	entries *[pageSize]entry[K]
 	wide    *atomic.Pointer[[pageSize]wideState]
+	gens    *atomic.Pointer[[pageSize]uint64]
 }
 
 // wideState is the part of a wide state that an entry does not hold.
@@ -74,6 +76,52 @@ func (a *arena[K]) makeWide(n uint32) *wideState {
 	return &p.Load()[n%pageSize]
 }
 
+// A state's generation tells it from a state born later in its place
+// (after Reset, an expiry or an eviction dropped it, and a decision made
+// its key anew): a booking records it, and gives back nothing into a state
+// of another generation. It is numbered from the store's counter when a
+// state is first booked (a state only decided has none, and costs
+// nothing), kept by every write to the entry (conversions included), and
+// forgotten when a state is born in the entry (add): a generation never
+// numbers two states. A page gets its sidecar of generations with its
+// first booking, so that a store that never books pays nothing for it.
+
+// genOf returns entry n's generation, 0 when it has none. The caller holds
+// the entry's lock.
+func (a *arena[K]) genOf(n uint32) uint64 {
+	g := (*a.pages.Load())[n/pageSize].gens.Load()
+	if g == nil {
+		return 0
+	}
+	return g[n%pageSize]
+}
+
+// numbered returns entry n's generation, numbering it with next() when it
+// has none. The caller holds the entry's lock.
+func (a *arena[K]) numbered(n uint32, next func() uint64) uint64 {
+	p := (*a.pages.Load())[n/pageSize].gens
+	if p.Load() == nil {
+		a.mu.Lock()
+		if p.Load() == nil {
+			p.Store(new([pageSize]uint64))
+		}
+		a.mu.Unlock()
+	}
+	g := &p.Load()[n%pageSize]
+	if *g == 0 {
+		*g = next()
+	}
+	return *g
+}
+
+// unnumber forgets entry n's generation: a state is born in it. The
+// caller holds the entry's lock.
+func (a *arena[K]) unnumber(n uint32) {
+	if g := (*a.pages.Load())[n/pageSize].gens.Load(); g != nil {
+		g[n%pageSize] = 0
+	}
+}
+
 // alloc hands out a new entry, not live until its caller fills it.
 func (a *arena[K]) alloc() uint32 {
 	a.mu.Lock()
@@ -84,7 +132,8 @@ func (a *arena[K]) alloc() uint32 {
 		pages = *p
 	}
 	if int(n/pageSize) == len(pages) {
-		p := page[K]{entries: new([pageSize]entry[K]), wide: new(atomic.Pointer[[pageSize]wideState])}
+		p := page[K]{entries: new([pageSize]entry[K]), wide: new(atomic.Pointer[[pageSize]wideState]),
+			gens: new(atomic.Pointer[[pageSize]uint64])}
 		grown := append(pages[:len(pages):len(pages)], p)
 		a.pages.Store(&grown)
 	}

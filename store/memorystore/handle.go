@@ -96,34 +96,37 @@ func (t *table[K]) takeOther(e *entry[K], n uint32, l *limitRef, now, cost int64
 // read returns entry n's state, e, as l's state at now, when e's state
 // was written by another config than l's. A state of the same meaning
 // (Tag) is l's as it is; one of the same Kind is converted by l's
-// algorithm when it is an algorithm.Inheritor, by l's rule. Any other is
-// an error wrapping store.ErrStateMismatch, or, when l resets on
-// mismatch, l's fresh state charged with what the other Kind's state had
-// used (algorithm.Carry; a fresh one when either config has no Tag, or
-// the writer would read its state fresh). The state returned shares
-// nothing with e's: a Log is copied, so that what l does with it changes
-// e only if l writes it. The caller holds e's lock.
+// algorithm when it is an algorithm.Inheritor, by l's rule; one of
+// another Kind is l's fresh state charged with what that state had used
+// (algorithm.Carry; a fresh one when the writer would read its state
+// fresh, where a Redis key's TTL drops it). Any other (a config without a
+// Tag: an algorithm of no registered Kind) is an error wrapping
+// store.ErrStateMismatch, or, when l resets on mismatch, l's fresh state.
+// The state returned shares nothing with e's: a Log is copied, so that
+// what l does with it changes e only if l writes it. The caller holds e's
+// lock.
 func (t *table[K]) read(e *entry[K], n uint32, l *limitRef, now int64) (algorithm.State, error) {
 	w, mine := t.reg.cfg(e.cfg), t.reg.cfg(l.cfg)
 	s := t.state(e, n, w.wide)
 	if s.Log != nil {
 		s.Log = &algorithm.Log{Entries: slices.Clone(s.Log.Entries[s.Log.Head:])}
 	}
-	if w.wide == mine.wide && w.tagged && mine.tagged {
+	if w.tagged && mine.tagged {
 		switch {
-		case w.tag == mine.tag:
+		case w.wide == mine.wide && w.tag == mine.tag:
 			return s, nil
-		case w.tag.Kind == mine.tag.Kind && l.inherit != nil:
+		case w.wide == mine.wide && w.tag.Kind == mine.tag.Kind && l.inherit != nil:
 			return l.inherit.Inherit(w.tag, s, now, l.rule), nil
+		case w.tag.Kind != mine.tag.Kind:
+			if w.alg.Peek(s, now, 1).ResetAfter > 0 {
+				// Another Kind: what the state had used carries over,
+				// until its writer would read it fresh.
+				return algorithm.Carry(l.alg, w.tag, s, now), nil
+			}
+			return l.alg.Init(algorithm.State{}, now), nil
 		}
 	}
 	if l.reset {
-		if w.tagged && mine.tagged && w.alg.Peek(s, now, 1).ResetAfter > 0 {
-			// Another Kind: what the state had used carries over, until
-			// its writer would read it fresh (where a Redis key's TTL
-			// drops it).
-			return algorithm.Carry(l.alg, w.tag, s, now), nil
-		}
 		return l.alg.Init(algorithm.State{}, now), nil
 	}
 	return s, fmt.Errorf("%w: state ID %q holds the state of %s, which this limit, %s, cannot read", store.ErrStateMismatch, l.name, w.describe(), mine.describe())

@@ -133,11 +133,12 @@ func TestLimiterPerRequestDecidesAsACachedOne(t *testing.T) {
 }
 
 // TestOtherAlgorithmUnderOneID plays every ordered pair of the six
-// algorithms under one state ID: a key written by one is refused by the
-// other with ErrStateMismatch (not ErrUnavailable), by Take and Peek, and
-// nothing stored changes; with ResetOnMismatch the other starts the key
-// from what the state had used (2 of the writer's 5: 3 remain), and its
-// admission replaces the state. Two algorithms configured alike share it.
+// algorithms under one state ID: a key written by one is read by the
+// other as its own fresh state charged with what that state had used (2
+// of the writer's 5: 3 remain), whether it resets on mismatch or not, by
+// Take and Peek; nothing stored changes until it admits, and its
+// admission replaces the state, which the writer then reads carried in
+// turn. Two algorithms configured alike share it.
 func TestOtherAlgorithmUnderOneID(t *testing.T) {
 	algs := hourly(t, 5)
 	for wname, writer := range algs {
@@ -154,38 +155,28 @@ func TestOtherAlgorithmUnderOneID(t *testing.T) {
 					}
 					return
 				}
-				for op, call := range map[string]func() (algorithm.Result, error){
-					"Take":   func() (algorithm.Result, error) { return r.Take(ctx, "k", t0+1, 1, nil) },
-					"Take 5": func() (algorithm.Result, error) { return r.Take(ctx, "k", t0+1, 5, nil) },
-					"Peek":   func() (algorithm.Result, error) { return r.Peek(ctx, "k", t0+1, nil) },
-				} {
-					got, err := call()
-					if !errors.Is(err, store.ErrStateMismatch) || errors.Is(err, store.ErrUnavailable) {
-						t.Errorf("%s by %s of %s's state = %+v, %v; want ErrStateMismatch, not ErrUnavailable", op, rname, wname, got, err)
+				if got := take(t, r, "k", t0+1, 4); got.Allowed() {
+					t.Errorf("Take 4 by %s of %s's state (2 used) = %+v, want denied", rname, wname, got)
+				}
+				for _, reset := range []bool{false, true} {
+					if got := peek(t, openID(t, s, reader, "shared", reset), "k", t0+1); !got.Allowed() || got.Remaining != 3 {
+						t.Errorf("Peek by %s (reset on mismatch %v) = %+v, want 3 left: the 2 used carry over", rname, reset, got)
 					}
 				}
 				if after := peek(t, w, "k", t0+1); after != before {
-					t.Errorf("%s's state after the refusals: Peek = %+v, want %+v, as before", wname, after, before)
+					t.Errorf("%s's state after a denial and peeks by %s: %+v, want %+v", wname, rname, after, before)
 				}
 				if got := s.Stats().Keys; got != 1 {
 					t.Errorf("Stats().Keys = %d, want 1", got)
 				}
-
-				afresh := openID(t, s, reader, "shared", true)
-				if got := peek(t, afresh, "k", t0+1); !got.Allowed() || got.Remaining != 3 {
-					t.Errorf("ResetOnMismatch: Peek = %+v, want 3 left: the 2 used carry over", got)
-				}
-				if after := peek(t, w, "k", t0+1); after != before {
-					t.Errorf("%s's state after a Peek afresh: %+v, want %+v", wname, after, before)
-				}
-				if got := take(t, afresh, "k", t0+1, 1); !got.Allowed() || got.Remaining != 2 {
-					t.Errorf("ResetOnMismatch: Take = %+v, want admitted with 2 left, the 2 used carried", got)
+				if got := take(t, r, "k", t0+1, 1); !got.Allowed() || got.Remaining != 2 {
+					t.Errorf("%s: Take = %+v, want admitted with 2 left, the 2 used carried", rname, got)
 				}
 				if got := take(t, r, "k", t0+1, 1); !got.Allowed() || got.Remaining != 1 {
 					t.Errorf("%s after its admission carried: Take = %+v, want admitted with 1 left", rname, got)
 				}
-				if _, err := w.Take(ctx, "k", t0+1, 1, nil); !errors.Is(err, store.ErrStateMismatch) {
-					t.Errorf("%s on the state %s replaced: %v, want ErrStateMismatch", wname, rname, err)
+				if got := peek(t, w, "k", t0+1); got.Remaining != 1 {
+					t.Errorf("%s on the state %s replaced: %+v, want the 4 used carried back, 1 left", wname, rname, got)
 				}
 			})
 		}
@@ -193,28 +184,28 @@ func TestOtherAlgorithmUnderOneID(t *testing.T) {
 }
 
 // TestOtherAlgorithmInAPolicy checks that a Policy whose second limit
-// finds another algorithm's state under its ID fails as a whole, charging
-// neither limit.
+// finds another algorithm's state under its ID reads it for what it had
+// used, and that a Policy denied by it charges neither limit.
 func TestOtherAlgorithmInAPolicy(t *testing.T) {
 	algs := hourly(t, 5)
 	s := memorystore.New[string]()
 	w := openID(t, s, algs["fixedwindow"], "b", false)
-	take(t, w, "k", t0, 1)
+	take(t, w, "k", t0, 4)
 	pol, err := s.Open([]store.Limit{{Algorithm: algs["gcra"], ID: "a"}, {Algorithm: algs["tokenbucket"], ID: "b"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pol.Take(ctx, "k", t0, 1, nil); !errors.Is(err, store.ErrStateMismatch) {
-		t.Fatalf("Policy Take = %v, want ErrStateMismatch", err)
+	if r, err := pol.Take(ctx, "k", t0, 2, nil); err != nil || r.Allowed() {
+		t.Fatalf("Policy Take of 2 with 4 of 5 used under b = %+v, %v; want denied", r, err)
 	}
-	if _, err := pol.Peek(ctx, "k", t0, nil); !errors.Is(err, store.ErrStateMismatch) {
-		t.Errorf("Policy Peek = %v, want ErrStateMismatch", err)
+	if r, err := pol.Peek(ctx, "k", t0, nil); err != nil || r.Remaining != 1 {
+		t.Errorf("Policy Peek = %+v, %v; want 1 left (the 4 used carried)", r, err)
 	}
 	if r := peek(t, openID(t, s, algs["gcra"], "a", false), "k", t0); r != algorithm.Fresh(5) {
-		t.Errorf("the policy's first limit after the refusal: %+v, want fresh", r)
+		t.Errorf("the policy's first limit after the denial: %+v, want fresh", r)
 	}
-	if r := peek(t, w, "k", t0); r.Remaining != 4 {
-		t.Errorf("the fixed window after the refusal: %+v, want 4 left", r)
+	if r := peek(t, w, "k", t0); r.Remaining != 1 {
+		t.Errorf("the fixed window after the denial: %+v, want 1 left", r)
 	}
 }
 

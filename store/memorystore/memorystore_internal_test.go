@@ -46,11 +46,11 @@ func TestEntryLayout(t *testing.T) {
 			took = d
 		}
 	}
-	// The list of one page is a slice of one page (16 bytes) and its
-	// header (24 bytes, in the 24-byte size class); the page's empty
-	// sidecar pointer takes 8.
-	if got, want := took, uint64(entries)+16+24+8; got != want {
-		t.Errorf("the first page took %d bytes, want %d: %d for its %d entries and 48 for the list of pages", got, want, entries, pageSize)
+	// The list of one page is a slice of one page (24 bytes) and its
+	// header (24 bytes, in the 24-byte size class); the page's two empty
+	// sidecar pointers (wide states, generations) take 8 each.
+	if got, want := took, uint64(entries)+24+24+8+8; got != want {
+		t.Errorf("the first page took %d bytes, want %d: %d for its %d entries and 64 for the list of pages", got, want, entries, pageSize)
 	}
 }
 

@@ -7,15 +7,24 @@ import (
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/gcra"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
 
+// unregistered is an algorithm of no registered Kind (it has no Tag): it
+// cannot read another algorithm's state, nor carry what it had used.
+type unregistered struct{ algorithm.Algorithm }
+
+// Describe says what the algorithm it wraps is, in words.
+func (u unregistered) Describe() string { return algorithm.Describe(u.Algorithm) }
+
 // TestMismatchNamesAlgorithmsInWords: a state written by another
-// algorithm under the same state ID is refused with an error that says
-// what each algorithm is in words (issue 43), not as tags ("T100" vs
-// "G100,36000000").
+// algorithm under the same state ID, which the reader cannot read (it is
+// of no registered Kind: one of another Kind carries what it had used),
+// is refused with an error that says what each algorithm is in words
+// (issue 43), not as tags ("T100" vs "G100,36000000").
 func TestMismatchNamesAlgorithmsInWords(t *testing.T) {
 	st := memorystore.New[string]()
 	meter, err := gcra.Per(100, time.Hour)
@@ -27,7 +36,7 @@ func TestMismatchNamesAlgorithmsInWords(t *testing.T) {
 		t.Fatal(err)
 	}
 	writer, errW := ratelimit.New(meter, st, ratelimit.WithName("x"))
-	reader, errR := ratelimit.New(bucket, st, ratelimit.WithName("x"))
+	reader, errR := ratelimit.New(unregistered{bucket}, st, ratelimit.WithName("x"))
 	if errW != nil || errR != nil {
 		t.Fatal(errW, errR)
 	}
@@ -36,7 +45,7 @@ func TestMismatchNamesAlgorithmsInWords(t *testing.T) {
 	}
 	_, err = reader.Allow(ctx, "k")
 	if !errors.Is(err, ratelimit.ErrStateMismatch) {
-		t.Fatalf("reading a GCRA state with a token bucket: %v; want ErrStateMismatch", err)
+		t.Fatalf("reading a GCRA state with an algorithm of no Kind: %v; want ErrStateMismatch", err)
 	}
 	for _, want := range []string{"GCRA, burst 100, one every 36s", "a token bucket of 100 refilled in 1s"} {
 		if !strings.Contains(err.Error(), want) {

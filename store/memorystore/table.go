@@ -55,6 +55,8 @@ type table[K comparable] struct {
 	dropped     atomic.Uint64
 	refused     atomic.Uint64
 	census      census[K]
+	// gens numbers the generations of booked states (see arena).
+	gens atomic.Uint64
 }
 
 // entry is the state of one identity for one key. It is live while its
@@ -437,6 +439,7 @@ func (t *table[K]) add(sh *shard[K], l *limitRef, key K, hash uint32, now int64)
 	e.id.Store(l.id)
 	e.cfg = l.cfg
 	e.key = key
+	t.arena.unnumber(n) // a state is born
 	// Init may reuse the log a dropped key left in the entry.
 	t.keep(e, n, l.wide, l.alg.Init(t.state(e, n, l.wide), now))
 	sh.soon = min(sh.soon, now) // a fresh state expires at once

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,15 +94,22 @@ func (t *Table[K]) Book(ctx context.Context, key K, now, cost, maxDelay int64, o
 	if maxDelay < 0 || maxDelay > algorithm.MaxDuration {
 		maxDelay = algorithm.MaxDuration
 	}
-	o := t.submit(ctx, keys, luascript.OpBook, now, cost, []string{strconv.FormatInt(maxDelay, 10)}, out)
+	o := t.submit(ctx, keys, luascript.OpBook, now, cost, []string{strconv.FormatInt(maxDelay, 10), nonce()}, out)
 	if o.err != nil || !o.booked {
 		return o.r, store.Booking{}, false, o.err
 	}
 	return o.r, store.Booking{Act: o.act, Cost: cost, Undo: bookingUndo{table: t, values: o.undo}}, true, nil
 }
 
+// nonce returns a booking's nonce: the generation a state the booking
+// charges gets when it has none (luascript.OpBook), so that a booking's
+// undo gives nothing into a state born again since (a Reset, an expiry):
+// 64 random bits, base 36.
+func nonce() string { return strconv.FormatUint(rand.Uint64(), 36) }
+
 // bookingUndo is a Redis booking's record for Cancel: each limit's value
-// before and after the booking, as the script replied them.
+// before and after the booking and the generation of the state it
+// charged, as the script replied them.
 type bookingUndo struct {
 	table  any // the *Table that booked
 	values []string
@@ -110,7 +118,7 @@ type bookingUndo struct {
 // Cancel runs the cancel script (luascript.OpCancel).
 func (t *Table[K]) Cancel(ctx context.Context, key K, now int64, b store.Booking) error {
 	u, ok := b.Undo.(bookingUndo)
-	if !ok || u.table != any(t) || len(u.values) != 2*len(t.limits) {
+	if !ok || u.table != any(t) || len(u.values) != 3*len(t.limits) {
 		return fmt.Errorf("%w: a booking not made by this Redis table", store.ErrInvalidBooking)
 	}
 	if !t.server && b.Act <= now {
@@ -128,34 +136,36 @@ func (t *Table[K]) Cancel(ctx context.Context, key K, now int64, b store.Booking
 }
 
 // Undo runs the undo script (luascript.OpUndo): before b is due, the
-// cancel's; once due, a Reservation's Refund. With b.HoldsOnly (a
-// Reservation's Release) it runs the undo script of the limits that hold
-// alone (holds), on their values: the others keep their charge.
-func (t *Table[K]) Undo(ctx context.Context, key K, now int64, b store.Booking) error {
+// cancel's; once due, a Reservation's Refund. It returns the least any
+// limit gave back. A Reservation's Release (b.Release) runs the undo
+// script of the limits that hold alone (holds), on their values: the
+// others keep their charge.
+func (t *Table[K]) Undo(ctx context.Context, key K, now int64, b store.Booking) (int64, error) {
 	u, ok := b.Undo.(bookingUndo)
-	if !ok || u.table != any(t) || len(u.values) != 2*len(t.limits) {
-		return fmt.Errorf("%w: a booking not made by this Redis table", store.ErrInvalidBooking)
+	if !ok || u.table != any(t) || len(u.values) != 3*len(t.limits) {
+		return 0, fmt.Errorf("%w: a booking not made by this Redis table", store.ErrInvalidBooking)
 	}
-	if b.HoldsOnly && len(t.holding) < len(t.limits) {
+	if b.Release && len(t.holding) < len(t.limits) {
 		if t.holds == nil {
-			return nil // no limit holds: nothing to release
+			return 0, nil // no limit holds: nothing to release
 		}
-		values := make([]string, 0, 2*len(t.holding))
+		values := make([]string, 0, 3*len(t.holding))
 		for _, i := range t.holding {
-			values = append(values, u.values[2*i], u.values[2*i+1])
+			values = append(values, u.values[3*i:3*i+3]...)
 		}
-		b.HoldsOnly, b.Undo = false, bookingUndo{table: t.holds, values: values}
+		b.Release, b.Undo = false, bookingUndo{table: t.holds, values: values}
 		return t.holds.Undo(ctx, key, now, b)
 	}
 	if _, err := t.op(luascript.OpUndo); err != nil {
-		return err
+		return 0, err
 	}
 	keys, _, err := t.keys(nil, key, t.declared, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	extra := append([]string{strconv.FormatInt(b.Act, 10)}, u.values...)
-	return t.submit(ctx, keys, luascript.OpUndo, now, b.Cost, extra, nil).err
+	o := t.submit(ctx, keys, luascript.OpUndo, now, b.Cost, extra, nil)
+	return o.given, o.err
 }
 
 // Refund runs the refund script (luascript.OpRefund).
@@ -198,7 +208,7 @@ func (t *Table[K]) opReplyLen(op luascript.Op) int {
 	n := len(t.limits)
 	switch op {
 	case luascript.OpBook:
-		return 2 + 5*n // booked, the instant, each limit's result, then its values before and after
+		return 2 + 6*n // booked, the instant, each limit's result, then its values before and after and its generation
 	case luascript.OpRefund:
 		return 3 * n
 	}
@@ -253,6 +263,8 @@ func (t *Table[K]) sendOps(ctx context.Context, keys []string, batch []*request)
 			req.outcome = t.booked(s, strs[i*per:(i+1)*per], req.rs)
 		case op == luascript.OpRefund:
 			req.r, req.err = t.result(ints[i*per:(i+1)*per], req.rs)
+		case op == luascript.OpUndo:
+			req.given = slices.Min(ints[i*per : (i+1)*per])
 		}
 		req.done <- struct{}{}
 	}

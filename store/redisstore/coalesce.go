@@ -126,6 +126,7 @@ type outcome struct {
 	booked bool
 	act    int64
 	undo   []string
+	given  int64 // an undo's: the least any limit gave back
 }
 
 var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}

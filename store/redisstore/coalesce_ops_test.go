@@ -48,10 +48,11 @@ func cancelBooking(ctx context.Context, tab *Table[string], key string, now int6
 }
 
 // bookReply is a book script's reply to a request at now: booked at now +
-// 10, with 1000 - now remaining, and the values before and after.
+// 10, with 1000 - now remaining, the values before and after, and the
+// state's generation.
 func bookReply(now string) []string {
 	n, _ := strconv.ParseInt(now, 10, 64)
-	return []string{"1", strconv.FormatInt(n+10, 10), strconv.FormatInt(1000-n, 10), "10", "0", "pre" + now, "post" + now}
+	return []string{"1", strconv.FormatInt(n+10, 10), strconv.FormatInt(1000-n, 10), "10", "0", "pre" + now, "post" + now, ";g" + now}
 }
 
 // TestCoalesceOpsInOrder: bookings, refunds and cancels of a key wait in
@@ -75,7 +76,7 @@ func TestCoalesceOpsInOrder(t *testing.T) {
 	t2 := take(ctx, tab, "k", 104)
 	waitQueued(t, tab, "k", 5)
 	// A booking made before, by this table, to cancel.
-	undo := store.Booking{Act: 500, Cost: 5, Undo: bookingUndo{table: tab, values: []string{"a", "b"}}}
+	undo := store.Booking{Act: 500, Cost: 5, Undo: bookingUndo{table: tab, values: []string{"a", "b", ";g"}}}
 	cn := cancelBooking(ctx, tab, "k", 105, undo)
 	waitQueued(t, tab, "k", 6)
 
@@ -85,15 +86,16 @@ func TestCoalesceOpsInOrder(t *testing.T) {
 	if c.script != runScript(tab.opBatch[luascript.OpBook]) {
 		t.Fatalf("the waiting bookings ran %s, want the book batch script", c.script.Name)
 	}
-	// n, m, then each request's now, cost and maxDelay, then the table's.
-	if got := fmt.Sprint(c.argv[:8]); got != "[2 3 100 2 1000000 102 3 1000000]" {
-		t.Fatalf("book batch arguments %v", got)
+	// n, m, then each request's now, cost, maxDelay and nonce (random,
+	// one per booking), then the table's.
+	if got := fmt.Sprint(c.argv[:5], c.argv[6:9]); got != "[2 4 100 2 1000000] [102 3 1000000]" || c.argv[5] == "" || c.argv[5] == c.argv[9] {
+		t.Fatalf("book batch arguments %v", c.argv[:10])
 	}
 	c.answer <- evalAnswer{strs: append(bookReply("100"), bookReply("102")...)}
 	for i, ch := range []chan opDone{b1, b2} {
 		o := result(t, ch)
 		now := int64(100 + 2*i)
-		want := bookingUndo{table: tab, values: []string{fmt.Sprint("pre", now), fmt.Sprint("post", now)}}
+		want := bookingUndo{table: tab, values: []string{fmt.Sprint("pre", now), fmt.Sprint("post", now), fmt.Sprint(";g", now)}}
 		if o.err != nil || !o.booked || o.booking.Act != now+10 || o.booking.Cost != int64(2+i) || o.r.Remaining != 1000-now ||
 			fmt.Sprint(o.booking.Undo) != fmt.Sprint(want) {
 			t.Fatalf("booking %d: %+v, want its own reply", i, o)
@@ -124,7 +126,7 @@ func TestCoalesceOpsInOrder(t *testing.T) {
 	}
 
 	c = next(t, run)
-	if c.script != runScript(tab.ops[luascript.OpCancel]) || fmt.Sprint(c.argv[len(c.argv)-3:]) != "[500 a b]" {
+	if c.script != runScript(tab.ops[luascript.OpCancel]) || fmt.Sprint(c.argv[len(c.argv)-4:]) != "[500 a b ;g]" {
 		t.Fatalf("the waiting cancel ran %s with %v, want the cancel script with the booking's instant and values", c.script.Name, c.argv)
 	}
 	c.answer <- evalAnswer{reply: []int64{5}}

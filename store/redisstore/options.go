@@ -64,6 +64,17 @@ func WithCoalescing[K comparable](inFlight int) Option[K] {
 	return func(s *Store[K]) { s.cfg.InFlight = inFlight }
 }
 
+// WithGroupCommit sets how many multi script calls (store.Multi's
+// TakeAll, on one Redis) the store has in flight at once: past them,
+// TakeAlls wait and go together in one call, each all-or-none, in
+// arrival order (default DefaultCommitInFlight; 0 sends each alone).
+// A batch's call runs under the store's own timeout (WithTimeout); its
+// callers wait for it. A negative inFlight fails New with
+// algorithm.ErrInvalidConfig.
+func WithGroupCommit[K comparable](inFlight int) Option[K] {
+	return func(s *Store[K]) { s.cfg.CommitInFlight = inFlight }
+}
+
 // WithTimeout sets the longest one script call may take, retries after
 // a cluster's TRYAGAIN included (default 3 s). A Limiter or Policy never
 // passes its caller's deadline or cancellation to the client

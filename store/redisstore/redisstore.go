@@ -132,6 +132,7 @@ const DefaultPrefix = "ratelimit:"
 type Store[K comparable] struct {
 	run           Runner
 	cfg           config[K]
+	commit        *committer[K] // nil without group commit
 	eviction      EvictionCheck
 	evictionEvery time.Duration // WithEvictionCheckInterval; 0: the default
 }
@@ -150,6 +151,8 @@ func New[K comparable](run Runner, opts ...Option[K]) (*Store[K], error) {
 		Prefix:    DefaultPrefix,
 		TTLMargin: DefaultTTLMargin,
 		InFlight:  DefaultInFlight,
+
+		CommitInFlight: DefaultCommitInFlight,
 	}}
 	for _, o := range opts {
 		o(s)
@@ -178,6 +181,9 @@ func New[K comparable](run Runner, opts ...Option[K]) (*Store[K], error) {
 		check.every = s.evictionEvery
 	}
 	s.cfg.Evictions = check
+	if s.cfg.CommitInFlight > 0 {
+		s.commit = newCommitter[K](s.cfg.CommitInFlight)
+	}
 	return s, nil
 }
 
@@ -190,5 +196,6 @@ func (s *Store[K]) Open(limits []store.Limit, clk clock.Clock) (store.Table[K], 
 	if err != nil {
 		return nil, err // not a nil *Table in a non-nil Table
 	}
+	t.home, t.commit = s, s.commit
 	return t, nil
 }

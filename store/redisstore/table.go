@@ -109,6 +109,10 @@ type config[K comparable] struct {
 	// Timeout bounds each script call (see DefaultTimeout); 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// CommitInFlight, when above 0, is how many multi script calls are
+	// in flight before TakeAlls wait to go together (commit.go); 0 sends
+	// each alone. The stores' default is DefaultCommitInFlight.
+	CommitInFlight int
 	// Evictions, when not nil, checks the servers' maxmemory-policy when
 	// a table is opened. A store shares one among its tables.
 	Evictions *evictionWatch
@@ -123,6 +127,9 @@ func (c *config[K]) check() error {
 	}
 	if c.InFlight < 0 {
 		return fmt.Errorf("%w: coalescing: %d calls in flight per key; want 0 (off) or more", algorithm.ErrInvalidConfig, c.InFlight)
+	}
+	if c.CommitInFlight < 0 {
+		return fmt.Errorf("%w: group commit: %d calls in flight; want 0 (off) or more", algorithm.ErrInvalidConfig, c.CommitInFlight)
 	}
 	switch {
 	case c.Timeout == 0:
@@ -189,6 +196,13 @@ type Table[K comparable] struct {
 	// of them alone, whose undo script a Reservation's Release runs.
 	holding []int
 	holds   *Table[K]
+	// home is the Store that opened the table: TakeAll decides requests
+	// of its tables alone.
+	home any
+	// commit is the store's group commit of TakeAlls; nil without.
+	commit *committer[K]
+	// declaredAt are the places in suffixes of declared's.
+	declaredAt []int
 }
 
 var (
@@ -271,8 +285,14 @@ func (t *Table[K]) declare(limits []store.Limit) {
 	}
 	if len(logs) < len(limits) {
 		t.declared = append(t.declared, t.suffixes[0])
+		t.declaredAt = append(t.declaredAt, 0)
 	}
 	t.declared = append(t.declared, logs...)
+	for i, l := range limits {
+		if tag, _ := algorithm.TagOf(l.Algorithm); keepsLog(tag) {
+			t.declaredAt = append(t.declaredAt, 1+i)
+		}
+	}
 	t.maxBatch = batchBound(len(limits), len(logs) > 0)
 }
 

@@ -76,6 +76,12 @@ func WithTTLMargin[K comparable](margin time.Duration) Option[K] {
 	return redisstore.WithTTLMargin[K](margin)
 }
 
+// WithGroupCommit is redisstore.WithGroupCommit: how many TakeAll calls
+// are in flight before the next ones go together in one.
+func WithGroupCommit[K comparable](inFlight int) Option[K] {
+	return redisstore.WithGroupCommit[K](inFlight)
+}
+
 // WithCoalescing is redisstore.WithCoalescing: how many calls per key go
 // at once before the others wait and go in one batch.
 func WithCoalescing[K comparable](inFlight int) Option[K] {
@@ -112,7 +118,12 @@ type runner struct{ client rueidis.Client }
 var (
 	_ redisstore.Runner       = runner{}
 	_ redisstore.PolicyReader = runner{}
+	_ redisstore.Sharded      = runner{}
 )
+
+// Sharded reports whether the client is a cluster client, which sends
+// keys to servers by their hash tag.
+func (r runner) Sharded() bool { return r.client.Mode() == rueidis.ClientModeCluster }
 
 // ReadPolicies reads the maxmemory-policy of every node the client knows
 // (the server, or the cluster's masters, and its replicas when the client

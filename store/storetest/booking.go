@@ -18,15 +18,18 @@ import (
 )
 
 // testBooking runs random sequences of AllowN, Peek, ReserveN (with random
-// maximum delays), Cancel and Refund of an earlier reservation, Refund by
-// key and clock moves (forward, and back) on one key of a Limiter (limits
-// 1) or a Policy of random algorithms, and checks every answer, field for
-// field, against a model that applies the algorithms' own transitions
-// (algorithm.Booker, algorithm.Undoer) the way the store contract says a
-// table does (store.Booker): the earliest instant every limit admits
-// (EarliestAll), exact give-back while the state is the one a booking
-// left, the algorithm's Undo otherwise. So every store gives the same
-// results as the algorithms, hence as each other.
+// maximum delays), Cancel, Refund and Settle of an earlier reservation,
+// Refund by key, Reset and clock moves (forward, and back) on one key of a
+// Limiter (limits 1) or a Policy of random algorithms, and checks every
+// answer, field for field, against a model that applies the algorithms'
+// own transitions (algorithm.Booker, algorithm.Undoer, algorithm.Settler)
+// the way the store contract says a table does (store.Booker,
+// store.Settler): the earliest instant every limit admits (EarliestAll),
+// nothing given back into a state of another generation (made again after
+// Reset), exact give-back while the state is the one a booking left, the
+// algorithm's Undo otherwise, and what each Refund says it gave back. So
+// every store gives the same results as the algorithms, hence as each
+// other.
 //
 // Along the way it checks that booking then cancelling with nothing
 // charged in between leaves every limit's state, as Peek reports it, as
@@ -87,6 +90,7 @@ func testBooking(t *testing.T, st store.Store[string], k *kind, maxLimits int) {
 		b.delayed = make([]bool, n)
 		b.states = make([]algorithm.State, n)
 		b.exists = make([]bool, n)
+		b.gens = make([]int, n)
 		rt.Repeat(map[string]func(*rapid.T){
 			"advance": b.capped(b.advance),
 			"back":    b.capped(b.back),
@@ -96,6 +100,8 @@ func testBooking(t *testing.T, st store.Store[string], k *kind, maxLimits int) {
 			"cancel":  b.capped(b.cancel),
 			"refund":  b.capped(b.refund),
 			"undo":    b.capped(b.undo),
+			"settle":  b.capped(b.settle),
+			"reset":   b.capped(b.reset),
 			"":        b.bounded,
 		})
 	})
@@ -117,6 +123,10 @@ type bookingMachine struct {
 	period int64
 	states []algorithm.State
 	exists []bool // whether the store holds a state for each limit
+	// gens is each limit's state's generation: a new one for each state
+	// born (a charge where there was none, after Reset), from born.
+	gens   []int
+	born   int
 	booked []booked
 	steps  int
 	setups []setup
@@ -149,10 +159,11 @@ type counted struct {
 type booked struct {
 	res       *ratelimit.Reservation[string]
 	adm       *counted
-	act, cost int64
+	act, cost int64 // cost: as last settled
 	pre, post []algorithm.State
 	exact     []bool
 	made      []bool // the booking made the limit's state: given back exactly, there is none again
+	gen       []int  // the generation of each limit's state it charged; -1: none any more
 	// byKey is set when a refund by key came once the booking was due:
 	// that refund may have given its charge back, so the sequence does
 	// not refund it again through its Reservation (a caller refunds a
@@ -254,6 +265,8 @@ func (b *bookingMachine) init() []bool {
 		if !b.exists[i] {
 			b.states[i] = a.Init(algorithm.State{}, b.now)
 			b.exists[i], made[i] = true, true
+			b.born++
+			b.gens[i] = b.born
 		}
 	}
 	return made
@@ -297,14 +310,14 @@ func (b *bookingMachine) allow(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("AllowN(%d): %v", cost, err)
 	}
-	saved, had := append([]algorithm.State(nil), b.states...), append([]bool(nil), b.exists...)
+	saved, had, gens := append([]algorithm.State(nil), b.states...), append([]bool(nil), b.exists...), slices.Clone(b.gens)
 	b.init()
 	all := true
 	for i, a := range b.algs {
 		all = all && a.Peek(b.states[i], b.now, cost).Allowed()
 	}
 	if !all {
-		defer func() { copy(b.states, saved); copy(b.exists, had) }() // a denial writes nothing
+		defer func() { copy(b.states, saved); copy(b.exists, had); copy(b.gens, gens) }() // a denial writes nothing
 	}
 	want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result {
 		if !all {
@@ -364,15 +377,15 @@ func (b *bookingMachine) reserve(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("ReserveN(%d, %v): %v", cost, md, err)
 	}
-	saved, had := append([]algorithm.State(nil), b.states...), append([]bool(nil), b.exists...)
+	saved, had, gens := append([]algorithm.State(nil), b.states...), append([]bool(nil), b.exists...), slices.Clone(b.gens)
 	made := b.init()
-	until := algorithm.BookingDeadline(b.now, maxDelay)
+	until := algorithm.BookingDeadline(b.now, holdsNow(b.plain, maxDelay))
 	act, ok := algorithm.EarliestAll(b.plain, b.states, b.now, until, cost)
 	if !ok {
 		// Nothing written: the limits that had no state still have none
 		// (their fresh states are read as of now, which is what b.states
 		// holds until the next call).
-		defer func() { copy(b.states, saved); copy(b.exists, had) }()
+		defer func() { copy(b.states, saved); copy(b.exists, had); copy(b.gens, gens) }()
 	}
 	what := fmt.Sprintf("ReserveN(%d, max %dµs)", cost, maxDelay)
 	if res.OK() != ok {
@@ -389,7 +402,7 @@ func (b *bookingMachine) reserve(t *rapid.T) {
 			b.delayed[i] = true
 		}
 	}
-	bk := booked{res: res, act: act, cost: cost, made: made, adm: &counted{at: act, cost: cost}}
+	bk := booked{res: res, act: act, cost: cost, made: made, adm: &counted{at: act, cost: cost}, gen: slices.Clone(b.gens)}
 	b.counted = append(b.counted, bk.adm)
 	// Peeks before, to compare after a cancel with nothing in between.
 	want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result {
@@ -415,10 +428,9 @@ func (b *bookingMachine) cancel(t *rapid.T) {
 	bk := b.booked[i]
 	b.booked = append(b.booked[:i], b.booked[i+1:]...)
 	// With nothing charged since, the states before must come back.
-	untouched := true
+	untouched := bk.cost > 0
 	for j := range b.algs {
-		s, post := b.states[j], bk.post[j]
-		untouched = untouched && b.exists[j] && bk.exact[j] && s.N0 == post.N0 && s.N1 == post.N1 && s.N2 == post.N2
+		untouched = untouched && b.exact(bk, j)
 	}
 	var before []algorithm.Result
 	for j, a := range b.algs {
@@ -428,19 +440,10 @@ func (b *bookingMachine) cancel(t *rapid.T) {
 		t.Fatalf("Cancel: %v", err)
 	}
 	if bk.act > b.now {
-		for j, a := range b.algs {
-			s := b.states[j]
-			if b.exists[j] && bk.exact[j] && s.N0 == bk.post[j].N0 && s.N1 == bk.post[j].N1 && s.N2 == bk.post[j].N2 {
-				b.states[j] = bk.pre[j]
-				if bk.made[j] {
-					b.exists[j] = false // no state, as before the booking
-				}
-				continue
+		if bk.cost > 0 {
+			for j := range b.algs {
+				b.giveBack(bk, j)
 			}
-			if !b.exists[j] {
-				continue
-			}
-			b.states[j], _ = a.(algorithm.Undoer).Undo(s, b.now, bk.act, bk.cost)
 		}
 		bk.adm.gone = true // not used: it no longer counts
 	}
@@ -453,6 +456,45 @@ func (b *bookingMachine) cancel(t *rapid.T) {
 	if err := bk.res.Cancel(context.Background()); err != nil {
 		t.Fatalf("second Cancel: %v", err)
 	}
+}
+
+// mine reports whether limit j's state is of the generation booking bk
+// charged.
+func (b *bookingMachine) mine(bk booked, j int) bool {
+	return b.exists[j] && bk.gen[j] == b.gens[j]
+}
+
+// exact reports whether limit j's state is still the one booking bk (or
+// its last Settle) left: its generation and numbers.
+func (b *bookingMachine) exact(bk booked, j int) bool {
+	s, post := b.states[j], bk.post[j]
+	return b.mine(bk, j) && bk.exact[j] && s.N0 == post.N0 && s.N1 == post.N1 && s.N2 == post.N2
+}
+
+// giveBack gives booking bk back to limit j at now as a store does, and
+// returns what it gave back: nothing into a state of another generation;
+// exactly the state before it while the state is the one it left (what
+// the algorithm's exact undo says it gives back); the algorithm's Undo
+// otherwise, written only when it gives something back.
+func (b *bookingMachine) giveBack(bk booked, j int) int64 {
+	if !b.mine(bk, j) {
+		return 0
+	}
+	u := b.algs[j].(algorithm.Undoer)
+	if b.exact(bk, j) {
+		_, given, _ := u.Undo(algorithm.CloneState(b.states[j]), b.now, bk.act, bk.cost, bk.cost, true)
+		b.states[j] = bk.pre[j]
+		if bk.made[j] {
+			b.exists[j] = false // no state, as before the booking
+		}
+		return given
+	}
+	s := b.states[j]
+	next, given, _ := u.Undo(s, b.now, bk.act, bk.cost, bk.cost, false)
+	if given > 0 && !sameState(next, s) {
+		b.states[j] = next
+	}
+	return given
 }
 
 func (b *bookingMachine) refund(t *rapid.T) {
@@ -492,8 +534,10 @@ func (b *bookingMachine) refund(t *rapid.T) {
 // undo refunds an earlier reservation through its handle
 // (Reservation.Refund): before it is due a cancel, after it the
 // algorithms' Undo, or exactly the states before it while the key's are
-// still the ones it left. The admission no longer counts. A second
-// Refund, and a Cancel after it, give nothing.
+// still the ones it left; nothing into a state of another generation. It
+// must say what it gave back: the least any limit gave back. The
+// admission no longer counts. A second Refund, and a Cancel after it,
+// give nothing.
 func (b *bookingMachine) undo(t *rapid.T) {
 	if len(b.booked) == 0 {
 		t.Skip("nothing booked")
@@ -504,29 +548,116 @@ func (b *bookingMachine) undo(t *rapid.T) {
 		t.Skip("refunded by key already")
 	}
 	b.booked = append(b.booked[:i], b.booked[i+1:]...)
-	if err := bk.res.Refund(context.Background()); err != nil {
+	got, err := bk.res.Refund(context.Background())
+	if err != nil {
 		t.Fatalf("Refund of a reservation: %v", err)
 	}
-	for j, a := range b.algs {
-		s := b.states[j]
-		if !b.exists[j] {
-			continue
+	want := bk.cost
+	if bk.cost > 0 {
+		for j := range b.algs {
+			want = min(want, b.giveBack(bk, j))
 		}
-		if bk.exact[j] && s.N0 == bk.post[j].N0 && s.N1 == bk.post[j].N1 && s.N2 == bk.post[j].N2 {
-			b.states[j] = bk.pre[j]
-			if bk.made[j] {
-				b.exists[j] = false
-			}
-			continue
-		}
-		b.states[j], _ = a.(algorithm.Undoer).Undo(s, b.now, bk.act, bk.cost)
+	}
+	if got != want {
+		t.Fatalf("Refund at +%dµs of %d booked for +%dµs gave back %d, the model %d", b.now-b.start, bk.cost, bk.act-b.start, got, want)
 	}
 	bk.adm.gone = true
-	if err := bk.res.Refund(context.Background()); err != nil {
-		t.Fatalf("second Refund of a reservation: %v", err)
+	if again, err := bk.res.Refund(context.Background()); err != nil || again != 0 {
+		t.Fatalf("second Refund of a reservation: %d, %v; want 0", again, err)
 	}
 	if err := bk.res.Cancel(context.Background()); err != nil {
 		t.Fatalf("Cancel after Refund: %v", err)
+	}
+	b.peek(t)
+}
+
+// settle makes an earlier reservation's cost a random n
+// (Reservation.Settle): below its cost every limit gives back the
+// difference as a refund through the handle does (a partial undo, exact
+// while the state is the one it left; n = 0 is that refund), above it every
+// limit owes the difference (algorithm.Settler.Owe) in its state as it is
+// now, one made if it has none. An undo after a Settle gives back exactly
+// only while the state is the one the Settle left, and only if the Settle
+// found the one the booking left. For the bounds, the admission counts as
+// the least it was settled to: what was charged above its booked cost
+// only makes the key stricter.
+func (b *bookingMachine) settle(t *rapid.T) {
+	if len(b.booked) == 0 {
+		t.Skip("nothing booked")
+	}
+	i := rapid.IntRange(0, len(b.booked)-1).Draw(t, "reservation")
+	bk := &b.booked[i]
+	if bk.byKey {
+		t.Skip("refunded by key already")
+	}
+	n := rapid.Int64Range(0, 2*b.limitOf()+1).Draw(t, "settle to")
+	if err := bk.res.Settle(context.Background(), int(n)); settleUnsupported(err) {
+		// A store that cannot settle (store.Settler) says so, and changes
+		// nothing: the reservation stays as it was.
+		b.peek(t)
+		return
+	} else if err != nil {
+		t.Fatalf("Settle(%d) of %d booked for +%dµs: %v", n, bk.cost, bk.act-b.start, err)
+	}
+	defer b.peek(t)
+	switch c := bk.cost; {
+	case n == c:
+		return
+	case n == 0:
+		for j := range b.algs {
+			b.giveBack(*bk, j)
+		}
+	case n > c:
+		b.init()
+		for j, a := range b.algs {
+			if !b.exact(*bk, j) {
+				bk.exact[j] = false
+			}
+			if !b.mine(*bk, j) {
+				bk.gen[j] = -1 // charged to a state it did not book: nothing of it comes back
+			}
+			b.states[j], _ = a.(algorithm.Settler).Owe(b.states[j], b.now, bk.act, n-c)
+			bk.post[j] = algorithm.CloneState(b.states[j])
+		}
+	default:
+		for j, a := range b.algs {
+			if !b.mine(*bk, j) {
+				bk.exact[j] = false
+				continue
+			}
+			exact := b.exact(*bk, j)
+			bk.exact[j] = exact
+			s := b.states[j]
+			next, given, _ := a.(algorithm.Undoer).Undo(s, b.now, bk.act, c, c-n, exact)
+			if given > 0 && !sameState(next, s) {
+				b.states[j] = next
+				bk.post[j] = algorithm.CloneState(next)
+			}
+		}
+	}
+	bk.cost = n
+	bk.adm.cost = min(bk.adm.cost, n)
+}
+
+// reset forgets the key: every limit's state goes, and the next charge
+// makes one of a new generation, into which no earlier reservation gives
+// anything back. The admissions before it no longer count.
+func (b *bookingMachine) reset(t *rapid.T) {
+	var err error
+	if b.lim != nil {
+		err = b.lim.Reset(context.Background(), b.key)
+	} else {
+		err = b.pol.Reset(context.Background(), b.key)
+	}
+	if err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	for j := range b.algs {
+		b.exists[j] = false
+		b.delayed[j] = false
+	}
+	for _, c := range b.counted {
+		c.gone = true
 	}
 	b.peek(t)
 }

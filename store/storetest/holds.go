@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/algorithms"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/concurrency"
@@ -64,9 +65,10 @@ func testHoldsShared(t *testing.T, a, b store.Store[string]) {
 // name, spread over Limiters on sts, each holding a slot 3 times (while it
 // yields the processor twice) and releasing it, and checks that never more
 // than 5 are held at once and that every hold was admitted. wait makes
-// each goroutine wait for its slot (ReserveN with no bound); otherwise it
-// tries (ReserveN with no delay) until it gets one. The fake clock stands
-// still: no lease ends, every slot comes back by a release.
+// each goroutine wait for its slot (WaitN, then a release by key: Refund);
+// otherwise it tries (ReserveN, which decides a hold now whatever its
+// delay) until it gets one, and releases its reservation. The fake clock
+// stands still: no lease ends, every slot comes back by a release.
 func holders(t *testing.T, sts []store.Store[string], name string, wait bool) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.UnixMicro(epoch))
@@ -87,7 +89,7 @@ func holders(t *testing.T, sts []store.Store[string], name string, wait bool) {
 		go func() {
 			defer wg.Done()
 			for range rounds {
-				r, err := acquire(ctx, lim, wait)
+				release, err := acquire(ctx, lim, wait)
 				if err != nil {
 					t.Error(err)
 					return
@@ -99,7 +101,7 @@ func holders(t *testing.T, sts []store.Store[string], name string, wait bool) {
 				runtime.Gosched()
 				runtime.Gosched()
 				held.Add(-1)
-				if err := r.Release(ctx); err != nil {
+				if err := release(); err != nil {
 					t.Error(err)
 					return
 				}
@@ -118,17 +120,29 @@ func holders(t *testing.T, sts []store.Store[string], name string, wait bool) {
 	}
 }
 
-// acquire takes a slot of lim for the key "k": waiting for it, or trying
-// until it gets one.
-func acquire(ctx context.Context, lim *ratelimit.Limiter[string], wait bool) (*ratelimit.Reservation[string], error) {
-	for {
-		delay := time.Duration(0)
-		if wait {
-			delay = -1
+// acquire takes a slot of lim for the key "k": waiting for it (WaitN),
+// or trying until it gets one (ReserveN with a delay, which a hold
+// ignores), and returns how to release it.
+func acquire(ctx context.Context, lim *ratelimit.Limiter[string], wait bool) (func() error, error) {
+	if wait {
+		if _, err := lim.WaitN(ctx, "k", 1); err != nil {
+			return nil, err
 		}
-		r, err := lim.ReserveN(ctx, "k", 1, delay)
-		if err != nil || r.OK() {
-			return r, err
+		return func() error {
+			_, err := lim.Refund(ctx, "k", 1)
+			return err
+		}, nil
+	}
+	for {
+		r, err := lim.ReserveN(ctx, "k", 1, time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		if r.OK() {
+			return func() error {
+				_, err := r.Release(ctx)
+				return err
+			}, nil
 		}
 		runtime.Gosched()
 	}
@@ -202,11 +216,11 @@ func testTokenAndSlot(t *testing.T, st store.Store[string]) {
 		t.Fatalf("three requests on 2 slots: admitted %v %v %v", rs[0].OK(), rs[1].OK(), rs[2].OK())
 	}
 	left("two held, a third refused", "rate 1, slots 0")
-	if err := rs[0].Release(ctx); err != nil {
+	if _, err := rs[0].Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	left("one released", "rate 1, slots 1")
-	if err := rs[1].Refund(ctx); err != nil {
+	if _, err := rs[1].Refund(ctx); err != nil {
 		t.Fatal(err)
 	}
 	left("one refunded", "rate 2, slots 2")
@@ -292,9 +306,9 @@ func runHoldsModel(t *rapid.T, st store.Store[string]) {
 			refund := rapid.Bool().Draw(t, "by Refund")
 			var err error
 			if refund {
-				err = h.r.Refund(ctx)
+				_, err = h.r.Refund(ctx)
 			} else {
-				err = h.r.Release(ctx)
+				_, err = h.r.Release(ctx)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -330,3 +344,46 @@ func runHoldsModel(t *rapid.T, st store.Store[string]) {
 
 // modelRuns numbers the model's runs, so that each uses a name of its own.
 var modelRuns atomic.Int64
+
+// The in-flight limit is one of the kinds every conformance run checks,
+// as a registered algorithm (Register) whose model is its own transition:
+// each scenario of a kind (taking turns, bookings, refunds, settles,
+// reconfiguration, switches) runs on it too, besides the holds scenarios.
+// It is registered here rather than in package algorithms, whose entries
+// are rates (Per, Spread); for a hold, Per and Spread are n held at once,
+// each for up to period.
+func init() {
+	slots := func(n int64, lease time.Duration) (algorithm.Algorithm, error) {
+		return concurrency.New(concurrency.Config{Limit: n, Lease: lease})
+	}
+	Register(Algorithm{
+		Entry: algorithms.Entry{
+			Name:   "concurrency",
+			Per:    slots,
+			Spread: slots,
+			Sample: func(limit int64) (algorithm.Algorithm, error) { return slots(limit, time.Second) },
+		},
+		Draw: func(t *rapid.T) (algorithm.Algorithm, int64) {
+			limit := rapid.Int64Range(1, 20).Draw(t, "limit")
+			lease := rapid.OneOf(rapid.Int64Range(1, 10), rapid.Int64Range(1, 3_000_000)).Draw(t, "lease µs")
+			alg, err := slots(limit, time.Duration(lease)*time.Microsecond)
+			if err != nil {
+				t.Fatalf("a drawn config was rejected: %v", err)
+			}
+			return alg, lease
+		},
+	})
+}
+
+// holdsNow returns the delay within which ReserveN books for limits algs
+// given maxDelay (µs, negative: any): 0 when a limit holds, since a hold
+// is decided now whatever the delay (no store knows when a slot frees;
+// WaitN waits for one), maxDelay otherwise.
+func holdsNow(algs []algorithm.Algorithm, maxDelay int64) int64 {
+	for _, a := range algs {
+		if algorithm.Holds(a) {
+			return 0
+		}
+	}
+	return maxDelay
+}

@@ -212,8 +212,14 @@ func drawn(t *rapid.T, alg algorithm.Algorithm, err error) {
 func drawWindow(t *rapid.T) setup {
 	limit := drawLimit(t, "limit")
 	window := drawMicros(t, "window µs")
+	s, err := windowSetup(limit, window)
+	drawn(t, s.alg, err)
+	return s
+}
+
+// windowSetup is the setup of a fixed window of limit per window µs.
+func windowSetup(limit, window int64) (setup, error) {
 	alg, err := fixedwindow.New(fixedwindow.Config{Limit: limit, Window: micros(window)})
-	drawn(t, alg, err)
 	return setup{
 		alg: alg, limit: limit, period: window,
 		newModel: func(int64) model { return exact{&windowModel{limit, window, map[int64]int64{}}, limit} },
@@ -230,14 +236,20 @@ func drawWindow(t *rapid.T) setup {
 			}
 			return nil
 		},
-	}
+	}, err
 }
 
 func drawLog(t *rapid.T) setup {
 	limit := drawLimit(t, "limit")
 	window := drawMicros(t, "window µs")
+	s, err := logSetup(limit, window)
+	drawn(t, s.alg, err)
+	return s
+}
+
+// logSetup is the setup of a sliding log of limit per window µs.
+func logSetup(limit, window int64) (setup, error) {
 	alg, err := slidinglog.New(slidinglog.Config{Limit: limit, Window: micros(window)})
-	drawn(t, alg, err)
 	return setup{
 		alg: alg, limit: limit, period: window,
 		newModel: func(int64) model { return exact{&logModel{limit: limit, window: window}, limit} },
@@ -254,15 +266,22 @@ func drawLog(t *rapid.T) setup {
 			}
 			return nil
 		},
-	}
+	}, err
 }
 
 func drawInterval(t *rapid.T) setup {
 	capacity := drawLimit(t, "capacity")
 	tokens := drawLimit(t, "tokens per interval")
 	interval := drawMicros(t, "interval µs")
+	s, err := intervalSetup(capacity, tokens, interval)
+	drawn(t, s.alg, err)
+	return s
+}
+
+// intervalSetup is the setup of an interval bucket of capacity that gains
+// tokens every interval µs.
+func intervalSetup(capacity, tokens, interval int64) (setup, error) {
 	alg, err := tokenbucket.NewInterval(tokenbucket.IntervalConfig{Capacity: capacity, Tokens: tokens, Interval: micros(interval)})
-	drawn(t, alg, err)
 	return setup{
 		alg: alg, limit: capacity, period: interval,
 		newModel: func(int64) model {
@@ -285,7 +304,7 @@ func drawInterval(t *rapid.T) setup {
 			}
 			return nil
 		},
-	}
+	}, err
 }
 
 func drawBucket(t *rapid.T) setup {
@@ -293,11 +312,18 @@ func drawBucket(t *rapid.T) setup {
 	mantissa := rapid.Float64Range(1, 10).Draw(t, "rate mantissa")
 	exponent := rapid.IntRange(-1, 5).Draw(t, "rate exponent")
 	rate := min(mantissa*math.Pow(10, float64(exponent)), 1e6)
+	s, err := bucketSetup(capacity, rate)
+	drawn(t, s.alg, err)
+	return s
+}
+
+// bucketSetup is the setup of a continuous bucket of capacity refilled at
+// rate a second.
+func bucketSetup(capacity int64, rate float64) (setup, error) {
 	alg, err := tokenbucket.New(tokenbucket.Config{Capacity: capacity, Rate: rate})
-	drawn(t, alg, err)
 	perMicro := new(big.Rat).SetFloat64(rate) // exact: the rate the bucket was given
 	perMicro.Quo(perMicro, big.NewRat(1_000_000, 1))
-	return continuous(alg, capacity, perMicro, int64(math.Ceil(1e6/rate)))
+	return continuous(alg, capacity, perMicro, int64(math.Ceil(1e6/rate))), err
 }
 
 // drawGCRA draws a GCRA, whose reference model is the continuous bucket's
@@ -306,9 +332,15 @@ func drawBucket(t *rapid.T) setup {
 func drawGCRA(t *rapid.T) setup {
 	burst := drawLimit(t, "burst")
 	every := drawMicros(t, "every µs")
+	s, err := gcraSetup(burst, every)
+	drawn(t, s.alg, err)
+	return s
+}
+
+// gcraSetup is the setup of GCRA of burst, one unit every every µs.
+func gcraSetup(burst, every int64) (setup, error) {
 	alg, err := gcra.New(gcra.Config{Burst: burst, Every: micros(every)})
-	drawn(t, alg, err)
-	return continuous(alg, burst, big.NewRat(1, every), every)
+	return continuous(alg, burst, big.NewRat(1, every), every), err
 }
 
 // continuous is the setup of alg, which must decide as a continuously
@@ -345,8 +377,15 @@ func continuous(alg algorithm.Algorithm, capacity int64, perMicro *big.Rat, peri
 func drawSlidingWindow(t *rapid.T) setup {
 	limit := drawLimit(t, "limit")
 	window := drawMicros(t, "window µs")
+	s, err := slidingSetup(limit, window)
+	drawn(t, s.alg, err)
+	return s
+}
+
+// slidingSetup is the setup of a sliding-window counter of limit per
+// window µs.
+func slidingSetup(limit, window int64) (setup, error) {
 	alg, err := slidingwindow.New(slidingwindow.Config{Limit: limit, Window: micros(window)})
-	drawn(t, alg, err)
 	return setup{
 		alg: alg, limit: limit, period: window,
 		newModel: func(int64) model {
@@ -374,7 +413,32 @@ func drawSlidingWindow(t *rapid.T) setup {
 			}
 			return nil
 		},
+	}, err
+}
+
+// relimit returns the setup of s's algorithm with another limit (a
+// bucket's capacity, GCRA's burst), every other parameter as it is.
+func relimit(s setup, limit int64) (setup, error) {
+	spec := s.alg.Spec()
+	p := spec.Params
+	switch spec.Name {
+	case "tokenbucket":
+		return bucketSetup(limit, p[1])
+	case "tokenbucket-interval":
+		return intervalSetup(limit, int64(p[1]), int64(p[2]))
+	case "gcra":
+		return gcraSetup(limit, int64(p[1]))
+	case "fixedwindow":
+		return windowSetup(limit, int64(p[1]))
+	case "slidingwindow":
+		return slidingSetup(limit, int64(p[1]))
+	case "slidinglog":
+		return logSetup(limit, int64(p[1]))
 	}
+	if r, ok, err := registeredSetup(spec.Name, limit, s.period); ok {
+		return r, err
+	}
+	return setup{}, fmt.Errorf("storetest: no setup of %s with another limit", spec.Name)
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func testPolicyReconfigure(t *testing.T, st store.Store[string]) {
 		// Up to 5 limits: past the 4 a Redis script nests, to its
 		// closures.
 		n := rapid.IntRange(2, 5).Draw(rt, "limits")
-		m := &policyReconfig{seq: seq, keys: map[string][]*carried{}}
+		m := &policyReconfig{seq: seq, keys: map[string][]*carried{}, gens: map[string][]int{}}
 		limits := make([]ratelimit.Limit, n)
 		for i := range n {
 			k := kinds[rapid.IntRange(0, len(kinds)-1).Draw(rt, "kind")]
@@ -91,7 +92,11 @@ type policyReconfig struct {
 	start  int64
 	now    int64
 	keys   map[string][]*carried // by short name, a state per limit (nil: none)
-	books  []policyBooking       // made by reserve, not yet cancelled
+	// gens is each key's limits' generations: one moves on when its
+	// state goes (Reset, a cancel that gives back the booking that made
+	// it), so that a state made after is another generation.
+	gens  map[string][]int
+	books []policyBooking // made by reserve, not yet cancelled
 }
 
 // policyBooking is a booking the reference may cancel: each limit's
@@ -102,6 +107,7 @@ type policyBooking struct {
 	res       *ratelimit.Reservation[string]
 	act, cost int64
 	pre, post []*carried
+	gen       []int // the generation of each limit's state it charged
 }
 
 func (m *policyReconfig) at() string { return fmt.Sprintf("+%dµs", m.now-m.start) }
@@ -272,8 +278,10 @@ func (m *policyReconfig) peek(t *rapid.T) {
 	})
 }
 
-// refund gives units back to every limit: each converts its state and
-// refunds on it, and is written only when that gave it something back.
+// refund gives units back to every limit: each refunds on a state it
+// wrote (its own Tag), and is written only when that gave it something
+// back; a state written under other parameters is read converted and
+// gives nothing back.
 func (m *policyReconfig) refund(t *rapid.T) {
 	name, key := m.key(t)
 	n := rapid.Int64Range(1, m.p.Limit()+2).Draw(t, "refund")
@@ -287,6 +295,10 @@ func (m *policyReconfig) refund(t *rapid.T) {
 			b, ok := m.setups[i].alg.(algorithm.Booker)
 			if !ok {
 				t.Fatalf("%v refunds through the policy but is no algorithm.Booker", m.setups[i].alg)
+			}
+			if c := m.keys[name][i]; c != nil && j == 0 && !sameTag(c.writer, m.setups[i].alg) {
+				next[i], rs[i] = cands[i][j], b.Peek(copyState(cands[i][j]), m.now, 1)
+				continue
 			}
 			next[i], rs[i] = b.Refund(copyState(cands[i][j]), m.now, n)
 		}
@@ -307,6 +319,9 @@ func (m *policyReconfig) reset(t *rapid.T) {
 		t.Fatalf("Reset(%s): %v", name, err)
 	}
 	m.keys[name] = make([]*carried, len(m.setups))
+	for i := range m.setups {
+		m.gen(name)[i]++
+	}
 	t.Logf("%s: Reset(%s)", m.at(), name)
 }
 
@@ -335,7 +350,7 @@ func (m *policyReconfig) reserve(t *rapid.T) {
 		}
 		algs[i], bookers[i] = s.alg, b
 	}
-	until := algorithm.BookingDeadline(m.now, maxDelay)
+	until := algorithm.BookingDeadline(m.now, holdsNow(algs, maxDelay))
 	var next []algorithm.State
 	var act int64
 	var booked bool
@@ -367,7 +382,7 @@ func (m *policyReconfig) reserve(t *rapid.T) {
 	if got := m.now + res.Delay().Microseconds(); got != act {
 		t.Fatalf("%s: %s: booked for +%dµs, the reference +%dµs", m.at(), call, got-m.start, act-m.start)
 	}
-	bk := policyBooking{name: name, res: res, act: act, cost: cost,
+	bk := policyBooking{name: name, res: res, act: act, cost: cost, gen: slices.Clone(m.gen(name)),
 		pre: make([]*carried, len(m.setups)), post: make([]*carried, len(m.setups))}
 	for i, j := range pick {
 		if c := m.keys[name][i]; c != nil && j == 0 { // read converted, not fresh
@@ -393,7 +408,7 @@ func (m *policyReconfig) cancel(t *rapid.T) {
 	exact := make([]bool, len(m.setups))
 	for i := range m.setups {
 		var dropped bool
-		next[i], exact[i], dropped = afterCancel(m.keys[bk.name][i], bk.pre[i], bk.post[i], m.rules[i], m.now, bk.act, bk.cost)
+		next[i], exact[i], dropped = afterCancel(m.keys[bk.name][i], bk.pre[i], bk.post[i], m.now, bk.act, bk.cost, bk.gen[i] == m.gen(bk.name)[i])
 		if dropped {
 			t.Skip("a limit's state may have been dropped") // not modelled: either way gives nothing back
 		}
@@ -403,5 +418,18 @@ func (m *policyReconfig) cancel(t *rapid.T) {
 		t.Fatalf("%s: Cancel of %d booked on %s for +%dµs: %v", m.at(), bk.cost, bk.name, bk.act-m.start, err)
 	}
 	t.Logf("%s: cancelled %d booked on %s for +%dµs (exactly: %v)", m.at(), bk.cost, bk.name, bk.act-m.start, exact)
+	for i := range next {
+		if next[i] == nil && m.keys[bk.name][i] != nil {
+			m.gen(bk.name)[i]++ // gone: the next state is another generation
+		}
+	}
 	m.keys[bk.name] = next
+}
+
+// gen returns the generations of key name's limits.
+func (m *policyReconfig) gen(name string) []int {
+	if m.gens[name] == nil {
+		m.gens[name] = make([]int, len(m.setups))
+	}
+	return m.gens[name]
 }

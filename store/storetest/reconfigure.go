@@ -38,8 +38,10 @@ func testReconfigure(t *testing.T, k kind, st store.Store[string]) {
 		}
 		start := drawStart(rt)
 		clk := clock.NewFake(time.UnixMicro(start))
-		// Sometimes the limiter starts foreign states afresh, and may then
-		// switch to another kind of algorithm mid-sequence.
+		// Sometimes the limiter starts foreign states afresh (which changes
+		// nothing here: every state is of a kind it reads); it may switch
+		// to another kind of algorithm mid-sequence, which carries what
+		// each key had used.
 		afresh := rapid.Bool().Draw(rt, "reset on mismatch")
 		opts := []ratelimit.Option{ratelimit.WithClock(clk),
 			ratelimit.WithName(fmt.Sprintf("rc%d", seq)), ratelimit.WithInheritance(rule)}
@@ -51,7 +53,7 @@ func testReconfigure(t *testing.T, k kind, st store.Store[string]) {
 			rt.Fatalf("ratelimit.New(%v): %v", s.alg, err)
 		}
 		r := &reconfig{k: k, s: s, rule: rule, lim: lim, clk: clk, start: start, now: start,
-			keys: map[string]*carried{}, seq: seq}
+			keys: map[string]*carried{}, gens: map[string]int{}, seq: seq}
 		actions := map[string]func(*rapid.T){
 			"advance":     r.capped(r.advance),
 			"allow":       r.capped(r.allow),
@@ -62,9 +64,7 @@ func testReconfigure(t *testing.T, k kind, st store.Store[string]) {
 			"cancel":      r.capped(r.cancel),
 			"refund":      r.capped(r.refund),
 		}
-		if afresh {
-			actions["switch"] = r.capped(r.switchKind)
-		}
+		actions["switch"] = r.capped(r.switchKind)
 		rt.Repeat(actions)
 	})
 }
@@ -80,7 +80,11 @@ type reconfig struct {
 	steps int
 	seq   int
 	keys  map[string]*carried // by short name
-	books []pendingBooking    // made by reserve, not yet cancelled
+	// gens is each key's state's generation: it moves on when the state
+	// goes (Reset, a cancel that gives back the booking that made it), so
+	// that a state made after is another generation.
+	gens  map[string]int
+	books []pendingBooking // made by reserve, not yet cancelled
 }
 
 // pendingBooking is a booking the reference may cancel: the key's carried
@@ -90,6 +94,7 @@ type pendingBooking struct {
 	res       *ratelimit.Reservation[string]
 	act, cost int64
 	pre, post *carried
+	gen       int // the generation of the state it charged
 }
 
 // carried is the reference's state of one key: the state as its writer
@@ -132,10 +137,9 @@ func (r *reconfig) reconfigure(t *rapid.T) {
 	r.s = next
 }
 
-// switchKind puts an algorithm of another kind in place (the limiter
-// resets on mismatch): every key's state is then another kind's, and
-// reads as a fresh state charged with what it had used
-// (algorithm.Carry) until an admission replaces it.
+// switchKind puts an algorithm of another kind in place: every key's
+// state is then another kind's, and reads as a fresh state charged with
+// what it had used (algorithm.Carry) until an admission replaces it.
 func (r *reconfig) switchKind(t *rapid.T) {
 	var others []kind
 	for _, k := range kinds {
@@ -247,7 +251,7 @@ func (r *reconfig) reserve(t *rapid.T) {
 		t.Fatalf("%v books through the limiter but is no algorithm.Booker", r.s.alg)
 	}
 	cands := r.candidates(t, r.keys[name])
-	until := algorithm.BookingDeadline(r.now, maxDelay)
+	until := algorithm.BookingDeadline(r.now, holdsNow([]algorithm.Algorithm{r.s.alg}, maxDelay))
 	next := make([]algorithm.State, len(cands))
 	booked := make([]bool, len(cands))
 	rs := make([]algorithm.Result, len(cands))
@@ -272,7 +276,7 @@ func (r *reconfig) reserve(t *rapid.T) {
 		}
 		r.keys[name] = &carried{s: next[i], writer: r.s.alg}
 		r.books = append(r.books, pendingBooking{name: name, res: res, act: r.now + res.Delay().Microseconds(), cost: cost,
-			pre: pre, post: &carried{s: copyState(next[i]), writer: r.s.alg}})
+			pre: pre, post: &carried{s: copyState(next[i]), writer: r.s.alg}, gen: r.gens[name]})
 	}
 }
 
@@ -290,7 +294,7 @@ func (r *reconfig) cancel(t *rapid.T) {
 	}
 	j := rapid.IntRange(0, len(r.books)-1).Draw(t, "booking")
 	bk := r.books[j]
-	next, exact, dropped := afterCancel(r.keys[bk.name], bk.pre, bk.post, r.rule, r.now, bk.act, bk.cost)
+	next, exact, dropped := afterCancel(r.keys[bk.name], bk.pre, bk.post, r.now, bk.act, bk.cost, bk.gen == r.gens[bk.name])
 	if dropped {
 		t.Skip("the state may have been dropped") // not modelled: either way gives nothing back
 	}
@@ -300,7 +304,7 @@ func (r *reconfig) cancel(t *rapid.T) {
 	}
 	t.Logf("%s: cancelled %d booked on %s for +%dµs (exactly: %v)", r.at(), bk.cost, bk.name, bk.act-r.start, exact)
 	if next == nil {
-		delete(r.keys, bk.name)
+		r.forget(bk.name)
 	} else {
 		r.keys[bk.name] = next
 	}
@@ -309,17 +313,19 @@ func (r *reconfig) cancel(t *rapid.T) {
 // afterCancel returns what a cancel at now leaves of a limit's carried
 // state c (nil: none), for a booking of cost at act that left post under
 // the limit that booked it (post.writer), and found pre before it (nil:
-// none). Before act, where c is still what the booking left, pre comes
-// back exactly (as stores undo a booking); any other state is converted
-// to the booking limit's terms by rule, which gives back what the
-// booking's units left unused (algorithm.Undoer's Undo, before its
-// instant Unused), written only when that gives something back; another kind's state (a limiter that resets on
-// mismatch switched kinds) is read carried (algorithm.Carry) and gives
-// nothing back. From act on, the booking is used and c stays. exact reports the
+// none); mine says c is of the generation the booking charged (not made
+// again after Reset): another generation gets nothing back. Before act,
+// where c is still what the booking left, pre comes back exactly (as
+// stores undo a booking); a state the booking limit's Tag wrote gives
+// back what the booking's units left unused (algorithm.Undoer's Undo,
+// before its instant Unused), written only when that gives something
+// back; a state written under other parameters or by another kind gives
+// nothing back (it would be written back in the booking's terms, which
+// cut what it holds beyond them). From act on, the booking is used and c stays. exact reports the
 // exact undo; dropped, a state its writer would report fresh, which the
 // store may have dropped (not modelled: either way gives nothing back).
-func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int64) (next *carried, exact, dropped bool) {
-	if act <= now || c == nil {
+func afterCancel(c, pre, post *carried, now, act, cost int64, mine bool) (next *carried, exact, dropped bool) {
+	if act <= now || c == nil || !mine {
 		return c, false, false
 	}
 	booker := post.writer
@@ -333,26 +339,25 @@ func afterCancel(c, pre, post *carried, rule algorithm.Rule, now, act, cost int6
 	if c.writer.Peek(copyState(c.s), now, 1).ResetAfter == 0 {
 		return c, false, true
 	}
-	from, _ := algorithm.TagOf(c.writer)
-	to, _ := algorithm.TagOf(booker)
-	if from.Kind != to.Kind {
-		return c, false, false // carried from another kind's: nothing given back
+	if !sameTag(c.writer, booker) {
+		// Written under other parameters, or by another kind: given back
+		// in the booking's terms and written so, it would lose what it
+		// holds beyond them; nothing is given back.
+		return c, false, false
 	}
 	s := copyState(c.s)
-	if from != to {
-		s = booker.(algorithm.Inheritor).Inherit(from, s, now, rule)
-	}
-	if refunded, _ := booker.(algorithm.Undoer).Undo(copyState(s), now, act, cost); !sameState(refunded, s) {
+	if refunded, given, _ := booker.(algorithm.Undoer).Undo(copyState(s), now, act, cost, cost, false); given > 0 && !sameState(refunded, s) {
 		return &carried{s: refunded, writer: booker}, false, false // written only when something comes back
 	}
 	return c, false, false
 }
 
-// refund gives units back through the limit in force: the store converts
-// the key's state and refunds on it, and writes it (under the limit in
-// force) only when that gave something back, as the scripts do; a state
-// with nothing to give back stays as its writer left it, and so does one
-// of another kind (read carried, algorithm.Carry: nothing to give back).
+// refund gives units back through the limit in force, on a state it
+// wrote (its own Tag), and writes it only when that gave something back,
+// as the scripts do; a state with nothing to give back stays as its
+// writer left it, and so does one written under other parameters or by
+// another kind (read converted: nothing is given back, since written back
+// in the limit's terms it would lose what it holds beyond them).
 func (r *reconfig) refund(t *rapid.T) {
 	name, key := r.key(t)
 	n := rapid.Int64Range(1, r.s.limit+2).Draw(t, "refund")
@@ -368,7 +373,7 @@ func (r *reconfig) refund(t *rapid.T) {
 	if c := r.keys[name]; c != nil {
 		from, _ := algorithm.TagOf(c.writer)
 		to, _ := algorithm.TagOf(r.s.alg)
-		other = from.Kind != to.Kind
+		other = from != to // written under other parameters: nothing is given back
 	}
 	for i, c := range cands {
 		if other {
@@ -440,15 +445,22 @@ func (r *reconfig) reset(t *rapid.T) {
 	if err := r.lim.Reset(t.Context(), key); err != nil {
 		t.Fatalf("Reset(%s): %v", name, err)
 	}
-	delete(r.keys, name)
+	r.forget(name)
 	t.Logf("%s: Reset(%s)", r.at(), name)
 }
 
+// forget drops the key's state: the next one is another generation.
+func (r *reconfig) forget(name string) {
+	delete(r.keys, name)
+	r.gens[name]++
+}
+
 // testMismatch puts every other kind's algorithm on a key's state under
-// one state ID: each decision must fail with ErrStateMismatch (not
-// ErrStoreUnavailable) and leave the state as it was, or, with
-// WithResetOnMismatch, decide on a fresh state charged with what the
-// other kind's state had used (2 of 5: 5 of 7 remain).
+// one name: each decision reads the key as a fresh state of its own
+// charged with what the other kind's state had used (algorithm.Carry: 2
+// of 5 used, so 5 of 7 remain), with or without WithResetOnMismatch
+// (which only starts afresh a state no algorithm of this module can
+// read), and leaves the state as it was until an admission replaces it.
 func testMismatch(t *testing.T, st store.Store[string]) {
 	for _, a := range kinds {
 		for _, b := range kinds {
@@ -484,50 +496,46 @@ func testMismatchPair(t *testing.T, st store.Store[string], a, b kind) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		for _, opts := range [][]ratelimit.Option{nil, {ratelimit.WithResetOnMismatch()}} {
+			second, err := ratelimit.New(algB, st, append(opts, ratelimit.WithClock(clk), ratelimit.WithName(id))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, err := second.Peek(ctx, key); err != nil || !d.Allowed() || d.Remaining() != 5 {
+				t.Errorf("Peek carrying the 2 used into a limit of 7 (options %d): %s, %v; want 5 left", len(opts), show(d), err)
+			}
+			if d, err := second.AllowN(ctx, key, 6); err != nil || d.Allowed() {
+				t.Errorf("AllowN(6) carrying the 2 used into a limit of 7 (options %d): %s, %v; want it denied", len(opts), show(d), err)
+			}
+		}
+		if after, err := first.Peek(ctx, key); err != nil || after != before {
+			t.Errorf("the state after denials by another kind: %s, %v; want it unchanged, %s", show(after), err, show(before))
+		}
 		second, err := ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithName(id))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, call := range []struct {
-			name string
-			do   func() (ratelimit.Decision, error)
-		}{
-			{"AllowN", func() (ratelimit.Decision, error) { return second.AllowN(ctx, key, 1) }},
-			{"Peek", func() (ratelimit.Decision, error) { return second.Peek(ctx, key) }},
-		} {
-			d, err := call.do()
-			if !errors.Is(err, ratelimit.ErrStateMismatch) || errors.Is(err, ratelimit.ErrStoreUnavailable) {
-				t.Errorf("%s of %v on %v's state: %s, %v; want ErrStateMismatch and not ErrStoreUnavailable", call.name, algB, algA, show(d), err)
-			}
-		}
-		if after, err := first.Peek(ctx, key); err != nil || after != before {
-			t.Errorf("the state after the mismatch: %s, %v; want it unchanged, %s", show(after), err, show(before))
-		}
-		afresh, err := ratelimit.New(algB, st, ratelimit.WithClock(clk), ratelimit.WithName(id), ratelimit.WithResetOnMismatch())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d, err := afresh.Peek(ctx, key); err != nil || !d.Allowed() || d.Remaining() != 5 {
-			t.Errorf("Peek carrying the 2 used into a limit of 7: %s, %v; want 5 left", show(d), err)
-		}
-		d, err := afresh.AllowN(ctx, key, 3)
+		d, err := second.AllowN(ctx, key, 3)
 		if err != nil || !d.Allowed() || d.Remaining() != 2 {
 			t.Errorf("AllowN(3) carrying the 2 used into a limit of 7: %s, %v; want admitted, 2 left", show(d), err)
 		}
-		// The state is now the second algorithm's: the first one
-		// mismatches in turn.
-		if _, err := first.Peek(ctx, key); !errors.Is(err, ratelimit.ErrStateMismatch) {
-			t.Errorf("the first algorithm after the state was replaced: %v, want ErrStateMismatch", err)
+		// The state is now the second algorithm's: the first one reads it
+		// carried in turn, 5 used of its 5.
+		if d, err := first.Peek(ctx, key); err != nil || d.Remaining() != 0 {
+			t.Errorf("the first algorithm after the state was replaced: %s, %v; want the 5 used carried, none left", show(d), err)
 		}
 	})
 }
 
 // testLogRefundThenWiderWindow widens a sliding log's window (1 per µs to
-// 2 per 2 µs) after two admissions a µs apart, and refunds the newest
-// under the wider window: the older admission, which the narrower window
-// had already forgotten, stays forgotten, through a booking and the
-// decision after it. (The script kept that admission as the log's base
-// inside the new window, counted it again, and denied the last Allow.)
+// 2 per 2 µs) after two admissions a µs apart, and refunds under the
+// wider window: the older admission, which the narrower window had
+// already forgotten, stays forgotten, through a booking and the decision
+// after it. (The script kept that admission as the log's base inside the
+// new window, counted it again, and denied the last Allow.) The refund
+// gives nothing back, since the narrower window wrote the key's state
+// (issue 48: a give-back is written in the terms of the state it gives
+// back to); the booking then converts the state.
 func testLogRefundThenWiderWindow(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
 	narrow, err := logPer(1, time.Microsecond)
@@ -558,25 +566,27 @@ func testLogRefundThenWiderWindow(t *testing.T, st store.Store[string]) {
 		t.Fatal(err)
 	}
 	d, err = lim.Refund(ctx, "lw", 1)
-	step("Refund of 1 under 2 per 2µs (the admission at 0 is forgotten)", d, err, true, 2)
+	step("Refund of 1 under 2 per 2µs (the admission at 0 is forgotten; the state is the narrower window's: nothing comes back)", d, err, true, 1)
 	r, err := lim.ReserveN(ctx, "lw", 1, 0)
 	if err != nil || !r.OK() {
 		t.Fatalf("ReserveN: %v, %v", r, err)
 	}
-	step("ReserveN of 1", r.Decision(), nil, true, 1)
+	step("ReserveN of 1", r.Decision(), nil, true, 0)
+	d, err = lim.Refund(ctx, "lw", 1)
+	step("Refund of 1 on the wider window's own state", d, err, true, 1)
 	d, err = lim.Allow(ctx, "lw")
 	step("Allow after it", d, err, true, 0)
 }
 
 // testLogRefundUnderNarrowerWindow admits at 0 and at 1 µs on a log of
 // 2 per 2 µs, narrows it to 1 per µs and refunds 1 by key there, then
-// widens it back: the refund is written in the narrower window's terms,
-// so the admission at 0, which the narrower window had forgotten, stays
-// forgotten under the wider one. (The script refunded but kept the wider
-// window's header, so the wider window read its own old admission as
-// live. The test booked ahead and refunded that booking by key, which no
-// longer gives back a booking not yet due: it refunds an admission that
-// is due instead.)
+// widens it back. The refund gives nothing back: the key's state is the
+// wider window's, and a give-back is written in the terms of the state it
+// gives back to (issue 48). Widened back, the log reads its own state,
+// both admissions counting, and a refund there gives one back. (Before,
+// the refund was written in the narrower window's terms, and once kept
+// the wider window's header, so that the wider window read its own old
+// admission as live.)
 func testLogRefundUnderNarrowerWindow(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
 	wide, err := logPer(2, 2*time.Microsecond)
@@ -602,14 +612,20 @@ func testLogRefundUnderNarrowerWindow(t *testing.T, st store.Store[string]) {
 	if err := lim.SetAlgorithm(narrow); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Refund(ctx, "ln", 1); err != nil || d.Remaining() != 1 {
-		t.Fatalf("Refund of 1 under 1 per µs: %v, %v; want 1 remaining", d, err)
+	if d, err := lim.Refund(ctx, "ln", 1); err != nil || d.Remaining() != 0 {
+		t.Fatalf("Refund of 1 under 1 per µs: %v, %v; want nothing given back, 0 remaining", d, err)
 	}
 	if err := lim.SetAlgorithm(wide); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Allow(ctx, "ln"); err != nil || !d.Allowed() || d.Remaining() != 1 {
-		t.Fatalf("Allow under 2 per 2µs again: %v, %v; want it admitted with 1 remaining (the admission at 0 was forgotten under 1 per µs)", d, err)
+	if d, err := lim.Allow(ctx, "ln"); err != nil || d.Allowed() {
+		t.Fatalf("Allow under 2 per 2µs again: %v, %v; want it denied (both admissions count)", d, err)
+	}
+	if d, err := lim.Refund(ctx, "ln", 1); err != nil || d.Remaining() != 1 {
+		t.Fatalf("Refund of 1 under 2 per 2µs: %v, %v; want 1 remaining", d, err)
+	}
+	if d, err := lim.Allow(ctx, "ln"); err != nil || !d.Allowed() || d.Remaining() != 0 {
+		t.Fatalf("Allow after the refund under 2 per 2µs: %v, %v; want it admitted with 0 remaining", d, err)
 	}
 }
 
@@ -648,7 +664,7 @@ func testLogRefundKeepsKnownAdmission(t *testing.T, st store.Store[string]) {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Microsecond)
-	if err := booked.Refund(ctx); err != nil {
+	if _, err := booked.Refund(ctx); err != nil {
 		t.Fatalf("Refund of the booking under 1 per µs at 1µs: %v", err)
 	}
 	if err := lim.SetAlgorithm(mk(20, 2*time.Microsecond)); err != nil {
@@ -703,11 +719,13 @@ func testCancelKeepsAnotherKindsState(t *testing.T, st store.Store[string]) {
 }
 
 // testLogRefundsAcrossWidenings refunds on a sliding log under a window
-// wider than its writer's, twice: what the first refund leaves forgotten
-// (an admission before the writer's window) stays forgotten under the
-// second, wider still. (The script kept that admission as the log's base
-// at the first window's cut, which the second window's cut lies before:
-// it counted it again and gave back one unit too few.)
+// wider than its writer's, twice: each gives nothing back (a give-back is
+// written in the terms of the state it gives back to, issue 48), and what
+// the narrower window forgot (an admission before its window) stays
+// forgotten under both. (Before, the refunds were written in the wider
+// windows' terms: the script kept that admission as the log's base at the
+// first window's cut, which the second window's cut lies before, counted
+// it again and gave back one unit too few.)
 func testLogRefundsAcrossWidenings(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
 	mk := func(limit int64, window time.Duration) algorithm.Algorithm {
@@ -736,13 +754,13 @@ func testLogRefundsAcrossWidenings(t *testing.T, st store.Store[string]) {
 	if err := lim.SetAlgorithm(mk(1, 2*time.Microsecond)); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Refund(ctx, "lr", 1); err != nil || d.Remaining() != 0 {
-		t.Fatalf("Refund(1) under 1 per 2µs: %v, %v; want 2 of the 3 at 1µs left, none remaining", d, err)
+	if d, err := lim.Refund(ctx, "lr", 1); err != nil || d.Remaining() != 0 || d.RetryAfter() != time.Microsecond {
+		t.Fatalf("Refund(1) under 1 per 2µs: %v, %v; want nothing given back (the 3 at 1µs count until 3µs), none remaining", d, err)
 	}
 	if err := lim.SetAlgorithm(mk(1, 3*time.Microsecond)); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := lim.Refund(ctx, "lr", 2); err != nil || d.Remaining() != 1 {
-		t.Fatalf("Refund(2) under 1 per 3µs: %v, %v; want all given back, 1 remaining (the admission at 0 stays forgotten)", d, err)
+	if d, err := lim.Refund(ctx, "lr", 2); err != nil || d.Remaining() != 0 || d.RetryAfter() != 2*time.Microsecond {
+		t.Fatalf("Refund(2) under 1 per 3µs: %v, %v; want nothing given back (the 3 at 1µs count until 4µs; the admission at 0 stays forgotten)", d, err)
 	}
 }

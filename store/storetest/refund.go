@@ -146,7 +146,7 @@ func (r *jobRun) refund() {
 	r.moveTo(rf.at)
 	var err error
 	if r.byHandle {
-		err = rf.res.Refund(r.ctx)
+		_, err = rf.res.Refund(r.ctx)
 	} else {
 		_, err = r.lim.Refund(r.ctx, r.key, 1)
 	}
@@ -270,7 +270,7 @@ func lateClient(t *testing.T, lim *ratelimit.Limiter[string], clk *clock.Fake, k
 		}
 		if s == 61 {
 			for _, res := range slow {
-				if err := res.Refund(ctx); err != nil {
+				if _, err := res.Refund(ctx); err != nil {
 					t.Fatalf("Refund at 10:01:01: %v", err)
 				}
 			}
@@ -347,9 +347,13 @@ func refundsInWindow(t *testing.T, st store.Store[string], name string, newAlg f
 		rs = append(rs, res)
 	}
 	clk.Advance(time.Second)
-	for _, i := range []int{2, 5, 5, 8} {
-		if err := rs[i].Refund(ctx); err != nil {
+	for k, i := range []int{2, 5, 5, 8} {
+		given, err := rs[i].Refund(ctx)
+		if err != nil {
 			t.Fatalf("Refund of admission %d: %v", i, err)
+		}
+		if want := []int64{1, 1, 0, 1}[k]; given != want { // the second refund of 5 gives nothing
+			t.Fatalf("Refund of admission %d (refund %d) gave back %d, want %d", i, k+1, given, want)
 		}
 	}
 	more := 0

@@ -54,6 +54,29 @@ func Register(a Algorithm) {
 	}
 	kinds = append(kinds, kind{name: a.Entry.Name, withLimit: a.Entry.Sample, per: a.Entry.Per, draw: draw, freshIn: freshIn,
 		proportional: algorithm.CheckRule(sample, algorithm.Proportional) == nil})
+	registered[sample.Spec().Name] = a
+}
+
+// registered holds the registered algorithms by their Spec's name, for
+// relimit.
+var registered = map[string]Algorithm{}
+
+// registeredSetup returns the setup of a registered algorithm named name
+// (its Spec's) with the limit: its Sample of it, its own transition as
+// its model, as Register's draw makes one.
+func registeredSetup(name string, limit, period int64) (setup, bool, error) {
+	a, ok := registered[name]
+	if !ok {
+		return setup{}, false, nil
+	}
+	alg, err := a.Entry.Sample(limit)
+	if err != nil {
+		return setup{}, true, err
+	}
+	return setup{alg: alg, limit: alg.Limit(), period: period,
+		newModel: func(now int64) model { return &transition{alg: alg, s: alg.Init(algorithm.State{}, now)} },
+		bound:    func([]admission) error { return nil },
+	}, true, nil
 }
 
 // transition is a registered algorithm's model of one key: the state its

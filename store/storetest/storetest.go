@@ -96,12 +96,18 @@ import (
 //     lease), refunds and clock moves of one to three processes decide as
 //     a model of the holds does, and with clocks up to a quarter lease
 //     apart never hold more than the limit within the lease less the skew.
+//   - for tables that implement store.Multi, random TakeAlls over keys and
+//     tables of random algorithms decide all-or-none as the algorithms'
+//     transitions do, two requests of one state fail with ErrSameState,
+//     refusals charge nothing and name their request, and racing TakeAlls
+//     on two keys charge both alike.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Helper()
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) { runKind(t, k, newStore) })
 	}
 	runSwitches(t, newStore)
+	t.Run("SettleBucket", func(t *testing.T) { testSettleBucket(t, newStore(t)) })
 	t.Run("Policy", func(t *testing.T) {
 		t.Run("Model", func(t *testing.T) { testPolicyModel(t, newStore(t)) })
 		t.Run("Reconfigure", func(t *testing.T) { testPolicyReconfigure(t, newStore(t)) })
@@ -123,6 +129,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("LateRefunds", func(t *testing.T) { testLateRefunds(t, newStore(t)) })
 	t.Run("RefundsInWindow", func(t *testing.T) { testRefundsInWindow(t, newStore(t)) })
 	t.Run("Holds", func(t *testing.T) { testHolds(t, newStore) })
+	t.Run("Multi", func(t *testing.T) { runMulti(t, newStore) })
 }
 
 // RunAlgorithm is Run for one algorithm, named as its Kind (one of
@@ -162,14 +169,13 @@ func runKind(t *testing.T, k kind, newStore func(t *testing.T) store.Store[strin
 	})
 	t.Run("Tighten", func(t *testing.T) { testTighten(t, k, newStore(t)) })
 	t.Run("WindowChange", func(t *testing.T) { testWindowChange(t, k, newStore(t)) })
-	t.Run("Booking", func(t *testing.T) {
-		if sample, _ := k.withLimit(1); algorithm.Holds(sample) {
-			// Holds are not booked ahead: their waits are the holds
-			// scenarios' (testHolds).
-			t.Skip("a limit that holds is never booked ahead")
-		}
-		testBooking(t, newStore(t), &k, 1)
-	})
+	t.Run("Booking", func(t *testing.T) { testBooking(t, newStore(t), &k, 1) })
+	t.Run("ResetThenRefund", func(t *testing.T) { testResetThenRefund(t, k, newStore(t)) })
+	t.Run("ExactUndoKeepsGeneration", func(t *testing.T) { testExactUndoKeepsGeneration(t, k, newStore(t)) })
+	t.Run("RaiseSpendRefund", func(t *testing.T) { testRaiseSpendRefund(t, k, newStore(t)) })
+	t.Run("RefundSaysWhatItGave", func(t *testing.T) { testRefundSaysWhatItGave(t, k, newStore(t)) })
+	t.Run("Settle", func(t *testing.T) { testSettle(t, k, newStore(t)) })
+	t.Run("RefundAcrossChanges", func(t *testing.T) { testRefundAcrossChanges(t, k, newStore(t)) })
 }
 
 // runSwitches runs the checks of keys whose state another kind wrote, for

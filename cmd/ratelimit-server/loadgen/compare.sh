@@ -11,6 +11,7 @@
 #
 #   bash cmd/ratelimit-server/loadgen/compare.sh
 #   ROUNDS=5 DURATION=20s BASE_PORT=21150 bash cmd/ratelimit-server/loadgen/compare.sh
+#   CLUSTER=1 BASE_PORT=21180 bash cmd/ratelimit-server/loadgen/compare.sh   # 3 masters
 #
 # Other knobs: WARMUP (2s), PRIME (10s: every value of the deny domain asked
 # of each server before the rounds), CONCURRENCY (64), CONNS (4), KEYS
@@ -25,7 +26,9 @@
 #
 # Ports: Redis on BASE_PORT (a redis-server of the script's own),
 # envoyproxy/ratelimit's gRPC, HTTP and debug on BASE_PORT+1..3, this
-# server's gRPC on BASE_PORT+4. Every process is stopped by PID on exit.
+# server's gRPC on BASE_PORT+4. CLUSTER=1 makes the Redis a cluster of
+# three masters, on BASE_PORT, BASE_PORT+5 and BASE_PORT+6 (both servers
+# are given all three; Redis CPU is the three's sum). Every process is stopped by PID on exit.
 # Raw results (one TSV line per run) are left in $OUT (default: a file in
 # the work directory, printed at the end).
 set -euo pipefail
@@ -66,17 +69,36 @@ echo "== building ratelimit-server and loadgen ($(git -C "$server_dir" describe 
 go build -C "$server_dir" -o "$work/ratelimit-server" .
 go build -C "$server_dir" -o "$work/loadgen" ./loadgen
 
-echo "== starting Redis on $base"
-mkdir "$work/redis"
-redis-server --bind 127.0.0.1 --port "$base" --dir "$work/redis" --save '' --appendonly no >"$work/redis/log" 2>&1 &
-pids+=($!)
-redis_pid=$!
-for _ in $(seq 100); do
-  if redis-cli -p "$base" info server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$redis_pid"; then break; fi
-  kill -0 "$redis_pid" 2>/dev/null || { echo "compare: redis-server exited:"; cat "$work/redis/log"; exit 1; }
-  sleep 0.1
+redis_ports=$base
+[ -n "${CLUSTER:-}" ] && redis_ports="$base $((base + 5)) $((base + 6))"
+redis_addrs=
+for port in $redis_ports; do
+  echo "== starting Redis on $port"
+  mkdir "$work/redis-$port"
+  cluster_flags=()
+  [ -n "${CLUSTER:-}" ] && cluster_flags=(--cluster-enabled yes --cluster-config-file "$work/redis-$port/nodes.conf")
+  redis-server --bind 127.0.0.1 --port "$port" --dir "$work/redis-$port" --save '' --appendonly no "${cluster_flags[@]}" >"$work/redis-$port/log" 2>&1 &
+  pids+=($!)
+  redis_pid=$!
+  for _ in $(seq 100); do
+    if redis-cli -p "$port" info server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$redis_pid"; then break; fi
+    kill -0 "$redis_pid" 2>/dev/null || { echo "compare: redis-server exited:"; cat "$work/redis-$port/log"; exit 1; }
+    sleep 0.1
+  done
+  redis-cli -p "$port" info server | tr -d '\r' | grep -qx "process_id:$redis_pid" || { echo "compare: port $port is not our redis-server"; exit 1; }
+  redis_addrs=${redis_addrs:+$redis_addrs,}127.0.0.1:$port
 done
-redis-cli -p "$base" info server | tr -d '\r' | grep -qx "process_id:$redis_pid" || { echo "compare: port $base is not our redis-server"; exit 1; }
+if [ -n "${CLUSTER:-}" ]; then
+  # shellcheck disable=SC2086
+  redis-cli --cluster create ${redis_addrs//,/ } --cluster-replicas 0 --cluster-yes >"$work/cluster.log" 2>&1 ||
+    { echo "compare: redis-cli --cluster create failed:"; cat "$work/cluster.log"; exit 1; }
+  for _ in $(seq 100); do
+    redis-cli -p "$base" cluster info | tr -d '\r' | grep -qx 'cluster_state:ok' && break
+    sleep 0.1
+  done
+fi
+redis_type=SINGLE
+[ -n "${CLUSTER:-}" ] && redis_type=CLUSTER
 
 # One configuration, read by both: where envoyproxy/ratelimit reads it
 # (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config), and -config of this server.
@@ -90,14 +112,14 @@ for c in admit:"unit: minute, requests_per_unit: 1000000" deny:"unit: day, reque
 done
 
 echo "== starting the two servers"
-REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$base" USE_STATSD=false TRACING_ENABLED=false CONFIG_TYPE=FILE \
+REDIS_SOCKET_TYPE=tcp REDIS_TYPE=$redis_type REDIS_URL="$redis_addrs" USE_STATSD=false TRACING_ENABLED=false CONFIG_TYPE=FILE \
   RUNTIME_ROOT="$work/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_APPDIRECTORY=config RUNTIME_WATCH_ROOT=false \
   GRPC_HOST=127.0.0.1 GRPC_PORT=$((base + 1)) HOST=127.0.0.1 PORT=$((base + 2)) \
   DEBUG_HOST=127.0.0.1 DEBUG_PORT=$((base + 3)) LOG_LEVEL=warn \
   "$work/envoy-ratelimit" >"$work/envoy.log" 2>&1 &
 pids+=($!)
 envoy_pid=$!
-"$work/ratelimit-server" -config "$conf" -store redis -redis "127.0.0.1:$base" \
+"$work/ratelimit-server" -config "$conf" -store redis -redis "$redis_addrs" \
   -grpc-addr "127.0.0.1:$((base + 4))" 2>"$work/server.log" &
 pids+=($!)
 server_pid=$!
@@ -127,7 +149,7 @@ run() {
   local line
   line=$("$work/loadgen" -addr "127.0.0.1:$port" -domain "$domain" -descriptors "$descriptors" -keys "$keys" \
     -concurrency "$concurrency" -conns "$conns" -warmup "$warmup" -duration "$duration" \
-    -pid "$pid" -redis "127.0.0.1:$base" -format tsv | tail -1)
+    -pid "$pid" -redis "$redis_addrs" -format tsv | tail -1)
   printf '%s\t%s\t%s\t%s\n' "$round" "$case" "$name" "$line" >>"$out"
   printf '  round %s %-8s %-16s %s\n' "$round" "$case" "$name" "$line"
 }

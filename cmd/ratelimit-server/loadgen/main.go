@@ -123,7 +123,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to measure")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "how long to call before measuring")
 	fs.IntVar(&c.pid, "pid", 0, "the server's process `id`, to report its CPU time per call (Linux /proc)")
-	fs.StringVar(&c.redis, "redis", "", "a Redis `address`, to report its CPU time per call (INFO cpu)")
+	fs.StringVar(&c.redis, "redis", "", "Redis `addresses` (comma-separated: a cluster's masters), to report their CPU time per call (INFO cpu, summed)")
 	fs.StringVar(&c.format, "format", "text", "output: text, or tsv (a header line and a line of columns)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -168,10 +168,13 @@ func run(ctx context.Context, c config) (result, error) {
 		defer conn.Close()
 		conns[i] = conn
 	}
-	var rdb *redis.Client
+	var rdbs []*redis.Client
 	if c.redis != "" {
-		rdb = redis.NewClient(&redis.Options{Addr: c.redis})
-		defer rdb.Close()
+		for addr := range strings.SplitSeq(c.redis, ",") {
+			rdb := redis.NewClient(&redis.Options{Addr: strings.TrimSpace(addr)})
+			defer rdb.Close()
+			rdbs = append(rdbs, rdb)
+		}
 	}
 	cpu := func() (server, redis time.Duration, err error) {
 		server, redis = -1, -1
@@ -180,8 +183,15 @@ func run(ctx context.Context, c config) (result, error) {
 				return
 			}
 		}
-		if rdb != nil {
-			redis, err = redisCPU(ctx, rdb)
+		if rdbs != nil {
+			redis = 0
+			for _, rdb := range rdbs {
+				var d time.Duration
+				if d, err = redisCPU(ctx, rdb); err != nil {
+					return
+				}
+				redis += d
+			}
 		}
 		return
 	}

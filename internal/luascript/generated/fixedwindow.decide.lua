@@ -27,14 +27,19 @@ local held, bare = false, false
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = redis.pcall('HGET', hkey, ARGV[4])
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
   held = true
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- A field the key lacks: a bare key (holding nothing) gets its TTL
 -- outright; else a sorted set of the ID (another kind's state) is for the
 -- conversion script, and a Take must leave the key at most 512 fields.
@@ -132,10 +137,10 @@ end
 local rem, reset = limit - count, ends
 local value = string.format('%d %d', index, count)
 
--- The state written, after its header; the key lives as long as its
+-- The state written, after its header (shdr); the key lives as long as its
 -- longest-lived field needs: a bare key gets the TTL outright, a held one
 -- only a longer one (GT), any other one at least one (NX).
-redis.call('HSET', hkey, ARGV[4], ARGV[5] .. value)
+redis.call('HSET', hkey, ARGV[4], shdr .. value)
 ttl = ttl + tonumber(ARGV[3])
 if bare then
   redis.call('PEXPIRE', hkey, ttl)

@@ -29,20 +29,25 @@ local keyed = false
 local hset, httl = {}, 0
 local out = {0}
 local cact = tonumber(ARGV[8])
-local raw1
+local raw1, rgen1
 do
 -- Limit 1 (fixedwindow).
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = redis.pcall('HGET', hkey, ARGV[4])
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
   held = true
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- A field the key lacks: a bare key (holding nothing) gets its TTL
 -- outright; else a sorted set of the ID (another kind's state) is for the
 -- conversion script, and a Take must leave the key at most 512 fields.
@@ -113,52 +118,12 @@ local ends = (index + 1) * window - now
 local fits = count + cost <= limit
 
 raw1 = state or ''
-do
+rgen1 = string.sub(shdr, #ARGV[5], -2)
+if true and ARGV[11] ~= '' and rgen1 == ARGV[11] then
   if ARGV[10] ~= '' and raw1 == ARGV[10] then
-    if ARGV[9] == '' then
-      redis.call('HDEL', hkey, ARGV[4])
-    else
-      redis.call('HSET', hkey, ARGV[4], ARGV[9])
-    end
-    out[1] = bcost
-  else
-local given
-if cact > now then
+    local hn, er1, er2, er3, egave = #hset, 0, 0, 0, 0
 do
-local act, bcost = cact, bcost
-local give = 0
-
-given = give
-end
-else
-do
-local act, bcost = cact, bcost
--- What an admission of bcost due at act ≤ now gives back (Go:
--- Window.Undo): all of it when act lies in the window of now and nothing
--- is booked past that window; nothing once that window has ended.
-local nindex = math.floor(now / window)
-if nindex * window > now then
-  nindex = nindex - 1
-elseif (nindex + 1) * window <= now then
-  nindex = nindex + 1
-end
-local aindex = math.floor(act / window)
-if aindex * window > act then
-  aindex = aindex - 1
-elseif (aindex + 1) * window <= act then
-  aindex = aindex + 1
-end
-local give = 0
-if aindex == nindex and index == nindex and count <= limit then
-  give = bcost
-end
-
-given = give
-end
-end
-if given > 0 then
-do
-local n = given
+local n = bcost
 -- Up to n of the pointer at now given back, the latest booked first. By
 -- key (Go: Window.Refund) nothing while something is booked past the
 -- window of now (a pointer above the limit, or in a later window).
@@ -173,12 +138,13 @@ local nindex = math.floor(now / window)
     n = 0
   end
 end
-local value, ttl, rem, retry, reset = nil, 2, limit, 0, 0
+local value, ttl, rem, retry, reset, gave = nil, 2, limit, 0, 0, 0 -- gave: how many it gave back
 if count > 0 then
   local c = count - n
   if c < 0 then
     c = 0
   end
+  gave = count - c
   if n > 0 then
     value = string.format('%d %d', index, c)
   end
@@ -202,16 +168,116 @@ end
 
 if value then
 hset[#hset + 1] = ARGV[4]
-hset[#hset + 1] = ARGV[5] .. value
+hset[#hset + 1] = shdr .. value
 if ttl > httl then
   httl = ttl
 end
 
 end
-local _ = rem, retry, reset
+er1, er2, er3, egave = rem, retry, reset, gave
+end
+    for i = #hset, hn + 1, -1 do
+      hset[i] = nil
+    end
+    if ARGV[9] == '' then
+      redis.call('HDEL', hkey, ARGV[4])
+    else
+      redis.call('HSET', hkey, ARGV[4], ARGV[9])
+    end
+    out[1] = egave
+  else
+local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0
+if cact > now then
+do
+local act, bcost = cact, bcost
+local give = 0
+
+given = give
+end
+else
+do
+local act, bcost = cact, bcost
+local took = 0
+-- What an admission of bcost due at act ≤ now gives back (Go:
+-- Window.Undo): all of it when act lies in the window of now and nothing
+-- is booked past that window; nothing once that window has ended.
+local nindex = math.floor(now / window)
+if nindex * window > now then
+  nindex = nindex - 1
+elseif (nindex + 1) * window <= now then
+  nindex = nindex + 1
+end
+local aindex = math.floor(act / window)
+if aindex * window > act then
+  aindex = aindex - 1
+elseif (aindex + 1) * window <= act then
+  aindex = aindex + 1
+end
+local give = 0
+if aindex == nindex and index == nindex and count <= limit then
+  give = bcost
+end
+
+given, gtook = give, took
 end
 end
-out[1] = given
+if given > 0 then
+do
+local n = given
+-- Up to n of the pointer at now given back, the latest booked first. By
+-- key (Go: Window.Refund) nothing while something is booked past the
+-- window of now (a pointer above the limit, or in a later window).
+if keyed then
+local nindex = math.floor(now / window)
+  if nindex * window > now then
+    nindex = nindex - 1
+  elseif (nindex + 1) * window <= now then
+    nindex = nindex + 1
+  end
+  if index ~= nindex or count > limit then
+    n = 0
+  end
+end
+local value, ttl, rem, retry, reset, gave = nil, 2, limit, 0, 0, 0 -- gave: how many it gave back
+if count > 0 then
+  local c = count - n
+  if c < 0 then
+    c = 0
+  end
+  gave = count - c
+  if n > 0 then
+    value = string.format('%d %d', index, c)
+  end
+  rem = limit - c
+  if rem < 0 then
+    rem = 0
+  end
+  if c + 1 > limit then
+    retry = (index + math.floor(c / limit)) * window - now
+  end
+  if c > limit then
+    reset = (index + math.floor((c + limit - 1) / limit)) * window - now
+  elseif c > 0 then
+    reset = (index + 1) * window - now
+  end
+  ttl = math.ceil(reset / 1000)
+  if ttl < 2 then
+    ttl = 2
+  end
+end
+
+if value then
+hset[#hset + 1] = ARGV[4]
+hset[#hset + 1] = shdr .. value
+if ttl > httl then
+  httl = ttl
+end
+
+end
+gr1, gr2, gr3, rgave = rem, retry, reset, gave
+end
+end
+out[1] = rgave + gtook
 end
 end
 end

@@ -29,20 +29,25 @@ local keyed = false
 local hset, httl = {}, 0
 local out = {0}
 local cact = tonumber(ARGV[8])
-local raw1
+local raw1, rgen1
 do
 -- Limit 1 (gcra).
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = redis.pcall('HGET', hkey, ARGV[4])
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
   held = true
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- A field the key lacks: a bare key (holding nothing) gets its TTL
 -- outright; else a sorted set of the ID (another kind's state) is for the
 -- conversion script, and a Take must leave the key at most 512 fields.
@@ -95,16 +100,70 @@ local after = debt + cost * every
 local fits = after <= tau
 
 raw1 = state or ''
-do
+rgen1 = string.sub(shdr, #ARGV[5], -2)
+if true and ARGV[11] ~= '' and rgen1 == ARGV[11] then
   if ARGV[10] ~= '' and raw1 == ARGV[10] then
+    local hn, er1, er2, er3, egave = #hset, 0, 0, 0, 0
+do
+local n = bcost
+-- Up to n units back (Go: Meter.Refund): TAT n intervals earlier, but not
+-- before now; a key at rest has nothing to give back. By key nothing
+-- while the debt is above tau: bookings not yet due.
+if keyed and debt > tau then
+  n = 0
+end
+local value
+local gave = 0 -- how many it gave back, a part of one counting whole
+if debt > 0 and n > 0 then
+  gave = n
+  if n * every >= debt then
+    gave = math.ceil(debt / every)
+  end
+  if n * every < debt then
+    debt = debt - n * every
+  else
+    debt = 0
+  end
+  value = string.format('%d', now + debt)
+end
+local rem, retry, reset = 0, debt + every - tau, debt
+if debt < tau then
+  rem = math.floor((tau - debt) / every)
+  if rem * every > tau - debt then
+    rem = rem - 1
+  elseif (rem + 1) * every <= tau - debt then
+    rem = rem + 1
+  end
+end
+if retry < 0 then
+  retry = 0
+end
+local ttl = math.ceil(debt / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+
+if value then
+hset[#hset + 1] = ARGV[4]
+hset[#hset + 1] = shdr .. value
+if ttl > httl then
+  httl = ttl
+end
+
+end
+er1, er2, er3, egave = rem, retry, reset, gave
+end
+    for i = #hset, hn + 1, -1 do
+      hset[i] = nil
+    end
     if ARGV[9] == '' then
       redis.call('HDEL', hkey, ARGV[4])
     else
       redis.call('HSET', hkey, ARGV[4], ARGV[9])
     end
-    out[1] = bcost
+    out[1] = egave
   else
-local given
+local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0
 if cact > now then
 do
 local act, bcost = cact, bcost
@@ -136,6 +195,7 @@ end
 else
 do
 local act, bcost = cact, bcost
+local took = 0
 -- What an admission of bcost due at act ≤ now gives back (Go:
 -- Meter.Undo): bcost less the intervals begun since act,
 -- ⌈(now − act)/every⌉; nothing while the debt is above tau (bookings not
@@ -155,7 +215,7 @@ if late < bcost * every then
   give = bcost - q
 end
 
-given = give
+given, gtook = give, took
 end
 end
 if given > 0 then
@@ -168,7 +228,12 @@ if keyed and debt > tau then
   n = 0
 end
 local value
+local gave = 0 -- how many it gave back, a part of one counting whole
 if debt > 0 and n > 0 then
+  gave = n
+  if n * every >= debt then
+    gave = math.ceil(debt / every)
+  end
   if n * every < debt then
     debt = debt - n * every
   else
@@ -195,16 +260,16 @@ end
 
 if value then
 hset[#hset + 1] = ARGV[4]
-hset[#hset + 1] = ARGV[5] .. value
+hset[#hset + 1] = shdr .. value
 if ttl > httl then
   httl = ttl
 end
 
 end
-local _ = rem, retry, reset
+gr1, gr2, gr3, rgave = rem, retry, reset, gave
 end
 end
-out[1] = given
+out[1] = rgave + gtook
 end
 end
 end

@@ -48,7 +48,7 @@ local hkey = KEYS[1]
 if #KEYS == 1 then
   hkey = string.sub(hkey, 1, #hkey - (ARGV[4] == '' and 2 or #ARGV[4]))
 end
-local fcur, fown, fenc, fcv1, fcv2, fcv3, httl = {}, {}, {}, {}, {}, {}, 0
+local fcur, fown, fenc, fhdr, fcv1, fcv2, fcv3, httl = {}, {}, {}, {}, {}, {}, {}, 0
 local s1_limit, s1_window, s1_modulus, s1_trim
 do
 local limit = tonumber(ARGV[6])
@@ -87,6 +87,12 @@ if head.err then
 end
 local state = head[1] ~= nil
 if state then
+  -- A header member with a generation after it (";<nonce>", which a
+  -- booking gives a state that has none; ops.go): hdr, which the body
+  -- writes, is all of it.
+  if head[1] ~= hdr and string.sub(head[1], 1, #hdr + 1) == hdr .. ';' and not string.find(head[1], '%W', #hdr + 2) then
+    hdr = head[1]
+  end
   if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
     return redis.error_reply('RLCONVERT ' .. (string.match(head[1], '^#(%u)') or ''))
   end

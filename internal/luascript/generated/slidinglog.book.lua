@@ -27,10 +27,11 @@ if #KEYS == 1 then
 end
 local bcost = cost
 local keyed = false
+local ngen = ';' .. ARGV[9]
 local hset, httl = {}, 0
-local out = {'', '', '', '', '', '', ''}
+local out = {'', '', '', '', '', '', '', ''}
 local bact = now
-local raw1
+local raw1, rgen1
 local rep1_1, rep1_2, rep1_3
 do
 -- Limit 1 (slidinglog).
@@ -47,6 +48,12 @@ if head.err then
 end
 local state = head[1] ~= nil
 if state then
+  -- A header member with a generation after it (";<nonce>", which a
+  -- booking gives a state that has none; ops.go): hdr, which the body
+  -- writes, is all of it.
+  if head[1] ~= hdr and string.sub(head[1], 1, #hdr + 1) == hdr .. ';' and not string.find(head[1], '%W', #hdr + 2) then
+    hdr = head[1]
+  end
   if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
     return redis.error_reply('RLCONVERT ' .. (string.match(head[1], '^#(%u)') or ''))
   end
@@ -54,6 +61,14 @@ else
   local fv = redis.pcall('HGET', hkey, ARGV[4])
   if type(fv) == 'string' then
     return redis.error_reply('RLCONVERT ' .. (string.match(fv, '^(%u)%d') or ''))
+  end
+end
+if hdr == ARGV[5] then
+  hdr = hdr .. ngen
+  if state then
+    redis.call('ZREM', zkey, head[1])
+    head[1] = hdr
+    redis.call('ZADD', zkey, '-inf', hdr)
   end
 end
 -- Sliding log (Go: slidinglog.Log).
@@ -163,6 +178,7 @@ end
 
 local fits = used + cost <= limit
 
+rgen1 = string.sub(hdr, #ARGV[5] + 1)
 do
 local rem, retry, reset = limit - used, 0, 0
 if rem < 0 then
@@ -305,7 +321,7 @@ end
 brem, breset, bpost = rem, reset, ''
 end
 out[3], out[4], out[5] = string.format('%.0f', brem), string.format('%.0f', bact - now), string.format('%.0f', breset)
-out[6], out[7] = raw1 or '', bpost
+out[6], out[7], out[8] = raw1 or '', bpost, rgen1
 end
 end
 if #hset > 0 then

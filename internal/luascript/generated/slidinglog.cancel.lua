@@ -29,7 +29,7 @@ local keyed = false
 local hset, httl = {}, 0
 local out = {0}
 local cact = tonumber(ARGV[8])
-local raw1
+local raw1, rgen1
 do
 -- Limit 1 (slidinglog).
 -- Its state: its sorted set, zkey, which opens with its own header at
@@ -45,6 +45,12 @@ if head.err then
 end
 local state = head[1] ~= nil
 if state then
+  -- A header member with a generation after it (";<nonce>", which a
+  -- booking gives a state that has none; ops.go): hdr, which the body
+  -- writes, is all of it.
+  if head[1] ~= hdr and string.sub(head[1], 1, #hdr + 1) == hdr .. ';' and not string.find(head[1], '%W', #hdr + 2) then
+    hdr = head[1]
+  end
   if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
     return redis.error_reply('RLCONVERT ' .. (string.match(head[1], '^#(%u)') or ''))
   end
@@ -161,9 +167,10 @@ end
 
 local fits = used + cost <= limit
 
-if cact > now then
+rgen1 = string.sub(hdr, #ARGV[5] + 1)
+if cact > now and ARGV[11] ~= '' and rgen1 == ARGV[11] then
   do
-local given
+local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0
 do
 local act, bcost = cact, bcost
 -- A booking of bcost due at act, ahead of t, is given back while it is
@@ -189,6 +196,7 @@ end
 if given > 0 then
 do
 local n = given
+local gave = n
 -- Gives back up to n of the cost in the window at t, newest first (Go:
 -- Log.Refund): the members whose count is above what is left go, but the
 -- first, which is renamed to what is left when the member before it ends
@@ -297,10 +305,10 @@ if left > 0 then
   end
 end
 
-local _ = rem, retry, reset
+gr1, gr2, gr3, rgave = rem, retry, reset, gave
 end
 end
-out[1] = given
+out[1] = rgave + gtook
 end
 end
 end

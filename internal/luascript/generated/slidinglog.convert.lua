@@ -30,7 +30,10 @@ local hkey = KEYS[1]
 -- kind this script was not composed for gives nil: the load replies
 -- RLCONVERT with its letter (usedLetter), and the store composes the script
 -- that reads it. A value without a header, or a set without one, is no
--- state of any kind: 0.
+-- state of any kind: 0. Another kind's state is carried whatever the
+-- limit's mode; one no algorithm of this store reads (no header, a kind
+-- no package registered, a body its kind cannot read) gives false
+-- (refused) unless the limit starts afresh.
 local function usedLetter(fv, fz, zkey)
   if fv then
     return string.sub(fv, 1, 1)
@@ -38,23 +41,23 @@ local function usedLetter(fv, fz, zkey)
   local head = redis.pcall('ZRANGE', zkey, 0, 0)
   return type(head[1]) == 'string' and string.match(head[1], '^#(%u)') or ''
 end
-local function usedOf(fv, fz, zkey, now)
+local function usedOf(fv, fz, zkey, now, afresh)
   local k, p0, p1, at, head, used
   if fv then
     local s, e
-    s, e, k, p0, p1 = string.find(fv, '^(%u)(%d+),?(%d*):')
+    s, e, k, p0, p1 = string.find(fv, '^(%u)(%d+),?(%d*);?%w*:')
     if not k then
-      return 0
+      return afresh and 0
     end
     at = e + 1
   else
     head = redis.pcall('ZRANGE', zkey, 0, 1, 'WITHSCORES')
     if head.err or not head[1] or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
-      return 0
+      return afresh and 0
     end
-    k, p0, p1 = string.match(head[1], '^#(%u)(%d+),?(%d*)$')
+    k, p0, p1 = string.match(string.gsub(head[1], ';%w+$', ''), '^#(%u)(%d+),?(%d*)$')
     if not k then
-      return 0
+      return afresh and 0
     end
   end
   p0 = tonumber(p0)
@@ -66,6 +69,9 @@ local function usedOf(fv, fz, zkey, now)
   local known = false
   if not known then
     return nil
+  end
+  if used == nil and not afresh then
+    return false -- unreadable: refused unless the limit starts afresh
   end
   if used == nil or used > 1099511627776 then
     return 1099511627776
@@ -98,8 +104,18 @@ do
     bad, wipe, head = 'is not a sorted set', 1, {}
   elseif head[1] then
     state = true
-    if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
-      local k, p0, p1 = string.match(head[1], '^#(%u)(%d+),?(%d*)$')
+    -- A generation after the header member's header (set.lua) stays:
+    -- hdr, which the body writes, ends with it.
+    local h1 = head[1]
+    local hb, hg = string.match(h1, '^(.-)(;%w+)$')
+    if hb then
+      h1, hdr = hb, hdr .. hg
+      if h1 == ARGV[5] then
+        h1 = hdr
+      end
+    end
+    if h1 ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
+      local k, p0, p1 = string.match(h1, '^#(%u)(%d+),?(%d*)$')
       if k then -- not tonumber(nil): miniredis's Lua raises an error
         p0, p1 = tonumber(p0), tonumber(p1)
       end
@@ -108,7 +124,7 @@ do
           (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
         old0, old1 = p0, p1
       else
-        bad, wipe, state, head = 'does not hold a state of this version', 1, false, {}
+        bad, wipe, state, head, hdr = 'does not hold a state of this version', 1, false, {}, ARGV[5]
       end
     end
   else
@@ -120,13 +136,17 @@ do
     end
   end
   if bad then
-    if not afresh then
+    -- Another kind's state is carried (what it had used), whatever the
+    -- limit's mode; anything else only when it starts afresh.
+    if not afresh and not fv then
       return redis.error_reply('RLMISMATCH ' .. zkey .. ' ' .. bad .. ', not ' .. hdr)
     end
     if fv then
       other = true
-      carried = usedOf(fv, false, zkey, now)
-      if not carried then
+      carried = usedOf(fv, false, zkey, now, afresh)
+      if carried == false then
+        return redis.error_reply('RLMISMATCH ' .. zkey .. ' ' .. bad .. ', not ' .. hdr)
+      elseif not carried then
         return redis.error_reply('RLCONVERT ' .. usedLetter(fv, false, zkey))
       end
     end

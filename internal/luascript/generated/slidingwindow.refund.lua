@@ -34,14 +34,19 @@ do
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = redis.pcall('HGET', hkey, ARGV[4])
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
   held = true
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- A field the key lacks: a bare key (holding nothing) gets its TTL
 -- outright; else a sorted set of the ID (another kind's state) is for the
 -- conversion script, and a Take must leave the key at most 512 fields.
@@ -186,10 +191,11 @@ local nindex = math.floor(now / window)
     n = 0
   end
 end
-local value, ttl, rem, retry, reset = nil, 2, limit, 0, 0
+local value, ttl, rem, retry, reset, gave = nil, 2, limit, 0, 0, 0 -- gave: how many it gave back
 if count > 0 or prev > 0 then
   local c = math.min(n, count)
   local rc, rp = count - c, prev - math.min(n - c, prev)
+  gave = c + prev - rp
   local rused = rc
   if rp > 0 then
     local q, r = muldiv(rp, window - elapsed, window)
@@ -232,13 +238,13 @@ end
 
 if value then
 hset[#hset + 1] = ARGV[4]
-hset[#hset + 1] = ARGV[5] .. value
+hset[#hset + 1] = shdr .. value
 if ttl > httl then
   httl = ttl
 end
 
 end
-out[1], out[2], out[3] = rem, retry, reset
+out[1], out[2], out[3] = rem, retry, reset, gave
 end
 end
 if #hset > 0 then

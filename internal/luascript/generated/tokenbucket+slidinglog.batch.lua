@@ -45,7 +45,7 @@ for j = 3, #A - 2 * n + 1 do
   ARGV[j] = A[j + 2 * n - 1]
 end
 local hkey = KEYS[1]
-local fcur, fown, fenc, fcv1, fcv2, fcv3, httl = {}, {}, {}, {}, {}, {}, 0
+local fcur, fown, fenc, fhdr, fcv1, fcv2, fcv3, httl = {}, {}, {}, {}, {}, {}, {}, 0
 fcur[1] = redis.pcall('HGET', hkey, ARGV[4])
 local held, bare, full = false, false, nil
 for i = 1, #fcur do
@@ -165,13 +165,18 @@ do
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = fcur[1]
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- Continuous token bucket (Go: tokenbucket.Bucket).
 -- Parameters: ARGV[6] capacity, ARGV[7] rate in tokens per second.
 -- State: the header "T<capacity>:", then 16 bytes, tokens and the last
@@ -232,6 +237,12 @@ if head.err then
 end
 local state = head[1] ~= nil
 if state then
+  -- A header member with a generation after it (";<nonce>", which a
+  -- booking gives a state that has none; ops.go): hdr, which the body
+  -- writes, is all of it.
+  if head[1] ~= hdr and string.sub(head[1], 1, #hdr + 1) == hdr .. ';' and not string.find(head[1], '%W', #hdr + 2) then
+    hdr = head[1]
+  end
   if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
     return redis.error_reply('RLCONVERT ' .. (string.match(head[1], '^#(%u)') or ''))
   end
@@ -515,7 +526,7 @@ end
 return value
 end
 end
-fcur[1] = ARGV[5]
+fcur[1], fhdr[1] = shdr, shdr
 if ttl > httl then
   httl = ttl
 end
@@ -536,7 +547,7 @@ end
 local hset = {}
 if fown[1] then
   hset[#hset + 1] = ARGV[4]
-  hset[#hset + 1] = ARGV[5] .. fenc[1](fcv1[1], fcv2[1])
+  hset[#hset + 1] = fhdr[1] .. fenc[1](fcv1[1], fcv2[1])
 end
 if #hset > 0 then
   redis.call('HSET', hkey, unpack(hset))

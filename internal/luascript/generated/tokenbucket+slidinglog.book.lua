@@ -27,26 +27,32 @@ local hkey = KEYS[1]
 local held, bare = false, false
 local bcost = cost
 local keyed = false
+local ngen = ';' .. ARGV[13]
 local hset, httl = {}, 0
-local out = {'', '', '', '', '', '', '', '', '', '', '', ''}
+local out = {'', '', '', '', '', '', '', '', '', '', '', '', '', ''}
 local bact = now
-local raw1
+local raw1, rgen1
 local rep1_1, rep1_2, rep1_3
-local raw2
+local raw2, rgen2
 local rep2_1, rep2_2, rep2_3
 do
 -- Limit 1 (tokenbucket).
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = redis.pcall('HGET', hkey, ARGV[4])
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
   held = true
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- A field the key lacks: a bare key (holding nothing) gets its TTL
 -- outright; else a sorted set of the ID (another kind's state) is for the
 -- conversion script, and a Take must leave the key at most 512 fields.
@@ -61,6 +67,13 @@ if not state then
     if hn + 1 > 512 then
       return redis.error_reply('RLTOOMANY ' .. hkey .. ' holds ' .. hn .. ' fields; a key keeps at most 512')
     end
+  end
+end
+if shdr == ARGV[5] then
+  shdr = string.sub(shdr, 1, -2) .. ngen .. ':'
+  if state then
+    state = string.sub(state, 1, at - 2) .. ngen .. string.sub(state, at - 1)
+    at = at + #ngen
   end
 end
 -- Continuous token bucket (Go: tokenbucket.Bucket).
@@ -150,6 +163,7 @@ end
 local fits = cost <= avail
 
 raw1 = state or ''
+rgen1 = string.sub(shdr, #ARGV[5], -2)
 do
 local rem = 0 -- none while in debt
 if avail > 0 then
@@ -198,6 +212,12 @@ if head.err then
 end
 local state = head[1] ~= nil
 if state then
+  -- A header member with a generation after it (";<nonce>", which a
+  -- booking gives a state that has none; ops.go): hdr, which the body
+  -- writes, is all of it.
+  if head[1] ~= hdr and string.sub(head[1], 1, #hdr + 1) == hdr .. ';' and not string.find(head[1], '%W', #hdr + 2) then
+    hdr = head[1]
+  end
   if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
     return redis.error_reply('RLCONVERT ' .. (string.match(head[1], '^#(%u)') or ''))
   end
@@ -205,6 +225,14 @@ else
   local fv = redis.pcall('HGET', hkey, ARGV[8])
   if type(fv) == 'string' then
     return redis.error_reply('RLCONVERT ' .. (string.match(fv, '^(%u)%d') or ''))
+  end
+end
+if hdr == ARGV[9] then
+  hdr = hdr .. ngen
+  if state then
+    redis.call('ZREM', zkey, head[1])
+    head[1] = hdr
+    redis.call('ZADD', zkey, '-inf', hdr)
   end
 end
 -- Sliding log (Go: slidinglog.Log).
@@ -314,6 +342,7 @@ end
 
 local fits = used + cost <= limit
 
+rgen2 = string.sub(hdr, #ARGV[9] + 1)
 do
 local rem, retry, reset = limit - used, 0, 0
 if rem < 0 then
@@ -464,7 +493,7 @@ end
 brem, breset, bpost = rem, reset, ''
 end
 out[6], out[7], out[8] = string.format('%.0f', brem), string.format('%.0f', bact - now), string.format('%.0f', breset)
-out[11], out[12] = raw2 or '', bpost
+out[12], out[13], out[14] = raw2 or '', bpost, rgen2
 end
 end
 do
@@ -520,15 +549,15 @@ if tokens > 0 then
 end
 
 hset[#hset + 1] = ARGV[4]
-hset[#hset + 1] = ARGV[5] .. value
+hset[#hset + 1] = shdr .. value
 if ttl > httl then
   httl = ttl
 end
 
-brem, breset, bpost = rem, reset, ARGV[5] .. value
+brem, breset, bpost = rem, reset, shdr .. value
 end
 out[3], out[4], out[5] = string.format('%.0f', brem), string.format('%.0f', bact - now), string.format('%.0f', breset)
-out[9], out[10] = raw1 or '', bpost
+out[9], out[10], out[11] = raw1 or '', bpost, rgen1
 end
 end
 if #hset > 0 then

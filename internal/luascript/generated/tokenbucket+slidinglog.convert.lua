@@ -32,7 +32,10 @@ local held = false
 -- kind this script was not composed for gives nil: the load replies
 -- RLCONVERT with its letter (usedLetter), and the store composes the script
 -- that reads it. A value without a header, or a set without one, is no
--- state of any kind: 0.
+-- state of any kind: 0. Another kind's state is carried whatever the
+-- limit's mode; one no algorithm of this store reads (no header, a kind
+-- no package registered, a body its kind cannot read) gives false
+-- (refused) unless the limit starts afresh.
 local function usedLetter(fv, fz, zkey)
   if fv then
     return string.sub(fv, 1, 1)
@@ -40,23 +43,23 @@ local function usedLetter(fv, fz, zkey)
   local head = redis.pcall('ZRANGE', zkey, 0, 0)
   return type(head[1]) == 'string' and string.match(head[1], '^#(%u)') or ''
 end
-local function usedOf(fv, fz, zkey, now)
+local function usedOf(fv, fz, zkey, now, afresh)
   local k, p0, p1, at, head, used
   if fv then
     local s, e
-    s, e, k, p0, p1 = string.find(fv, '^(%u)(%d+),?(%d*):')
+    s, e, k, p0, p1 = string.find(fv, '^(%u)(%d+),?(%d*);?%w*:')
     if not k then
-      return 0
+      return afresh and 0
     end
     at = e + 1
   else
     head = redis.pcall('ZRANGE', zkey, 0, 1, 'WITHSCORES')
     if head.err or not head[1] or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
-      return 0
+      return afresh and 0
     end
-    k, p0, p1 = string.match(head[1], '^#(%u)(%d+),?(%d*)$')
+    k, p0, p1 = string.match(string.gsub(head[1], ';%w+$', ''), '^#(%u)(%d+),?(%d*)$')
     if not k then
-      return 0
+      return afresh and 0
     end
   end
   p0 = tonumber(p0)
@@ -68,6 +71,9 @@ local function usedOf(fv, fz, zkey, now)
   local known = false
   if not known then
     return nil
+  end
+  if used == nil and not afresh then
+    return false -- unreadable: refused unless the limit starts afresh
   end
   if used == nil or used > 1099511627776 then
     return 1099511627776
@@ -94,6 +100,9 @@ do
 -- not undone exactly.
 local state, at, old0, old1, wipe, carried, other = nil, 1, nil, nil, nil, 0, false
 local afresh, proportional = false, false
+-- shdr: the header it writes, with the state's generation (hash.lua),
+-- which a conversion keeps.
+local shdr = ARGV[5]
 do
   local hdr = ARGV[5]
   local v = redis.pcall('HGET', hkey, ARGV[4])
@@ -105,15 +114,27 @@ do
     if string.find(v, hdr, 1, true) == 1 then
       state, at = v, #hdr + 1
     else
-      local _, e, k, p0, p1 = string.find(v, '^(%u)(%d+),?(%d*):')
+      local _, e, k, p0, p1, g = string.find(v, '^(%u)(%d+),?(%d*)(;?%w*):')
+      if k and g ~= '' and string.byte(g, 1) ~= 59 then
+        k = nil -- 59 is ';': a generation opens with it
+      end
+      local base = k and string.sub(v, 1, e - #g - 1) .. ':'
       if k then -- not tonumber(nil): miniredis's Lua raises an error
         p0, p1 = tonumber(p0), tonumber(p1)
       end
-      if k and k == string.sub(hdr, 1, 1) and p0 and p0 >= 1 and p0 <= 1099511627776 and
+      if k and base == hdr then
+        state, at, shdr = v, e + 1, string.sub(v, 1, e)
+      elseif k and k == string.sub(hdr, 1, 1) and p0 and p0 >= 1 and p0 <= 1099511627776 and
           (p1 == nil) == (string.find(hdr, ',', 1, true) == nil) and (p1 == nil or (p1 >= 1 and p1 <= 281474976710656)) then
-        state, at, old0, old1 = v, e + 1, p0, p1
+        state, at, old0, old1, shdr = v, e + 1, p0, p1, string.sub(hdr, 1, -2) .. g .. ':'
       elseif k then
-        bad, fv = 'holds ' .. string.sub(v, 1, e), v
+        -- Another kind's state, carried (what it had used) whatever
+        -- the limit's mode; one of its own kind it cannot read only when
+        -- it starts afresh.
+        bad = 'holds ' .. base
+        if k ~= string.sub(hdr, 1, 1) or afresh then
+          fv = v
+        end
       else
         bad = 'holds a value of no known format'
       end
@@ -122,14 +143,16 @@ do
     bad, wipe, fz = 'has a sorted set ' .. (hkey .. (ARGV[4] == '' and '{}' or ARGV[4])), 2, true
   end
   if bad then
-    if not afresh then
+    if not afresh and not (fv or fz) then
       return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[4] .. ' ' .. bad .. ', not ' .. hdr)
     end
     state = nil
     if fv or fz then
       other = true
-      carried = usedOf(fv, fz, (hkey .. (ARGV[4] == '' and '{}' or ARGV[4])), now)
-      if not carried then
+      carried = usedOf(fv, fz, (hkey .. (ARGV[4] == '' and '{}' or ARGV[4])), now, afresh)
+      if carried == false then
+        return redis.error_reply('RLMISMATCH ' .. hkey .. ' field ' .. ARGV[4] .. ' ' .. bad .. ', not ' .. hdr)
+      elseif not carried then
         return redis.error_reply('RLCONVERT ' .. usedLetter(fv, fz, (hkey .. (ARGV[4] == '' and '{}' or ARGV[4]))))
       end
     end
@@ -289,8 +312,18 @@ do
     bad, wipe, head = 'is not a sorted set', 1, {}
   elseif head[1] then
     state = true
-    if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
-      local k, p0, p1 = string.match(head[1], '^#(%u)(%d+),?(%d*)$')
+    -- A generation after the header member's header (set.lua) stays:
+    -- hdr, which the body writes, ends with it.
+    local h1 = head[1]
+    local hb, hg = string.match(h1, '^(.-)(;%w+)$')
+    if hb then
+      h1, hdr = hb, hdr .. hg
+      if h1 == ARGV[9] then
+        h1 = hdr
+      end
+    end
+    if h1 ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
+      local k, p0, p1 = string.match(h1, '^#(%u)(%d+),?(%d*)$')
       if k then -- not tonumber(nil): miniredis's Lua raises an error
         p0, p1 = tonumber(p0), tonumber(p1)
       end
@@ -299,7 +332,7 @@ do
           (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
         old0, old1 = p0, p1
       else
-        bad, wipe, state, head = 'does not hold a state of this version', 1, false, {}
+        bad, wipe, state, head, hdr = 'does not hold a state of this version', 1, false, {}, ARGV[9]
       end
     end
   else
@@ -311,13 +344,17 @@ do
     end
   end
   if bad then
-    if not afresh then
+    -- Another kind's state is carried (what it had used), whatever the
+    -- limit's mode; anything else only when it starts afresh.
+    if not afresh and not fv then
       return redis.error_reply('RLMISMATCH ' .. zkey .. ' ' .. bad .. ', not ' .. hdr)
     end
     if fv then
       other = true
-      carried = usedOf(fv, false, zkey, now)
-      if not carried then
+      carried = usedOf(fv, false, zkey, now, afresh)
+      if carried == false then
+        return redis.error_reply('RLMISMATCH ' .. zkey .. ' ' .. bad .. ', not ' .. hdr)
+      elseif not carried then
         return redis.error_reply('RLCONVERT ' .. usedLetter(fv, false, zkey))
       end
     end
@@ -646,7 +683,7 @@ if wipe == 1 and redis.call('TYPE', hkey)['ok'] ~= 'hash' then
 elseif wipe == 2 then
   redis.call('DEL', (hkey .. (ARGV[4] == '' and '{}' or ARGV[4])))
 end
-hset1, hset2 = ARGV[4], ARGV[5] .. value
+hset1, hset2 = ARGV[4], shdr .. value
 if ttl > httl then
   httl = ttl
 end

@@ -32,14 +32,19 @@ do
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = redis.pcall('HGET', hkey, ARGV[4])
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
   held = true
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- A field the key lacks: a bare key (holding nothing) gets its TTL
 -- outright; else a sorted set of the ID (another kind's state) is for the
 -- conversion script, and a Take must leave the key at most 512 fields.
@@ -158,6 +163,12 @@ if head.err then
 end
 local state = head[1] ~= nil
 if state then
+  -- A header member with a generation after it (";<nonce>", which a
+  -- booking gives a state that has none; ops.go): hdr, which the body
+  -- writes, is all of it.
+  if head[1] ~= hdr and string.sub(head[1], 1, #hdr + 1) == hdr .. ';' and not string.find(head[1], '%W', #hdr + 2) then
+    hdr = head[1]
+  end
   if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
     return redis.error_reply('RLCONVERT ' .. (string.match(head[1], '^#(%u)') or ''))
   end
@@ -437,7 +448,7 @@ else
   value = enc(tokens) .. enc(last)
 end
 
-hset1, hset2 = ARGV[4], ARGV[5] .. value
+hset1, hset2 = ARGV[4], shdr .. value
 if ttl > httl then
   httl = ttl
 end

@@ -29,21 +29,26 @@ local keyed = false
 local hset, httl = {}, 0
 local out = {0, 0}
 local cact = tonumber(ARGV[12])
-local raw1
-local raw2
+local raw1, rgen1
+local raw2, rgen2
 do
 -- Limit 1 (tokenbucket).
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = redis.pcall('HGET', hkey, ARGV[4])
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
   held = true
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- A field the key lacks: a bare key (holding nothing) gets its TTL
 -- outright; else a sorted set of the ID (another kind's state) is for the
 -- conversion script, and a Take must leave the key at most 512 fields.
@@ -147,6 +152,7 @@ end
 local fits = cost <= avail
 
 raw1 = state or ''
+rgen1 = string.sub(shdr, #ARGV[5], -2)
 do
 -- Limit 2 (slidinglog).
 -- Its state: its sorted set, zkey, which opens with its own header at
@@ -162,6 +168,12 @@ if head.err then
 end
 local state = head[1] ~= nil
 if state then
+  -- A header member with a generation after it (";<nonce>", which a
+  -- booking gives a state that has none; ops.go): hdr, which the body
+  -- writes, is all of it.
+  if head[1] ~= hdr and string.sub(head[1], 1, #hdr + 1) == hdr .. ';' and not string.find(head[1], '%W', #hdr + 2) then
+    hdr = head[1]
+  end
   if head[1] ~= hdr or not (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
     return redis.error_reply('RLCONVERT ' .. (string.match(head[1], '^#(%u)') or ''))
   end
@@ -278,9 +290,10 @@ end
 
 local fits = used + cost <= limit
 
-do
+rgen2 = string.sub(hdr, #ARGV[9] + 1)
+if true and ARGV[18] ~= '' and rgen2 == ARGV[18] then
   do
-local given
+local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0
 if cact > now then
 do
 local act, bcost = cact, bcost
@@ -307,13 +320,14 @@ end
 else
 do
 local act, bcost = cact, bcost
+local took = 0
 -- An admission of bcost due at act ≤ now, in the window at t, is given
 -- back as if it had never been admitted (Go: Log.Undo): the newest member
 -- at act gives bcost back from the end, as a refund does; a member at act
 -- that is not the newest and holds bcost of its own loses it, and every
 -- later member (at most 1000) its cumulative count lowered by bcost; the
 -- member goes when nothing of its own is left, here: give stays 0, since
--- the refund part that give feeds takes from the end.
+-- the refund part that give feeds takes from the end, and took says it.
 local give = 0
 if last and last == act and act > t - window then
   local own = total
@@ -362,16 +376,18 @@ elseif last and act > t - window then
       if total < 0 then
         total = total + modulus
       end
+      took = bcost
     end
   end
 end
 
-given = give
+given, gtook = give, took
 end
 end
 if given > 0 then
 do
 local n = given
+local gave = n
 -- Gives back up to n of the cost in the window at t, newest first (Go:
 -- Log.Refund): the members whose count is above what is left go, but the
 -- first, which is renamed to what is left when the member before it ends
@@ -480,81 +496,34 @@ if left > 0 then
   end
 end
 
-local _ = rem, retry, reset
+gr1, gr2, gr3, rgave = rem, retry, reset, gave
 end
 end
-out[2] = given
+out[2] = rgave + gtook
 end
 end
 end
-do
+if true and ARGV[15] ~= '' and rgen1 == ARGV[15] then
   if ARGV[14] ~= '' and raw1 == ARGV[14] then
-    if ARGV[13] == '' then
-      redis.call('HDEL', hkey, ARGV[4])
-    else
-      redis.call('HSET', hkey, ARGV[4], ARGV[13])
-    end
-    out[1] = bcost
-  else
-local given
-if cact > now then
+    local hn, er1, er2, er3, egave = #hset, 0, 0, 0, 0
 do
-local act, bcost = cact, bcost
--- What a booking of bcost due at act gives back (Go: Bucket.Unused): all
--- of it unless the bucket is still in debt at act, else bcost plus that
--- debt, rounded to the nearest (a tie down).
-local give = 0
-if act > now then
-  local e = act - last
-  if e < 0 then
-    e = 0
-  end
-  local due = tokens + e * per_micro
-  if due > capacity then
-    due = capacity
-  end
-  if due >= 0 then
-    give = bcost
-  else
-    give = math.ceil(bcost + due - 0.5)
-    if give < 0 then
-      give = 0
-    end
-  end
-end
-
-given = give
-end
-else
-do
-local act, bcost = cact, bcost
--- What an admission of bcost due at act ≤ now gives back (Go:
--- Bucket.Undo): bcost less the refill since act, rounded down; nothing
--- while in debt (bookings not yet due).
-local give = 0
-local left = bcost - (now - act) * per_micro
-if avail < 0 then
-  left = 0
-end
-if left >= 1 then
-  give = math.min(math.floor(left), bcost)
-end
-
-given = give
-end
-end
-if given > 0 then
-do
-local n = given
+local n = bcost
 -- Up to n tokens back (Go: Bucket.Refund), to the capacity; a full
 -- bucket has nothing to give back. A sum rounded up to n+1 whole tokens
 -- more is taken a float lower (Go: math.Nextafter toward -Inf; the sum is
 -- then at least 1). By key nothing while in debt: bookings not yet due.
+-- gave: how many it gave back, n or the room when less, a fraction of a
+-- token counting whole.
 if keyed and avail < 0 then
   n = 0
 end
 local value
+local gave = 0
 if avail < capacity and n > 0 then
+  gave = n
+  if capacity - avail < n then
+    gave = math.ceil(capacity - avail)
+  end
   local was = 0
   if avail > 0 then
     was = math.floor(avail)
@@ -614,16 +583,160 @@ end
 
 if value then
 hset[#hset + 1] = ARGV[4]
-hset[#hset + 1] = ARGV[5] .. value
+hset[#hset + 1] = shdr .. value
 if ttl > httl then
   httl = ttl
 end
 
 end
-local _ = rem, retry, reset
+er1, er2, er3, egave = rem, retry, reset, gave
+end
+    for i = #hset, hn + 1, -1 do
+      hset[i] = nil
+    end
+    if ARGV[13] == '' then
+      redis.call('HDEL', hkey, ARGV[4])
+    else
+      redis.call('HSET', hkey, ARGV[4], ARGV[13])
+    end
+    out[1] = egave
+  else
+local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0
+if cact > now then
+do
+local act, bcost = cact, bcost
+-- What a booking of bcost due at act gives back (Go: Bucket.Unused): all
+-- of it unless the bucket is still in debt at act, else bcost plus that
+-- debt, rounded to the nearest (a tie down).
+local give = 0
+if act > now then
+  local e = act - last
+  if e < 0 then
+    e = 0
+  end
+  local due = tokens + e * per_micro
+  if due > capacity then
+    due = capacity
+  end
+  if due >= 0 then
+    give = bcost
+  else
+    give = math.ceil(bcost + due - 0.5)
+    if give < 0 then
+      give = 0
+    end
+  end
+end
+
+given = give
+end
+else
+do
+local act, bcost = cact, bcost
+local took = 0
+-- What an admission of bcost due at act ≤ now gives back (Go:
+-- Bucket.Undo): bcost less the refill since act, rounded down; nothing
+-- while in debt (bookings not yet due).
+local give = 0
+local left = bcost - (now - act) * per_micro
+if avail < 0 then
+  left = 0
+end
+if left >= 1 then
+  give = math.min(math.floor(left), bcost)
+end
+
+given, gtook = give, took
 end
 end
-out[1] = given
+if given > 0 then
+do
+local n = given
+-- Up to n tokens back (Go: Bucket.Refund), to the capacity; a full
+-- bucket has nothing to give back. A sum rounded up to n+1 whole tokens
+-- more is taken a float lower (Go: math.Nextafter toward -Inf; the sum is
+-- then at least 1). By key nothing while in debt: bookings not yet due.
+-- gave: how many it gave back, n or the room when less, a fraction of a
+-- token counting whole.
+if keyed and avail < 0 then
+  n = 0
+end
+local value
+local gave = 0
+if avail < capacity and n > 0 then
+  gave = n
+  if capacity - avail < n then
+    gave = math.ceil(capacity - avail)
+  end
+  local was = 0
+  if avail > 0 then
+    was = math.floor(avail)
+  end
+  avail = avail + n
+  if avail > capacity then
+    avail = capacity
+  end
+  if math.floor(avail) - was > n then
+    local m, e = math.frexp(avail)
+    if m == 0.5 then
+      avail = avail - math.ldexp(1, e - 54)
+    else
+      avail = avail - math.ldexp(1, e - 53)
+    end
+  end
+  tokens = avail
+  if now > last then
+    last = now
+  end
+  if struct then
+    value = struct.pack('<dd', tokens, last)
+  else
+    value = enc(tokens) .. enc(last)
+  end
+end
+local rem = 0
+if avail > 0 then
+  rem = math.floor(avail)
+end
+local retry = 0
+if avail < 1 then
+  local e = math.ceil((1 - tokens) / per_micro)
+  while tokens + e * per_micro < 1 do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= 1 do
+    e = e - 1
+  end
+  retry = last + e - now
+end
+local reset = 0
+if avail < capacity then
+  local e = math.ceil((capacity - tokens) / per_micro)
+  while tokens + e * per_micro < capacity do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= capacity do
+    e = e - 1
+  end
+  reset = last + e - now
+end
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+
+if value then
+hset[#hset + 1] = ARGV[4]
+hset[#hset + 1] = shdr .. value
+if ttl > httl then
+  httl = ttl
+end
+
+end
+gr1, gr2, gr3, rgave = rem, retry, reset, gave
+end
+end
+out[1] = rgave + gtook
 end
 end
 end

@@ -27,24 +27,30 @@ local hkey = KEYS[1]
 local held, bare = false, false
 local bcost = cost
 local keyed = false
+local ngen = ';' .. ARGV[10]
 local hset, httl = {}, 0
-local out = {'', '', '', '', '', '', ''}
+local out = {'', '', '', '', '', '', '', ''}
 local bact = now
-local raw1
+local raw1, rgen1
 local rep1_1, rep1_2, rep1_3
 do
 -- Limit 1 (tokenbucket-interval).
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = redis.pcall('HGET', hkey, ARGV[4])
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
   held = true
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- A field the key lacks: a bare key (holding nothing) gets its TTL
 -- outright; else a sorted set of the ID (another kind's state) is for the
 -- conversion script, and a Take must leave the key at most 512 fields.
@@ -59,6 +65,13 @@ if not state then
     if hn + 1 > 512 then
       return redis.error_reply('RLTOOMANY ' .. hkey .. ' holds ' .. hn .. ' fields; a key keeps at most 512')
     end
+  end
+end
+if shdr == ARGV[5] then
+  shdr = string.sub(shdr, 1, -2) .. ngen .. ':'
+  if state then
+    state = string.sub(state, 1, at - 2) .. ngen .. string.sub(state, at - 1)
+    at = at + #ngen
   end
 end
 -- Token bucket refilled by whole tokens (Go: tokenbucket.IntervalBucket).
@@ -115,6 +128,7 @@ end
 local fits = cost <= tokens
 
 raw1 = state or ''
+rgen1 = string.sub(shdr, #ARGV[5], -2)
 do
 local function floordiv(a, b)
   local q = math.floor(a / b)
@@ -213,15 +227,15 @@ local value = string.format('%d %d', tokens, last)
 local rem = math.max(tokens, 0)
 
 hset[#hset + 1] = ARGV[4]
-hset[#hset + 1] = ARGV[5] .. value
+hset[#hset + 1] = shdr .. value
 if ttl > httl then
   httl = ttl
 end
 
-brem, breset, bpost = rem, reset, ARGV[5] .. value
+brem, breset, bpost = rem, reset, shdr .. value
 end
 out[3], out[4], out[5] = string.format('%.0f', brem), string.format('%.0f', bact - now), string.format('%.0f', breset)
-out[6], out[7] = raw1 or '', bpost
+out[6], out[7], out[8] = raw1 or '', bpost, rgen1
 end
 end
 if #hset > 0 then

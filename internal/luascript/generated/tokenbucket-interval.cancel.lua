@@ -29,20 +29,25 @@ local keyed = false
 local hset, httl = {}, 0
 local out = {0}
 local cact = tonumber(ARGV[9])
-local raw1
+local raw1, rgen1
 do
 -- Limit 1 (tokenbucket-interval).
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = redis.pcall('HGET', hkey, ARGV[4])
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
   held = true
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- A field the key lacks: a bare key (holding nothing) gets its TTL
 -- outright; else a sorted set of the ID (another kind's state) is for the
 -- conversion script, and a Take must leave the key at most 512 fields.
@@ -113,20 +118,76 @@ end
 local fits = cost <= tokens
 
 raw1 = state or ''
-if cact > now then
+rgen1 = string.sub(shdr, #ARGV[5], -2)
+if cact > now and ARGV[12] ~= '' and rgen1 == ARGV[12] then
   if ARGV[11] ~= '' and raw1 == ARGV[11] then
+    local hn, er1, er2, er3, egave = #hset, 0, 0, 0, 0
+do
+local n = bcost
+-- Up to n tokens back (Go: IntervalBucket.Refund), to the capacity; a
+-- full bucket has nothing to give back. By key nothing while in debt:
+-- bookings not yet due.
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+local function wait(held, target, at_us, now_us)
+  if held >= target then
+    return 0
+  end
+  return at_us + floordiv(target - held + per - 1, per) * interval - now_us
+end
+if keyed and tokens < 0 then
+  n = 0
+end
+local value
+local gave = 0 -- how many it gave back
+if tokens < capacity and n > 0 then
+  gave = capacity - tokens -- apart: gopher-lua (miniredis) assigns "a, b = x, f(a)" in turn
+  if n < gave then
+    gave = n
+  end
+  tokens = tokens + gave
+  value = string.format('%d %d', tokens, last)
+end
+local rem, retry, reset = math.max(tokens, 0), wait(tokens, 1, last, now), wait(tokens, capacity, last, now)
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+
+if value then
+hset[#hset + 1] = ARGV[4]
+hset[#hset + 1] = shdr .. value
+if ttl > httl then
+  httl = ttl
+end
+
+end
+er1, er2, er3, egave = rem, retry, reset, gave
+end
+    for i = #hset, hn + 1, -1 do
+      hset[i] = nil
+    end
     if ARGV[10] == '' then
       redis.call('HDEL', hkey, ARGV[4])
     else
       redis.call('HSET', hkey, ARGV[4], ARGV[10])
     end
-    out[1] = bcost
+    out[1] = egave
   else
-local given
+local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0
 do
 local act, bcost = cact, bcost
 -- What a booking of bcost due at act gives back (Go:
--- IntervalBucket.Unused): bcost less the debt still owed at act.
+-- IntervalBucket.Unused): all of it while nothing is booked after it (no
+-- debt at act), else nothing: the refills between may fill the bucket,
+-- which absorbs its units.
 local function floordiv(a, b)
   local q = math.floor(a / b)
   if q * b > a then
@@ -153,9 +214,8 @@ if act > now then
       due = due + ticks * per
     end
   end
-  give = bcost + math.min(due, 0)
-  if give < 0 then
-    give = 0
+  if due >= 0 then
+    give = bcost
   end
 end
 
@@ -186,12 +246,13 @@ if keyed and tokens < 0 then
   n = 0
 end
 local value
+local gave = 0 -- how many it gave back
 if tokens < capacity and n > 0 then
-  if n < capacity - tokens then
-    tokens = tokens + n
-  else
-    tokens = capacity
+  gave = capacity - tokens -- apart: gopher-lua (miniredis) assigns "a, b = x, f(a)" in turn
+  if n < gave then
+    gave = n
   end
+  tokens = tokens + gave
   value = string.format('%d %d', tokens, last)
 end
 local rem, retry, reset = math.max(tokens, 0), wait(tokens, 1, last, now), wait(tokens, capacity, last, now)
@@ -202,16 +263,16 @@ end
 
 if value then
 hset[#hset + 1] = ARGV[4]
-hset[#hset + 1] = ARGV[5] .. value
+hset[#hset + 1] = shdr .. value
 if ttl > httl then
   httl = ttl
 end
 
 end
-local _ = rem, retry, reset
+gr1, gr2, gr3, rgave = rem, retry, reset, gave
 end
 end
-out[1] = given
+out[1] = rgave + gtook
 end
 end
 end

@@ -29,20 +29,25 @@ local keyed = false
 local hset, httl = {}, 0
 local out = {0}
 local cact = tonumber(ARGV[8])
-local raw1
+local raw1, rgen1
 do
 -- Limit 1 (tokenbucket).
 -- Its state: the field of its state ID in the key's hash, after its own
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
+-- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
 local state = redis.pcall('HGET', hkey, ARGV[4])
+local shdr = ARGV[5]
 if state then
-  if state.err or string.find(state, ARGV[5], 1, true) ~= 1 then
+  local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
+    string.sub(state, 1, #shdr - 1) == string.sub(shdr, 1, -2) and string.find(state, ':', #shdr, true))
+  if not e then
     return redis.error_reply('RLCONVERT ' .. (not state.err and string.match(state, '^(%u)%d') or ''))
   end
+  if e > #shdr then shdr = string.sub(state, 1, e) end
   held = true
 end
-local at = #ARGV[5] + 1
+local at = #shdr + 1
 -- A field the key lacks: a bare key (holding nothing) gets its TTL
 -- outright; else a sorted set of the ID (another kind's state) is for the
 -- conversion script, and a Take must leave the key at most 512 fields.
@@ -146,74 +151,28 @@ end
 local fits = cost <= avail
 
 raw1 = state or ''
-do
+rgen1 = string.sub(shdr, #ARGV[5], -2)
+if true and ARGV[11] ~= '' and rgen1 == ARGV[11] then
   if ARGV[10] ~= '' and raw1 == ARGV[10] then
-    if ARGV[9] == '' then
-      redis.call('HDEL', hkey, ARGV[4])
-    else
-      redis.call('HSET', hkey, ARGV[4], ARGV[9])
-    end
-    out[1] = bcost
-  else
-local given
-if cact > now then
+    local hn, er1, er2, er3, egave = #hset, 0, 0, 0, 0
 do
-local act, bcost = cact, bcost
--- What a booking of bcost due at act gives back (Go: Bucket.Unused): all
--- of it unless the bucket is still in debt at act, else bcost plus that
--- debt, rounded to the nearest (a tie down).
-local give = 0
-if act > now then
-  local e = act - last
-  if e < 0 then
-    e = 0
-  end
-  local due = tokens + e * per_micro
-  if due > capacity then
-    due = capacity
-  end
-  if due >= 0 then
-    give = bcost
-  else
-    give = math.ceil(bcost + due - 0.5)
-    if give < 0 then
-      give = 0
-    end
-  end
-end
-
-given = give
-end
-else
-do
-local act, bcost = cact, bcost
--- What an admission of bcost due at act ≤ now gives back (Go:
--- Bucket.Undo): bcost less the refill since act, rounded down; nothing
--- while in debt (bookings not yet due).
-local give = 0
-local left = bcost - (now - act) * per_micro
-if avail < 0 then
-  left = 0
-end
-if left >= 1 then
-  give = math.min(math.floor(left), bcost)
-end
-
-given = give
-end
-end
-if given > 0 then
-do
-local n = given
+local n = bcost
 -- Up to n tokens back (Go: Bucket.Refund), to the capacity; a full
 -- bucket has nothing to give back. A sum rounded up to n+1 whole tokens
 -- more is taken a float lower (Go: math.Nextafter toward -Inf; the sum is
 -- then at least 1). By key nothing while in debt: bookings not yet due.
+-- gave: how many it gave back, n or the room when less, a fraction of a
+-- token counting whole.
 if keyed and avail < 0 then
   n = 0
 end
 local value
+local gave = 0
 if avail < capacity and n > 0 then
+  gave = n
+  if capacity - avail < n then
+    gave = math.ceil(capacity - avail)
+  end
   local was = 0
   if avail > 0 then
     was = math.floor(avail)
@@ -273,16 +232,160 @@ end
 
 if value then
 hset[#hset + 1] = ARGV[4]
-hset[#hset + 1] = ARGV[5] .. value
+hset[#hset + 1] = shdr .. value
 if ttl > httl then
   httl = ttl
 end
 
 end
-local _ = rem, retry, reset
+er1, er2, er3, egave = rem, retry, reset, gave
+end
+    for i = #hset, hn + 1, -1 do
+      hset[i] = nil
+    end
+    if ARGV[9] == '' then
+      redis.call('HDEL', hkey, ARGV[4])
+    else
+      redis.call('HSET', hkey, ARGV[4], ARGV[9])
+    end
+    out[1] = egave
+  else
+local given, gtook, gr1, gr2, gr3, rgave = 0, 0, 0, 0, 0, 0
+if cact > now then
+do
+local act, bcost = cact, bcost
+-- What a booking of bcost due at act gives back (Go: Bucket.Unused): all
+-- of it unless the bucket is still in debt at act, else bcost plus that
+-- debt, rounded to the nearest (a tie down).
+local give = 0
+if act > now then
+  local e = act - last
+  if e < 0 then
+    e = 0
+  end
+  local due = tokens + e * per_micro
+  if due > capacity then
+    due = capacity
+  end
+  if due >= 0 then
+    give = bcost
+  else
+    give = math.ceil(bcost + due - 0.5)
+    if give < 0 then
+      give = 0
+    end
+  end
+end
+
+given = give
+end
+else
+do
+local act, bcost = cact, bcost
+local took = 0
+-- What an admission of bcost due at act ≤ now gives back (Go:
+-- Bucket.Undo): bcost less the refill since act, rounded down; nothing
+-- while in debt (bookings not yet due).
+local give = 0
+local left = bcost - (now - act) * per_micro
+if avail < 0 then
+  left = 0
+end
+if left >= 1 then
+  give = math.min(math.floor(left), bcost)
+end
+
+given, gtook = give, took
 end
 end
-out[1] = given
+if given > 0 then
+do
+local n = given
+-- Up to n tokens back (Go: Bucket.Refund), to the capacity; a full
+-- bucket has nothing to give back. A sum rounded up to n+1 whole tokens
+-- more is taken a float lower (Go: math.Nextafter toward -Inf; the sum is
+-- then at least 1). By key nothing while in debt: bookings not yet due.
+-- gave: how many it gave back, n or the room when less, a fraction of a
+-- token counting whole.
+if keyed and avail < 0 then
+  n = 0
+end
+local value
+local gave = 0
+if avail < capacity and n > 0 then
+  gave = n
+  if capacity - avail < n then
+    gave = math.ceil(capacity - avail)
+  end
+  local was = 0
+  if avail > 0 then
+    was = math.floor(avail)
+  end
+  avail = avail + n
+  if avail > capacity then
+    avail = capacity
+  end
+  if math.floor(avail) - was > n then
+    local m, e = math.frexp(avail)
+    if m == 0.5 then
+      avail = avail - math.ldexp(1, e - 54)
+    else
+      avail = avail - math.ldexp(1, e - 53)
+    end
+  end
+  tokens = avail
+  if now > last then
+    last = now
+  end
+  if struct then
+    value = struct.pack('<dd', tokens, last)
+  else
+    value = enc(tokens) .. enc(last)
+  end
+end
+local rem = 0
+if avail > 0 then
+  rem = math.floor(avail)
+end
+local retry = 0
+if avail < 1 then
+  local e = math.ceil((1 - tokens) / per_micro)
+  while tokens + e * per_micro < 1 do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= 1 do
+    e = e - 1
+  end
+  retry = last + e - now
+end
+local reset = 0
+if avail < capacity then
+  local e = math.ceil((capacity - tokens) / per_micro)
+  while tokens + e * per_micro < capacity do
+    e = e + 1
+  end
+  while e > 0 and tokens + (e - 1) * per_micro >= capacity do
+    e = e - 1
+  end
+  reset = last + e - now
+end
+local ttl = math.ceil(reset / 1000)
+if ttl < 2 then
+  ttl = 2
+end
+
+if value then
+hset[#hset + 1] = ARGV[4]
+hset[#hset + 1] = shdr .. value
+if ttl > httl then
+  httl = ttl
+end
+
+end
+gr1, gr2, gr3, rgave = rem, retry, reset, gave
+end
+end
+out[1] = rgave + gtook
 end
 end
 end

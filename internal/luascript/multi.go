@@ -1,0 +1,212 @@
+package luascript
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// MaxGroups is the most groups (keys, each with its limits) one unit of a
+// multi script decides: a request of more is decided otherwise by the
+// store.
+const MaxGroups = 32
+
+// maxGroupLimits is the most limits of one group of a multi script: its
+// closures are locals (closureLimits' without tables).
+const maxGroupLimits = localLimits
+
+// multiScripts caches the multi scripts, by their kinds.
+var multiScripts sync.Map
+
+// MultiKinds returns the multi script for groups whose limits are those
+// of the given decision scripts (For's, plain), and the index of each
+// script's kind in it (ARGV's kind of a group), or ok false when one
+// cannot go in a multi script (not a plain decision, or more than 24
+// limits).
+//
+// A multi script decides units, in order, each all-or-none: a unit is
+// groups, each a key with its limits, charged when every limit of every
+// group of the unit admits its cost, none otherwise. A unit decides on the
+// state the units before it left. The script depends only on the set of
+// group kinds (the algorithms of a group's limits), never on the units'
+// number or order, so that a server caches few of them.
+//
+// KEYS are each group's keys in turn, as its decision script declares
+// them. ARGV[1] is the number of units, negative for a dry run (nothing
+// charged; every unit replies as a denial does). Then per unit its number
+// of groups, and per group its kind's index (from 1, in the order kinds
+// returns), how many arguments it has and how many keys, and its
+// arguments as its decision script takes them (now, cost, the TTL margin,
+// its limits'). The reply is per unit a code, 1 admitted, 0 denied, -1 a
+// state only a conversion script reads (RLCONVERT), -2 a key holding the
+// most states (RLTOOMANY), followed when 0 or 1 by each group's
+// {remaining, retry after, reset after} per limit. A unit that is denied
+// reports for each limit its state for the request's cost.
+func MultiKinds(groups ...*Script) (s *Script, kinds []int, ok bool) {
+	return MultiKindsTo(nil, groups...)
+}
+
+// MultiKindsTo is MultiKinds appending the kinds to dst[:0]; when every
+// group is of one kind, it allocates nothing but what dst lacks.
+func MultiKindsTo(dst []int, groups ...*Script) (s *Script, kinds []int, ok bool) {
+	one := true
+	for _, g := range groups {
+		if g.form.op != 0 || g.form.batch || g.form.convert || g.Limits > maxGroupLimits {
+			return nil, nil, false
+		}
+		one = one && g.form.names == groups[0].form.names
+	}
+	kinds = dst[:0]
+	if len(groups) == 0 {
+		return nil, nil, false
+	}
+	if one {
+		for range groups {
+			kinds = append(kinds, 1)
+		}
+		return multiScript(groups[0].form.names, []string{groups[0].form.names}), kinds, true
+	}
+	var names []string
+	for _, g := range groups {
+		if !slices.Contains(names, g.form.names) {
+			names = append(names, g.form.names)
+		}
+	}
+	slices.Sort(names)
+	for _, g := range groups {
+		kinds = append(kinds, slices.Index(names, g.form.names)+1)
+	}
+	return multiScript(strings.Join(names, "|"), names), kinds, true
+}
+
+// multiScript returns the multi script of the kinds names, whose key is k,
+// composed on first use.
+func multiScript(k string, names []string) *Script {
+	if s, ok := multiScripts.Load(k); ok {
+		return s.(*Script)
+	}
+	source := tidy(composeMulti(names))
+	sum := sha1.Sum([]byte(source))
+	made := &Script{Name: "multi:" + k, Source: source, SHA1: hex.EncodeToString(sum[:])}
+	v, _ := multiScripts.LoadOrStore(k, made)
+	return v.(*Script)
+}
+
+// multiHead opens a multi script: what it is.
+const multiHead = `-- Multi: units of requests, each unit several keys with their own
+-- limits, decided in order, each unit all-or-none; composed by
+-- internal/luascript (docs/design/lua-composition.md, luascript.MultiKinds).
+-- KEYS: each group's keys in turn, as its decision script declares them.
+-- ARGV[1]: the number of units (negative: a dry run, charging nothing);
+-- then per unit its number of groups, and per group its kind, its
+-- argument count, its key count, and its arguments as its decision script
+-- takes them (now, cost, the TTL margin, each limit's state ID, header and
+-- parameters).
+-- It replies per unit a code (1 admitted, 0 denied, -1 RLCONVERT, -2
+-- RLTOOMANY) and, for 1 or 0, each group's {remaining, retry after µs,
+-- reset after µs} per limit.
+--
+-- kind[k](o, ko, keyc) decides a group of kind k as its decision script
+-- would, its ARGV[i] being A[o + i] and its KEYS[i] K[ko + i], writing
+-- nothing: it runs every limit's load and
+-- decide, leaving its report and commit behind as closures, and returns
+-- whether all its limits admit and its finish, which reports or commits
+-- them all and writes the key's hash; or an error reply.
+local A, K = ARGV, KEYS
+local kind = {}
+`
+
+// multiLoop runs the units.
+const multiLoop = `local units = tonumber(A[1])
+local dry = units < 0
+if dry then
+  units = -units
+end
+local ao, ko = 2, 0
+local out = {}
+for u = 1, units do
+  local n = tonumber(A[ao])
+  ao = ao + 1
+  local all, fins, failed = true, {}, nil
+  for g = 1, n do
+    local k, argc, keyc = tonumber(A[ao]), tonumber(A[ao + 1]), tonumber(A[ao + 2])
+    if not failed then
+      local fits, fin = kind[k](ao + 2, ko, keyc)
+      if type(fits) == 'table' then
+        failed = fits
+      else
+        all = all and fits
+        fins[g] = fin
+      end
+    end
+    ao, ko = ao + 3 + argc, ko + keyc
+  end
+  if failed then
+    out[#out + 1] = string.sub(failed.err or '', 1, 9) == 'RLCONVERT' and -1 or -2
+  else
+    local charge = all and not dry
+    out[#out + 1] = charge and 1 or 0
+    for g = 1, n do
+      fins[g](charge, out)
+    end
+  end
+end
+return out
+`
+
+// inPlace returns a group's decision text reading its arguments and keys
+// where they are in the multi script's own ARGV and KEYS (A and K): its
+// ARGV[i] is A[o + i], its KEYS[i] K[ko + i], and #KEYS keyc. No table is
+// made per group to hold them.
+func inPlace(text string) string {
+	return strings.NewReplacer("#KEYS", "keyc", "ARGV[", "A[o + ", "KEYS[", "K[ko + ").Replace(text)
+}
+
+// composeMulti returns the multi script of group kinds, each the names
+// of its limits' algorithms joined by "+".
+func composeMulti(kinds []string) string {
+	var src strings.Builder
+	src.WriteString(multiHead)
+	for k, joined := range kinds {
+		names := strings.Split(joined, "+")
+		style := storeTable // the limits' fields join hset, written by finish
+		if len(names) == 1 {
+			style = storeOne // its own HSET and PEXPIRE, in its commit
+		}
+		c := newComposer(form{names: joined}, names, false, style)
+		fmt.Fprintf(&src, "-- Kind %d: %s.\nkind[%d] = function(o, ko, keyc)\n", k+1, joined, k+1)
+		var body strings.Builder
+		body.WriteString(prelude)
+		body.WriteString(c.head(true))
+		body.WriteString("local all = true\n")
+		if style == storeTable {
+			body.WriteString("local hset, httl = {}, 0\n")
+		}
+		for _, l := range c.limits {
+			fmt.Fprintf(&body, "local decided%d\ndo\n", l.n)
+			body.WriteString(c.load(l) + c.decide(l))
+			fmt.Fprintf(&body, "all = all and fits\ndecided%d = function(charge)\nif not charge then\n", l.n)
+			body.WriteString(c.report(l))
+			body.WriteString("return rem, retry, reset\nend\n")
+			body.WriteString(c.commit(l))
+			body.WriteString("return rem, 0, reset\nend\nend\n")
+		}
+		body.WriteString(c.fresh())
+		body.WriteString(c.tooMany(c.take))
+		body.WriteString("return all, function(charge, out)\nlocal r0 = #out\n")
+		for i, l := range c.limits {
+			fmt.Fprintf(&body, "out[r0 + %d], out[r0 + %d], out[r0 + %d] = decided%d(charge)\n", 3*i+1, 3*i+2, 3*i+3, l.n)
+		}
+		if style == storeTable {
+			body.WriteString("if charge then\n" + c.hsetMany() + "end\n")
+		}
+		body.WriteString("end\n")
+		src.WriteString(inPlace(body.String()))
+		src.WriteString("end\n")
+	}
+	src.WriteString(multiLoop)
+	return src.String()
+}
