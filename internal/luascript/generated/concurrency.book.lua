@@ -124,12 +124,15 @@ if held > 0 then
     -- The excess-th oldest unit counted: once its lease ends, the cost
     -- fits, if nobody releases first. Ranks count the header and the
     -- units no longer counted before it. Carried units alone have no
-    -- member: they end together, at reset.
+    -- member: they end together, at reset; so do the units carried from
+    -- another kind's set, whose members (not state) are no units.
     retry = reset
-    local first = redis.call('ZCOUNT', zkey, '-inf', cutarg)
-    local e = redis.call('ZRANGE', zkey, first + excess - 1, first + excess - 1, 'WITHSCORES')
-    if e[2] and string.byte(e[1], 1) ~= 35 then -- 35 is '#'
-      retry = tonumber(e[2]) + lease - now
+    if state then
+      local first = redis.call('ZCOUNT', zkey, '-inf', cutarg)
+      local e = redis.call('ZRANGE', zkey, first + excess - 1, first + excess - 1, 'WITHSCORES')
+      if e[2] and string.byte(e[1], 1) ~= 35 then -- 35 is '#'
+        retry = tonumber(e[2]) + lease - now
+      end
     end
     if retry < 1 then
       retry = 1
