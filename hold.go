@@ -13,14 +13,18 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// Holds (docs/design/inflight.md): a limit whose algorithm is an
+// Holds (README, "In-flight limits per tenant"): a limit whose algorithm is an
 // algorithm.Holder, such as package concurrency's in-flight limit, counts
 // each admission until it is released or its lease ends. It is decided as
 // any limit is, in the same store call as the others; what differs is how
 // a caller waits for it and how it ends.
 //
-// A caller waiting for a slot is never booked at a lease's end (a hold may
-// be released long before): it queues behind the key's other waiters of
+// ReserveN decides a hold now, whatever its delay: no store knows when a
+// slot frees, and a ReserveN that waited for a release would block, where
+// every other ReserveN returns a booking at once (and did block, for
+// good, on a fake clock nobody advanced). A caller of WaitN waiting for a
+// slot is never booked at a lease's end (a hold may be released long
+// before): it queues behind the key's other waiters of
 // the quota, in this process, first come, first served; every Limiter and
 // Policy of the process deciding the quota on one store value shares the
 // queue (sharedSlots). The first of the queue tries (one store call, an
@@ -134,7 +138,7 @@ func (q *slotQueues[K]) released(key K) {
 	}
 }
 
-// waitSlot is WaitN, and ReserveN with a delay, for limits that hold: it
+// waitSlot is WaitN for limits that hold: it
 // waits its turn among key's waiters, then tries (try: an admission due
 // now) until it is admitted, sleeping in between as slotWait says.
 // maxDelay bounds the whole wait (negative: ctx alone); once it has

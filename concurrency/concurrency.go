@@ -19,10 +19,11 @@
 // admitted when the units held now (those admitted in the last Lease and
 // not released) plus n are at most Limit; a denied request holds nothing.
 // A denial's RetryAfter is when enough leases end, if nobody releases
-// first: an upper bound, not a forecast. A Limiter waiting for a slot
-// (WaitN, or ReserveN with a delay) therefore does not book a slot at a
-// lease's end, as the rate algorithms book ahead: it waits in turn for a
-// release, and a lease's end only bounds the wait.
+// first: an upper bound, not a forecast. A hold is therefore never booked
+// ahead at a lease's end, as the rate algorithms book: ReserveN decides it
+// now whatever its delay (OK, or not with that RetryAfter), and WaitN
+// waits in turn for a release, a lease's end only bounding the wait. A
+// WaitN's hold has no reservation: Limiter.Refund by key releases it.
 //
 // A release gives back the hold's own units, found by the instant it was
 // admitted: a release after the lease ended gives nothing back, and units

@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -595,12 +596,7 @@ func (in *Interceptor[K]) wait(ctx context.Context, fullMethod string) (*ratelim
 	case ls.lim == nil && ls.policy == nil:
 		return nil, nil // unlimited
 	case in.fieldsOf(ls).Holds():
-		// Waits in turn for a slot (never booked ahead); the call holds it.
-		if ls.lim != nil {
-			res, err = ls.lim.ReserveN(ctx, key, cost, -1)
-		} else {
-			res, err = ls.policy.ReserveN(ctx, key, cost, -1)
-		}
+		res, d, err = holdSlot(ctx, ls, key, cost)
 	case ls.lim != nil:
 		var ld ratelimit.Decision
 		ld, err = ls.lim.WaitN(ctx, key, cost)
@@ -609,6 +605,40 @@ func (in *Interceptor[K]) wait(ctx context.Context, fullMethod string) (*ratelim
 		d, err = ls.policy.WaitN(ctx, key, cost)
 	}
 	return res, in.waited(ctx, fullMethod, ls, d, err)
+}
+
+// slotPoll bounds how long a client call waiting for a slot sleeps
+// between tries.
+const slotPoll = 50 * time.Millisecond
+
+// holdSlot takes a slot of ls's in-flight limits (and a charge of the
+// others) for a client call, and returns the reservation whose Release
+// frees it. ReserveN decides a hold now, whatever its delay (no store
+// knows when a slot frees), so a call that finds none tries again after
+// the denial's RetryAfter (the oldest lease's end, an upper bound) or
+// slotPoll, whichever is sooner: one store call per slotPoll per waiting
+// call. A ctx that ends first ends the wait with
+// ratelimit.ErrWouldExceedDeadline, as WaitN's does.
+func holdSlot[K comparable](ctx context.Context, ls limits[K], key K, cost int) (*ratelimit.Reservation[K], ratelimit.PolicyDecision, error) {
+	for {
+		var res *ratelimit.Reservation[K]
+		var err error
+		if ls.lim != nil {
+			res, err = ls.lim.ReserveN(ctx, key, cost, 0)
+		} else {
+			res, err = ls.policy.ReserveN(ctx, key, cost, 0)
+		}
+		if err != nil || res.OK() {
+			return res, ratelimit.PolicyDecision{}, err
+		}
+		t := time.NewTimer(min(res.Decision().RetryAfter(), slotPoll))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, res.Limits(), fmt.Errorf("%w: %w", ratelimit.ErrWouldExceedDeadline, ctx.Err())
+		}
+	}
 }
 
 // waited is the error a client call that waited with d, or err, fails

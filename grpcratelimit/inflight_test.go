@@ -2,6 +2,7 @@ package grpcratelimit_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,5 +134,51 @@ func TestClientHoldsASlotPerCall(t *testing.T) {
 	})
 	if d, _ := lim.Peek(ctx, "k"); err != nil || d.Remaining() != 1 {
 		t.Errorf("after the call: %v, %v; want the slot back", err, d)
+	}
+}
+
+// TestClientWaitsForASlot: a client call that finds no slot tries again
+// (ReserveN decides a hold now) until one is released, and runs only
+// then; one whose context ends first fails with ResourceExhausted and
+// holds nothing.
+func TestClientWaitsForASlot(t *testing.T) {
+	slots, err := concurrency.New(concurrency.Config{Limit: 1, Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := ratelimit.New(slots, memorystore.New[string](), ratelimit.WithName("inflight"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := grpcratelimit.New(lim, func(context.Context, string) (string, error) { return "k", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	held, _ := lim.ReserveN(ctx, "k", 1, 0)
+	var released atomic.Bool
+	call := func(ctx context.Context) error {
+		return in.UnaryClient()(ctx, "/a.B/C", nil, nil, nil, func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+			if !released.Load() {
+				t.Error("the call ran while the only slot was held")
+			}
+			return nil
+		})
+	}
+	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	if err := call(short); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a call whose deadline comes before a slot: %v, want ResourceExhausted", err)
+	}
+	go func() {
+		time.Sleep(60 * time.Millisecond)
+		released.Store(true)
+		_, _ = held.Release(ctx)
+	}()
+	if err := call(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := lim.Peek(ctx, "k"); d.Remaining() != 1 {
+		t.Errorf("after the call: %v, want the slot back", d)
 	}
 }
