@@ -87,8 +87,9 @@ type config struct {
 // (ratelimit.Limiter.ReserveN), charged at once, and held until its
 // instant, then passed on; waiting requests pass in the order they were
 // booked, each costing one store call. A request waiting for a slot of an
-// in-flight limit is not booked ahead: it waits in turn for a release
-// (ratelimit.Limiter.ReserveN). A request that cannot be booked in
+// in-flight limit is not booked ahead (ReserveN decides a hold now): it
+// tries again after the denial's RetryAfter or 50ms, whichever is sooner,
+// one store call each, until maxWait. A request that cannot be booked in
 // time is answered 429 as without this option, charged nothing. A client
 // that goes away while it waits gives its booking back. Use it for
 // traffic that is better late than refused (webhooks, batch clients), with
@@ -567,6 +568,10 @@ func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost in
 	return d, f, nil, err
 }
 
+// slotPoll bounds how long a request waiting for a slot sleeps between
+// tries.
+const slotPoll = 50 * time.Millisecond
+
 // wait books cost for key on ls within maxWait (0 without WithWait or in
 // dry-run mode), and sleeps until it is due: the admission and its
 // reservation, or the denial when it could not be booked in time.
@@ -587,15 +592,34 @@ func (m *Middleware[K]) wait(ctx context.Context, key K, ls limits[K], cost int)
 		}
 		defer m.waiting.Add(-1)
 	}
-	var res *ratelimit.Reservation[K]
 	var f *Fields
-	var err error
 	if ls.lim != nil {
-		res, err = ls.lim.ReserveN(ctx, key, cost, maxWait)
 		f = m.fields.Limiter(ls.lim)
 	} else {
-		res, err = ls.policy.ReserveN(ctx, key, cost, maxWait)
 		f = m.fields.Policy(ls.policy)
+	}
+	reserve := func() (*ratelimit.Reservation[K], error) {
+		if ls.lim != nil {
+			return ls.lim.ReserveN(ctx, key, cost, maxWait)
+		}
+		return ls.policy.ReserveN(ctx, key, cost, maxWait)
+	}
+	res, err := reserve()
+	// ReserveN decides a hold now whatever maxWait (no store knows when a
+	// slot frees): a request waiting for a slot tries again after the
+	// denial's RetryAfter or slotPoll, whichever is sooner, until maxWait.
+	for end := time.Now().Add(maxWait); err == nil && !res.OK() && f.Holds(); res, err = reserve() {
+		left := time.Until(end)
+		if left <= 0 {
+			break
+		}
+		t := time.NewTimer(min(res.Decision().RetryAfter(), slotPoll, left))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ratelimit.PolicyDecision{}, f, nil, ctx.Err() // the client has gone, holding nothing
+		}
 	}
 	if err != nil {
 		return ratelimit.PolicyDecision{}, f, nil, err

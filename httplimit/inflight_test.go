@@ -103,3 +103,41 @@ func code(h http.Handler, path string) int {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	return rec.Code
 }
+
+// TestWithWaitForASlot: under WithWait, a request that finds the only slot
+// held waits (ReserveN decides a hold now, so it tries again) and runs
+// once the holder's handler has returned, never while it runs.
+func TestWithWaitForASlot(t *testing.T) {
+	slots := must(concurrency.New(concurrency.Config{Limit: 1, Lease: time.Hour}))
+	lim, err := ratelimit.New(slots, memorystore.New[string](), ratelimit.WithName("inflight"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := make(chan struct{}), make(chan struct{})
+	var running sync.Mutex
+	h := httplimit.New(lim, func(*http.Request) (string, error) { return "k", nil }, httplimit.WithWait(10*time.Second, 0)).
+		Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !running.TryLock() {
+				t.Error("two requests in their handlers with one slot")
+				return
+			}
+			defer running.Unlock()
+			if r.URL.Path == "/first" {
+				in <- struct{}{}
+				<-out
+			}
+		}))
+	first := make(chan int, 1)
+	go func() { first <- code(h, "/first") }()
+	<-in
+	second := make(chan int, 1)
+	go func() { second <- code(h, "/second") }()
+	time.Sleep(60 * time.Millisecond) // the second request tries, finds no slot, waits
+	close(out)
+	if c := <-first; c != http.StatusOK {
+		t.Errorf("the first request: %d", c)
+	}
+	if c := <-second; c != http.StatusOK {
+		t.Errorf("the second request, which waited for the slot: %d, want 200", c)
+	}
+}
