@@ -29,7 +29,7 @@ if old0 and now - old0 > cut then
 end
 --#converted
 local cutarg = string.format('%d', cut)
-local held, newest = 0, nil
+local inuse, newest = 0, nil
 if state then
   local top = redis.call('ZRANGE', zkey, '-1', '-1', 'WITHSCORES')
   if top[1] and top[1] ~= head[1] then
@@ -41,7 +41,7 @@ if state then
       wipe, newest = 1, nil
 --#converted
     elseif newest > cut then
-      held = redis.call('ZCOUNT', zkey, '(' .. cutarg, '+inf')
+      inuse = redis.call('ZCOUNT', zkey, '(' .. cutarg, '+inf')
     end
   end
 end
@@ -51,20 +51,20 @@ if carried > 0 then
   -- for units held from now (Go: algorithm.Carry), which an admission
   -- writes with its own.
   carried = math.min(carried, limit)
-  held, newest = carried, now
+  inuse, newest = carried, now
 end
 --#converted
 
-local fits = held + cost <= limit
+local fits = inuse + cost <= limit
 
 --@report
-local rem, retry, reset = limit - held, 0, 0
+local rem, retry, reset = limit - inuse, 0, 0
 if rem < 0 then
   rem = 0 -- held under a larger limit
 end
-if held > 0 then
+if inuse > 0 then
   reset = newest + lease - now
-  local excess = held + cost - limit
+  local excess = inuse + cost - limit
   if excess > 0 then
     -- The excess-th oldest unit counted: once its lease ends, the cost
     -- fits, if nobody releases first. Ranks count the header and the
@@ -125,7 +125,7 @@ for i = k + 1, k + add, 1000 do
   end
   redis.call('ZADD', zkey, unpack(args))
 end
-held = held + cost
+inuse = inuse + cost
 local last = now
 if newest and newest > last then
   last = newest
@@ -136,7 +136,7 @@ if ttl < 2 then
   ttl = 2
 end
 redis.call('PEXPIRE', zkey, ttl + $margin)
-local rem = limit - held
+local rem = limit - inuse
 if rem < 0 then
   rem = 0
 end
@@ -182,7 +182,7 @@ for i = k + 1, k + cost, 1000 do
   end
   redis.call('ZADD', zkey, unpack(args))
 end
-held = held + cost
+inuse = inuse + cost
 local last = act
 if newest and newest > last then
   last = newest
@@ -193,7 +193,7 @@ if ttl < 2 then
   ttl = 2
 end
 redis.call('PEXPIRE', zkey, ttl + $margin)
-local rem = limit - held
+local rem = limit - inuse
 if rem < 0 then
   rem = 0
 end
@@ -205,12 +205,12 @@ end
 -- Slots.Refund). Through a handle, the --@unused or --@undo part has
 -- taken the hold's own units out already: this reports. Then the report
 -- for a cost of 1.
-if keyed and held > 0 and n >= 1 and newest <= now then
-  local give = math.min(n, held)
+if keyed and inuse > 0 and n >= 1 and newest <= now then
+  local give = math.min(n, inuse)
   redis.call('ZREMRANGEBYRANK', zkey, -give, -1)
 end
 if state then
-  held = redis.call('ZCOUNT', zkey, '(' .. cutarg, '+inf')
+  inuse = redis.call('ZCOUNT', zkey, '(' .. cutarg, '+inf')
   newest = nil
   local top = redis.call('ZRANGE', zkey, '-1', '-1', 'WITHSCORES')
   if top[1] and string.byte(top[1], 1) ~= 35 then -- 35 is '#'
@@ -219,13 +219,13 @@ if state then
     redis.call('DEL', zkey) -- the header alone: a fresh key
   end
 end
-local rem, retry, reset = limit - held, 0, 0
+local rem, retry, reset = limit - inuse, 0, 0
 if rem < 0 then
   rem = 0
 end
-if held > 0 then
+if inuse > 0 then
   reset = newest + lease - now
-  local excess = held + 1 - limit
+  local excess = inuse + 1 - limit
   if excess > 0 then
     -- As --@report's search.
     retry = reset

@@ -363,12 +363,14 @@ func open[K comparable](run Runner, cfg config[K], limits []store.Limit, clk clo
 	return t, t.openHolds(cfg, limits, clk)
 }
 
-// openHolds sets the limits that hold, and, when they are some of the
-// limits but not all, opens the table of them alone.
+// openHolds sets the limits that a release gives back to (those that
+// hold: store.Booking.Gives), and, when they are some of the limits but
+// not all, opens the table of them alone.
 func (t *Table[K]) openHolds(cfg config[K], limits []store.Limit, clk clock.Clock) error {
 	var holds []store.Limit
+	release := store.Booking{Release: true}
 	for i, l := range limits {
-		if algorithm.Holds(l.Algorithm) {
+		if release.Gives(l.Algorithm) {
 			t.holding = append(t.holding, i)
 			holds = append(holds, l)
 		}

@@ -84,7 +84,7 @@ local trim = 1000
 -- hold whose lease had ended under it stays ended (Go: Inherit).
 local cut = now - lease
 local cutarg = string.format('%d', cut)
-local held, newest = 0, nil
+local inuse, newest = 0, nil
 if state then
   local top = redis.call('ZRANGE', zkey, '-1', '-1', 'WITHSCORES')
   if top[1] and top[1] ~= head[1] then
@@ -93,12 +93,12 @@ if state then
         string.match(top[1], '^%-?%d+:%d%d%d%d%d$')) then
           return redis.error_reply('RLCONVERT ' .. string.sub(ARGV[5], 2, 2))
     elseif newest > cut then
-      held = redis.call('ZCOUNT', zkey, '(' .. cutarg, '+inf')
+      inuse = redis.call('ZCOUNT', zkey, '(' .. cutarg, '+inf')
     end
   end
 end
 
-local fits = held + cost <= limit
+local fits = inuse + cost <= limit
 
 rgen1 = string.sub(hdr, #ARGV[5] + 1)
 if cact > now and ARGV[11] ~= '' and rgen1 == ARGV[11] then
@@ -131,12 +131,12 @@ local gave = n
 -- Slots.Refund). Through a handle, the --@unused or --@undo part has
 -- taken the hold's own units out already: this reports. Then the report
 -- for a cost of 1.
-if keyed and held > 0 and n >= 1 and newest <= now then
-  local give = math.min(n, held)
+if keyed and inuse > 0 and n >= 1 and newest <= now then
+  local give = math.min(n, inuse)
   redis.call('ZREMRANGEBYRANK', zkey, -give, -1)
 end
 if state then
-  held = redis.call('ZCOUNT', zkey, '(' .. cutarg, '+inf')
+  inuse = redis.call('ZCOUNT', zkey, '(' .. cutarg, '+inf')
   newest = nil
   local top = redis.call('ZRANGE', zkey, '-1', '-1', 'WITHSCORES')
   if top[1] and string.byte(top[1], 1) ~= 35 then -- 35 is '#'
@@ -145,13 +145,13 @@ if state then
     redis.call('DEL', zkey) -- the header alone: a fresh key
   end
 end
-local rem, retry, reset = limit - held, 0, 0
+local rem, retry, reset = limit - inuse, 0, 0
 if rem < 0 then
   rem = 0
 end
-if held > 0 then
+if inuse > 0 then
   reset = newest + lease - now
-  local excess = held + 1 - limit
+  local excess = inuse + 1 - limit
   if excess > 0 then
     -- As --@report's search.
     retry = reset

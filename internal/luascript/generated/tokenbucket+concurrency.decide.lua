@@ -202,7 +202,7 @@ local trim = 1000
 -- hold whose lease had ended under it stays ended (Go: Inherit).
 local cut = now - lease
 local cutarg = string.format('%d', cut)
-local held, newest = 0, nil
+local inuse, newest = 0, nil
 if state then
   local top = redis.call('ZRANGE', zkey, '-1', '-1', 'WITHSCORES')
   if top[1] and top[1] ~= head[1] then
@@ -211,22 +211,22 @@ if state then
         string.match(top[1], '^%-?%d+:%d%d%d%d%d$')) then
           return redis.error_reply('RLCONVERT ' .. string.sub(ARGV[9], 2, 2))
     elseif newest > cut then
-      held = redis.call('ZCOUNT', zkey, '(' .. cutarg, '+inf')
+      inuse = redis.call('ZCOUNT', zkey, '(' .. cutarg, '+inf')
     end
   end
 end
 
-local fits = held + cost <= limit
+local fits = inuse + cost <= limit
 
 all = all and fits
 if peek or not all then
-local rem, retry, reset = limit - held, 0, 0
+local rem, retry, reset = limit - inuse, 0, 0
 if rem < 0 then
   rem = 0 -- held under a larger limit
 end
-if held > 0 then
+if inuse > 0 then
   reset = newest + lease - now
-  local excess = held + cost - limit
+  local excess = inuse + cost - limit
   if excess > 0 then
     -- The excess-th oldest unit counted: once its lease ends, the cost
     -- fits, if nobody releases first. Ranks count the header and the
@@ -271,7 +271,7 @@ for i = k + 1, k + add, 1000 do
   end
   redis.call('ZADD', zkey, unpack(args))
 end
-held = held + cost
+inuse = inuse + cost
 local last = now
 if newest and newest > last then
   last = newest
@@ -282,7 +282,7 @@ if ttl < 2 then
   ttl = 2
 end
 redis.call('PEXPIRE', zkey, ttl + tonumber(ARGV[3]))
-local rem = limit - held
+local rem = limit - inuse
 if rem < 0 then
   rem = 0
 end
