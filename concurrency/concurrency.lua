@@ -215,9 +215,10 @@ if state then
   local top = redis.call('ZRANGE', zkey, '-1', '-1', 'WITHSCORES')
   if top[1] and string.byte(top[1], 1) ~= 35 then -- 35 is '#'
     newest = tonumber(top[2])
-  elseif top[1] and redis.call('ZCARD', zkey) == 1 then
-    redis.call('DEL', zkey) -- the header alone: a fresh key
   end
+  -- The header alone stays, with its generation, until the key expires:
+  -- the state is still the one its bookings charged, as in memory, so a
+  -- reservation's later cancel or undo reads it as its own.
 end
 local rem, retry, reset = limit - inuse, 0, 0
 if rem < 0 then
