@@ -44,6 +44,12 @@ type limits[K comparable] struct {
 	stored []store.Limit  // as opened
 	ahead  int64          // how far ahead, in µs, a booking may be due
 	spec   []Limit        // a Policy's limits with their names; nil for a Limiter
+	// holding says, per limit, whether its algorithm holds
+	// (algorithm.Holder), and holds whether any does; inProcess is
+	// the store's store.Local.
+	holding          []bool
+	holds, inProcess bool
+	slots            *slotQueues[K] // the key's waiters for a slot, when a limit holds (hold.go)
 }
 
 func newOptions(opts []Option) (options, error) {
@@ -96,6 +102,17 @@ func (e *engine[K]) open(spec []Limit, stored []store.Limit) (*limits[K], error)
 	if err := store.CheckLimits(stored); err != nil {
 		return nil, err
 	}
+	holding := make([]bool, len(stored))
+	holds := false
+	for i, l := range stored {
+		holding[i] = algorithm.Holds(l.Algorithm)
+		holds = holds || holding[i]
+	}
+	if holds && e.wrap.denials != 0 {
+		// A release frees a slot at any moment, here or elsewhere: a
+		// denial holds for no known time.
+		return nil, fmt.Errorf("%w: WithDenialCache cannot apply to a limit that holds (%v)", ErrInvalidConfig, stored[0].Algorithm)
+	}
 	table, err := e.store.Open(stored, e.clock)
 	if err != nil {
 		return nil, err
@@ -107,7 +124,16 @@ func (e *engine[K]) open(spec []Limit, stored []store.Limit) (*limits[K], error)
 		onError := e.onError
 		r.ReportTo(func(err error) { warn([]error{err}, onError) })
 	}
-	ls := &limits[K]{table: e.wrap.wrap(table), each: make([]int64, len(stored)), stored: stored, spec: spec}
+	ls := &limits[K]{table: e.wrap.wrap(table), each: make([]int64, len(stored)), stored: stored, spec: spec, holding: holding, holds: holds}
+	if l, ok := e.store.(store.Local); ok {
+		ls.inProcess = l.Local()
+	}
+	for i, l := range stored {
+		if holding[i] {
+			ls.slots = sharedSlots(e.store, l.ID)
+			break
+		}
+	}
 	ls.limit = stored[0].Algorithm.Limit()
 	ls.ahead = e.ahead
 	if e.ahead < 0 {

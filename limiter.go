@@ -36,8 +36,7 @@ var (
 	ErrKeyTooLong = store.ErrKeyTooLong
 	// ErrTooManyStates reports a key with store.MaxStatesPerKey states.
 	ErrTooManyStates = store.ErrTooManyStates
-	// ErrBreakerOpen reports a call an open breaker kept from the store;
-	// it wraps ErrStoreUnavailable.
+	// ErrBreakerOpen reports a call an open breaker kept away (ErrStoreUnavailable).
 	ErrBreakerOpen = fmt.Errorf("ratelimit: circuit breaker open, the store was not asked: %w", store.ErrUnavailable)
 )
 
@@ -82,8 +81,7 @@ func (d Decision) Source() Source { return Source(d.word >> sourceShift) }
 // DryRunDenied reports a denial that dry-run mode (WithDryRun) admitted.
 func (d Decision) DryRunDenied() bool { return d.word&dryRunBit != 0 }
 
-// BreakerOpen reports that an open breaker (WithBreaker) kept the call from
-// the store.
+// BreakerOpen reports that an open breaker (WithBreaker) kept the call away.
 func (d Decision) BreakerOpen() bool { return d.word&breakerBit != 0 }
 
 // DryRun returns d as dry-run mode returns it: a denial admitted and marked
@@ -402,6 +400,15 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) (Decision, error) {
 // due, so waiters go in booking order. One not bookable before ctx's deadline
 // fails at once, uncharged; one whose ctx ends first is cancelled.
 func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) {
+	if l.cur.Load().holds {
+		r, err := l.waitHold(ctx, &l.hooks, key, n, func() (*Reservation[K], error) {
+			return l.ReserveN(ctx, key, n, 0)
+		})
+		if err != nil {
+			return Decision{}, err
+		}
+		return r.Admission().Decision, nil
+	}
 	r, err := l.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return l.ReserveN(ctx, key, n, maxDelay)
 	})

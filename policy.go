@@ -145,8 +145,7 @@ func (p *Policy[K]) AllowN(ctx context.Context, key K, n int) (d PolicyDecision,
 	return d, err
 }
 
-// AllowNInto is AllowN writing into d, whatever d held: it saves a copy on a
-// hot path.
+// AllowNInto is AllowN writing into d, whatever d held: a copy saved.
 func (p *Policy[K]) AllowNInto(ctx context.Context, key K, n int, d *PolicyDecision) error {
 	if p.hooks.active() {
 		return p.allowNHooked(ctx, key, n, d)
@@ -203,6 +202,15 @@ func (p *Policy[K]) Wait(ctx context.Context, key K) (PolicyDecision, error) {
 
 // WaitN blocks until every limit admits n for key, as Limiter.WaitN.
 func (p *Policy[K]) WaitN(ctx context.Context, key K, n int) (PolicyDecision, error) {
+	if p.cur.Load().holds {
+		r, err := p.waitHold(ctx, &p.hooks, key, n, func() (*Reservation[K], error) {
+			return p.ReserveN(ctx, key, n, 0)
+		})
+		if err != nil {
+			return PolicyDecision{}, err
+		}
+		return r.Admission(), nil
+	}
 	r, err := p.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return p.ReserveN(ctx, key, n, maxDelay)
 	})

@@ -36,9 +36,11 @@ type Reservation[K comparable] struct {
 	table    store.Booker[K] // that booked, to cancel; nil when there is nothing to give back
 	e        *engine[K]
 	hooks    *hooks
-	// mu serialises Cancel, Refund and Settle: Settle changes booking.
-	mu   sync.Mutex
-	done atomic.Bool // given back (cancelled or refunded)
+	// mu serialises Cancel, Refund, Release and Settle: Settle changes booking.
+	mu    sync.Mutex
+	done  atomic.Bool // given back (cancelled, refunded or released)
+	holds bool        // a limit holds (algorithm.Holder): Release gives it back
+	slots *slotQueues[K]
 }
 
 // OK reports whether the request was booked; one that was not charged nothing.
@@ -57,8 +59,7 @@ func (r *Reservation[K]) Delay() time.Duration {
 func (r *Reservation[K]) Decision() Decision { return r.decision }
 
 // Wait sleeps until the booking is due, or returns ErrNotBooked when it was
-// not booked. When ctx ends first it cancels the booking and returns ctx's
-// error.
+// not booked. When ctx ends first it cancels the booking and returns its error.
 func (r *Reservation[K]) Wait(ctx context.Context) error {
 	if !r.ok {
 		return ErrNotBooked
@@ -92,6 +93,9 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	}
 	start := r.hooks.begin(r.e.clock)
 	err := r.storeErr(ctx, r.table.Cancel(ctx, r.key, now, r.booking))
+	if r.holds {
+		r.slots.released(r.key)
+	}
 	d := r.decision
 	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the cancel's
 	end(ctx, r.hooks, r.e.clock, OpCancel, r.key, r.booking.Cost, start, &d, err)
@@ -102,21 +106,7 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 // gives, and returns how much (a Policy: its least); 0 after Reset, once it
 // no longer counts, or a second time (docs/refunds.md).
 func (r *Reservation[K]) Refund(ctx context.Context) (int64, error) {
-	if !r.ok || r.table == nil || r.done.Load() {
-		return 0, nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done.Swap(true) {
-		return 0, nil
-	}
-	start := r.hooks.begin(r.e.clock)
-	given, err := r.table.Undo(ctx, r.key, r.e.micros.UnixMicro(), r.booking)
-	err = r.storeErr(ctx, err)
-	d := r.decision
-	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the refund's
-	end(ctx, r.hooks, r.e.clock, OpRefund, r.key, r.booking.Cost, start, &d, err)
-	return given, err
+	return r.giveBack(ctx, OpRefund, false)
 }
 
 // Settle makes this reservation's charge n (0 ≤ n ≤ 2^40): less is given
@@ -238,8 +228,8 @@ func (e *engine[K]) book(ctx context.Context, now0 bool, key K, n int, maxDelay 
 		return algorithm.CheckCost(int64(n), ls.limit)
 	}
 	md := min(delayMicros(maxDelay), ls.ahead)
-	if now0 {
-		md = 0
+	if now0 || ls.holds {
+		md = 0 // a hold is never booked ahead: see hold.go
 	}
 	res.key = key
 	rs := make([]algorithm.Result, len(ls.each))
@@ -261,6 +251,7 @@ func (e *engine[K]) book(ctx context.Context, now0 bool, key K, n int, maxDelay 
 	} else {
 		res.table = bk
 	}
+	res.holds, res.slots = ls.holds, ls.slots
 	res.ok, res.booking = ok, booking
 	res.decision = decided(r, ls.limit, src)
 	res.limits.set(r, rs, src, ls.each)
@@ -436,12 +427,16 @@ func (e *engine[K]) refundStore(ctx context.Context, key K, n int, d *PolicyDeci
 		return err
 	}
 	d.set(r, rs, FromStore, ls.each)
+	if ls.holds {
+		ls.slots.released(key)
+	}
 	return nil
 }
 
 // ReserveN books a request of cost n for key at the earliest instant it fits,
 // within maxDelay (negative: any) and WithMaxBookAhead, and charges it now. One
-// not booked in time charges nothing and is not OK; maxDelay 0 decides as AllowN.
+// not booked in time charges nothing and is not OK; maxDelay 0 decides as AllowN,
+// as any does for an in-flight limit: WaitN waits for a slot.
 func (l *Limiter[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
 	res := &Reservation[K]{e: &l.engine, hooks: &l.hooks}
 	if err := l.reserve(ctx, &l.hooks, key, n, maxDelay, res); err != nil {
@@ -455,8 +450,8 @@ func (l *Limiter[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error
 	return l.ReserveN(ctx, key, 1, -1)
 }
 
-// Refund gives back up to n of key's newest due charges that still count, never a
-// booking not yet due; Reservation.Refund gives back one admission exactly.
+// Refund gives back up to n of key's newest due charges that still count, not
+// bookings ahead; Reservation.Refund gives back its own exactly.
 func (l *Limiter[K]) Refund(ctx context.Context, key K, n int) (Decision, error) {
 	var d PolicyDecision
 	err := l.refund(ctx, &l.hooks, key, n, &d)

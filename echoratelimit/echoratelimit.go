@@ -47,7 +47,8 @@ func WithHTTPErrors() Option {
 
 // Middleware returns echo middleware limiting requests with m. A request
 // m admits goes on to next with m's decisions in the context of
-// c.Request(); any other has been answered on c.Response() (so echo's
+// c.Request(), holding its slots of m's in-flight limits until next
+// returns or panics; any other has been answered on c.Response() (so echo's
 // HTTPErrorHandler does not see it, unless WithHTTPErrors is given), and
 // next is not called.
 func Middleware[K comparable](m *httplimit.Middleware[K], opts ...Option) echo.MiddlewareFunc {
@@ -64,6 +65,7 @@ func Middleware[K comparable](m *httplimit.Middleware[K], opts ...Option) echo.M
 			if !ok {
 				return nil
 			}
+			defer m.Release(r)
 			c.SetRequest(r)
 			return next(c)
 		}
@@ -83,6 +85,7 @@ func admitOrError[K comparable](m *httplimit.Middleware[K], c echo.Context, next
 		}
 	}
 	if ok {
+		defer m.Release(r)
 		c.SetRequest(r)
 		return next(c)
 	}

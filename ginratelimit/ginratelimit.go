@@ -24,7 +24,8 @@ import (
 
 // Middleware returns gin middleware limiting requests with m. A request m
 // admits goes on to the next handlers with m's decisions in the context of
-// c.Request; any other has been answered, and the chain is aborted.
+// c.Request, holding its slots of m's in-flight limits until they return
+// or panic; any other has been answered, and the chain is aborted.
 func Middleware[K comparable](m *httplimit.Middleware[K]) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		r, ok := m.Admit(c.Writer, c.Request)
@@ -32,6 +33,7 @@ func Middleware[K comparable](m *httplimit.Middleware[K]) gin.HandlerFunc {
 			c.Abort()
 			return
 		}
+		defer m.Release(r)
 		c.Request = r
 		c.Next()
 	}

@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -346,7 +347,7 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 	if ls.lim == nil && ls.policy == nil {
 		return ctx, nil // unlimited
 	}
-	if in.refundIf != nil || in.settleTo != nil {
+	if in.refundIf != nil || in.settleTo != nil || in.fieldsOf(ls).Holds() {
 		return in.admitRefundable(ctx, fullMethod, key, ls, cost)
 	}
 	if ls.lim != nil {
@@ -369,9 +370,10 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 	return c, nil
 }
 
-// admitRefundable is admit under WithRefund or WithSettle: the call is
-// admitted as a reservation at now, whose Refund gives back that
-// admission alone and whose Settle changes its cost.
+// admitRefundable is admit under WithRefund or WithSettle, or for limits
+// that hold (an in-flight limit): the call is admitted as a reservation at
+// now, whose Refund gives back that admission alone, whose Settle changes
+// its cost, and whose Release frees its slots when the handler returns.
 func (in *Interceptor[K]) admitRefundable(ctx context.Context, fullMethod string, key K, ls limits[K], cost int) (context.Context, error) {
 	var res *ratelimit.Reservation[K]
 	var err error
@@ -389,14 +391,14 @@ func (in *Interceptor[K]) admitRefundable(ctx context.Context, fullMethod string
 		if err := in.settle(ctx, fullMethod, ls, &d, &c.fields, err); err != nil {
 			return nil, err
 		}
-		c.d, c.refund, c.settleTo = d.Decision, res.Refund, res.Settle
+		c.d, c.refund, c.settleTo, c.release = d.Decision, res.Refund, res.Settle, res.Release
 		return c, nil
 	}
 	c := &decided[ratelimit.PolicyDecision]{Context: ctx}
 	if err := in.settle(ctx, fullMethod, ls, &d, &c.fields, err); err != nil {
 		return nil, err
 	}
-	c.d, c.refund, c.settleTo = d, res.Refund, res.Settle
+	c.d, c.refund, c.settleTo, c.release = d, res.Refund, res.Settle, res.Release
 	return c, nil
 }
 
@@ -445,6 +447,7 @@ type decided[D ratelimit.Decision | ratelimit.PolicyDecision] struct {
 	fields   [2]string                            // ratelimit-policy, ratelimit
 	refund   func(context.Context) (int64, error) // WithRefund's: gives back the admission
 	settleTo func(context.Context, int) error     // WithSettle's: makes its cost another
+	release  func(context.Context) (int64, error) // frees the call's slots (a limit that holds)
 }
 
 func (c *decided[D]) Value(key any) any {
@@ -476,7 +479,9 @@ func (in *Interceptor[K]) fieldsOf(ls limits[K]) *httplimit.Fields {
 // grpc.Method(ctx) reports, and returns nil when it is admitted, or the
 // status error the interceptors would fail it with. It fits
 // go-grpc-middleware v2's ratelimit.Limiter interface (which turns any
-// error into codes.ResourceExhausted, dropping RetryInfo).
+// error into codes.ResourceExhausted, dropping RetryInfo). That interface
+// says nothing when the call ends: a slot of an in-flight limit taken
+// here is held until its lease ends, so use Unary and Stream for those.
 func (in *Interceptor[K]) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
 	_, err := in.admit(ctx, method)
@@ -490,6 +495,7 @@ func (in *Interceptor[K]) Unary() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, err
 		}
+		defer release(ctx)
 		resp, err := handler(ctx, req)
 		in.settleRefund(ctx, info.FullMethod, resp, err)
 		return resp, err
@@ -531,14 +537,33 @@ func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, r
 	}
 }
 
+// release frees the slots that the limits that hold (an in-flight limit)
+// took for the call whose context (as admit returned it) ctx is: the
+// server interceptors defer it, so that it runs when the handler returns
+// or panics. A store error is dropped: the call has been answered, and
+// the slot is freed when its lease ends.
+func release(ctx context.Context) {
+	var release func(context.Context) (int64, error)
+	switch c := ctx.(type) {
+	case *decided[ratelimit.Decision]:
+		release = c.release
+	case *decided[ratelimit.PolicyDecision]:
+		release = c.release
+	}
+	if release != nil {
+		_, _ = release(context.WithoutCancel(ctx))
+	}
+}
+
 // Stream returns the server interceptor for streams, charged once when
-// they open.
+// they open, and holding a slot of an in-flight limit while they last.
 func (in *Interceptor[K]) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx, err := in.admit(ss.Context(), info.FullMethod)
 		if err != nil {
 			return err
 		}
+		defer release(ctx)
 		err = handler(srv, contextStream{ss, ctx})
 		in.settleRefund(ctx, info.FullMethod, nil, err)
 		return err
@@ -553,27 +578,72 @@ type contextStream struct {
 
 func (s contextStream) Context() context.Context { return s.ctx }
 
-// wait waits until the limiter or policy admits a call of the client.
-func (in *Interceptor[K]) wait(ctx context.Context, fullMethod string) error {
+// wait waits until the limiter or policy admits a call of the client. When
+// a limit holds (an in-flight limit), it returns the reservation whose
+// Release frees the call's slots once the call ends.
+func (in *Interceptor[K]) wait(ctx context.Context, fullMethod string) (*ratelimit.Reservation[K], error) {
 	cost := in.cost(fullMethod)
 	if cost == 0 {
-		return nil
+		return nil, nil
 	}
 	key, ls, err := in.resolve(ctx, fullMethod)
 	if err != nil {
-		return in.onError(ctx, fullMethod, err)
+		return nil, in.onError(ctx, fullMethod, err)
 	}
 	var d ratelimit.PolicyDecision
+	var res *ratelimit.Reservation[K]
 	switch {
+	case ls.lim == nil && ls.policy == nil:
+		return nil, nil // unlimited
+	case in.fieldsOf(ls).Holds():
+		res, d, err = holdSlot(ctx, ls, key, cost)
 	case ls.lim != nil:
 		var ld ratelimit.Decision
 		ld, err = ls.lim.WaitN(ctx, key, cost)
 		d = ratelimit.DecisionOfOne(ld)
-	case ls.policy != nil:
-		d, err = ls.policy.WaitN(ctx, key, cost)
 	default:
-		return nil // unlimited
+		d, err = ls.policy.WaitN(ctx, key, cost)
 	}
+	return res, in.waited(ctx, fullMethod, ls, d, err)
+}
+
+// slotPoll bounds how long a client call waiting for a slot sleeps
+// between tries.
+const slotPoll = 50 * time.Millisecond
+
+// holdSlot takes a slot of ls's in-flight limits (and a charge of the
+// others) for a client call, and returns the reservation whose Release
+// frees it. ReserveN decides a hold now, whatever its delay (no store
+// knows when a slot frees), so a call that finds none tries again after
+// the denial's RetryAfter (the oldest lease's end, an upper bound) or
+// slotPoll, whichever is sooner: one store call per slotPoll per waiting
+// call. A ctx that ends first ends the wait with
+// ratelimit.ErrWouldExceedDeadline, as WaitN's does.
+func holdSlot[K comparable](ctx context.Context, ls limits[K], key K, cost int) (*ratelimit.Reservation[K], ratelimit.PolicyDecision, error) {
+	for {
+		var res *ratelimit.Reservation[K]
+		var err error
+		if ls.lim != nil {
+			res, err = ls.lim.ReserveN(ctx, key, cost, 0)
+		} else {
+			res, err = ls.policy.ReserveN(ctx, key, cost, 0)
+		}
+		if err != nil || res.OK() {
+			return res, ratelimit.PolicyDecision{}, err
+		}
+		t := time.NewTimer(min(res.Decision().RetryAfter(), slotPoll))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, res.Limits(), fmt.Errorf("%w: %w", ratelimit.ErrWouldExceedDeadline, ctx.Err())
+		}
+	}
+}
+
+// waited is the error a client call that waited with d, or err, fails
+// with, or nil.
+func (in *Interceptor[K]) waited(ctx context.Context, fullMethod string, ls limits[K], d ratelimit.PolicyDecision, err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -593,22 +663,54 @@ func (in *Interceptor[K]) wait(ctx context.Context, fullMethod string) error {
 // method.
 func (in *Interceptor[K]) UnaryClient() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if err := in.wait(ctx, method); err != nil {
+		res, err := in.wait(ctx, method)
+		if err != nil {
 			return err
+		}
+		if res != nil {
+			defer res.Release(context.WithoutCancel(ctx))
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 }
 
 // StreamClient returns a client interceptor that waits, as UnaryClient
-// does, before opening a stream.
+// does, before opening a stream. A slot of an in-flight limit is held
+// until the stream ends: its RecvMsg returns an error (io.EOF at its end),
+// or its context ends.
 func (in *Interceptor[K]) StreamClient() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		if err := in.wait(ctx, method); err != nil {
+		res, err := in.wait(ctx, method)
+		if err != nil {
 			return nil, err
 		}
-		return streamer(ctx, desc, cc, method, opts...)
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if res == nil {
+			return cs, err
+		}
+		done := func() { _, _ = res.Release(context.WithoutCancel(ctx)) }
+		if err != nil {
+			done()
+			return nil, err
+		}
+		stop := context.AfterFunc(ctx, done) // Release gives back once, whichever comes first
+		return &heldStream{ClientStream: cs, done: func() { stop(); done() }}, nil
 	}
+}
+
+// heldStream is a client stream holding a slot of an in-flight limit,
+// released when RecvMsg reports the stream's end.
+type heldStream struct {
+	grpc.ClientStream
+	done func()
+}
+
+func (s *heldStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil {
+		s.done()
+	}
+	return err
 }
 
 // exhausted is the error of a call denied by the limit named name:

@@ -20,6 +20,7 @@ type Fields struct {
 	quoted []string // the names as structured-field strings
 	quotas []int64  // the limits' quotas (algorithm.Quota.Limit)
 	policy string   // RateLimit-Policy
+	holds  bool     // a limit holds (algorithm.Holder)
 }
 
 // PolicyFields returns the fields of p's limits, one list item per limit
@@ -27,14 +28,28 @@ type Fields struct {
 // (Policy.Quota).
 func PolicyFields[K comparable](p *ratelimit.Policy[K]) *Fields {
 	names, quotas := policyQuotas(p)
-	return newFields(names, quotas)
+	f := newFields(names, quotas)
+	f.holds = policyHolds(p)
+	return f
+}
+
+// policyHolds reports whether a limit of p holds.
+func policyHolds[K comparable](p *ratelimit.Policy[K]) bool {
+	for _, l := range p.Limits() {
+		if algorithm.Holds(l.Algorithm) {
+			return true
+		}
+	}
+	return false
 }
 
 // LimiterFields returns the fields of lim, as those of a policy of one
 // limit with lim's quota, named as lim is (ratelimit.WithName), or
 // "default" when it has no name.
 func LimiterFields[K comparable](lim *ratelimit.Limiter[K]) *Fields {
-	return newFields([]string{limiterName(lim)}, []algorithm.Quota{lim.Quota()})
+	f := newFields([]string{limiterName(lim)}, []algorithm.Quota{lim.Quota()})
+	f.holds = algorithm.Holds(lim.Algorithm())
+	return f
 }
 
 // limiterName is the name lim's limit goes by in the fields: its own
@@ -77,6 +92,12 @@ func newFields(names []string, quotas []algorithm.Quota) *Fields {
 	f.policy = policy.String()
 	return f
 }
+
+// Holds reports whether a limit of the fields holds each request it
+// admits until it ends (an algorithm.Holder, such as package concurrency's
+// in-flight limit): the middleware then holds a slot for the request's
+// duration.
+func (f *Fields) Holds() bool { return f.holds }
 
 // Name returns the name of limit i.
 func (f *Fields) Name(i int) string { return f.names[i] }

@@ -40,7 +40,7 @@ func (c *FieldsCache[K]) Limiter(lim *ratelimit.Limiter[K]) *Fields {
 			return cf.f
 		}
 	}
-	return c.store(lim, []string{limiterName(lim)}, []algorithm.Quota{q})
+	return c.store(lim, []string{limiterName(lim)}, []algorithm.Quota{q}, algorithm.Holds(lim.Algorithm()))
 }
 
 // Policy returns the fields of p, under its limits' names.
@@ -56,16 +56,17 @@ func (c *FieldsCache[K]) Policy(p *ratelimit.Policy[K]) *Fields {
 		}
 	}
 	names, quotas := policyQuotas(p)
-	return c.store(p, names, quotas)
+	return c.store(p, names, quotas, policyHolds(p))
 }
 
-func (c *FieldsCache[K]) store(key any, names []string, quotas []algorithm.Quota) *Fields {
+func (c *FieldsCache[K]) store(key any, names []string, quotas []algorithm.Quota, holds bool) *Fields {
 	var f *Fields
 	if c.describe != nil {
 		f = c.describe(names, quotas)
 	} else {
 		f = newFields(names, quotas)
 	}
+	f.holds = holds
 	if c.n.Add(1) > MaxCachedFields {
 		c.m.Clear()
 		c.n.Store(1)

@@ -86,7 +86,10 @@ type config struct {
 // A held request is booked
 // (ratelimit.Limiter.ReserveN), charged at once, and held until its
 // instant, then passed on; waiting requests pass in the order they were
-// booked, each costing one store call. A request that cannot be booked in
+// booked, each costing one store call. A request waiting for a slot of an
+// in-flight limit is not booked ahead (ReserveN decides a hold now): it
+// tries again after the denial's RetryAfter or 50ms, whichever is sooner,
+// one store call each, until maxWait. A request that cannot be booked in
 // time is answered 429 as without this option, charged nothing. A client
 // that goes away while it waits gives its booking back. Use it for
 // traffic that is better late than refused (webhooks, batch clients), with
@@ -359,12 +362,17 @@ func newMiddleware[K comparable](opts []Option) *Middleware[K] {
 
 // Handler returns next wrapped by the middleware: [Middleware.Admit], then
 // next for the requests it admits (and, with WithRefund, the refund of
-// those whose response status asks for it).
+// those whose response status asks for it). A slot of an in-flight limit
+// is held while next runs, and released when it returns or panics
+// ([Middleware.Release]).
 func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r, ok := m.Admit(w, r)
 		if !ok {
 			return
+		}
+		if d, _ := r.Context().Value(decisionsKey{}).(*decided); d != nil && d.release != nil {
+			defer m.Release(r)
 		}
 		if m.refundIf == nil && m.settleTo == nil {
 			next.ServeHTTP(w, r)
@@ -400,6 +408,26 @@ func (m *Middleware[K]) Refund(r *http.Request) bool {
 	}
 	if _, err := d.refund(context.WithoutCancel(r.Context())); err != nil {
 		m.log(r, http.StatusServiceUnavailable, fmt.Errorf("refund: %w", err))
+		return false
+	}
+	return true
+}
+
+// Release frees the slots that the middleware's in-flight limits (see
+// Fields.Holds) hold for r, a request it admitted (r as Admit returned
+// it), and reports whether it did; the other limits keep the request's
+// charge (ratelimit.Reservation.Release). Handler calls it when the
+// handler returns or panics; an adapter calling Admit defers it right
+// after an admission. A second call, or one after Refund, frees nothing. A
+// store error goes to the logger, as the request has been answered; the
+// slot is then freed when its lease ends.
+func (m *Middleware[K]) Release(r *http.Request) bool {
+	d, ok := r.Context().Value(decisionsKey{}).(*decided)
+	if !ok || d.release == nil {
+		return false
+	}
+	if _, err := d.release(context.WithoutCancel(r.Context())); err != nil {
+		m.log(r, http.StatusServiceUnavailable, fmt.Errorf("release: %w", err))
 		return false
 	}
 	return true
@@ -509,26 +537,40 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 	dd := newDecided(f, d)
 	if res != nil {
 		dd.refund, dd.settle = res.Refund, res.Settle // method values cost allocations: only when asked for
+		if f.Holds() {
+			dd.release = res.Release
+		}
 	}
 	return r.WithContext(context.WithValue(r.Context(), decisionsKey{}, dd)), true
 }
 
 // decide charges cost for key to ls, and returns the fields of ls. With
 // WithWait it books a request that does not fit now, and waits for it;
-// with WithRefund or WithSettle it books one that fits now, and returns
-// its reservation, whose Refund gives back that admission alone and whose
-// Settle changes its cost.
+// with WithRefund or WithSettle, or when a limit holds (an in-flight
+// limit), it books one that fits now, and returns its reservation, whose
+// Refund gives back that admission alone, whose Settle changes its cost
+// and whose Release frees its slots.
 func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, *ratelimit.Reservation[K], error) {
-	if m.refundIf != nil || m.settleTo != nil || m.maxWait > 0 && !m.dryRun {
+	booked := m.refundIf != nil || m.settleTo != nil || m.maxWait > 0 && !m.dryRun
+	if ls.lim != nil {
+		f := m.fields.Limiter(ls.lim)
+		if booked || f.Holds() {
+			return m.wait(ctx, key, ls, cost)
+		}
+		d, err := ls.lim.AllowN(ctx, key, cost)
+		return ratelimit.DecisionOfOne(d), f, nil, err
+	}
+	f := m.fields.Policy(ls.policy)
+	if booked || f.Holds() {
 		return m.wait(ctx, key, ls, cost)
 	}
-	if ls.lim != nil {
-		d, err := ls.lim.AllowN(ctx, key, cost)
-		return ratelimit.DecisionOfOne(d), m.fields.Limiter(ls.lim), nil, err
-	}
 	d, err := ls.policy.AllowN(ctx, key, cost)
-	return d, m.fields.Policy(ls.policy), nil, err
+	return d, f, nil, err
 }
+
+// slotPoll bounds how long a request waiting for a slot sleeps between
+// tries.
+const slotPoll = 50 * time.Millisecond
 
 // wait books cost for key on ls within maxWait (0 without WithWait or in
 // dry-run mode), and sleeps until it is due: the admission and its
@@ -550,15 +592,34 @@ func (m *Middleware[K]) wait(ctx context.Context, key K, ls limits[K], cost int)
 		}
 		defer m.waiting.Add(-1)
 	}
-	var res *ratelimit.Reservation[K]
 	var f *Fields
-	var err error
 	if ls.lim != nil {
-		res, err = ls.lim.ReserveN(ctx, key, cost, maxWait)
 		f = m.fields.Limiter(ls.lim)
 	} else {
-		res, err = ls.policy.ReserveN(ctx, key, cost, maxWait)
 		f = m.fields.Policy(ls.policy)
+	}
+	reserve := func() (*ratelimit.Reservation[K], error) {
+		if ls.lim != nil {
+			return ls.lim.ReserveN(ctx, key, cost, maxWait)
+		}
+		return ls.policy.ReserveN(ctx, key, cost, maxWait)
+	}
+	res, err := reserve()
+	// ReserveN decides a hold now whatever maxWait (no store knows when a
+	// slot frees): a request waiting for a slot tries again after the
+	// denial's RetryAfter or slotPoll, whichever is sooner, until maxWait.
+	for end := time.Now().Add(maxWait); err == nil && !res.OK() && f.Holds(); res, err = reserve() {
+		left := time.Until(end)
+		if left <= 0 {
+			break
+		}
+		t := time.NewTimer(min(res.Decision().RetryAfter(), slotPoll, left))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ratelimit.PolicyDecision{}, f, nil, ctx.Err() // the client has gone, holding nothing
+		}
 	}
 	if err != nil {
 		return ratelimit.PolicyDecision{}, f, nil, err
@@ -602,10 +663,11 @@ type decisionsKey struct{}
 
 // decided is what the middleware hands the wrapped handler.
 type decided struct {
-	named  []Named
-	d      ratelimit.PolicyDecision
-	refund func(context.Context) (int64, error) // gives the request's cost back (Refund)
-	settle func(context.Context, int) error     // makes the request's cost another (Settle)
+	named   []Named
+	d       ratelimit.PolicyDecision
+	refund  func(context.Context) (int64, error) // gives the request's cost back (Refund)
+	settle  func(context.Context, int) error     // makes the request's cost another (Settle)
+	release func(context.Context) (int64, error) // frees its slots (Release); nil when no limit holds
 }
 
 func newDecided(f *Fields, d ratelimit.PolicyDecision) *decided {

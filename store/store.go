@@ -345,6 +345,18 @@ type Booking struct {
 	// replaced, and of their generations, per limit; only the table that
 	// made it reads it.
 	Undo any
+	// Release, set by the caller of Booker.Undo, gives the booking back
+	// to the limits whose algorithm holds (algorithm.Holder) alone, and
+	// leaves every other limit charged: a Reservation's Release, the end
+	// of a request that happened. Gives says which limits give back.
+	Release bool
+}
+
+// Gives reports whether Booker.Undo of b gives anything back to a limit
+// of algorithm alg: every limit, except for a Release, which frees the
+// holds (algorithm.Holder) alone.
+func (b Booking) Gives(alg algorithm.Algorithm) bool {
+	return !b.Release || algorithm.Holds(alg)
 }
 
 // Settler is implemented by tables that change a booking's cost after it
@@ -391,6 +403,8 @@ type Booker[K comparable] interface {
 	// back, exactly; any other gets what the algorithm's Undo gives in the
 	// state as it is now (before b is due, its Unused): never more than
 	// the key would hold had b never been made, never a later charge.
+	// With b.Release, only the limits b.Gives to give anything back, and
+	// what it returns is the least of theirs.
 	Undo(ctx context.Context, key K, now int64, b Booking) (int64, error)
 	// Refund gives back up to n (n ≥ 1) of what every limit charged key
 	// (algorithm.Booker.Refund), and reports each limit's state for a

@@ -42,7 +42,7 @@ func TestScripts(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"fixedwindow", "gcra", "slidinglog", "slidingwindow", "tokenbucket", "tokenbucket-interval"}; !slices.Equal(names, want) {
+	if want := []string{"concurrency", "fixedwindow", "gcra", "slidinglog", "slidingwindow", "tokenbucket", "tokenbucket-interval"}; !slices.Equal(names, want) {
 		t.Errorf("script names %q, want %q", names, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	_ "github.com/go-ratelimit/ratelimit/concurrency" // registers its kind
 	"github.com/go-ratelimit/ratelimit/slidinglog"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
@@ -16,14 +17,14 @@ import (
 var update = flag.Bool("update", false, "rewrite the scripts in generated/")
 
 // generatedLimits are the lists of algorithms whose scripts are checked
-// in: each algorithm alone, and one pair (a state kept in the hash and a
-// sliding log's sorted set).
+// in: each algorithm alone, and two pairs (a state kept in the hash and a
+// sliding log's sorted set; a rate and an in-flight limit).
 func generatedLimits() [][]string {
 	var out [][]string
-	for _, name := range []string{"tokenbucket", "tokenbucket-interval", "slidinglog", "fixedwindow", "gcra", "slidingwindow"} {
+	for _, name := range []string{"tokenbucket", "tokenbucket-interval", "slidinglog", "fixedwindow", "gcra", "slidingwindow", "concurrency"} {
 		out = append(out, []string{name})
 	}
-	return append(out, []string{"tokenbucket", "slidinglog"})
+	return append(out, []string{"tokenbucket", "slidinglog"}, []string{"tokenbucket", "concurrency"})
 }
 
 // generatedScripts returns the checked-in scripts by file name: for each

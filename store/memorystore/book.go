@@ -301,6 +301,9 @@ func (p *policy[K]) giveBack(key K, now int64, b store.Booking, refund bool) (in
 	least := b.Cost
 	for i, bk := range bs {
 		l, e, n := &p.limits[i], hd.es[i], hd.ns[i]
+		if !b.Gives(l.alg) {
+			continue // a release: charged for good, as a request that happened
+		}
 		mine, exact := p.ownState(u, i, e, n)
 		if !mine {
 			least = 0 // forgotten or born again since, or carried: nothing to give back

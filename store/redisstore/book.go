@@ -143,7 +143,9 @@ func (t *Table[K]) Cancel(ctx context.Context, key K, now int64, b store.Booking
 
 // Undo runs the undo script (luascript.OpUndo): before b is due, the
 // cancel's; once due, a Reservation's Refund. It returns the least any
-// limit gave back.
+// limit gave back. A Reservation's Release (b.Release) runs the undo
+// script of the limits that hold alone (holds), on their values: the
+// others keep their charge.
 func (t *Table[K]) Undo(ctx context.Context, key K, now int64, b store.Booking) (int64, error) {
 	u, ok := b.Undo.(bookingUndo)
 	if !ok || u.table != any(t) || len(u.values) != 3*len(t.limits) {
@@ -151,6 +153,17 @@ func (t *Table[K]) Undo(ctx context.Context, key K, now int64, b store.Booking) 
 	}
 	if b.Cost < 1 {
 		return 0, nil // settled to nothing
+	}
+	if b.Release && len(t.holding) < len(t.limits) {
+		if t.holds == nil {
+			return 0, nil // no limit holds: nothing to release
+		}
+		values := make([]string, 0, 3*len(t.holding))
+		for _, i := range t.holding {
+			values = append(values, u.values[3*i:3*i+3]...)
+		}
+		b.Release, b.Undo = false, bookingUndo{table: t.holds, values: values}
+		return t.holds.Undo(ctx, key, now, b)
 	}
 	if _, err := t.op(luascript.OpUndo); err != nil {
 		return 0, err

@@ -192,6 +192,11 @@ type Table[K comparable] struct {
 	batch     *luascript.Script                         // the batch script of script
 	maxBatch  int                                       // the most requests in a batch (batchBound)
 	timeout   time.Duration                             // Config.Timeout
+	// holding lists the limits whose algorithm holds (algorithm.Holder);
+	// when they are some of the limits but not all, holds is the table
+	// of them alone, whose undo script a Reservation's Release runs.
+	holding []int
+	holds   *Table[K]
 	// home is the Store that opened the table: TakeAll decides requests
 	// of its tables alone.
 	home any
@@ -364,7 +369,27 @@ func open[K comparable](run Runner, cfg config[K], limits []store.Limit, clk clo
 	for i, a := range t.rest {
 		t.restAny[i] = a
 	}
-	return t, nil
+	return t, t.openHolds(cfg, limits, clk)
+}
+
+// openHolds sets the limits that a release gives back to (those that
+// hold: store.Booking.Gives), and, when they are some of the limits but
+// not all, opens the table of them alone.
+func (t *Table[K]) openHolds(cfg config[K], limits []store.Limit, clk clock.Clock) error {
+	var holds []store.Limit
+	release := store.Booking{Release: true}
+	for i, l := range limits {
+		if release.Gives(l.Algorithm) {
+			t.holding = append(t.holding, i)
+			holds = append(holds, l)
+		}
+	}
+	if len(holds) == 0 || len(holds) == len(limits) {
+		return nil
+	}
+	var err error
+	t.holds, err = open(t.run, cfg, holds, clk)
+	return err
 }
 
 // Warnings returns what Open found wrong with the servers that does not

@@ -383,7 +383,7 @@ func (b *bookingMachine) reserve(t *rapid.T) {
 	}
 	saved, had, gens := append([]algorithm.State(nil), b.states...), append([]bool(nil), b.exists...), slices.Clone(b.gens)
 	made := b.init()
-	until := algorithm.BookingDeadline(b.now, maxDelay)
+	until := algorithm.BookingDeadline(b.now, holdsNow(b.plain, maxDelay))
 	act, ok := algorithm.EarliestAll(b.plain, b.states, b.now, until, cost)
 	if !ok {
 		// Nothing written: the limits that had no state still have none

@@ -31,6 +31,9 @@ import (
 //     92 more at that instant, not a fresh 100, through Limiter.With,
 //     SetAlgorithm, or a Limiter built anew under the name on the other
 //     store value while the first lives;
+//   - 64 goroutines holding and releasing slots of an in-flight limit of
+//     5 under one name, half through each store value, never hold more
+//     than 5 at once;
 //   - a Limiter built under a name while another of that name lives builds
 //     and continues its quota, 200 times in a row, and 20 with runtime.GC
 //     between builds.
@@ -52,6 +55,10 @@ func Names(t *testing.T, newStores func(t *testing.T) (a, b store.Store[string])
 	}
 	t.Run("RebuildWhileLive", func(t *testing.T) { testRebuildWhileLive(t, newStores) })
 	t.Run("Unnamed", func(t *testing.T) { testUnnamed(t, newStores) })
+	t.Run("HoldsShared", func(t *testing.T) {
+		a, b := newStores(t)
+		testHoldsShared(t, a, b)
+	})
 }
 
 // namesOf builds a Limiter of k admitting n per period under name on st.

@@ -350,7 +350,7 @@ func (m *policyReconfig) reserve(t *rapid.T) {
 		}
 		algs[i], bookers[i] = s.alg, b
 	}
-	until := algorithm.BookingDeadline(m.now, maxDelay)
+	until := algorithm.BookingDeadline(m.now, holdsNow(algs, maxDelay))
 	var next []algorithm.State
 	var act int64
 	var booked bool

@@ -251,7 +251,7 @@ func (r *reconfig) reserve(t *rapid.T) {
 		t.Fatalf("%v books through the limiter but is no algorithm.Booker", r.s.alg)
 	}
 	cands := r.candidates(t, r.keys[name])
-	until := algorithm.BookingDeadline(r.now, maxDelay)
+	until := algorithm.BookingDeadline(r.now, holdsNow([]algorithm.Algorithm{r.s.alg}, maxDelay))
 	next := make([]algorithm.State, len(cands))
 	booked := make([]bool, len(cands))
 	rs := make([]algorithm.Result, len(cands))

@@ -87,6 +87,15 @@ import (
 //   - a key holds at most store.MaxStatesPerKey states, one per state ID:
 //     a Take, a Policy's Take or a booking under one more fails with
 //     ErrTooManyStates, whatever the failure policy, charging nothing;
+//   - an in-flight limit (package concurrency) of 5 on one key never
+//     holds more than 5 for 64 goroutines holding and releasing slots,
+//     waiting for them or trying; a hold never released frees its slot
+//     when its lease ends, to the µs; a Policy of a rate and an in-flight
+//     limit charges a token and a slot or neither, and Release gives the
+//     slot back alone; random holds, releases (twice, and after the
+//     lease), refunds and clock moves of one to three processes decide as
+//     a model of the holds does, and with clocks up to a quarter lease
+//     apart never hold more than the limit within the lease less the skew.
 //   - for tables that implement store.Multi, random TakeAlls over keys and
 //     tables of random algorithms decide all-or-none as the algorithms'
 //     transitions do, two requests of one state fail with ErrSameState,
@@ -119,6 +128,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("JobRunnerRefundByKey", func(t *testing.T) { testJobRunner(t, newStore(t), false) })
 	t.Run("LateRefunds", func(t *testing.T) { testLateRefunds(t, newStore(t)) })
 	t.Run("RefundsInWindow", func(t *testing.T) { testRefundsInWindow(t, newStore(t)) })
+	t.Run("Holds", func(t *testing.T) { testHolds(t, newStore) })
 	t.Run("Multi", func(t *testing.T) { runMulti(t, newStore) })
 }
 

@@ -306,7 +306,7 @@ local hdr = ARGV[9]
 local afresh = false
 local head, state, old0, old1, wipe, carried, other = {}, false, nil, nil, nil, 0, false
 do
-  local bad, fv = nil, nil
+  local bad, fv, fz = nil, nil, false
   head = redis.pcall('ZRANGE', zkey, 0, 1, 'WITHSCORES')
   if head.err then
     bad, wipe, head = 'is not a sorted set', 1, {}
@@ -331,6 +331,11 @@ do
           (p1 == nil) == (string.find(hdr, ',', 1, true) == nil) and (p1 == nil or (p1 >= 1 and p1 <= 281474976710656)) and
           (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
         old0, old1 = p0, p1
+      elseif k and k ~= string.sub(hdr, 2, 2) and (head[2] == '-inf' or tonumber(head[2]) == -math.huge) then
+        -- Another kind's set (two kinds keep sorted sets: the sliding log
+        -- and the in-flight limit): carried (what it had used) whatever
+        -- the limit's mode, as another kind's field is.
+        bad, wipe, state, head, hdr, fz = 'holds another algorithm\'s state (#' .. k .. ')', 1, false, {}, ARGV[9], true
       else
         bad, wipe, state, head, hdr = 'does not hold a state of this version', 1, false, {}, ARGV[9]
       end
@@ -346,16 +351,16 @@ do
   if bad then
     -- Another kind's state is carried (what it had used), whatever the
     -- limit's mode; anything else only when it starts afresh.
-    if not afresh and not fv then
+    if not afresh and not (fv or fz) then
       return redis.error_reply('RLMISMATCH ' .. zkey .. ' ' .. bad .. ', not ' .. hdr)
     end
-    if fv then
+    if fv or fz then
       other = true
-      carried = usedOf(fv, false, zkey, now, afresh)
+      carried = usedOf(fv, fz, zkey, now, afresh)
       if carried == false then
         return redis.error_reply('RLMISMATCH ' .. zkey .. ' ' .. bad .. ', not ' .. hdr)
       elseif not carried then
-        return redis.error_reply('RLCONVERT ' .. usedLetter(fv, false, zkey))
+        return redis.error_reply('RLCONVERT ' .. usedLetter(fv, fz, zkey))
       end
     end
   end
