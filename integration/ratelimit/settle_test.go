@@ -61,11 +61,13 @@ func TestCoalescedSettles(t *testing.T) {
 						}
 						var wg sync.WaitGroup
 						for _, r := range rs {
-							wg.Go(func() {
+							wg.Add(1)
+							go func() {
+								defer wg.Done()
 								if err := r.Settle(t.Context(), int(c.n)); err != nil {
 									t.Error(err)
 								}
-							})
+							}()
 						}
 						wg.Wait()
 						if calls != nil {
