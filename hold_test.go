@@ -16,6 +16,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/concurrency"
+	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 	"github.com/go-ratelimit/ratelimit/tokenbucket"
 )
@@ -339,4 +340,28 @@ func TestWaiterWokenThroughAnotherLimiter(t *testing.T) {
 			t.Errorf("the waiter on a got the slot released through b after %v, want 1s", got)
 		}
 	})
+}
+
+// TestHoldNotSettled: a hold is released, not settled, on the memory
+// store as on Redis (whose in-flight body has no --@owe part): Settle
+// either way fails with ErrAlgorithmUnsupported and the hold stays.
+// Before, the memory store released part of a hold settled down.
+func TestHoldNotSettled(t *testing.T) {
+	ctx := context.Background()
+	lim, err := ratelimit.New(mustSlots(t, 5, time.Minute), memorystore.New[string]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := lim.ReserveN(ctx, "k", 3, 0)
+	if err != nil || !r.OK() {
+		t.Fatalf("a hold of 3 of 5: %v, %v", r, err)
+	}
+	for _, n := range []int{1, 4} {
+		if err := r.Settle(ctx, n); !errors.Is(err, store.ErrAlgorithmUnsupported) {
+			t.Errorf("Settle(%d) of a hold: %v, want ErrAlgorithmUnsupported", n, err)
+		}
+	}
+	if d, _ := lim.Peek(ctx, "k"); d.Remaining() != 2 {
+		t.Errorf("after refused settles: %v, want 2 left (the hold of 3 still held)", d)
+	}
 }

@@ -441,10 +441,12 @@ func (p *policy[K]) settlers(bs []algorithm.Booker, up bool) ([]algorithm.Settle
 	settlers := make([]algorithm.Settler, len(bs))
 	undoers := make([]algorithm.Undoer, len(bs))
 	for i, bk := range bs {
+		// Settled either way only by a Settler, as on Redis (a body
+		// without --@owe settles neither way): the in-flight limit's
+		// holds are released, not settled.
 		var ok bool
-		if up {
-			settlers[i], ok = bk.(algorithm.Settler)
-		} else {
+		settlers[i], ok = bk.(algorithm.Settler)
+		if ok && !up {
 			undoers[i], ok = bk.(algorithm.Undoer)
 		}
 		if !ok {
