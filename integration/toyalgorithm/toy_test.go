@@ -14,6 +14,7 @@ package toyalgorithm_test
 import (
 	_ "embed"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,12 @@ func TestToyOnRedis(t *testing.T) {
 			})
 		})
 		t.Run("rueidis", func(t *testing.T) {
+			// As integration/rueidisstore's suite (MiniredisStandIn): the
+			// toy's scripts on miniredis are the ones go-redis runs there,
+			// and a real Redis, when configured, checks this client.
+			if target.Mini != nil && os.Getenv(redistest.EnvAddr) != "" {
+				t.Skipf("a real Redis is configured (%s): the toy on miniredis runs through go-redis", redistest.EnvAddr)
+			}
 			storetest.RunAlgorithm(t, name, func(t *testing.T) store.Store[string] {
 				st, err := rueidisstore.New(redistest.Rueidis(t, target), rueidisstore.WithPrefix[string](redistest.Prefix(t)),
 					rueidisstore.WithTTLMargin[string](target.TTLMargin))

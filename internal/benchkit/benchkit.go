@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -69,8 +70,17 @@ var Algorithms = func() []Algorithm {
 }()
 
 // KeyCounts are the numbers of keys requests are spread over, round
-// robin: one hot key, or many.
-var KeyCounts = []int{1, 10_000}
+// robin: one hot key, or many: 10,000, or 100 when $RATELIMIT_BENCH_SMOKE
+// is set (.ci/test's smoke run of 100 iterations, which needs no more and
+// would spend most of its time priming 10,000 keys on Redis).
+var KeyCounts = []int{1, manyKeys()}
+
+func manyKeys() int {
+	if os.Getenv("RATELIMIT_BENCH_SMOKE") != "" {
+		return 100
+	}
+	return 10_000
+}
 
 // RedisCallers is how many goroutines call a Redis store at once in the
 // parallel benchmarks.
