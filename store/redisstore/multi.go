@@ -406,12 +406,23 @@ func (t *Table[K]) fitsMulti(u *unit[K]) bool {
 func (t *Table[K]) sendUnits(ctx context.Context, units []*unit[K], dry bool) error {
 	var gbuf [8]*luascript.Script
 	var kbuf [8]int
-	groups, nkeys, nargs := gbuf[:0], 0, 1+len(units)
+	// Each table's tail of arguments (the TTL margin, its limits') goes
+	// once, however many groups of the call it has: at is where, as the
+	// script's r (its ARGV[i] for i >= 3 is ARGV[r + i]).
+	var tbuf [8]*Table[K]
+	var abuf [8]int
+	tables, at := tbuf[:0], abuf[:0]
+	groups, nkeys, nargs, shared := gbuf[:0], 0, 2+len(units), 0
 	for _, u := range units {
 		for _, p := range u.parts {
 			groups = append(groups, p.t.script)
 			nkeys += len(p.keys)
-			nargs += 5 + len(p.t.rest)
+			nargs += 5
+			if !slices.Contains(tables, p.t) {
+				tables = append(tables, p.t)
+				at = append(at, shared) // ARGV index 3 + shared, so r = shared
+				shared += len(p.t.rest)
+			}
 		}
 	}
 	s, kinds, ok := luascript.MultiKindsTo(kbuf[:0], groups...)
@@ -423,16 +434,18 @@ func (t *Table[K]) sendUnits(ctx context.Context, units []*unit[K], dry bool) er
 		n = -n
 	}
 	keys := make([]string, 0, nkeys)
-	args := make([]string, 0, nargs)
-	args = append(args, strconv.Itoa(n))
+	args := make([]string, 0, nargs+shared)
+	args = append(args, strconv.Itoa(n), strconv.Itoa(shared))
+	for _, tb := range tables {
+		args = append(args, tb.rest...)
+	}
 	g := 0
 	for _, u := range units {
 		args = append(args, strconv.Itoa(len(u.parts)))
 		for i, p := range u.parts {
 			keys = append(keys, p.keys...)
-			args = append(args, strconv.Itoa(kinds[g]), strconv.Itoa(2+len(p.t.rest)), strconv.Itoa(len(p.keys)),
+			args = append(args, strconv.Itoa(kinds[g]), strconv.Itoa(at[slices.Index(tables, p.t)]), strconv.Itoa(len(p.keys)),
 				p.now, strconv.FormatInt(u.reqs[i].Cost, 10))
-			args = append(args, p.t.rest...)
 			g++
 		}
 	}
