@@ -45,11 +45,12 @@ var multiScripts sync.Map
 // arguments: its kind's index (from 1, in the order kinds returns), r, the
 // place of its tail (its decision script's ARGV[i], i ≥ 3, is this
 // script's ARGV[r + i]), how many keys it has, and its now and cost (its
-// decision script's ARGV[1] and ARGV[2]). The reply is per unit a code, 1 admitted, 0 denied, -1 a
-// state only a conversion script reads (RLCONVERT), -2 a key holding the
-// most states (RLTOOMANY), followed when 0 or 1 by each group's
-// {remaining, retry after, reset after} per limit. A unit that is denied
-// reports for each limit its state for the request's cost.
+// decision script's ARGV[1] and ARGV[2]). The reply is per unit a code, 1
+// admitted, 0 denied, -1 a state only a conversion script reads
+// (RLCONVERT), -2 a key holding the most states (RLTOOMANY), followed
+// when 0 or 1 by each group's {remaining, retry after, reset after} per
+// limit. A unit that is denied reports for each limit its state for the
+// request's cost.
 func MultiKinds(groups ...*Script) (s *Script, kinds []int, ok bool) {
 	return MultiKindsTo(nil, groups...)
 }
@@ -195,11 +196,10 @@ return out
 
 // leanPath returns a kind's opening, after the prelude, when its one
 // limit's body has a lean part: the limit's field read, and when it holds
-// a state that opens with
-// the limit's own header, the lean part run on it; when that decided
-// (lean), the group's finish left in the tables (LK… at g) and returned,
-// with no closure made. Otherwise the whole decision follows, on the
-// field read (lstate).
+// a state that opens with the limit's own header, the lean part run on
+// it; when that decided (lean), the group's finish left in the tables
+// (LK… at g) and returned, with no closure made. Otherwise the whole
+// decision follows, on the field read (lstate).
 func leanPath(part string) string {
 	return `local lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
 if type(lstate) == 'string' and string.find(lstate, ARGV[$hdr], 1, true) == 1 then
