@@ -47,8 +47,8 @@ func policyHolds[K comparable](p *ratelimit.Policy[K]) bool {
 // limit with lim's quota, named as lim is (ratelimit.WithName), or
 // "default" when it has no name.
 func LimiterFields[K comparable](lim *ratelimit.Limiter[K]) *Fields {
-	f := newFields([]string{limiterName(lim)}, []algorithm.Quota{lim.Quota()})
-	f.holds = algorithm.Holds(lim.Algorithm())
+	f := newFields([]string{limiterName(lim)}, []algorithm.Quota{algorithm.QuotaOf(lim.Limits()[0].Algorithm)})
+	f.holds = algorithm.Holds(lim.Limits()[0].Algorithm)
 	return f
 }
 
@@ -67,7 +67,7 @@ func policyQuotas[K comparable](p *ratelimit.Policy[K]) ([]string, []algorithm.Q
 	names := make([]string, len(ls))
 	quotas := make([]algorithm.Quota, len(ls))
 	for i, l := range ls {
-		names[i], quotas[i] = l.Name, p.Quota(i)
+		names[i], quotas[i] = l.Name, algorithm.QuotaOf(p.Limits()[i].Algorithm)
 	}
 	return names, quotas
 }
@@ -114,7 +114,7 @@ func (f *Fields) Policy() string { return f.policy }
 // describes, such as `"second";r=0;t=1, "day";r=2;t=50400`: what each
 // limit has remaining r, and the seconds t (rounded up) until it is fresh
 // again.
-func (f *Fields) RateLimit(d *ratelimit.PolicyDecision) string {
+func (f *Fields) RateLimit(d *ratelimit.Decision) string {
 	// Formatted on the stack when it fits, so that the string is the only
 	// allocation.
 	var buf [256]byte
@@ -122,7 +122,7 @@ func (f *Fields) RateLimit(d *ratelimit.PolicyDecision) string {
 }
 
 // appendRateLimit appends the RateLimit field of d to b.
-func (f *Fields) appendRateLimit(b []byte, d *ratelimit.PolicyDecision) []byte {
+func (f *Fields) appendRateLimit(b []byte, d *ratelimit.Decision) []byte {
 	for i, di := range d.Limits() {
 		if i > 0 {
 			b = append(b, ", "...)

@@ -34,13 +34,13 @@ type cachedFields struct {
 // Limiter returns the fields of lim, under its name (ratelimit.WithName),
 // or "default" when it has none.
 func (c *FieldsCache[K]) Limiter(lim *ratelimit.Limiter[K]) *Fields {
-	q := lim.Quota()
+	q := algorithm.QuotaOf(lim.Limits()[0].Algorithm)
 	if v, ok := c.m.Load(lim); ok {
 		if cf := v.(*cachedFields); cf.quotas[0] == q {
 			return cf.f
 		}
 	}
-	return c.store(lim, []string{limiterName(lim)}, []algorithm.Quota{q}, algorithm.Holds(lim.Algorithm()))
+	return c.store(lim, []string{limiterName(lim)}, []algorithm.Quota{q}, algorithm.Holds(lim.Limits()[0].Algorithm))
 }
 
 // Policy returns the fields of p, under its limits' names.
@@ -49,7 +49,7 @@ func (c *FieldsCache[K]) Policy(p *ratelimit.Policy[K]) *Fields {
 		cf := v.(*cachedFields)
 		same := true
 		for i, q := range cf.quotas {
-			same = same && p.Quota(i) == q
+			same = same && algorithm.QuotaOf(p.Limits()[i].Algorithm) == q
 		}
 		if same {
 			return cf.f

@@ -215,7 +215,7 @@ func policyAllow(p *ratelimit.Policy[string]) allowFunc {
 // the caller's stack.
 func policyAllowInto(p *ratelimit.Policy[string]) allowFunc {
 	return func(ctx context.Context, key string) (bool, error) {
-		var d ratelimit.PolicyDecision
+		var d ratelimit.Decision
 		err := p.AllowNInto(ctx, key, 1, &d)
 		return d.Allowed(), err
 	}
