@@ -15,14 +15,10 @@ import (
 
 // Breaker configures WithBreaker; a negative field is ErrInvalidConfig.
 type Breaker struct {
-	// Failures is how many failures in a row open the breaker; 0 means 5.
-	Failures int
-	// ProbeInterval is how long the breaker stays open between probes; 0
-	// means a second.
-	ProbeInterval time.Duration
-	// SlowCall is how long a store that is not store.Remote must have had
-	// to answer, for a call its caller's deadline ended to count as a
-	// failure; 0 means 100ms.
+	Failures      int           // failures in a row that open the breaker; 0 means 5
+	ProbeInterval time.Duration // how long it stays open between probes; 0 means a second
+	// SlowCall is how long a store that is not store.Remote may take before a
+	// call its caller's deadline ended counts as a failure; 0 means 100ms.
 	SlowCall time.Duration
 }
 

@@ -8,43 +8,27 @@ import (
 
 // Event describes one decision, or one failure to decide.
 type Event struct {
-	// Name is the limiter's name (WithName), or "".
-	Name string
-	// Op is the operation that decided.
-	Op Op
-	// Allowed is the limit's verdict: false for a denial, in dry run too,
-	// and when Err is set.
-	Allowed bool
-	// DryRun reports a limiter in dry-run mode (WithDryRun).
-	DryRun bool
-	// Cost is the cost asked for (1 for Peek).
-	Cost int64
-	// Latency is how long the decision took, on the limiter's clock.
-	Latency time.Duration
-	// Decision is the decision returned; zero when Err is set.
-	Decision Decision
-	// Err is the error returned: no decision was made.
-	Err error
-	// Key is the key, with WithObservedKeys only: never a metric attribute.
-	Key any
+	Name     string        // the limiter's name (WithName), or ""
+	Op       Op            // the operation that decided
+	Allowed  bool          // the verdict: false for a denial, in dry run too, and with Err
+	DryRun   bool          // the limiter is in dry-run mode (WithDryRun)
+	Cost     int64         // the cost asked for (1 for Peek)
+	Latency  time.Duration // how long the decision took, on the limiter's clock
+	Decision Decision      // the decision returned; zero with Err
+	Err      error         // the error returned: no decision was made
+	Key      any           // the key, with WithObservedKeys only: never a metric attribute
 }
 
 // Op is the operation an Event reports.
 type Op uint8
 
 const (
-	// OpAllow is AllowN, and each attempt of a WaitN that cannot book.
-	OpAllow Op = iota
-	// OpPeek is Peek.
-	OpPeek
-	// OpReserve is ReserveN and WaitN's booking; RetryAfter is its delay.
-	OpReserve
-	// OpCancel is a booking given back (Cancel, or a WaitN cut short).
-	OpCancel
-	// OpRefund is Refund; Decision is the key's state after it.
-	OpRefund
-	// OpSettle is a Reservation's Settle; Cost is the cost settled to.
-	OpSettle
+	OpAllow   Op = iota // AllowN, and each attempt of a WaitN that cannot book
+	OpPeek              // Peek
+	OpReserve           // ReserveN and WaitN's booking; RetryAfter is its delay
+	OpCancel            // a booking given back (Cancel, or a WaitN cut short)
+	OpRefund            // Refund; Decision is the key's state after it
+	OpSettle            // a Reservation's Settle; Cost is the cost settled to
 )
 
 // String returns "allow", "peek", "reserve", "cancel", "refund" or "settle".
