@@ -29,9 +29,8 @@ const (
 	defaultSlowCall        = 100 * time.Millisecond
 )
 
-// WithBreaker stops calling the store once b.Failures calls in a row failed
-// with ErrStoreUnavailable, failing with ErrBreakerOpen instead, until a
-// probe, one call every b.ProbeInterval, is answered.
+// WithBreaker fails calls with ErrBreakerOpen, not asking the store, once
+// b.Failures in a row failed (ErrStoreUnavailable), until a probe is answered.
 func WithBreaker(b Breaker) Option {
 	return optionFunc(func(o *options) { o.breaker = &b })
 }

@@ -14,9 +14,8 @@ import (
 // maxDenialCacheKeys is the largest size WithDenialCache accepts.
 const maxDenialCacheKeys = 1 << 24
 
-// WithDenialCache makes the Limiter answer requests of cost 1 on up to maxKeys
-// keys the store denied, as the store would, until their RetryAfter has
-// passed. It never admits; maxKeys is in [1, 1<<24].
+// WithDenialCache answers a cost of 1 on up to maxKeys (1 to 2^24) keys the
+// store denied as the store would until their RetryAfter, never admitting.
 func WithDenialCache(maxKeys int) Option {
 	return optionFunc(func(o *options) { o.denials = maxKeys; o.denialCache = true })
 }

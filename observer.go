@@ -50,9 +50,8 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
 
-// WithObserver makes obs receive an Event for every decision, on the
-// caller's goroutine before the decision returns: it must be quick and safe
-// for concurrent use. A nil obs is ignored.
+// WithObserver calls obs with every decision's Event before it returns: obs
+// must be quick and safe for concurrent use. A nil obs is ignored.
 func WithObserver(obs func(ctx context.Context, e Event)) Option {
 	return optionFunc(func(o *options) {
 		if obs != nil {
