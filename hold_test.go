@@ -48,7 +48,7 @@ func (c *countReserves) Observe(_ context.Context, e ratelimit.Event) {
 func TestInflightSixtyFourHolders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		calls := &countReserves{}
-		lim, err := ratelimit.New(mustSlots(t, 5, time.Minute), memorystore.New[string](), ratelimit.WithObserver(calls))
+		lim, err := ratelimit.New(mustSlots(t, 5, time.Minute), memorystore.New[string](), ratelimit.WithObserver(calls.Observe))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +229,7 @@ func TestWaitersInTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		calls := &countReserves{}
-		lim, err := ratelimit.New(mustSlots(t, 1, time.Hour), memorystore.New[string](), ratelimit.WithObserver(calls))
+		lim, err := ratelimit.New(mustSlots(t, 1, time.Hour), memorystore.New[string](), ratelimit.WithObserver(calls.Observe))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -280,14 +280,10 @@ func (d *Decision) UnmarshalJSON(b []byte) error {
 type Source uint8
 
 const (
-	// FromStore: the Limiter's store decided. The zero value.
-	FromStore Source = iota
-	// FromFailOpen: the store failed and FailOpen admitted the request.
-	FromFailOpen
-	// FromFailClosed: the store failed and FailClosed denied the request.
-	FromFailClosed
-	// FromLocal: the store failed and FailLocal's in-memory limiter decided.
-	FromLocal
+	FromStore      Source = iota // the Limiter's store decided; the zero value
+	FromFailOpen                 // FailOpen admitted the request
+	FromFailClosed               // FailClosed denied the request
+	FromLocal                    // FailLocal's in-memory limiter decided
 )
 
 // String returns the name of the source.
@@ -310,14 +306,10 @@ func (s Source) String() string {
 type FailurePolicy uint8
 
 const (
-	// FailWithError returns the store's error. The default.
-	FailWithError FailurePolicy = iota
-	// FailOpen admits every request while the store fails.
-	FailOpen
-	// FailClosed denies, with a RetryAfter of one second.
-	FailClosed
-	// FailLocal decides with a limiter in this process's memory alone.
-	FailLocal
+	FailWithError FailurePolicy = iota // return the store's error; the default
+	FailOpen                           // admit every request
+	FailClosed                         // deny, with a RetryAfter of one second
+	FailLocal                          // decide with a limiter in this process's memory alone
 )
 
 // failClosedRetryAfter is the RetryAfter of decisions made by FailClosed.

@@ -293,7 +293,7 @@ func mustPolicyDecision(t *testing.T, ctx context.Context) ratelimit.Decision {
 func TestPolicyObserverAndDryRun(t *testing.T) {
 	ctx := context.Background()
 	var events []ratelimit.Event
-	obs := ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) { events = append(events, e) })
+	obs := func(_ context.Context, e ratelimit.Event) { events = append(events, e) }
 	p, _ := newPolicy(t, memorystore.New[string](), ratelimit.WithObserver(obs), ratelimit.WithName("route"), ratelimit.WithDryRun())
 	for range 3 {
 		if _, err := p.Allow(ctx, "k"); err != nil {
@@ -304,7 +304,7 @@ func TestPolicyObserverAndDryRun(t *testing.T) {
 	if err != nil || !d.Allowed() || !d.DryRunDenied() || !d.Limits()[0].DryRunDenied() || d.Limits()[1].DryRunDenied() || d.RetryAfter() == 0 {
 		t.Errorf("a dry-run denial by the burst: %+v, %v; want admitted, marked on the policy and the burst only, with its RetryAfter", d, err)
 	}
-	if len(events) != 4 || events[3].Name != "route" || events[3].Outcome != ratelimit.OutcomeDenied || !events[3].DryRun || events[0].Outcome != ratelimit.OutcomeAllowed {
+	if len(events) != 4 || events[3].Name != "route" || events[3].Allowed || !events[3].DryRun || !events[0].Allowed {
 		t.Errorf("events: %+v; want 4, the last denied in dry run, named route", events)
 	}
 	if _, err := p.Peek(ctx, "k"); err != nil || len(events) != 5 || events[4].Op != ratelimit.OpPeek {

@@ -21,7 +21,7 @@ func TestObserverBookingOps(t *testing.T) {
 	fake := clock.NewFake(t0)
 	rec := &recorder{}
 	lim, err := ratelimit.New(mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1}), memorystore.New[string](),
-		ratelimit.WithClock(fake), ratelimit.WithObserver(rec))
+		ratelimit.WithClock(fake), ratelimit.WithObserver(rec.Observe))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,9 +43,9 @@ func TestObserverBookingOps(t *testing.T) {
 	}
 	var got []string
 	for _, e := range rec.take() {
-		got = append(got, fmt.Sprintf("%v:%v:%d", e.Op, e.Outcome, e.Cost))
+		got = append(got, fmt.Sprintf("%v:%v:%d", e.Op, e.Allowed, e.Cost))
 	}
-	want := []string{"allow:allowed:1", "reserve:allowed:1", "reserve:denied:1", "cancel:allowed:1", "refund:allowed:1"}
+	want := []string{"allow:true:1", "reserve:true:1", "reserve:false:1", "cancel:true:1", "refund:true:1"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("events %v, want %v", got, want)
 	}
