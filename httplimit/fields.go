@@ -25,7 +25,7 @@ type Fields struct {
 
 // PolicyFields returns the fields of p's limits, one list item per limit
 // under its name, in p's order, each with the quota its user configured
-// (Policy.Quota).
+// (algorithm.QuotaOf).
 func PolicyFields[K comparable](p *ratelimit.Policy[K]) *Fields {
 	names, quotas := policyQuotas(p)
 	f := newFields(names, quotas)
@@ -45,11 +45,21 @@ func policyHolds[K comparable](p *ratelimit.Policy[K]) bool {
 
 // LimiterFields returns the fields of lim, as those of a policy of one
 // limit with lim's quota, named as lim is (ratelimit.WithName), or
-// "default" when it has no name.
+// "default" when it has no name; of a Limiter of several limits
+// (ratelimit.NewPolicy), PolicyFields.
 func LimiterFields[K comparable](lim *ratelimit.Limiter[K]) *Fields {
+	if isPolicy(lim) {
+		return PolicyFields(lim)
+	}
 	f := newFields([]string{limiterName(lim)}, []algorithm.Quota{algorithm.QuotaOf(lim.Limits()[0].Algorithm)})
 	f.holds = algorithm.Holds(lim.Limits()[0].Algorithm)
 	return f
+}
+
+// isPolicy reports whether lim was built by ratelimit.NewPolicy, whose
+// limits have names (ratelimit.New's one limit has none).
+func isPolicy[K comparable](lim *ratelimit.Limiter[K]) bool {
+	return lim.Limits()[0].Name != ""
 }
 
 // limiterName is the name lim's limit goes by in the fields: its own
@@ -67,7 +77,7 @@ func policyQuotas[K comparable](p *ratelimit.Policy[K]) ([]string, []algorithm.Q
 	names := make([]string, len(ls))
 	quotas := make([]algorithm.Quota, len(ls))
 	for i, l := range ls {
-		names[i], quotas[i] = l.Name, algorithm.QuotaOf(p.Limits()[i].Algorithm)
+		names[i], quotas[i] = l.Name, algorithm.QuotaOf(l.Algorithm)
 	}
 	return names, quotas
 }

@@ -32,8 +32,12 @@ type cachedFields struct {
 }
 
 // Limiter returns the fields of lim, under its name (ratelimit.WithName),
-// or "default" when it has none.
+// or "default" when it has none; of a Limiter of several limits
+// (ratelimit.NewPolicy), as Policy.
 func (c *FieldsCache[K]) Limiter(lim *ratelimit.Limiter[K]) *Fields {
+	if isPolicy(lim) {
+		return c.Policy(lim)
+	}
 	q := algorithm.QuotaOf(lim.Limits()[0].Algorithm)
 	if v, ok := c.m.Load(lim); ok {
 		if cf := v.(*cachedFields); cf.quotas[0] == q {
@@ -47,9 +51,10 @@ func (c *FieldsCache[K]) Limiter(lim *ratelimit.Limiter[K]) *Fields {
 func (c *FieldsCache[K]) Policy(p *ratelimit.Policy[K]) *Fields {
 	if v, ok := c.m.Load(p); ok {
 		cf := v.(*cachedFields)
+		ls := p.Limits()
 		same := true
 		for i, q := range cf.quotas {
-			same = same && algorithm.QuotaOf(p.Limits()[i].Algorithm) == q
+			same = same && algorithm.QuotaOf(ls[i].Algorithm) == q
 		}
 		if same {
 			return cf.f
