@@ -411,3 +411,27 @@ func TestPolicyAllowNIntoIsAllowN(t *testing.T) {
 		t.Errorf("AllowNInto with the store down: %+v, %v; want the zero decision, ErrStoreUnavailable", d, err)
 	}
 }
+
+// What applies to a Limiter of one limit alone refuses one of several
+// with ErrInvalidConfig, and a Limiter of one limit reports it as its
+// Limits, its decision as its only limit's.
+func TestSeveralLimitsRefuseWithAndAllowAll(t *testing.T) {
+	ctx := context.Background()
+	p, _ := newPolicy(t, memorystore.New[string]())
+	if w, err := p.With(mustBucket(t, tokenbucket.Config{Capacity: 5, Rate: 1})); w != nil || !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("With on a Limiter of two limits: %v, %v; want ErrInvalidConfig", w, err)
+	}
+	ok, err := ratelimit.AllowAll(ctx, []ratelimit.Request[string]{{Limiter: p, Key: "k", N: 1}})
+	if ok || !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("AllowAll of a Limiter of two limits: %v, %v; want ErrInvalidConfig", ok, err)
+	}
+	alg := mustBucket(t, tokenbucket.Config{Capacity: 5, Rate: 1})
+	lim, _ := newLimiter[string](t, alg)
+	if ls := lim.Limits(); len(ls) != 1 || ls[0].Algorithm != alg || ls[0].Name != "" {
+		t.Errorf("Limits of a Limiter of one limit: %+v, want its algorithm, unnamed", ls)
+	}
+	d, err := lim.Allow(ctx, "k")
+	if ls := d.Limits(); err != nil || len(ls) != 1 || ls[0] != d || d.Binding() != 0 {
+		t.Errorf("a decision of one limit: %v, Limits %v, Binding %d; want itself, 0", d, ls, d.Binding())
+	}
+}
