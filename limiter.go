@@ -332,7 +332,13 @@ func decided(r algorithm.Result, k *kinds) Decision {
 // decidedBy returns r's decision under a limit of limit, made by src: decided
 // off the hot path.
 func decidedBy(r algorithm.Result, limit int64, src Source) Decision {
-	k := kindsOf(limit, src)
+	var k kinds
+	w := uint64(limit) | uint64(src)<<sourceShift
+	if r.RetryAfter == 0 {
+		k[1] = kindOf(w | allowedBit)
+	} else {
+		k[0] = kindOf(w)
+	}
 	return decided(r, &k)
 }
 
