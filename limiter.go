@@ -126,7 +126,8 @@ func (d Decision) word() uint64 {
 }
 
 // withWord returns d with the word w: a decision of several limits in its
-// own kind, which its copies share; one of one limit with the interned kind.
+// own kind, which its copies share (for the engine's decision just made);
+// one of one limit with the interned kind.
 func (d Decision) withWord(w uint64) Decision {
 	if d.kind != nil && d.kind.limits != nil {
 		d.kind.word = w
@@ -196,20 +197,39 @@ func (d *Decision) Limits() []Decision {
 func (d Decision) Binding() int { return int(d.word() >> bindingShift & bindingMask) }
 
 // DryRun returns d as dry-run mode returns it: a denial admitted and marked
-// DryRunDenied, and so each denying limit's, in d's storage. For middleware
-// with a dry-run mode of its own.
+// DryRunDenied, and so each denying limit's. For middleware with a dry-run
+// mode of its own. Of several limits, the result has limits' decisions of
+// its own (an allocation); d is unchanged.
 func (d Decision) DryRun() Decision {
 	if d.Allowed() {
 		return d
 	}
-	d = d.withWord(d.word() | allowedBit | dryRunBit)
+	w := d.word() | allowedBit | dryRunBit
+	if d.kind == nil || d.kind.limits == nil {
+		d.kind = kindOf(w)
+		return d
+	}
+	ls := make([]Decision, len(*d.kind.limits))
+	for i, l := range *d.kind.limits {
+		ls[i] = l.DryRun()
+	}
+	d.kind = &kind{word: w, limits: &ls}
+	return d
+}
+
+// markDryRun is DryRun of the engine's own decision, just made: in its
+// storage, allocating nothing.
+func (d *Decision) markDryRun() {
+	if d.Allowed() {
+		return
+	}
+	*d = d.withWord(d.word() | allowedBit | dryRunBit)
 	if d.kind.limits != nil {
 		ls := *d.kind.limits
 		for i, l := range ls {
-			ls[i] = l.DryRun()
+			ls[i] = l.DryRun() // of one limit: an interned kind
 		}
 	}
-	return d
 }
 
 // String describes the decision, for logs and test failures.

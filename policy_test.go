@@ -435,3 +435,24 @@ func TestSeveralLimitsRefuseWithAndAllowAll(t *testing.T) {
 		t.Errorf("a decision of one limit: %v, Limits %v, Binding %d; want itself, 0", d, ls, d.Binding())
 	}
 }
+
+// DryRun of a decision of several limits leaves the decision it was
+// called on as it was, its limits' decisions too.
+func TestPolicyDryRunLeavesTheDecision(t *testing.T) {
+	ctx := context.Background()
+	p, _ := newPolicy(t, memorystore.New[string]())
+	var d ratelimit.Decision
+	for d.Allowed() || d.Limit() == 0 {
+		var err error
+		if d, err = p.Allow(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dry := d.DryRun()
+	if !dry.Allowed() || !dry.DryRunDenied() || !dry.Limits()[dry.Binding()].DryRunDenied() {
+		t.Errorf("DryRun: %v, binding limit %v; want admitted, marked", dry, dry.Limits()[dry.Binding()])
+	}
+	if d.Allowed() || d.DryRunDenied() || d.Limits()[d.Binding()].Allowed() || d.Limits()[d.Binding()].DryRunDenied() {
+		t.Errorf("after DryRun, the decision it was called on: %v, binding limit %v; want denied, unmarked", d, d.Limits()[d.Binding()])
+	}
+}
