@@ -205,7 +205,11 @@ func (e *engine[K]) waitSlot(ctx context.Context, key K, maxDelay time.Duration,
 func (e *engine[K]) slotWait(r *Reservation[K]) (wait time.Duration, byRelease, poll bool) {
 	ls := e.cur.Load()
 	var rate, hold time.Duration
-	for i, d := range r.decision.Limits() {
+	ds := r.decision.Limits()
+	if ds == nil {
+		ds = []Decision{r.decision} // one limit's
+	}
+	for i, d := range ds {
 		if d.Allowed() {
 			continue
 		}

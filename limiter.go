@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
@@ -183,13 +182,14 @@ func (d Decision) DryRunDenied() bool { return d.word()&dryRunBit != 0 }
 // BreakerOpen reports that an open breaker (WithBreaker) kept the call away.
 func (d Decision) BreakerOpen() bool { return d.word()&breakerBit != 0 }
 
-// Limits returns each limit's decision, in order, in d's storage: for a
-// Limiter of one limit (New), a slice of one that is d itself.
-func (d *Decision) Limits() []Decision {
-	if d.kind != nil && d.kind.limits != nil {
-		return *d.kind.limits
+// Limits returns each limit's decision, in order, for a Limiter of several
+// limits (NewPolicy), in d's storage; nil for one of one limit, whose
+// decision is d itself.
+func (d Decision) Limits() []Decision {
+	if d.kind == nil || d.kind.limits == nil {
+		return nil
 	}
-	return unsafe.Slice(d, 1)
+	return *d.kind.limits
 }
 
 // Binding is the index in Limits of the limit that decided: the longest

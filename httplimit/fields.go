@@ -133,7 +133,11 @@ func (f *Fields) RateLimit(d *ratelimit.Decision) string {
 
 // appendRateLimit appends the RateLimit field of d to b.
 func (f *Fields) appendRateLimit(b []byte, d *ratelimit.Decision) []byte {
-	for i, di := range d.Limits() {
+	ds := d.Limits()
+	if ds == nil {
+		ds = []ratelimit.Decision{*d} // one limit's
+	}
+	for i, di := range ds {
 		if i > 0 {
 			b = append(b, ", "...)
 		}

@@ -667,8 +667,12 @@ type decided struct {
 }
 
 func newDecided(f *Fields, d ratelimit.Decision) *decided {
-	out := &decided{named: make([]Named, len(d.Limits())), d: d}
-	for i, di := range d.Limits() {
+	ds := d.Limits()
+	if ds == nil {
+		ds = []ratelimit.Decision{d} // one limit's
+	}
+	out := &decided{named: make([]Named, len(ds)), d: d}
+	for i, di := range ds {
 		out.named[i] = Named{Name: f.Name(i), Decision: di}
 	}
 	return out
@@ -707,7 +711,10 @@ func (m *Middleware[K]) writeHeaders(h http.Header, f *Fields, d *ratelimit.Deci
 	h.Set("RateLimit-Policy", f.Policy())
 	h.Set("RateLimit", f.RateLimit(d))
 	if m.legacy {
-		b := d.Limits()[d.Binding()]
+		b := *d
+		if ds := d.Limits(); ds != nil {
+			b = ds[d.Binding()]
+		}
 		h.Set("X-RateLimit-Limit", strconv.FormatInt(f.Quota(d.Binding()), 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(b.Remaining(), 10))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(b.ResetAfter()), 10))
