@@ -3,7 +3,8 @@
 //
 // A [Limiter] decides with an algorithm (tokenbucket, gcra, slidinglog,
 // slidingwindow, fixedwindow) on state kept in a store (store/memorystore,
-// or Redis); a [Policy] charges several limits on one key, all or none.
+// or Redis); one from [NewPolicy] charges several limits on one key, all or
+// none.
 //
 //	alg, err := tokenbucket.PerSecond(2, tokenbucket.Burst(5))
 //	lim, err := ratelimit.New(alg, memorystore.New[string]())

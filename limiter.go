@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
@@ -41,30 +42,127 @@ var (
 )
 
 // Decision is the outcome of one call, read through its methods. The zero
-// Decision denies, with a zero Limit, from the store.
+// Decision denies, with a zero Limit, from the store. A Limiter of several
+// limits (NewPolicy) combines theirs: allowed only if every limit admits,
+// the rest the binding limit's.
 type Decision struct {
 	remaining  int64
 	retryAfter time.Duration
 	resetAfter time.Duration
-	word       uint64 // the limit, the source and the flags: see the bits below
+	kind       *kind // the limit, binding, source and flags; nil in the zero Decision
 }
 
-// The bits of Decision.word: the limit (at most algorithm.MaxLimit, 41
-// bits) in the low bits, the source above it, and one bit per flag.
+// kind is what a Decision holds beside its numbers, out of line so that a
+// Decision stays four words, which Go keeps in registers (a fifth field
+// costs a decision about 60 instructions: TestDecisionFitsInRegisters).
+// A Decision of one limit points to a kind interned by word, shared and
+// never changed, so that equal decisions compare equal; one of several
+// limits to a kind of its own, holding their decisions.
+type kind struct {
+	word   uint64      // the limit, the binding limit, the source and the flags: see the bits below
+	limits *[]Decision // each limit's decision, for a Limiter of several limits; nil for one
+}
+
+// The bits of kind.word: the limit (at most algorithm.MaxLimit, 41 bits)
+// in the low bits, the binding limit's index above it (below
+// store.MaxStatesPerKey), the source above that, and one bit per flag.
 const (
-	limitBits   = 41
-	limitMask   = 1<<limitBits - 1
-	sourceShift = 48
-	allowedBit  = 1 << 63
-	dryRunBit   = 1 << 62
-	breakerBit  = 1 << 61
+	limitBits    = 41
+	limitMask    = 1<<limitBits - 1
+	bindingShift = limitBits
+	bindingMask  = 1<<10 - 1
+	sourceShift  = bindingShift + 10
+	allowedBit   = 1 << 63
+	dryRunBit    = 1 << 62
+	breakerBit   = 1 << 61
 )
 
+// interned holds the kinds of decisions of one limit by word, at most
+// maxInterned of them: past it, decisions of yet other limits get kinds of
+// their own, equal in content but not under ==. Decisions find their
+// kinds in their Limiter's configuration (kindsOf when it is opened); the
+// map is read off the hot path alone.
+var interned struct {
+	sync.RWMutex
+	m map[uint64]*[2]kind // by word without allowedBit: denied, allowed
+}
+
+const maxInterned = 1 << 16
+
+// kindOf returns the interned kind of word, nil for 0 (the zero Decision's).
+func kindOf(word uint64) *kind {
+	if word == 0 {
+		return nil
+	}
+	key, allowed := word&^allowedBit, word>>63
+	interned.RLock()
+	pair, ok := interned.m[key]
+	interned.RUnlock()
+	if ok {
+		return &pair[allowed]
+	}
+	interned.Lock()
+	defer interned.Unlock()
+	if pair, ok := interned.m[key]; ok {
+		return &pair[allowed]
+	}
+	pair = &[2]kind{{word: key}, {word: key | allowedBit}}
+	if interned.m == nil {
+		interned.m = make(map[uint64]*[2]kind)
+	}
+	if len(interned.m) < maxInterned {
+		interned.m[key] = pair
+	}
+	return &pair[allowed]
+}
+
+// word returns d's kind's word, 0 for none.
+func (d Decision) word() uint64 {
+	if d.kind == nil {
+		return 0
+	}
+	return d.kind.word
+}
+
+// withWord returns d with the word w: a decision of several limits in its
+// own kind, which its copies share (for the engine's decision just made);
+// one of one limit with the interned kind.
+func (d Decision) withWord(w uint64) Decision {
+	if d.kind != nil && d.kind.limits != nil {
+		d.kind.word = w
+		return d
+	}
+	d.kind = kindOf(w)
+	return d
+}
+
+// booked returns d, a booking's decision, marked admitted for the event of
+// an operation on the booking, leaving d's kind as it is.
+func (d Decision) booked() Decision {
+	w := d.word() | allowedBit
+	if d.kind != nil && d.kind.limits != nil {
+		d.kind = &kind{word: w, limits: d.kind.limits}
+		return d
+	}
+	d.kind = kindOf(w)
+	return d
+}
+
+// kinds are the kinds of one limit's decisions by one source: denied and
+// allowed.
+type kinds [2]*kind
+
+// kindsOf returns the kinds of decisions under a limit of limit, made by src.
+func kindsOf(limit int64, src Source) kinds {
+	w := uint64(limit) | uint64(src)<<sourceShift
+	return kinds{kindOf(w), kindOf(w | allowedBit)}
+}
+
 // Allowed reports whether the request was admitted (for Peek: would be).
-func (d Decision) Allowed() bool { return d.word&allowedBit != 0 }
+func (d Decision) Allowed() bool { return d.word()&allowedBit != 0 }
 
 // Limit is the largest cost one request may have.
-func (d Decision) Limit() int64 { return int64(d.word & limitMask) }
+func (d Decision) Limit() int64 { return int64(d.word() & limitMask) }
 
 // Remaining is how much cost could still be admitted now, at most Limit.
 func (d Decision) Remaining() int64 { return d.remaining }
@@ -76,21 +174,62 @@ func (d Decision) RetryAfter() time.Duration { return d.retryAfter }
 func (d Decision) ResetAfter() time.Duration { return d.resetAfter }
 
 // Source tells whether the store decided or a failure policy did.
-func (d Decision) Source() Source { return Source(d.word >> sourceShift) }
+func (d Decision) Source() Source { return Source(d.word() >> sourceShift) }
 
 // DryRunDenied reports a denial that dry-run mode (WithDryRun) admitted.
-func (d Decision) DryRunDenied() bool { return d.word&dryRunBit != 0 }
+func (d Decision) DryRunDenied() bool { return d.word()&dryRunBit != 0 }
 
 // BreakerOpen reports that an open breaker (WithBreaker) kept the call away.
-func (d Decision) BreakerOpen() bool { return d.word&breakerBit != 0 }
+func (d Decision) BreakerOpen() bool { return d.word()&breakerBit != 0 }
+
+// Limits returns each limit's decision, in order, for a Limiter of several
+// limits (NewPolicy), in d's storage; nil for one of one limit, whose
+// decision is d itself.
+func (d Decision) Limits() []Decision {
+	if d.kind == nil || d.kind.limits == nil {
+		return nil
+	}
+	return *d.kind.limits
+}
+
+// Binding is the index in Limits of the limit that decided: the longest
+// wait when denied, the least left when admitted; 0 for one limit.
+func (d Decision) Binding() int { return int(d.word() >> bindingShift & bindingMask) }
 
 // DryRun returns d as dry-run mode returns it: a denial admitted and marked
-// DryRunDenied. For middleware with a dry-run mode of its own.
+// DryRunDenied, and so each denying limit's. For middleware with a dry-run
+// mode of its own. Of several limits, the result has limits' decisions of
+// its own (an allocation); d is unchanged.
 func (d Decision) DryRun() Decision {
-	if !d.Allowed() {
-		d.word |= allowedBit | dryRunBit
+	if d.Allowed() {
+		return d
 	}
+	w := d.word() | allowedBit | dryRunBit
+	if d.kind == nil || d.kind.limits == nil {
+		d.kind = kindOf(w)
+		return d
+	}
+	ls := make([]Decision, len(*d.kind.limits))
+	for i, l := range *d.kind.limits {
+		ls[i] = l.DryRun()
+	}
+	d.kind = &kind{word: w, limits: &ls}
 	return d
+}
+
+// markDryRun is DryRun of the engine's own decision, just made: in its
+// storage, allocating nothing.
+func (d *Decision) markDryRun() {
+	if d.Allowed() {
+		return
+	}
+	*d = d.withWord(d.word() | allowedBit | dryRunBit)
+	if d.kind.limits != nil {
+		ls := *d.kind.limits
+		for i, l := range ls {
+			ls[i] = l.DryRun() // of one limit: an interned kind
+		}
+	}
 }
 
 // String describes the decision, for logs and test failures.
@@ -110,7 +249,7 @@ func (d Decision) String() string {
 	return s
 }
 
-// DecisionFields is a Decision's content as a plain struct.
+// DecisionFields is a Decision's content as a plain struct, without Limits.
 type DecisionFields struct {
 	Allowed      bool
 	Limit        int64
@@ -131,18 +270,17 @@ func (d Decision) Fields() DecisionFields {
 
 // Decision returns the Decision with f's content, its Limit clamped.
 func (f DecisionFields) Decision() Decision {
-	d := Decision{remaining: f.Remaining, retryAfter: f.RetryAfter, resetAfter: f.ResetAfter,
-		word: uint64(min(max(f.Limit, 0), algorithm.MaxLimit)) | uint64(f.Source)<<sourceShift}
+	w := uint64(min(max(f.Limit, 0), algorithm.MaxLimit)) | uint64(f.Source)<<sourceShift
 	if f.Allowed {
-		d.word |= allowedBit
+		w |= allowedBit
 	}
 	if f.DryRunDenied {
-		d.word |= dryRunBit
+		w |= dryRunBit
 	}
 	if f.BreakerOpen {
-		d.word |= breakerBit
+		w |= breakerBit
 	}
-	return d
+	return Decision{remaining: f.Remaining, retryAfter: f.RetryAfter, resetAfter: f.ResetAfter, kind: kindOf(w)}
 }
 
 // MarshalJSON encodes d as its Fields.
@@ -197,28 +335,41 @@ const (
 // failClosedRetryAfter is the RetryAfter of decisions made by FailClosed.
 const failClosedRetryAfter = time.Second
 
-// decided returns r's decision under a limit of limit, made by src.
-func decided(r algorithm.Result, limit int64, src Source) Decision {
+// decided returns r's decision of kinds k (kindsOf).
+func decided(r algorithm.Result, k *kinds) Decision {
 	d := Decision{
 		remaining:  r.Remaining,
 		retryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
 		resetAfter: time.Duration(r.ResetAfter) * time.Microsecond,
-		word:       uint64(limit) | uint64(src)<<sourceShift,
+		kind:       k[0],
 	}
 	if r.RetryAfter == 0 {
-		d.word |= allowedBit
+		d.kind = k[1]
 	}
 	return d
+}
+
+// decidedBy returns r's decision under a limit of limit, made by src: decided
+// off the hot path.
+func decidedBy(r algorithm.Result, limit int64, src Source) Decision {
+	var k kinds
+	w := uint64(limit) | uint64(src)<<sourceShift
+	if r.RetryAfter == 0 {
+		k[1] = kindOf(w | allowedBit)
+	} else {
+		k[0] = kindOf(w)
+	}
+	return decided(r, &k)
 }
 
 // setBreakerOpen marks d, a decision just made, BreakerOpen when open.
 func (d *Decision) setBreakerOpen(open bool) {
 	if open {
-		d.word |= breakerBit
+		*d = d.withWord(d.word() | breakerBit)
 	}
 }
 
-// Option configures a Limiter or a Policy.
+// Option configures a Limiter.
 type Option interface{ apply(*options) }
 
 type options struct {
@@ -260,7 +411,7 @@ func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(o *options) { o.onError = f })
 }
 
-// WithName names the quota of a Limiter or Policy (a Policy's limit's is
+// WithName names the quota of a Limiter (of a NewPolicy's limit,
 // name/Limit.Name): limits of one name on one store backend share each key's
 // usage, across processes and changes of numbers. Unnamed, each is a quota of
 // its own on a store.Local and refused elsewhere. A name is 1 to 256 bytes of
@@ -278,19 +429,21 @@ func WithMaxBookAhead(d time.Duration) Option {
 
 // WithInheritance sets how a key's state written with other parameters is
 // carried: algorithm.AsIs (the default) or Proportional; neither grants a
-// fresh quota. A Policy sets Limit.Inherit.
+// fresh quota. NewPolicy's limits set Limit.Inherit.
 func WithInheritance(rule algorithm.Rule) Option {
 	return optionFunc(func(o *options) { o.inherit = &rule })
 }
 
 // WithResetOnMismatch starts afresh a key whose state no algorithm reads,
-// rather than fail (ErrStateMismatch). A Policy sets Limit.ResetOnMismatch.
+// rather than fail (ErrStateMismatch). NewPolicy's limits set
+// Limit.ResetOnMismatch.
 func WithResetOnMismatch() Option {
 	return optionFunc(func(o *options) { o.resetOnMismatch = true })
 }
 
-// Limiter limits the rate of requests per key of type K: a [Policy] of one
-// limit, allocating nothing. It is safe for concurrent use.
+// Limiter limits the rate of requests per key of type K, under one limit
+// (New) or several charged all or none (NewPolicy); of one, it allocates
+// nothing. It is safe for concurrent use.
 type Limiter[K comparable] struct {
 	engine[K]
 	with *withs[K] // the Limiters of With (with.go)
@@ -321,56 +474,67 @@ func New[K comparable](alg algorithm.Algorithm, st store.Store[K], opts ...Optio
 	return l, nil
 }
 
-// Limit returns the largest cost one request may have.
+// Limit returns the largest cost one request may have, the least limit's.
 func (l *Limiter[K]) Limit() int64 { return l.cur.Load().limit }
 
 // Name returns the name of the Limiter's quota (WithName), or "" when unnamed.
 func (l *Limiter[K]) Name() string { return l.hooks.name }
 
-// Algorithm returns the algorithm deciding now.
-func (l *Limiter[K]) Algorithm() algorithm.Algorithm { return l.cur.Load().stored[0].Algorithm }
+// Limits returns the limits deciding now, with their names (for a Limiter
+// from New, its one limit, unnamed: its name is Name), allocating nothing:
+// the caller must not modify them.
+func (l *Limiter[K]) Limits() []Limit { return l.cur.Load().spec }
 
-// SetAlgorithm makes alg decide from now on, under the same quota: each key's
-// state is carried by the limiter's rule (WithInheritance). Errors wrap
-// ErrInvalidConfig (a nil alg, another kind of algorithm), or are the store's.
+// SetAlgorithm is SetLimit(0, alg).
 func (l *Limiter[K]) SetAlgorithm(alg algorithm.Algorithm) error { return l.replace(0, alg) }
 
-// Quota returns the limit as its user configured it (algorithm.Quoter), or
-// else Limit per Window.
-func (l *Limiter[K]) Quota() algorithm.Quota { return quotaOf(l.Algorithm()) }
-
-// quotaOf is Limiter.Quota for alg.
-func quotaOf(alg algorithm.Algorithm) algorithm.Quota {
-	if q, ok := alg.(algorithm.Quoter); ok {
-		return q.Quota()
-	}
-	return algorithm.Quota{Limit: alg.Limit(), Window: windowOf(alg)}
-}
+// SetLimit makes alg decide for limit i from now on, under the same quota:
+// each key's state is carried by the limit's rule (WithInheritance). Errors
+// wrap ErrInvalidConfig (no limit i, a nil alg, another kind of algorithm),
+// or are the store's.
+func (l *Limiter[K]) SetLimit(i int, alg algorithm.Algorithm) error { return l.replace(i, alg) }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
 	return l.AllowN(ctx, key, 1)
 }
 
-// AllowN decides whether a request of cost n for key is admitted now, and
-// charges n if so. A cost outside 1 to Limit is an error that charges nothing.
-// An admission to refund later is ReserveN(ctx, key, n, 0).
+// AllowN decides whether a request of cost n for key is admitted now by every
+// limit, and charges n if so. A cost outside 1 to Limit is an error that
+// charges nothing. An admission to refund later is ReserveN(ctx, key, n, 0).
 func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error) {
-	if l.hooks.active() {
-		return l.allowNHooked(ctx, key, n)
+	if l.many || l.hooks.active() {
+		return l.allowNSlow(ctx, key, n)
 	}
 	return l.take(ctx, key, n)
 }
 
-// allowNHooked is take with the hooks applied around it.
-func (l *Limiter[K]) allowNHooked(ctx context.Context, key K, n int) (d Decision, err error) {
+// AllowNInto is AllowN writing into d, whatever d held, its Limits reusing
+// d's: a Limiter of several limits then allocates nothing, and a copy of d
+// made before sees the new Limits.
+func (l *Limiter[K]) AllowNInto(ctx context.Context, key K, n int, d *Decision) error {
+	if l.many {
+		return l.allowNMany(ctx, key, n, d)
+	}
+	var err error
+	*d, err = l.AllowN(ctx, key, n)
+	return err
+}
+
+// allowNSlow is AllowN of several limits, or with the hooks applied
+// around take.
+func (l *Limiter[K]) allowNSlow(ctx context.Context, key K, n int) (d Decision, err error) {
+	if l.many {
+		err = l.allowNMany(ctx, key, n, &d)
+		return d, err
+	}
 	start := l.hooks.begin(l.clock)
 	d, err = l.take(ctx, key, n)
 	end(ctx, &l.hooks, l.clock, OpAllow, key, int64(n), start, &d, err)
 	return d, err
 }
 
-// take is AllowN without the hooks.
+// take is AllowN without the hooks, for one limit.
 func (l *Limiter[K]) take(ctx context.Context, key K, n int) (Decision, error) {
 	ls := l.cur.Load()
 	if n < 1 || int64(n) > ls.limit {
@@ -380,7 +544,7 @@ func (l *Limiter[K]) take(ctx context.Context, key K, n int) (Decision, error) {
 	if err != nil {
 		return l.failed(ctx, ls, err, key, int64(n), false)
 	}
-	return decided(r, ls.limit, FromStore), nil
+	return decided(r, &ls.oneKinds[0]), nil
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
@@ -399,7 +563,7 @@ func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) 
 		if err != nil {
 			return Decision{}, err
 		}
-		return r.Admission().Decision, nil
+		return r.admission, nil
 	}
 	r, err := l.waitBooked(ctx, func(maxDelay time.Duration) (*Reservation[K], error) {
 		return l.ReserveN(ctx, key, n, maxDelay)
@@ -418,28 +582,32 @@ func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) 
 		}
 		return Decision{}, err
 	}
-	return admitted(r.decision), nil
+	return r.admission, nil
 }
 
 // Peek reports key's state now, for a cost of 1, without charging anything.
 func (l *Limiter[K]) Peek(ctx context.Context, key K) (d Decision, err error) {
-	if l.hooks.active() {
-		start := l.hooks.begin(l.clock)
-		d, err = l.peek(ctx, key)
-		end(ctx, &l.hooks, l.clock, OpPeek, key, 1, start, &d, err)
-		return d, err
+	if !l.hooks.active() {
+		return l.peek(ctx, key)
 	}
-	return l.peek(ctx, key)
+	start := l.hooks.begin(l.clock)
+	d, err = l.peek(ctx, key)
+	end(ctx, &l.hooks, l.clock, OpPeek, key, 1, start, &d, err)
+	return d, err
 }
 
 // peek is Peek without the hooks.
-func (l *Limiter[K]) peek(ctx context.Context, key K) (Decision, error) {
+func (l *Limiter[K]) peek(ctx context.Context, key K) (d Decision, err error) {
+	if l.many {
+		err = l.peekMany(ctx, key, &d)
+		return d, err
+	}
 	ls := l.cur.Load()
 	r, err := ls.table.Peek(ctx, key, l.micros.UnixMicro(), nil)
 	if err != nil {
 		return l.failed(ctx, ls, err, key, 1, true)
 	}
-	return decided(r, ls.limit, FromStore), nil
+	return decided(r, &ls.oneKinds[0]), nil
 }
 
 // Reset forgets key's state, its denial cache entry and its FailLocal state.

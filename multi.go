@@ -11,7 +11,7 @@ import (
 )
 
 // Request is one request of AllowAll: a cost of N for Key, decided by
-// Limiter. AllowAll sets Decision.
+// Limiter, one of a single limit. AllowAll sets Decision.
 type Request[K comparable] struct {
 	Limiter  *Limiter[K] // decides; every request's on one store
 	Key      K
@@ -33,6 +33,9 @@ func AllowAll[K comparable](ctx context.Context, reqs []Request[K]) (bool, error
 			return false, fmt.Errorf("%w: request %d has no Limiter", ErrInvalidConfig, i)
 		}
 		l := rq.Limiter
+		if l.many {
+			return false, fmt.Errorf("%w: request %d has a Limiter of several limits (NewPolicy)", ErrInvalidConfig, i)
+		}
 		p.ls = l.cur.Load()
 		if err := algorithm.CheckCost(int64(rq.N), p.ls.limit); err != nil {
 			return false, fmt.Errorf("request %d: %w", i, err)
@@ -149,7 +152,7 @@ func cached[K comparable](reqs []Request[K], parts []allPart[K]) bool {
 	for i, p := range parts {
 		h := p.cache.hash.Sum(reqs[i].Key)
 		r, _ := p.cache.standing(p.cache.set(h), h, reqs[i].Key, p.now)
-		reqs[i].Decision = decided(r, p.ls.limit, FromStore)
+		reqs[i].Decision = decided(r, &p.ls.oneKinds[0])
 	}
 	return true
 }
@@ -191,7 +194,7 @@ func call[K comparable](ctx context.Context, parts []allPart[K], f func(context.
 func decideAll[K comparable](ctx context.Context, reqs []Request[K], parts []allPart[K], sreqs []store.Request[K], err error) error {
 	if err == nil {
 		for i, p := range parts {
-			reqs[i].Decision = decided(sreqs[i].Result, p.ls.limit, FromStore)
+			reqs[i].Decision = decided(sreqs[i].Result, &p.ls.oneKinds[0])
 		}
 		return nil
 	}
@@ -208,7 +211,7 @@ func decideAll[K comparable](ctx context.Context, reqs []Request[K], parts []all
 			errs = append(errs, ferr)
 			continue
 		}
-		reqs[i].Decision = decided(r, p.ls.limit, src)
+		reqs[i].Decision = decidedBy(r, p.ls.limit, src)
 		reqs[i].Decision.setBreakerOpen(open)
 	}
 	if len(errs) > 0 {

@@ -101,7 +101,7 @@ func (h *hooks) begin(clk interface{ Now() time.Time }) (start time.Time) {
 func end[K comparable](ctx context.Context, h *hooks, clk interface{ Now() time.Time }, op Op, key K, cost int64, start time.Time, d *Decision, err error) {
 	allowed := err == nil && d.Allowed()
 	if err == nil && !allowed && h.dryRun {
-		*d = d.DryRun()
+		d.markDryRun()
 	}
 	if h.observer == nil {
 		return
