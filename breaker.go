@@ -17,9 +17,7 @@ import (
 type Breaker struct {
 	Failures      int           // failures in a row that open the breaker; 0 means 5
 	ProbeInterval time.Duration // how long it stays open between probes; 0 means a second
-	// SlowCall is how long a store that is not store.Remote may take before a
-	// call its caller's deadline ended counts as a failure; 0 means 100ms.
-	SlowCall time.Duration
+	SlowCall      time.Duration // past it, a call its caller's deadline cut is a failure (not store.Remote); 0: 100ms
 }
 
 // The defaults of a Breaker's zero fields.

@@ -15,36 +15,26 @@ import (
 )
 
 var (
-	// ErrInvalidConfig reports a configuration that cannot be used.
-	ErrInvalidConfig = algorithm.ErrInvalidConfig
-	// ErrInvalidCost reports a cost below 1; nothing is charged.
-	ErrInvalidCost = algorithm.ErrInvalidCost
-	// ErrCostExceedsLimit reports a cost above Limit; nothing is charged.
-	ErrCostExceedsLimit = algorithm.ErrCostExceedsLimit
+	ErrInvalidConfig    = algorithm.ErrInvalidConfig    // a configuration that cannot be used
+	ErrInvalidCost      = algorithm.ErrInvalidCost      // a cost below 1; nothing is charged
+	ErrCostExceedsLimit = algorithm.ErrCostExceedsLimit // a cost above Limit; nothing is charged
+	ErrClockUnsupported = store.ErrClockUnsupported     // a clock the store cannot use
+	ErrStoreUnavailable = store.ErrUnavailable          // wraps the errors of a store's backend
+	ErrStoreFull        = store.ErrFull                 // a store out of room for a key's state
+	ErrStateMismatch    = store.ErrStateMismatch        // a state of another algorithm or format
+	ErrKeyTooLong       = store.ErrKeyTooLong           // a key longer than the store keeps
+	ErrTooManyStates    = store.ErrTooManyStates        // a key with store.MaxStatesPerKey states
+
 	// ErrWouldExceedDeadline reports a Wait past ctx's deadline (DeadlineExceeded).
 	ErrWouldExceedDeadline = errors.New("ratelimit: wait would exceed the context deadline")
 	// ErrNotBooked reports Reservation.Wait on a request not booked.
 	ErrNotBooked = errors.New("ratelimit: the request was not booked")
-	// ErrClockUnsupported reports a clock the store cannot use.
-	ErrClockUnsupported = store.ErrClockUnsupported
-	// ErrStoreUnavailable wraps errors of a store's backend.
-	ErrStoreUnavailable = store.ErrUnavailable
-	// ErrStoreFull reports a store out of room for a key's state.
-	ErrStoreFull = store.ErrFull
-	// ErrStateMismatch reports a state of another algorithm or format.
-	ErrStateMismatch = store.ErrStateMismatch
-	// ErrKeyTooLong reports a key longer than the store keeps.
-	ErrKeyTooLong = store.ErrKeyTooLong
-	// ErrTooManyStates reports a key with store.MaxStatesPerKey states.
-	ErrTooManyStates = store.ErrTooManyStates
 	// ErrBreakerOpen reports a call an open breaker kept away (ErrStoreUnavailable).
 	ErrBreakerOpen = fmt.Errorf("ratelimit: circuit breaker open, the store was not asked: %w", store.ErrUnavailable)
 )
 
-// Decision is the outcome of one call, read through its methods. The zero
-// Decision denies, with a zero Limit, from the store. A Limiter of several
-// limits (NewPolicy) combines theirs: allowed only if every limit admits,
-// the rest the binding limit's.
+// Decision is the outcome of one call; the zero Decision denies. Of several
+// limits, it admits if each does; its numbers are the binding limit's.
 type Decision struct {
 	remaining  int64
 	retryAfter time.Duration
@@ -182,9 +172,7 @@ func (d Decision) DryRunDenied() bool { return d.word()&dryRunBit != 0 }
 // BreakerOpen reports that an open breaker (WithBreaker) kept the call away.
 func (d Decision) BreakerOpen() bool { return d.word()&breakerBit != 0 }
 
-// Limits returns each limit's decision, in order, for a Limiter of several
-// limits (NewPolicy), in d's storage; nil for one of one limit, whose
-// decision is d itself.
+// Limits returns each limit's decision, in d's storage; nil for one limit.
 func (d Decision) Limits() []Decision {
 	if d.kind == nil || d.kind.limits == nil {
 		return nil
@@ -192,14 +180,10 @@ func (d Decision) Limits() []Decision {
 	return *d.kind.limits
 }
 
-// Binding is the index in Limits of the limit that decided: the longest
-// wait when denied, the least left when admitted; 0 for one limit.
+// Binding is the index in Limits of the limit that decided; 0 for one limit.
 func (d Decision) Binding() int { return int(d.word() >> bindingShift & bindingMask) }
 
-// DryRun returns d as dry-run mode returns it: a denial admitted and marked
-// DryRunDenied, and so each denying limit's. For middleware with a dry-run
-// mode of its own. Of several limits, the result has limits' decisions of
-// its own (an allocation); d is unchanged.
+// DryRun returns d as WithDryRun would, for middleware; d is unchanged.
 func (d Decision) DryRun() Decision {
 	if d.Allowed() {
 		return d
@@ -249,7 +233,7 @@ func (d Decision) String() string {
 	return s
 }
 
-// DecisionFields is a Decision's content as a plain struct, without Limits.
+// DecisionFields is a Decision's content, but Limits, as a plain struct.
 type DecisionFields struct {
 	Allowed      bool
 	Limit        int64
@@ -321,8 +305,7 @@ func (s Source) String() string {
 	return fmt.Sprintf("Source(%d)", uint8(s))
 }
 
-// FailurePolicy says what a Limiter decides while its store fails. A caller
-// whose context has ended gets the context's error instead.
+// FailurePolicy says what a Limiter decides while its store fails.
 type FailurePolicy uint8
 
 const (
@@ -390,8 +373,7 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// WithClock sets the clock decisions are made by. The default is
-// clock.Local(). A nil clock is ignored.
+// WithClock sets the clock decisions are made by (clock.Local(); nil: kept).
 func WithClock(c clock.Clock) Option {
 	return optionFunc(func(o *options) {
 		if c != nil {
@@ -405,45 +387,40 @@ func WithFailurePolicy(p FailurePolicy) Option {
 	return optionFunc(func(o *options) { o.policy = p })
 }
 
-// WithErrorHandler sets a function, safe for concurrent use, called with each
-// store error a failure policy absorbed and each warning of the store.
+// WithErrorHandler calls f, concurrently, with each store error a failure
+// policy absorbed and each warning of the store.
 func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(o *options) { o.onError = f })
 }
 
-// WithName names the quota of a Limiter (of a NewPolicy's limit,
-// name/Limit.Name): limits of one name on one store backend share each key's
-// usage, across processes and changes of numbers. Unnamed, each is a quota of
-// its own on a store.Local and refused elsewhere. A name is 1 to 256 bytes of
-// UTF-8 without control characters.
+// WithName names a Limiter's quota (a NewPolicy limit's: name/Limit.Name):
+// limits of one name on one store backend share each key's usage, across
+// processes and changes of numbers. Unnamed, a Limiter is its own quota on
+// a store.Local and refused elsewhere. A name is 1 to 256 bytes of UTF-8,
+// no control characters.
 func WithName(name string) Option {
 	return optionFunc(func(o *options) { o.hooks.name, o.named = name, true })
 }
 
-// WithMaxBookAhead bounds how far ahead ReserveN and WaitN book: by default the
-// limits' reset period, at least a minute; negative, no bound. At 0 WaitN
-// decides as AllowN when the waiter wakes: a pace holds at the call.
+// WithMaxBookAhead bounds how far ahead ReserveN and WaitN book; by default
+// the limits' reset period, at least a minute; negative: no bound.
 func WithMaxBookAhead(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.bookAhead = &d })
 }
 
-// WithInheritance sets how a key's state written with other parameters is
-// carried: algorithm.AsIs (the default) or Proportional; neither grants a
-// fresh quota. NewPolicy's limits set Limit.Inherit.
+// WithInheritance sets how state written under other numbers carries over.
 func WithInheritance(rule algorithm.Rule) Option {
 	return optionFunc(func(o *options) { o.inherit = &rule })
 }
 
-// WithResetOnMismatch starts afresh a key whose state no algorithm reads,
-// rather than fail (ErrStateMismatch). NewPolicy's limits set
-// Limit.ResetOnMismatch.
+// WithResetOnMismatch starts afresh a state no algorithm reads (else
+// ErrStateMismatch).
 func WithResetOnMismatch() Option {
 	return optionFunc(func(o *options) { o.resetOnMismatch = true })
 }
 
-// Limiter limits the rate of requests per key of type K, under one limit
-// (New) or several charged all or none (NewPolicy); of one, it allocates
-// nothing. It is safe for concurrent use.
+// Limiter limits requests per key of type K under one limit (New) or several
+// charged all or none (NewPolicy). It is safe for concurrent use.
 type Limiter[K comparable] struct {
 	engine[K]
 	with *withs[K] // the Limiters of With (with.go)
@@ -480,18 +457,14 @@ func (l *Limiter[K]) Limit() int64 { return l.cur.Load().limit }
 // Name returns the name of the Limiter's quota (WithName), or "" when unnamed.
 func (l *Limiter[K]) Name() string { return l.hooks.name }
 
-// Limits returns the limits deciding now, with their names (for a Limiter
-// from New, its one limit, unnamed: its name is Name), allocating nothing:
-// the caller must not modify them.
+// Limits returns the limits deciding now (New's: one, unnamed); do not modify.
 func (l *Limiter[K]) Limits() []Limit { return l.cur.Load().spec }
 
 // SetAlgorithm is SetLimit(0, alg).
 func (l *Limiter[K]) SetAlgorithm(alg algorithm.Algorithm) error { return l.replace(0, alg) }
 
-// SetLimit makes alg decide for limit i from now on, under the same quota:
-// each key's state is carried by the limit's rule (WithInheritance). Errors
-// wrap ErrInvalidConfig (no limit i, a nil alg, another kind of algorithm),
-// or are the store's.
+// SetLimit makes alg decide limit i under the same quota, each key's state
+// carried by its rule (WithInheritance). Errors: ErrInvalidConfig, the store's.
 func (l *Limiter[K]) SetLimit(i int, alg algorithm.Algorithm) error { return l.replace(i, alg) }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
@@ -499,9 +472,8 @@ func (l *Limiter[K]) Allow(ctx context.Context, key K) (Decision, error) {
 	return l.AllowN(ctx, key, 1)
 }
 
-// AllowN decides whether a request of cost n for key is admitted now by every
-// limit, and charges n if so. A cost outside 1 to Limit is an error that
-// charges nothing. An admission to refund later is ReserveN(ctx, key, n, 0).
+// AllowN admits a request of cost n (1 to Limit) for key now and charges it,
+// or denies it and charges nothing. To refund later, use ReserveN(…, 0).
 func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error) {
 	if l.many || l.hooks.active() {
 		return l.allowNSlow(ctx, key, n)
@@ -509,9 +481,7 @@ func (l *Limiter[K]) AllowN(ctx context.Context, key K, n int) (Decision, error)
 	return l.take(ctx, key, n)
 }
 
-// AllowNInto is AllowN writing into d, whatever d held, its Limits reusing
-// d's: a Limiter of several limits then allocates nothing, and a copy of d
-// made before sees the new Limits.
+// AllowNInto is AllowN into d, reusing (so sharing) d's Limits: no allocation.
 func (l *Limiter[K]) AllowNInto(ctx context.Context, key K, n int, d *Decision) error {
 	if l.many {
 		return l.allowNMany(ctx, key, n, d)
@@ -552,9 +522,8 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) (Decision, error) {
 	return l.WaitN(ctx, key, 1)
 }
 
-// WaitN books a request of cost n for key (ReserveN) and sleeps until it is
-// due, so waiters go in booking order. One not bookable before ctx's deadline
-// fails at once, uncharged; one whose ctx ends first is cancelled.
+// WaitN books n for key (ReserveN) and sleeps until due; it fails at once,
+// uncharged, if ctx's deadline is too near, and cancels if ctx ends first.
 func (l *Limiter[K]) WaitN(ctx context.Context, key K, n int) (Decision, error) {
 	if l.cur.Load().holds {
 		r, err := l.waitHold(ctx, &l.hooks, key, n, func() (*Reservation[K], error) {

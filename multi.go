@@ -10,8 +10,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// Request is one request of AllowAll: a cost of N for Key, decided by
-// Limiter, one of a single limit. AllowAll sets Decision.
+// Request is a cost of N for Key by Limiter (of one limit), for AllowAll.
 type Request[K comparable] struct {
 	Limiter  *Limiter[K] // decides; every request's on one store
 	Key      K
@@ -19,12 +18,10 @@ type Request[K comparable] struct {
 	Decision Decision // set by AllowAll
 }
 
-// AllowAll decides reqs together, each by its Limiter (all on one store):
-// when every one is admitted it charges each and returns true; otherwise it
-// charges none, each Decision saying what AllowN would alone. On this
-// module's stores (store.Multi) it is one call, one script on Redis (one per
-// Cluster node); a denial cache answers without the store. Deadlines and
-// failures act as for AllowN. Errors name a request's index, or are the store's.
+// AllowAll charges every request of reqs (on one store) if each is admitted
+// and returns true, else none, each Decision saying what AllowN would alone:
+// one store call (store.Multi; one script per Redis node). Failures act as
+// for AllowN; errors name a request's index, or are the store's.
 func AllowAll[K comparable](ctx context.Context, reqs []Request[K]) (bool, error) {
 	parts := make([]allPart[K], len(reqs))
 	for i := range reqs {

@@ -50,8 +50,7 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
 
-// WithObserver calls obs with every decision's Event before it returns: obs
-// must be quick and safe for concurrent use. A nil obs is ignored.
+// WithObserver calls obs (quick, safe for concurrent use) with each Event.
 func WithObserver(obs func(ctx context.Context, e Event)) Option {
 	return optionFunc(func(o *options) {
 		if obs != nil {
@@ -65,8 +64,7 @@ func WithObservedKeys() Option {
 	return optionFunc(func(o *options) { o.hooks.keys = true })
 }
 
-// WithDryRun makes the Limiter charge as usual but admit what it would deny,
-// marked DryRunDenied with the denial's numbers. Errors are still returned.
+// WithDryRun admits what the Limiter would deny, marked DryRunDenied.
 func WithDryRun() Option {
 	return optionFunc(func(o *options) { o.hooks.dryRun = true })
 }

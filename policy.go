@@ -13,15 +13,12 @@ import (
 
 // Limit is one of the limits of a Limiter built by NewPolicy.
 type Limit struct {
-	// Name names the limit; its quota is the Limiter's name (WithName), '/'
-	// and Name. The default is "limit1", "limit2"… by position; no '/'.
-	Name string
-	// Algorithm decides for this limit.
-	Algorithm algorithm.Algorithm
-	// Inherit is the limit's WithInheritance.
-	Inherit algorithm.Rule
-	// ResetOnMismatch is the limit's WithResetOnMismatch.
-	ResetOnMismatch bool
+	// Name's quota is the Limiter's name (WithName), '/' and Name; no '/'.
+	// The default is "limit1", "limit2"… by position.
+	Name            string
+	Algorithm       algorithm.Algorithm // decides for this limit
+	Inherit         algorithm.Rule      // the limit's WithInheritance
+	ResetOnMismatch bool                // the limit's WithResetOnMismatch
 }
 
 // Policy is the name a Limiter of several limits went by.
@@ -30,10 +27,8 @@ type Policy[K comparable] = Limiter[K]
 // PolicyDecision is the name a Decision of several limits went by.
 type PolicyDecision = Decision
 
-// NewPolicy returns a Limiter of several limits on one key: a request is
-// charged to every limit or to none, atomically, and its Decision carries
-// each limit's (Decision.Limits). State is kept in st under the Limiter's
-// name (WithName). Errors wrap ErrInvalidConfig, or are the store's.
+// NewPolicy returns a Limiter of several limits, charging each or none,
+// atomically, on state in st under its name (WithName), as New.
 func NewPolicy[K comparable](st store.Store[K], limits []Limit, opts ...Option) (*Limiter[K], error) {
 	if len(limits) == 0 {
 		return nil, fmt.Errorf("%w: a policy needs at least one limit", ErrInvalidConfig)

@@ -24,8 +24,8 @@ const longestDelay = time.Duration(algorithm.MaxDuration) * time.Microsecond
 // cancelTimeout bounds the call with which an ended WaitN cancels its booking.
 const cancelTimeout = time.Second
 
-// Reservation is a request booked by ReserveN, charged already, admitted Delay
-// from now. It is safe for concurrent use.
+// Reservation is a request ReserveN booked and charged, due in Delay. It is
+// safe for concurrent use.
 type Reservation[K comparable] struct {
 	ok        bool
 	decision  Decision  // as booked: RetryAfter the delay
@@ -54,10 +54,8 @@ func (r *Reservation[K]) Delay() time.Duration {
 	return max(0, r.due.Sub(r.e.clock.Now()))
 }
 
-// Decision returns the booking's decision: as made, RetryAfter its delay,
-// until it is due; from then as it admits the request, as WaitN returns it
-// (RetryAfter 0, ResetAfter less the delay). For a request not booked, the
-// denial.
+// Decision returns the booking's decision as made (RetryAfter its delay)
+// until due, then as WaitN returns it; for a request not booked, the denial.
 func (r *Reservation[K]) Decision() Decision {
 	if r.ok && !r.e.clock.Now().Before(r.due) {
 		return r.admission
@@ -65,8 +63,8 @@ func (r *Reservation[K]) Decision() Decision {
 	return r.decision
 }
 
-// Wait sleeps until the booking is due, or returns ErrNotBooked when it was
-// not booked. When ctx ends first it cancels the booking and returns its error.
+// Wait sleeps until the booking is due (ErrNotBooked if not booked); if ctx
+// ends first it cancels the booking and returns ctx's error.
 func (r *Reservation[K]) Wait(ctx context.Context) error {
 	if !r.ok {
 		return ErrNotBooked
@@ -80,9 +78,8 @@ func (r *Reservation[K]) Wait(ctx context.Context) error {
 	return nil
 }
 
-// Cancel gives the booking back as far as later charges do not build on it:
-// all of it when it is the key's newest. It does nothing once due (Refund
-// still can), when not booked, or a second time.
+// Cancel gives back what later charges do not build on (all, when newest);
+// nothing once due (Refund still can), when not booked, or a second time.
 func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	if !r.ok || r.table == nil || r.done.Load() {
 		return nil
@@ -106,9 +103,8 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	return err
 }
 
-// Refund gives back this reservation's charge, at most what undoing it now
-// gives, and returns how much (of several limits: the least); 0 after Reset, once it
-// no longer counts, or a second time (docs/refunds.md).
+// Refund gives back this charge as far as undoing it now does, and says how
+// much (of several limits, the least): 0 once it no longer counts.
 func (r *Reservation[K]) Refund(ctx context.Context) (int64, error) {
 	return r.giveBack(ctx, OpRefund, false)
 }
@@ -442,10 +438,8 @@ func (e *engine[K]) refundStore(ctx context.Context, key K, n int, d *Decision) 
 	return nil
 }
 
-// ReserveN books a request of cost n for key at the earliest instant it fits,
-// within maxDelay (negative: any) and WithMaxBookAhead, and charges it now. One
-// not booked in time charges nothing and is not OK; maxDelay 0 decides as AllowN,
-// as any does for an in-flight limit: WaitN waits for a slot.
+// ReserveN books n for key, charged now, at the first instant it fits within
+// maxDelay (negative: any; 0 as AllowN); else it charges nothing and is not OK.
 func (l *Limiter[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
 	res := &Reservation[K]{e: &l.engine, hooks: &l.hooks}
 	if err := l.reserve(ctx, &l.hooks, key, n, maxDelay, res); err != nil {
