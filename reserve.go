@@ -213,7 +213,7 @@ func (e *engine[K]) book(ctx context.Context, now0 bool, key K, n int, maxDelay 
 	}
 	md := min(delayMicros(maxDelay), ls.ahead)
 	if now0 || ls.holds {
-		md = 0 // a hold is never booked ahead: see hold.go
+		md = 0 // a hold is never booked ahead: see inflight.go
 	}
 	res.key = key
 	rs := make([]algorithm.Result, len(ls.each))

@@ -52,7 +52,7 @@ type limits[K comparable] struct {
 	// the store's store.Local.
 	holding          []bool
 	holds, inProcess bool
-	slots            *slotQueues[K] // the key's waiters for a slot, when a limit holds (hold.go)
+	slots            *slotQueues[K] // the key's waiters for a slot, when a limit holds (inflight.go)
 }
 
 func newOptions(opts []Option) (options, error) {

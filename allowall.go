@@ -169,7 +169,7 @@ func call[K comparable](ctx context.Context, parts []allPart[K], f func(context.
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok || timeout == 0 || time.Until(deadline) >= timeout/2 {
-		return f(detached) // as a Limiter's calls (detach.go), at least half the timeout away
+		return f(detached) // as a Limiter's calls (deadline.go), at least half the timeout away
 	}
 	done := make(chan error, 1)
 	go func() {
