@@ -15,15 +15,9 @@ import (
 
 // Breaker configures WithBreaker; a negative field is ErrInvalidConfig.
 type Breaker struct {
-	// Failures is how many failures in a row open the breaker; 0 means 5.
-	Failures int
-	// ProbeInterval is how long the breaker stays open between probes; 0
-	// means a second.
-	ProbeInterval time.Duration
-	// SlowCall is how long a store that is not store.Remote must have had
-	// to answer, for a call its caller's deadline ended to count as a
-	// failure; 0 means 100ms.
-	SlowCall time.Duration
+	Failures      int           // failures in a row that open the breaker; 0 means 5
+	ProbeInterval time.Duration // how long it stays open between probes; 0 means a second
+	SlowCall      time.Duration // past it, a call its caller's deadline cut is a failure (not store.Remote); 0: 100ms
 }
 
 // The defaults of a Breaker's zero fields.
@@ -33,9 +27,8 @@ const (
 	defaultSlowCall        = 100 * time.Millisecond
 )
 
-// WithBreaker stops calling the store once b.Failures calls in a row failed
-// with ErrStoreUnavailable, failing with ErrBreakerOpen instead, until a
-// probe, one call every b.ProbeInterval, is answered.
+// WithBreaker fails calls with ErrBreakerOpen, not asking the store, once
+// b.Failures in a row failed (ErrStoreUnavailable), until a probe is answered.
 func WithBreaker(b Breaker) Option {
 	return optionFunc(func(o *options) { o.breaker = &b })
 }

@@ -11,12 +11,11 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// MaxDenialCacheKeys is the largest size WithDenialCache accepts.
-const MaxDenialCacheKeys = 1 << 24
+// maxDenialCacheKeys is the largest size WithDenialCache accepts.
+const maxDenialCacheKeys = 1 << 24
 
-// WithDenialCache makes the Limiter answer requests of cost 1 on up to maxKeys
-// keys the store denied, as the store would, until their RetryAfter has
-// passed. It never admits; maxKeys is at most MaxDenialCacheKeys.
+// WithDenialCache answers a cost of 1 on up to maxKeys (1 to 2^24) keys the
+// store denied as the store would until their RetryAfter, never admitting.
 func WithDenialCache(maxKeys int) Option {
 	return optionFunc(func(o *options) { o.denials = maxKeys; o.denialCache = true })
 }
@@ -54,8 +53,8 @@ type denial[K comparable] struct {
 }
 
 func newDenialCache[K comparable](maxKeys int) (*denialCache[K], error) {
-	if maxKeys < 1 || maxKeys > MaxDenialCacheKeys {
-		return nil, fmt.Errorf("%w: WithDenialCache(%d): the size must be in [1, %d]", ErrInvalidConfig, maxKeys, MaxDenialCacheKeys)
+	if maxKeys < 1 || maxKeys > maxDenialCacheKeys {
+		return nil, fmt.Errorf("%w: WithDenialCache(%d): the size must be in [1, %d]", ErrInvalidConfig, maxKeys, maxDenialCacheKeys)
 	}
 	ways := min(denialWays, maxKeys)
 	return &denialCache[K]{hash: keyhash.New[K](), ways: ways, sets: make([]denialSet[K], maxKeys/ways)}, nil

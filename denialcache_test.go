@@ -210,7 +210,7 @@ func TestDenialCacheResetDuringTake(t *testing.T) {
 
 func TestDenialCacheInvalidSize(t *testing.T) {
 	alg := mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1})
-	for _, n := range []int{0, -1, ratelimit.MaxDenialCacheKeys + 1} {
+	for _, n := range []int{0, -1, 1<<24 + 1} {
 		if _, err := ratelimit.New(alg, memorystore.New[string](), ratelimit.WithDenialCache(n)); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 			t.Errorf("New(WithDenialCache(%d)): %v, want ErrInvalidConfig", n, err)
 		}

@@ -2,8 +2,8 @@
 // process or shared by many through Redis.
 //
 // A [Limiter] decides with an algorithm (tokenbucket, gcra, slidinglog,
-// slidingwindow, fixedwindow) on state kept in a store (store/memorystore,
-// or Redis); a [Policy] charges several limits on one key, all or none.
+// slidingwindow, fixedwindow) on state in a store (store/memorystore, Redis),
+// under one limit or several charged all or none ([NewPolicy]).
 //
 //	alg, err := tokenbucket.PerSecond(2, tokenbucket.Burst(5))
 //	lim, err := ratelimit.New(alg, memorystore.New[string]())

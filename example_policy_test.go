@@ -27,7 +27,7 @@ func ExampleNewPolicy() {
 	for i := 1; i <= 4; i++ {
 		d, _ := p.Allow(ctx, "client")
 		fmt.Printf("request %d: allowed=%v binding=%s burst=%d hourly=%d retry=%v\n", i, d.Allowed(),
-			p.Limits()[d.Binding].Name, d.Limits()[0].Remaining(), d.Limits()[1].Remaining(), d.RetryAfter())
+			p.Limits()[d.Binding()].Name, d.Limits()[0].Remaining(), d.Limits()[1].Remaining(), d.RetryAfter())
 		fake.Advance(500 * time.Millisecond)
 	}
 	// Output:

@@ -6,56 +6,29 @@ import (
 	"time"
 )
 
-// Observer receives an Event for every decision, on the caller's goroutine
-// before the decision returns: it must be quick and safe for concurrent use.
-type Observer interface {
-	Observe(ctx context.Context, e Event)
-}
-
-// ObserverFunc adapts a function to an Observer.
-type ObserverFunc func(ctx context.Context, e Event)
-
-// Observe calls f(ctx, e).
-func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
-
 // Event describes one decision, or one failure to decide.
 type Event struct {
-	// Name is the limiter's name (WithName), or "".
-	Name string
-	// Op is the operation that decided.
-	Op Op
-	// Outcome is the limit's verdict, OutcomeDenied in dry run too.
-	Outcome Outcome
-	// DryRun reports a limiter in dry-run mode (WithDryRun).
-	DryRun bool
-	// Cost is the cost asked for (1 for Peek).
-	Cost int64
-	// Latency is how long the decision took, on the limiter's clock.
-	Latency time.Duration
-	// Decision is the decision returned; zero with OutcomeError.
-	Decision Decision
-	// Err is the error returned with OutcomeError, nil otherwise.
-	Err error
-	// Key is the key, with WithObservedKeys only: never a metric attribute.
-	Key any
+	Name     string        // the limiter's name (WithName), or ""
+	Op       Op            // the operation that decided
+	Allowed  bool          // the verdict: false for a denial, in dry run too, and with Err
+	DryRun   bool          // the limiter is in dry-run mode (WithDryRun)
+	Cost     int64         // the cost asked for (1 for Peek)
+	Latency  time.Duration // how long the decision took, on the limiter's clock
+	Decision Decision      // the decision returned; zero with Err
+	Err      error         // the error returned: no decision was made
+	Key      any           // the key, with WithObservedKeys only: never a metric attribute
 }
 
 // Op is the operation an Event reports.
 type Op uint8
 
 const (
-	// OpAllow is AllowN, and each attempt of a WaitN that cannot book.
-	OpAllow Op = iota
-	// OpPeek is Peek.
-	OpPeek
-	// OpReserve is ReserveN and WaitN's booking; RetryAfter is its delay.
-	OpReserve
-	// OpCancel is a booking given back (Cancel, or a WaitN cut short).
-	OpCancel
-	// OpRefund is Refund; Decision is the key's state after it.
-	OpRefund
-	// OpSettle is a Reservation's Settle; Cost is the cost settled to.
-	OpSettle
+	OpAllow   Op = iota // AllowN, and each attempt of a WaitN that cannot book
+	OpPeek              // Peek
+	OpReserve           // ReserveN and WaitN's booking; RetryAfter is its delay
+	OpCancel            // a booking given back (Cancel, or a WaitN cut short)
+	OpRefund            // Refund; Decision is the key's state after it
+	OpSettle            // a Reservation's Settle; Cost is the cost settled to
 )
 
 // String returns "allow", "peek", "reserve", "cancel", "refund" or "settle".
@@ -77,33 +50,8 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
 
-// Outcome is the verdict an Event reports.
-type Outcome uint8
-
-const (
-	// OutcomeAllowed: the limit admitted the request.
-	OutcomeAllowed Outcome = iota
-	// OutcomeDenied: the limit denied the request.
-	OutcomeDenied
-	// OutcomeError: no decision was made; Event.Err says why.
-	OutcomeError
-)
-
-// String returns "allowed", "denied" or "error".
-func (o Outcome) String() string {
-	switch o {
-	case OutcomeAllowed:
-		return "allowed"
-	case OutcomeDenied:
-		return "denied"
-	case OutcomeError:
-		return "error"
-	}
-	return fmt.Sprintf("Outcome(%d)", uint8(o))
-}
-
-// WithObserver sets an observer of every decision; nil is ignored.
-func WithObserver(obs Observer) Option {
+// WithObserver calls obs (quick, safe for concurrent use) with each Event.
+func WithObserver(obs func(ctx context.Context, e Event)) Option {
 	return optionFunc(func(o *options) {
 		if obs != nil {
 			o.hooks.observer = obs
@@ -116,8 +64,7 @@ func WithObservedKeys() Option {
 	return optionFunc(func(o *options) { o.hooks.keys = true })
 }
 
-// WithDryRun makes the Limiter charge as usual but admit what it would deny,
-// marked DryRunDenied with the denial's numbers. Errors are still returned.
+// WithDryRun admits what the Limiter would deny, marked DryRunDenied.
 func WithDryRun() Option {
 	return optionFunc(func(o *options) { o.hooks.dryRun = true })
 }
@@ -129,7 +76,7 @@ func WithDryRun() Option {
 // first), end being the one place where dry run is applied and an Event
 // reported.
 type hooks struct {
-	observer Observer
+	observer func(context.Context, Event)
 	name     string
 	keys     bool
 	dryRun   bool
@@ -150,23 +97,17 @@ func (h *hooks) begin(clk interface{ Now() time.Time }) (start time.Time) {
 // end applies dry-run mode to *d, the decision of op on key at cost begun
 // at start (or the error err), and reports its event to the observer.
 func end[K comparable](ctx context.Context, h *hooks, clk interface{ Now() time.Time }, op Op, key K, cost int64, start time.Time, d *Decision, err error) {
-	outcome := OutcomeAllowed
-	switch {
-	case err != nil:
-		outcome = OutcomeError
-	case !d.Allowed():
-		outcome = OutcomeDenied
-		if h.dryRun {
-			*d = d.DryRun()
-		}
+	allowed := err == nil && d.Allowed()
+	if err == nil && !allowed && h.dryRun {
+		d.markDryRun()
 	}
 	if h.observer == nil {
 		return
 	}
-	e := Event{Name: h.name, Op: op, Outcome: outcome, DryRun: h.dryRun, Cost: cost,
+	e := Event{Name: h.name, Op: op, Allowed: allowed, DryRun: h.dryRun, Cost: cost,
 		Latency: clk.Now().Sub(start), Decision: *d, Err: err}
 	if h.keys {
 		e.Key = key
 	}
-	h.observer.Observe(ctx, e)
+	h.observer(ctx, e)
 }

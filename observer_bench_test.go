@@ -18,7 +18,7 @@ import (
 //	go test -run='^$' -bench=Observer -benchmem -count=10 .
 func BenchmarkObserver(b *testing.B) {
 	var events atomic.Int64
-	count := ratelimit.ObserverFunc(func(context.Context, ratelimit.Event) { events.Add(1) })
+	count := func(context.Context, ratelimit.Event) { events.Add(1) }
 	for _, bc := range []struct {
 		name string
 		opts []ratelimit.Option

@@ -17,9 +17,9 @@ func ExampleWithDryRun() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	show := ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
-		fmt.Printf("event: %s %s %s, dry run %v\n", e.Name, e.Op, e.Outcome, e.DryRun)
-	})
+	show := func(_ context.Context, e ratelimit.Event) {
+		fmt.Printf("event: %s %s allowed %v, dry run %v\n", e.Name, e.Op, e.Allowed, e.DryRun)
+	}
 	lim, err := ratelimit.New(alg, memorystore.New[string](),
 		ratelimit.WithDryRun(), ratelimit.WithObserver(show), ratelimit.WithName("new-limit"))
 	if err != nil {
@@ -33,10 +33,10 @@ func ExampleWithDryRun() {
 		fmt.Printf("allowed %v, would have been denied %v\n", d.Allowed(), d.DryRunDenied())
 	}
 	// Output:
-	// event: new-limit allow allowed, dry run true
+	// event: new-limit allow allowed true, dry run true
 	// allowed true, would have been denied false
-	// event: new-limit allow allowed, dry run true
+	// event: new-limit allow allowed true, dry run true
 	// allowed true, would have been denied false
-	// event: new-limit allow denied, dry run true
+	// event: new-limit allow allowed false, dry run true
 	// allowed true, would have been denied true
 }

@@ -107,7 +107,7 @@ func newObservedAlg(t *testing.T, alg algorithm.Algorithm, opts ...ratelimit.Opt
 	fake := clock.NewFake(t0)
 	st := &flakyStore[string]{mem: memorystore.New[string](), fake: fake, delay: 3 * time.Millisecond}
 	rec := &recorder{}
-	opts = append([]ratelimit.Option{ratelimit.WithClock(fake), ratelimit.WithObserver(rec)}, opts...)
+	opts = append([]ratelimit.Option{ratelimit.WithClock(fake), ratelimit.WithObserver(rec.Observe)}, opts...)
 	lim, err := ratelimit.New(alg, st, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -143,33 +143,33 @@ func TestObserverReportsEveryDecision(t *testing.T) {
 	if err != nil || !d.Allowed() {
 		t.Fatalf("AllowN = %+v, %v", d, err)
 	}
-	checkEvent(t, rec.take(), ratelimit.Event{Name: "api", Op: ratelimit.OpAllow, Outcome: ratelimit.OutcomeAllowed,
+	checkEvent(t, rec.take(), ratelimit.Event{Name: "api", Op: ratelimit.OpAllow, Allowed: true,
 		Cost: 2, Latency: ms3, Decision: d})
 
 	d, err = lim.Allow(ctx, "alice")
 	if err != nil || d.Allowed() {
 		t.Fatalf("Allow = %+v, %v, want a denial", d, err)
 	}
-	checkEvent(t, rec.take(), ratelimit.Event{Name: "api", Op: ratelimit.OpAllow, Outcome: ratelimit.OutcomeDenied,
+	checkEvent(t, rec.take(), ratelimit.Event{Name: "api", Op: ratelimit.OpAllow,
 		Cost: 1, Latency: ms3, Decision: d})
 
 	d, err = lim.Peek(ctx, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkEvent(t, rec.take(), ratelimit.Event{Name: "api", Op: ratelimit.OpPeek, Outcome: ratelimit.OutcomeDenied,
+	checkEvent(t, rec.take(), ratelimit.Event{Name: "api", Op: ratelimit.OpPeek,
 		Cost: 1, Latency: ms3, Decision: d})
 
 	// A bad cost never reaches the store: no latency on the fake clock.
 	if _, err := lim.AllowN(ctx, "alice", 0); !errors.Is(err, ratelimit.ErrInvalidCost) {
 		t.Fatalf("AllowN(0) = %v, want ErrInvalidCost", err)
 	}
-	checkEvent(t, rec.take(), ratelimit.Event{Name: "api", Op: ratelimit.OpAllow, Outcome: ratelimit.OutcomeError,
+	checkEvent(t, rec.take(), ratelimit.Event{Name: "api", Op: ratelimit.OpAllow,
 		Cost: 0, Err: ratelimit.ErrInvalidCost})
 	if _, err := lim.AllowN(ctx, "alice", 3); !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
 		t.Fatalf("AllowN(3) = %v, want ErrCostExceedsLimit", err)
 	}
-	checkEvent(t, rec.take(), ratelimit.Event{Name: "api", Op: ratelimit.OpAllow, Outcome: ratelimit.OutcomeError,
+	checkEvent(t, rec.take(), ratelimit.Event{Name: "api", Op: ratelimit.OpAllow,
 		Cost: 3, Err: ratelimit.ErrCostExceedsLimit})
 
 	// Reset decides nothing.
@@ -185,16 +185,16 @@ func TestObserverReportsFailurePolicies(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range []struct {
 		policy  ratelimit.FailurePolicy
-		outcome ratelimit.Outcome
+		allowed bool
 		source  ratelimit.Source
 		err     error
 	}{
-		{ratelimit.FailWithError, ratelimit.OutcomeError, ratelimit.FromStore, ratelimit.ErrStoreUnavailable},
-		{ratelimit.FailOpen, ratelimit.OutcomeAllowed, ratelimit.FromFailOpen, nil},
-		{ratelimit.FailClosed, ratelimit.OutcomeDenied, ratelimit.FromFailClosed, nil},
-		{ratelimit.FailLocal, ratelimit.OutcomeAllowed, ratelimit.FromLocal, nil},
+		{ratelimit.FailWithError, false, ratelimit.FromStore, ratelimit.ErrStoreUnavailable},
+		{ratelimit.FailOpen, true, ratelimit.FromFailOpen, nil},
+		{ratelimit.FailClosed, false, ratelimit.FromFailClosed, nil},
+		{ratelimit.FailLocal, true, ratelimit.FromLocal, nil},
 	} {
-		t.Run(tt.source.String()+"/"+tt.outcome.String(), func(t *testing.T) {
+		t.Run(tt.source.String(), func(t *testing.T) {
 			lim, st, rec := newObserved(t, ratelimit.WithFailurePolicy(tt.policy))
 			st.setDown(true)
 			d, err := lim.Allow(ctx, "alice")
@@ -204,7 +204,7 @@ func TestObserverReportsFailurePolicies(t *testing.T) {
 			if d.Source() != tt.source {
 				t.Errorf("Source = %v, want %v", d.Source(), tt.source)
 			}
-			checkEvent(t, rec.take(), ratelimit.Event{Op: ratelimit.OpAllow, Outcome: tt.outcome,
+			checkEvent(t, rec.take(), ratelimit.Event{Op: ratelimit.OpAllow, Allowed: tt.allowed,
 				Cost: 1, Latency: 3 * time.Millisecond, Decision: d, Err: tt.err})
 		})
 	}
@@ -224,11 +224,11 @@ func TestObserverReportsEachWaitAttempt(t *testing.T) {
 	if r := <-done; r.err != nil || !r.d.Allowed() {
 		t.Fatalf("Wait = %+v, %v", r.d, r.err)
 	}
-	var outcomes []ratelimit.Outcome
+	var outcomes []bool
 	for _, e := range rec.take() {
-		outcomes = append(outcomes, e.Outcome)
+		outcomes = append(outcomes, e.Allowed)
 	}
-	if want := []ratelimit.Outcome{ratelimit.OutcomeDenied, ratelimit.OutcomeAllowed}; fmt.Sprint(outcomes) != fmt.Sprint(want) {
+	if want := []bool{false, true}; fmt.Sprint(outcomes) != fmt.Sprint(want) {
 		t.Errorf("Wait reported %v, want %v", outcomes, want)
 	}
 }
@@ -266,7 +266,7 @@ func TestWithObserverNilIgnored(t *testing.T) {
 func TestObserverAllocs(t *testing.T) {
 	ctx := context.Background()
 	var calls int
-	count := ratelimit.ObserverFunc(func(context.Context, ratelimit.Event) { calls++ })
+	count := func(context.Context, ratelimit.Event) { calls++ }
 	for name, opts := range map[string][]ratelimit.Option{
 		"unset":   nil,
 		"set":     {ratelimit.WithObserver(count), ratelimit.WithName("api")},

@@ -60,12 +60,12 @@ func TestPolicyBindingLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := want{d.Allowed(), d.Binding, d.Limits()[0].Remaining(), d.Limits()[1].Remaining(), d.RetryAfter(), d.Limits()[0].Allowed(), d.Limits()[1].Allowed()}
+		got := want{d.Allowed(), d.Binding(), d.Limits()[0].Remaining(), d.Limits()[1].Remaining(), d.RetryAfter(), d.Limits()[0].Allowed(), d.Limits()[1].Allowed()}
 		if got != w {
 			t.Fatalf("%s: got %+v, want %+v", what, got, w)
 		}
-		if d.Source() != ratelimit.FromStore || d.Limit() != d.Limits()[d.Binding].Limit() {
-			t.Fatalf("%s: Source %v, Limit %d; want the store, the binding limit's %d", what, d.Source(), d.Limit(), d.Limits()[d.Binding].Limit())
+		if d.Source() != ratelimit.FromStore || d.Limit() != d.Limits()[d.Binding()].Limit() {
+			t.Fatalf("%s: Source %v, Limit %d; want the store, the binding limit's %d", what, d.Source(), d.Limit(), d.Limits()[d.Binding()].Limit())
 		}
 	}
 	step("first", want{true, 0, 1, 4, 0, true, true})
@@ -83,7 +83,7 @@ func TestPolicyBindingLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Allowed() || d.Binding != 1 || d.Limits()[0].Allowed() == false || d.RetryAfter() != d.Limits()[1].RetryAfter() {
+	if d.Allowed() || d.Binding() != 1 || d.Limits()[0].Allowed() == false || d.RetryAfter() != d.Limits()[1].RetryAfter() {
 		t.Fatalf("hour spent: got %+v, want denied by the hour", d)
 	}
 	hourEnds := t0.Truncate(time.Hour).Add(time.Hour).Sub(fake.Now())
@@ -211,7 +211,7 @@ func TestPolicyFailurePolicies(t *testing.T) {
 		if err != nil || d.Allowed() != want || d.Source() != ratelimit.FromLocal {
 			t.Fatalf("FailLocal request %d: %+v, %v; want allowed=%v from local", i+1, d, err, want)
 		}
-		if i == 2 && (d.Binding != 0 || d.Limits()[1].Remaining() != 3) {
+		if i == 2 && (d.Binding() != 0 || d.Limits()[1].Remaining() != 3) {
 			t.Errorf("FailLocal denial: %+v; want the burst binding, the hour at 3", d)
 		}
 	}
@@ -223,12 +223,18 @@ func TestPolicyAndLimiterAllocateNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { lim.Allow(ctx, "k") }); n != 0 {
 		t.Errorf("Limiter.Allow: %v allocations, want 0", n)
 	}
+	// Of several limits, a decision allocates room for theirs, which
+	// AllowNInto reuses.
 	p, _ := newPolicy(t, memorystore.New[string]())
-	if n := testing.AllocsPerRun(1000, func() { p.Allow(ctx, "k") }); n != 0 {
-		t.Errorf("Policy.Allow: %v allocations, want 0", n)
+	var d ratelimit.Decision
+	if n := testing.AllocsPerRun(1000, func() { p.AllowNInto(ctx, "k", 1, &d) }); n != 0 {
+		t.Errorf("AllowNInto of several limits: %v allocations, want 0", n)
 	}
-	if n := testing.AllocsPerRun(1000, func() { p.Peek(ctx, "k") }); n != 0 {
-		t.Errorf("Policy.Peek: %v allocations, want 0", n)
+	if n := testing.AllocsPerRun(1000, func() { p.Allow(ctx, "k") }); n != 1 {
+		t.Errorf("Allow of several limits: %v allocations, want 1", n)
+	}
+	if n := testing.AllocsPerRun(1000, func() { p.Peek(ctx, "k") }); n != 1 {
+		t.Errorf("Peek of several limits: %v allocations, want 1", n)
 	}
 }
 
@@ -262,7 +268,7 @@ func TestPolicyOfManyLimits(t *testing.T) {
 			}
 		}
 	}
-	if first.Binding != 0 || second.Remaining() != 4 {
+	if first.Binding() != 0 || second.Remaining() != 4 {
 		t.Errorf("second decision %+v: want limit 0 binding with 4 left", second)
 	}
 	// Limits is the decision's own: changing it changes the decision.
@@ -274,7 +280,7 @@ func TestPolicyOfManyLimits(t *testing.T) {
 	}
 }
 
-func mustPolicyDecision(t *testing.T, ctx context.Context) ratelimit.PolicyDecision {
+func mustPolicyDecision(t *testing.T, ctx context.Context) ratelimit.Decision {
 	t.Helper()
 	p, _ := newPolicy(t, memorystore.New[string]())
 	d, err := p.Allow(ctx, "k")
@@ -287,7 +293,7 @@ func mustPolicyDecision(t *testing.T, ctx context.Context) ratelimit.PolicyDecis
 func TestPolicyObserverAndDryRun(t *testing.T) {
 	ctx := context.Background()
 	var events []ratelimit.Event
-	obs := ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) { events = append(events, e) })
+	obs := func(_ context.Context, e ratelimit.Event) { events = append(events, e) }
 	p, _ := newPolicy(t, memorystore.New[string](), ratelimit.WithObserver(obs), ratelimit.WithName("route"), ratelimit.WithDryRun())
 	for range 3 {
 		if _, err := p.Allow(ctx, "k"); err != nil {
@@ -298,7 +304,7 @@ func TestPolicyObserverAndDryRun(t *testing.T) {
 	if err != nil || !d.Allowed() || !d.DryRunDenied() || !d.Limits()[0].DryRunDenied() || d.Limits()[1].DryRunDenied() || d.RetryAfter() == 0 {
 		t.Errorf("a dry-run denial by the burst: %+v, %v; want admitted, marked on the policy and the burst only, with its RetryAfter", d, err)
 	}
-	if len(events) != 4 || events[3].Name != "route" || events[3].Outcome != ratelimit.OutcomeDenied || !events[3].DryRun || events[0].Outcome != ratelimit.OutcomeAllowed {
+	if len(events) != 4 || events[3].Name != "route" || events[3].Allowed || !events[3].DryRun || !events[0].Allowed {
 		t.Errorf("events: %+v; want 4, the last denied in dry run, named route", events)
 	}
 	if _, err := p.Peek(ctx, "k"); err != nil || len(events) != 5 || events[4].Op != ratelimit.OpPeek {
@@ -362,8 +368,8 @@ func TestPolicyAllowNIntoIsAllowN(t *testing.T) {
 		}
 		pairs[name] = p
 	}
-	var d ratelimit.PolicyDecision // reused by every call below
-	var seen [3]int                // admitted, denied, errors
+	var d ratelimit.Decision // reused by every call below
+	var seen [3]int          // admitted, denied, errors
 	steps := []struct {
 		shape string
 		cost  int
@@ -401,7 +407,52 @@ func TestPolicyAllowNIntoIsAllowN(t *testing.T) {
 		t.Errorf("AllowNInto: %v allocations, want 0", n)
 	}
 	down, _ := newPolicy(t, downStore{}, ratelimit.WithName("down"))
-	if err := down.AllowNInto(ctx, "k", 1, &d); !errors.Is(err, ratelimit.ErrStoreUnavailable) || !reflect.DeepEqual(d, ratelimit.PolicyDecision{}) {
+	if err := down.AllowNInto(ctx, "k", 1, &d); !errors.Is(err, ratelimit.ErrStoreUnavailable) || !reflect.DeepEqual(d, ratelimit.Decision{}) {
 		t.Errorf("AllowNInto with the store down: %+v, %v; want the zero decision, ErrStoreUnavailable", d, err)
+	}
+}
+
+// What applies to a Limiter of one limit alone refuses one of several
+// with ErrInvalidConfig, and a Limiter of one limit reports it as its
+// Limits, its decision as its only limit's.
+func TestSeveralLimitsRefuseWithAndAllowAll(t *testing.T) {
+	ctx := context.Background()
+	p, _ := newPolicy(t, memorystore.New[string]())
+	if w, err := p.With(mustBucket(t, tokenbucket.Config{Capacity: 5, Rate: 1})); w != nil || !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("With on a Limiter of two limits: %v, %v; want ErrInvalidConfig", w, err)
+	}
+	ok, err := ratelimit.AllowAll(ctx, []ratelimit.Request[string]{{Limiter: p, Key: "k", N: 1}})
+	if ok || !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Errorf("AllowAll of a Limiter of two limits: %v, %v; want ErrInvalidConfig", ok, err)
+	}
+	alg := mustBucket(t, tokenbucket.Config{Capacity: 5, Rate: 1})
+	lim, _ := newLimiter[string](t, alg)
+	if ls := lim.Limits(); len(ls) != 1 || ls[0].Algorithm != alg || ls[0].Name != "" {
+		t.Errorf("Limits of a Limiter of one limit: %+v, want its algorithm, unnamed", ls)
+	}
+	d, err := lim.Allow(ctx, "k")
+	if ls := d.Limits(); err != nil || ls != nil || d.Binding() != 0 {
+		t.Errorf("a decision of one limit: %v, Limits %v, Binding %d; want nil, 0", d, ls, d.Binding())
+	}
+}
+
+// DryRun of a decision of several limits leaves the decision it was
+// called on as it was, its limits' decisions too.
+func TestPolicyDryRunLeavesTheDecision(t *testing.T) {
+	ctx := context.Background()
+	p, _ := newPolicy(t, memorystore.New[string]())
+	var d ratelimit.Decision
+	for d.Allowed() || d.Limit() == 0 {
+		var err error
+		if d, err = p.Allow(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dry := d.DryRun()
+	if !dry.Allowed() || !dry.DryRunDenied() || !dry.Limits()[dry.Binding()].DryRunDenied() {
+		t.Errorf("DryRun: %v, binding limit %v; want admitted, marked", dry, dry.Limits()[dry.Binding()])
+	}
+	if d.Allowed() || d.DryRunDenied() || d.Limits()[d.Binding()].Allowed() || d.Limits()[d.Binding()].DryRunDenied() {
+		t.Errorf("after DryRun, the decision it was called on: %v, binding limit %v; want denied, unmarked", d, d.Limits()[d.Binding()])
 	}
 }

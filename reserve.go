@@ -24,18 +24,18 @@ const longestDelay = time.Duration(algorithm.MaxDuration) * time.Microsecond
 // cancelTimeout bounds the call with which an ended WaitN cancels its booking.
 const cancelTimeout = time.Second
 
-// Reservation is a request booked by ReserveN, charged already, admitted Delay
-// from now. It is safe for concurrent use.
+// Reservation is a request ReserveN booked and charged, due in Delay. It is
+// safe for concurrent use.
 type Reservation[K comparable] struct {
-	ok       bool
-	decision Decision
-	limits   PolicyDecision // a Policy's, limit by limit
-	due      time.Time      // when the booking is due, on the limiter's clock
-	key      K
-	booking  store.Booking
-	table    store.Booker[K] // that booked, to cancel; nil when there is nothing to give back
-	e        *engine[K]
-	hooks    *hooks
+	ok        bool
+	decision  Decision  // as booked: RetryAfter the delay
+	admission Decision  // as it admits the request at its instant
+	due       time.Time // when the booking is due, on the limiter's clock
+	key       K
+	booking   store.Booking
+	table     store.Booker[K] // that booked, to cancel; nil when there is nothing to give back
+	e         *engine[K]
+	hooks     *hooks
 	// mu serialises Cancel, Refund, Release and Settle: Settle changes booking.
 	mu    sync.Mutex
 	done  atomic.Bool // given back (cancelled, refunded or released)
@@ -54,12 +54,17 @@ func (r *Reservation[K]) Delay() time.Duration {
 	return max(0, r.due.Sub(r.e.clock.Now()))
 }
 
-// Decision returns the booking's decision when made, RetryAfter its delay; for
-// a request not booked, the denial.
-func (r *Reservation[K]) Decision() Decision { return r.decision }
+// Decision returns the booking's decision as made (RetryAfter its delay)
+// until due, then as WaitN returns it; for a request not booked, the denial.
+func (r *Reservation[K]) Decision() Decision {
+	if r.ok && !r.e.clock.Now().Before(r.due) {
+		return r.admission
+	}
+	return r.decision
+}
 
-// Wait sleeps until the booking is due, or returns ErrNotBooked when it was
-// not booked. When ctx ends first it cancels the booking and returns its error.
+// Wait sleeps until the booking is due (ErrNotBooked if not booked); if ctx
+// ends first it cancels the booking and returns ctx's error.
 func (r *Reservation[K]) Wait(ctx context.Context) error {
 	if !r.ok {
 		return ErrNotBooked
@@ -73,12 +78,8 @@ func (r *Reservation[K]) Wait(ctx context.Context) error {
 	return nil
 }
 
-// Limits returns Decision limit by limit.
-func (r *Reservation[K]) Limits() PolicyDecision { return r.limits }
-
-// Cancel gives the booking back as far as later charges do not build on it:
-// all of it when it is the key's newest. It does nothing once due (Refund
-// still can), when not booked, or a second time.
+// Cancel gives back what later charges do not build on (all, when newest);
+// nothing once due (Refund still can), when not booked, or a second time.
 func (r *Reservation[K]) Cancel(ctx context.Context) error {
 	if !r.ok || r.table == nil || r.done.Load() {
 		return nil
@@ -97,14 +98,13 @@ func (r *Reservation[K]) Cancel(ctx context.Context) error {
 		r.slots.released(r.key)
 	}
 	d := r.decision
-	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the cancel's
+	d = d.booked() // the booking's, as it was booked: the event's outcome is the cancel's
 	end(ctx, r.hooks, r.e.clock, OpCancel, r.key, r.booking.Cost, start, &d, err)
 	return err
 }
 
-// Refund gives back this reservation's charge, at most what undoing it now
-// gives, and returns how much (a Policy: its least); 0 after Reset, once it
-// no longer counts, or a second time (docs/refunds.md).
+// Refund gives back this charge as far as undoing it now does, and says how
+// much (of several limits, the least): 0 once it no longer counts.
 func (r *Reservation[K]) Refund(ctx context.Context) (int64, error) {
 	return r.giveBack(ctx, OpRefund, false)
 }
@@ -135,7 +135,7 @@ func (r *Reservation[K]) Settle(ctx context.Context, n int) error {
 		r.booking = b
 	}
 	d := r.decision
-	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the settle's
+	d = d.booked() // the booking's, as it was booked: the event's outcome is the settle's
 	end(ctx, r.hooks, r.e.clock, OpSettle, r.key, int64(n), start, &d, err)
 	return err
 }
@@ -149,21 +149,6 @@ func (r *Reservation[K]) storeErr(ctx context.Context, err error) error {
 		}
 	}
 	return err
-}
-
-// Admission returns the decision admitting the booked request at its instant,
-// as WaitN returns it.
-func (r *Reservation[K]) Admission() PolicyDecision {
-	d := r.limits
-	d.Decision = admitted(d.Decision)
-	if d.spill != nil {
-		d.spill = append([]Decision(nil), d.spill...)
-	}
-	limits := d.Limits()
-	for i := range limits {
-		limits[i] = admitted(limits[i])
-	}
-	return d
 }
 
 // bookerOf returns t's booking operations, or an error wrapping
@@ -207,16 +192,15 @@ func (e *engine[K]) reserve(ctx context.Context, h *hooks, key K, n int, maxDela
 	}
 	outcome := res.decision
 	if res.ok && err == nil && !h.dryRun {
-		outcome.word |= allowedBit // booked: the event reports it admitted
+		outcome = outcome.booked() // booked: the event reports it admitted
 	}
 	end(ctx, h, e.clock, OpReserve, key, int64(n), start, &outcome, err)
 	if h.dryRun && outcome.DryRunDenied() {
-		res.decision = outcome
-		limits := res.limits.Limits()
-		for i := range limits {
-			limits[i] = limits[i].DryRun()
-		}
-		res.limits.Decision = outcome
+		res.decision = outcome // its limits marked too, in their shared storage
+	}
+	res.admission = res.decision
+	if res.ok && res.decision.retryAfter > 0 {
+		res.admission = res.decision.admitted()
 	}
 	return err
 }
@@ -229,7 +213,7 @@ func (e *engine[K]) book(ctx context.Context, now0 bool, key K, n int, maxDelay 
 	}
 	md := min(delayMicros(maxDelay), ls.ahead)
 	if now0 || ls.holds {
-		md = 0 // a hold is never booked ahead: see hold.go
+		md = 0 // a hold is never booked ahead: see inflight.go
 	}
 	res.key = key
 	rs := make([]algorithm.Result, len(ls.each))
@@ -253,10 +237,8 @@ func (e *engine[K]) book(ctx context.Context, now0 bool, key K, n int, maxDelay 
 	}
 	res.holds, res.slots = ls.holds, ls.slots
 	res.ok, res.booking = ok, booking
-	res.decision = decided(r, ls.limit, src)
-	res.limits.set(r, rs, src, ls.each)
+	e.decide(&res.decision, ls, r, rs, src)
 	res.decision.setBreakerOpen(open)
-	res.limits.setBreakerOpen(open)
 	if ok {
 		res.due = at.Add(time.Duration(r.RetryAfter) * time.Microsecond)
 	}
@@ -378,31 +360,54 @@ func (e *engine[K]) sleep(ctx context.Context, d time.Duration) error {
 }
 
 // admitted returns d, a booking's decision, as the decision admitting it
-// at its instant: RetryAfter 0, ResetAfter less the delay waited.
-func admitted(d Decision) Decision {
+// at its instant: RetryAfter 0, ResetAfter less the delay waited; each
+// limit's likewise, in new storage.
+func (d Decision) admitted() Decision {
 	waited := d.retryAfter
 	d.retryAfter = 0
 	d.resetAfter = max(0, d.resetAfter-waited)
+	w := d.word()
 	if d.Source() != FromFailClosed {
-		d.word |= allowedBit
+		w |= allowedBit
 	}
-	return d
+	if d.kind != nil && d.kind.limits != nil {
+		ls := make([]Decision, len(*d.kind.limits))
+		for i, l := range *d.kind.limits {
+			ls[i] = l.admitted()
+		}
+		d.kind = &kind{word: w, limits: &ls}
+		return d
+	}
+	return d.withWord(w)
+}
+
+// decide makes d the decision of r, the limits' results rs combined (rs
+// unused for one limit), made by src.
+func (e *engine[K]) decide(d *Decision, ls *limits[K], r algorithm.Result, rs []algorithm.Result, src Source) {
+	switch {
+	case e.many:
+		d.set(r, rs, src, ls.each, ls.eachKinds)
+	case src == FromStore:
+		*d = decided(r, &ls.oneKinds[0])
+	default:
+		*d = decidedBy(r, ls.limit, src)
+	}
 }
 
 // refund gives back up to n of key's charges; rs receives the limits'
 // results. No failure policy decides a refund: a store error is returned,
 // and the charge stays (with FailLocal, the local table is refunded too).
-func (e *engine[K]) refund(ctx context.Context, h *hooks, key K, n int, d *PolicyDecision) error {
+func (e *engine[K]) refund(ctx context.Context, h *hooks, key K, n int, d *Decision) error {
 	start := h.begin(e.clock)
 	err := e.refundStore(ctx, key, n, d)
-	end(ctx, h, e.clock, OpRefund, key, int64(n), start, &d.Decision, err)
+	end(ctx, h, e.clock, OpRefund, key, int64(n), start, d, err)
 	return err
 }
 
-func (e *engine[K]) refundStore(ctx context.Context, key K, n int, d *PolicyDecision) error {
+func (e *engine[K]) refundStore(ctx context.Context, key K, n int, d *Decision) error {
 	ls := e.cur.Load()
 	if n < 1 {
-		*d = PolicyDecision{}
+		*d = Decision{}
 		return algorithm.CheckCost(int64(n), ls.limit)
 	}
 	if ls.local != nil {
@@ -412,13 +417,13 @@ func (e *engine[K]) refundStore(ctx context.Context, key K, n int, d *PolicyDeci
 	}
 	bk, err := bookerOf(ls.table)
 	if err != nil {
-		*d = PolicyDecision{}
+		*d = Decision{}
 		return err
 	}
 	rs := make([]algorithm.Result, len(ls.each))
 	r, err := bk.Refund(ctx, key, e.micros.UnixMicro(), int64(n), rs)
 	if err != nil {
-		*d = PolicyDecision{}
+		*d = Decision{}
 		if storeFailed(err) {
 			if cerr := callerEnded(ctx); cerr != nil {
 				return &endedError{ctxErr: cerr, storeErr: err}
@@ -426,17 +431,15 @@ func (e *engine[K]) refundStore(ctx context.Context, key K, n int, d *PolicyDeci
 		}
 		return err
 	}
-	d.set(r, rs, FromStore, ls.each)
+	e.decide(d, ls, r, rs, FromStore)
 	if ls.holds {
 		ls.slots.released(key)
 	}
 	return nil
 }
 
-// ReserveN books a request of cost n for key at the earliest instant it fits,
-// within maxDelay (negative: any) and WithMaxBookAhead, and charges it now. One
-// not booked in time charges nothing and is not OK; maxDelay 0 decides as AllowN,
-// as any does for an in-flight limit: WaitN waits for a slot.
+// ReserveN books n for key, charged now, at the first instant it fits within
+// maxDelay (negative: any; 0 as AllowN); else it charges nothing and is not OK.
 func (l *Limiter[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
 	res := &Reservation[K]{e: &l.engine, hooks: &l.hooks}
 	if err := l.reserve(ctx, &l.hooks, key, n, maxDelay, res); err != nil {
@@ -453,28 +456,7 @@ func (l *Limiter[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error
 // Refund gives back up to n of key's newest due charges that still count, not
 // bookings ahead; Reservation.Refund gives back its own exactly.
 func (l *Limiter[K]) Refund(ctx context.Context, key K, n int) (Decision, error) {
-	var d PolicyDecision
+	var d Decision
 	err := l.refund(ctx, &l.hooks, key, n, &d)
-	return d.Decision, err
-}
-
-// ReserveN books a request for every limit at one instant, as Limiter's.
-func (p *Policy[K]) ReserveN(ctx context.Context, key K, n int, maxDelay time.Duration) (*Reservation[K], error) {
-	res := &Reservation[K]{e: &p.engine, hooks: &p.hooks}
-	if err := p.reserve(ctx, &p.hooks, key, n, maxDelay, res); err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
-// Reserve is shorthand for ReserveN(ctx, key, 1, -1).
-func (p *Policy[K]) Reserve(ctx context.Context, key K) (*Reservation[K], error) {
-	return p.ReserveN(ctx, key, 1, -1)
-}
-
-// Refund gives back up to n to every limit, as Limiter.Refund.
-func (p *Policy[K]) Refund(ctx context.Context, key K, n int) (PolicyDecision, error) {
-	var d PolicyDecision
-	err := p.refund(ctx, &p.hooks, key, n, &d)
 	return d, err
 }

@@ -21,7 +21,7 @@ func TestObserverBookingOps(t *testing.T) {
 	fake := clock.NewFake(t0)
 	rec := &recorder{}
 	lim, err := ratelimit.New(mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1}), memorystore.New[string](),
-		ratelimit.WithClock(fake), ratelimit.WithObserver(rec))
+		ratelimit.WithClock(fake), ratelimit.WithObserver(rec.Observe))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,9 +43,9 @@ func TestObserverBookingOps(t *testing.T) {
 	}
 	var got []string
 	for _, e := range rec.take() {
-		got = append(got, fmt.Sprintf("%v:%v:%d", e.Op, e.Outcome, e.Cost))
+		got = append(got, fmt.Sprintf("%v:%v:%d", e.Op, e.Allowed, e.Cost))
 	}
-	want := []string{"allow:allowed:1", "reserve:allowed:1", "reserve:denied:1", "cancel:allowed:1", "refund:allowed:1"}
+	want := []string{"allow:true:1", "reserve:true:1", "reserve:false:1", "cancel:true:1", "refund:true:1"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("events %v, want %v", got, want)
 	}
@@ -183,5 +183,57 @@ func TestCancelDueKeepsRefund(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Reservation's Decision is the booking as made until it is due, then as
+// it admits the request, as WaitN returns it; of several limits, each
+// limit's likewise.
+func TestReservationDecisionOnceDue(t *testing.T) {
+	ctx := context.Background()
+	fake := clock.NewFake(t0)
+	bucket := mustBucket(t, tokenbucket.Config{Capacity: 1, Rate: 1})
+	hour := mustBucket(t, tokenbucket.Config{Capacity: 100, Rate: 100.0 / 3600})
+	one, err := ratelimit.New(bucket, memorystore.New[string](), ratelimit.WithClock(fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := ratelimit.NewPolicy(memorystore.New[string](), []ratelimit.Limit{
+		{Name: "second", Algorithm: bucket}, {Name: "hour", Algorithm: hour}}, ratelimit.WithClock(fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, lim := range map[string]*ratelimit.Limiter[string]{"one limit": one, "two limits": two} {
+		if _, err := lim.Allow(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		r, err := lim.ReserveN(ctx, "k", 1, -1)
+		if err != nil || !r.OK() || r.Delay() != time.Second {
+			t.Fatalf("%s: ReserveN = %v, %v; want booked a second ahead", name, r, err)
+		}
+		booked := r.Decision()
+		if booked.Allowed() || booked.RetryAfter() != time.Second {
+			t.Errorf("%s: before it is due: %v, want RetryAfter 1s, not yet allowed", name, booked)
+		}
+		fake.Advance(time.Second)
+		due := r.Decision()
+		if !due.Allowed() || due.RetryAfter() != 0 || due.ResetAfter() != booked.ResetAfter()-time.Second {
+			t.Errorf("%s: once due: %v, want allowed, RetryAfter 0, ResetAfter %v", name, due, booked.ResetAfter()-time.Second)
+		}
+		limits := due.Limits()
+		if lim == one {
+			limits = []ratelimit.Decision{due}
+		}
+		if got, want := len(limits), len(lim.Limits()); got != want {
+			t.Fatalf("%s: %d limits' decisions, want %d", name, got, want)
+		}
+		for i, l := range limits {
+			if !l.Allowed() || l.RetryAfter() != 0 {
+				t.Errorf("%s: limit %d once due: %v, want allowed, RetryAfter 0", name, i, l)
+			}
+		}
+		if booked.Allowed() {
+			t.Errorf("%s: the decision taken before it was due changed: %v", name, booked)
+		}
 	}
 }

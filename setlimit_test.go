@@ -51,8 +51,8 @@ func TestSetAlgorithmRefusals(t *testing.T) {
 	if err := lim.SetAlgorithm(nil); !errors.Is(err, ratelimit.ErrInvalidConfig) {
 		t.Errorf("nil: %v, want ErrInvalidConfig", err)
 	}
-	if lim.Algorithm() != bucket {
-		t.Errorf("a refused change replaced the algorithm by %v", lim.Algorithm())
+	if lim.Limits()[0].Algorithm != bucket {
+		t.Errorf("a refused change replaced the algorithm by %v", lim.Limits()[0].Algorithm)
 	}
 	// Another kind carries what each key had used (algorithm.Carry).
 	if _, err := lim.AllowN(ctx, "k", 3); err != nil {
@@ -96,8 +96,8 @@ func TestSetAlgorithmReports(t *testing.T) {
 				t.Fatal(err)
 			}
 			fresh, _ := newLimiter[string](t, algs20[name])
-			if lim.Limit() != 20 || lim.Algorithm() != algs20[name] || lim.Quota() != fresh.Quota() {
-				t.Errorf("after the change: limit %d, algorithm %v, quota %v", lim.Limit(), lim.Algorithm(), lim.Quota())
+			if lim.Limit() != 20 || lim.Limits()[0].Algorithm != algs20[name] || algorithm.QuotaOf(lim.Limits()[0].Algorithm) != algorithm.QuotaOf(fresh.Limits()[0].Algorithm) {
+				t.Errorf("after the change: limit %d, algorithm %v, quota %v", lim.Limit(), lim.Limits()[0].Algorithm, algorithm.QuotaOf(lim.Limits()[0].Algorithm))
 			}
 			d, err := lim.AllowN(context.Background(), "k", 20)
 			if err != nil || !d.Allowed() || d.Limit() != 20 {

@@ -21,9 +21,9 @@ func TestSettleEdges(t *testing.T) {
 	ctx := context.Background()
 	var ops []ratelimit.Op
 	var costs []int64
-	obs := ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
+	obs := func(_ context.Context, e ratelimit.Event) {
 		ops, costs = append(ops, e.Op), append(costs, e.Cost)
-	})
+	}
 	lim, err := ratelimit.New(mustBucket(t, tokenbucket.Config{Capacity: 10, Rate: 1e-3}), memorystore.New[string](),
 		ratelimit.WithClock(clock.NewFake(time.Unix(1e9, 0))), ratelimit.WithObserver(obs))
 	if err != nil {

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"fmt"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -22,10 +23,12 @@ type withs[K comparable] struct {
 
 func newWiths[K comparable]() *withs[K] { return new(withs[K]) }
 
-// With returns a Limiter like l deciding with alg (of l's kind unless l resets
-// on mismatch) under l's quota, for limits given per call. Kept by alg, asking
-// again allocates nothing.
+// With returns a Limiter like l (of one limit) deciding with alg under l's
+// quota, for limits given per call; asking again allocates nothing.
 func (l *Limiter[K]) With(alg algorithm.Algorithm) (*Limiter[K], error) {
+	if l.many {
+		return nil, fmt.Errorf("%w: With applies to a Limiter of one limit, not to one of NewPolicy", ErrInvalidConfig)
+	}
 	if err := checkAlgorithm(alg); err != nil {
 		return nil, err
 	}

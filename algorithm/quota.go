@@ -20,3 +20,17 @@ type Quoter interface {
 	// Quota returns the quota the algorithm was configured with.
 	Quota() Quota
 }
+
+// QuotaOf returns the quota alg was configured with (Quoter), or else its
+// Limit per its Window, when it has a Window() time.Duration method, or per
+// 0.
+func QuotaOf(alg Algorithm) Quota {
+	if q, ok := alg.(Quoter); ok {
+		return q.Quota()
+	}
+	q := Quota{Limit: alg.Limit()}
+	if w, ok := alg.(interface{ Window() time.Duration }); ok {
+		q.Window = w.Window()
+	}
+	return q
+}

@@ -134,8 +134,16 @@ type Interceptor[K comparable] struct {
 
 // limits is what the interceptor charges a call: a Limiter or a Policy.
 type limits[K comparable] struct {
-	lim    *ratelimit.Limiter[K]
-	policy *ratelimit.Policy[K]
+	lim    *ratelimit.Limiter[K] // from New: fields under the Limiter's name
+	policy *ratelimit.Policy[K]  // from NewPolicy or a Resolver: under its limits' names
+}
+
+// limiter returns the Limiter that decides.
+func (ls limits[K]) limiter() *ratelimit.Limiter[K] {
+	if ls.lim != nil {
+		return ls.lim
+	}
+	return ls.policy
 }
 
 type config struct {
@@ -305,31 +313,20 @@ type decisionKey struct{}
 
 // DecisionFrom returns the decision the server interceptor made for the
 // call whose context ctx is, so that the handler can use it (to log it, or
-// to tell a dry-run denial); for a policy, the policy's combined decision.
-// ok is false outside the interceptor, for calls of cost 0 and for calls
-// a Resolver left unlimited.
+// to tell a dry-run denial); for a policy, the policy's combined decision,
+// with each limit's in its Limits. ok is false outside the interceptor,
+// for calls of cost 0 and for calls a Resolver left unlimited.
 func DecisionFrom(ctx context.Context) (d ratelimit.Decision, ok bool) {
-	switch d := ctx.Value(decisionKey{}).(type) {
-	case *ratelimit.Decision: // a Limiter's
+	if d, ok := ctx.Value(decisionKey{}).(*ratelimit.Decision); ok {
 		return *d, true
-	case *ratelimit.PolicyDecision:
-		return d.Decision, true
 	}
 	return ratelimit.Decision{}, false
 }
 
-// PolicyDecisionFrom returns the whole decision the server interceptor
-// made for the call whose context ctx is: the combined decision, the
-// binding limit and each limit's own (a Limiter's is a policy of one
-// limit). ok is false where DecisionFrom's is.
-func PolicyDecisionFrom(ctx context.Context) (d ratelimit.PolicyDecision, ok bool) {
-	switch d := ctx.Value(decisionKey{}).(type) {
-	case *ratelimit.Decision: // a Limiter's
-		return ratelimit.DecisionOfOne(*d), true
-	case *ratelimit.PolicyDecision:
-		return *d, true
-	}
-	return ratelimit.PolicyDecision{}, false
+// PolicyDecisionFrom is DecisionFrom, by the name it had when a policy's
+// decision had a type of its own.
+func PolicyDecisionFrom(ctx context.Context) (d ratelimit.Decision, ok bool) {
+	return DecisionFrom(ctx)
 }
 
 // admit decides a call to fullMethod. It returns the context to serve the
@@ -350,20 +347,8 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 	if in.refundIf != nil || in.settleTo != nil || in.fieldsOf(ls).Holds() {
 		return in.admitRefundable(ctx, fullMethod, key, ls, cost)
 	}
-	if ls.lim != nil {
-		// A Limiter's context keeps its one decision, a sixth the size of a
-		// policy's.
-		c := &decided[ratelimit.Decision]{Context: ctx}
-		c.d, err = ls.lim.AllowN(ctx, key, cost)
-		d := ratelimit.DecisionOfOne(c.d)
-		if err := in.settle(ctx, fullMethod, ls, &d, &c.fields, err); err != nil {
-			return nil, err
-		}
-		c.d = d.Decision // marked, in dry-run mode
-		return c, nil
-	}
-	c := &decided[ratelimit.PolicyDecision]{Context: ctx}
-	err = ls.policy.AllowNInto(ctx, key, cost, &c.d)
+	c := &decided{Context: ctx}
+	err = ls.limiter().AllowNInto(ctx, key, cost, &c.d)
 	if err := in.settle(ctx, fullMethod, ls, &c.d, &c.fields, err); err != nil {
 		return nil, err
 	}
@@ -375,26 +360,12 @@ func (in *Interceptor[K]) admit(ctx context.Context, fullMethod string) (context
 // now, whose Refund gives back that admission alone, whose Settle changes
 // its cost, and whose Release frees its slots when the handler returns.
 func (in *Interceptor[K]) admitRefundable(ctx context.Context, fullMethod string, key K, ls limits[K], cost int) (context.Context, error) {
-	var res *ratelimit.Reservation[K]
-	var err error
-	if ls.lim != nil {
-		res, err = ls.lim.ReserveN(ctx, key, cost, 0)
-	} else {
-		res, err = ls.policy.ReserveN(ctx, key, cost, 0)
-	}
-	var d ratelimit.PolicyDecision
+	res, err := ls.limiter().ReserveN(ctx, key, cost, 0)
+	var d ratelimit.Decision
 	if err == nil {
-		d = res.Limits()
+		d = res.Decision()
 	}
-	if ls.lim != nil {
-		c := &decided[ratelimit.Decision]{Context: ctx}
-		if err := in.settle(ctx, fullMethod, ls, &d, &c.fields, err); err != nil {
-			return nil, err
-		}
-		c.d, c.refund, c.settleTo, c.release = d.Decision, res.Refund, res.Settle, res.Release
-		return c, nil
-	}
-	c := &decided[ratelimit.PolicyDecision]{Context: ctx}
+	c := &decided{Context: ctx}
 	if err := in.settle(ctx, fullMethod, ls, &d, &c.fields, err); err != nil {
 		return nil, err
 	}
@@ -406,7 +377,7 @@ func (in *Interceptor[K]) admitRefundable(ctx context.Context, fullMethod string
 // the error that left it undecided. It returns the error to fail the call
 // with, if any. It sets the call's header metadata fields, whose values it
 // keeps in fields, and in dry-run mode it marks a denial as such.
-func (in *Interceptor[K]) settle(ctx context.Context, fullMethod string, ls limits[K], d *ratelimit.PolicyDecision, fields *[2]string, err error) error {
+func (in *Interceptor[K]) settle(ctx context.Context, fullMethod string, ls limits[K], d *ratelimit.Decision, fields *[2]string, err error) error {
 	if errors.Is(err, ratelimit.ErrCostExceedsLimit) {
 		return status.Error(codes.ResourceExhausted, "the call costs more than the rate limit can ever admit")
 	}
@@ -424,33 +395,28 @@ func (in *Interceptor[K]) settle(ctx context.Context, fullMethod string, ls limi
 	}
 	if !d.Allowed() {
 		if !in.dryRun {
-			return exhausted(d.Decision, f.Name(d.Binding))
+			return exhausted(*d, f.Name(d.Binding()))
 		}
 		// Passed on: every denying decision is marked, as a dry-run
 		// Limiter's would be.
-		d.Decision = d.DryRun()
-		limits := d.Limits()
-		for i := range limits {
-			limits[i] = limits[i].DryRun()
-		}
+		*d = d.DryRun()
 	}
 	return nil
 }
 
-// decided is the context of a decided call: its parent with the decision
-// D (a Limiter's Decision or a PolicyDecision), for DecisionFrom, as
-// context.WithValue would make it. The values of the call's metadata
-// fields share its allocation.
-type decided[D ratelimit.Decision | ratelimit.PolicyDecision] struct {
+// decided is the context of a decided call: its parent with the decision,
+// for DecisionFrom, as context.WithValue would make it. The values of the
+// call's metadata fields share its allocation.
+type decided struct {
 	context.Context
-	d        D
+	d        ratelimit.Decision
 	fields   [2]string                            // ratelimit-policy, ratelimit
 	refund   func(context.Context) (int64, error) // WithRefund's: gives back the admission
 	settleTo func(context.Context, int) error     // WithSettle's: makes its cost another
 	release  func(context.Context) (int64, error) // frees the call's slots (a limit that holds)
 }
 
-func (c *decided[D]) Value(key any) any {
+func (c *decided) Value(key any) any {
 	if _, ok := key.(decisionKey); ok {
 		return &c.d
 	}
@@ -458,7 +424,7 @@ func (c *decided[D]) Value(key any) any {
 }
 
 // String describes c as context.WithValue's contexts describe themselves.
-func (c *decided[D]) String() string {
+func (c *decided) String() string {
 	parent := fmt.Sprintf("%T", c.Context)
 	if s, ok := c.Context.(fmt.Stringer); ok {
 		parent = s.String()
@@ -515,15 +481,8 @@ func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, r
 	}
 	var give func(context.Context) (int64, error)
 	var settle func(context.Context, int) error
-	switch c := ctx.(type) {
-	case *decided[ratelimit.Decision]:
-		if !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore {
-			give, settle = c.refund, c.settleTo
-		}
-	case *decided[ratelimit.PolicyDecision]:
-		if !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore {
-			give, settle = c.refund, c.settleTo
-		}
+	if c, ok := ctx.(*decided); ok && !c.d.DryRunDenied() && c.d.Source() == ratelimit.FromStore {
+		give, settle = c.refund, c.settleTo
 	}
 	if give == nil {
 		return // unlimited, passed on uncharged in dry-run mode, or the failure policy's
@@ -543,15 +502,8 @@ func (in *Interceptor[K]) settleRefund(ctx context.Context, fullMethod string, r
 // or panics. A store error is dropped: the call has been answered, and
 // the slot is freed when its lease ends.
 func release(ctx context.Context) {
-	var release func(context.Context) (int64, error)
-	switch c := ctx.(type) {
-	case *decided[ratelimit.Decision]:
-		release = c.release
-	case *decided[ratelimit.PolicyDecision]:
-		release = c.release
-	}
-	if release != nil {
-		_, _ = release(context.WithoutCancel(ctx))
+	if c, ok := ctx.(*decided); ok && c.release != nil {
+		_, _ = c.release(context.WithoutCancel(ctx))
 	}
 }
 
@@ -590,19 +542,15 @@ func (in *Interceptor[K]) wait(ctx context.Context, fullMethod string) (*ratelim
 	if err != nil {
 		return nil, in.onError(ctx, fullMethod, err)
 	}
-	var d ratelimit.PolicyDecision
+	var d ratelimit.Decision
 	var res *ratelimit.Reservation[K]
 	switch {
 	case ls.lim == nil && ls.policy == nil:
 		return nil, nil // unlimited
 	case in.fieldsOf(ls).Holds():
 		res, d, err = holdSlot(ctx, ls, key, cost)
-	case ls.lim != nil:
-		var ld ratelimit.Decision
-		ld, err = ls.lim.WaitN(ctx, key, cost)
-		d = ratelimit.DecisionOfOne(ld)
 	default:
-		d, err = ls.policy.WaitN(ctx, key, cost)
+		d, err = ls.limiter().WaitN(ctx, key, cost)
 	}
 	return res, in.waited(ctx, fullMethod, ls, d, err)
 }
@@ -619,38 +567,32 @@ const slotPoll = 50 * time.Millisecond
 // slotPoll, whichever is sooner: one store call per slotPoll per waiting
 // call. A ctx that ends first ends the wait with
 // ratelimit.ErrWouldExceedDeadline, as WaitN's does.
-func holdSlot[K comparable](ctx context.Context, ls limits[K], key K, cost int) (*ratelimit.Reservation[K], ratelimit.PolicyDecision, error) {
+func holdSlot[K comparable](ctx context.Context, ls limits[K], key K, cost int) (*ratelimit.Reservation[K], ratelimit.Decision, error) {
 	for {
-		var res *ratelimit.Reservation[K]
-		var err error
-		if ls.lim != nil {
-			res, err = ls.lim.ReserveN(ctx, key, cost, 0)
-		} else {
-			res, err = ls.policy.ReserveN(ctx, key, cost, 0)
-		}
+		res, err := ls.limiter().ReserveN(ctx, key, cost, 0)
 		if err != nil || res.OK() {
-			return res, ratelimit.PolicyDecision{}, err
+			return res, ratelimit.Decision{}, err
 		}
 		t := time.NewTimer(min(res.Decision().RetryAfter(), slotPoll))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, res.Limits(), fmt.Errorf("%w: %w", ratelimit.ErrWouldExceedDeadline, ctx.Err())
+			return nil, res.Decision(), fmt.Errorf("%w: %w", ratelimit.ErrWouldExceedDeadline, ctx.Err())
 		}
 	}
 }
 
 // waited is the error a client call that waited with d, or err, fails
 // with, or nil.
-func (in *Interceptor[K]) waited(ctx context.Context, fullMethod string, ls limits[K], d ratelimit.PolicyDecision, err error) error {
+func (in *Interceptor[K]) waited(ctx context.Context, fullMethod string, ls limits[K], d ratelimit.Decision, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
 		return status.Error(codes.ResourceExhausted, "the call costs more than the rate limit can ever admit")
 	case errors.Is(err, ratelimit.ErrWouldExceedDeadline):
-		return exhausted(d.Decision, in.fieldsOf(ls).Name(d.Binding))
+		return exhausted(d, in.fieldsOf(ls).Name(d.Binding()))
 	}
 	return in.onError(ctx, fullMethod, err)
 }

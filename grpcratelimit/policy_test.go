@@ -307,14 +307,14 @@ func TestPolicyDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	info := &grpc.UnaryServerInfo{FullMethod: "/a.B/C"}
-	var seen []ratelimit.PolicyDecision
+	var seen []ratelimit.Decision
 	handler := func(ctx context.Context, _ any) (any, error) {
 		d, ok := grpcratelimit.PolicyDecisionFrom(ctx)
 		if !ok {
 			t.Error("no policy decision in the handler's context")
 		}
-		if dd, _ := grpcratelimit.DecisionFrom(ctx); dd != d.Decision {
-			t.Errorf("DecisionFrom got %v, want the policy's %v", dd, d.Decision)
+		if dd, _ := grpcratelimit.DecisionFrom(ctx); dd != d {
+			t.Errorf("DecisionFrom got %v, want the policy's %v", dd, d)
 		}
 		seen = append(seen, d)
 		return "ok", nil
@@ -335,11 +335,11 @@ func TestPolicyDryRun(t *testing.T) {
 		d := seen[i]
 		ls := d.Limits()
 		if !d.Allowed() || d.DryRunDenied() != (want[0] || want[1]) || ls[0].DryRunDenied() != want[0] || ls[1].DryRunDenied() != want[1] {
-			t.Errorf("call %d: decision %v, limits %v; want dry-run denials %v", i, d.Decision, ls, want)
+			t.Errorf("call %d: decision %v, limits %v; want dry-run denials %v", i, d, ls, want)
 		}
 	}
-	if d := seen[4]; d.Binding != 1 || d.RetryAfter() != 58*time.Second {
-		t.Errorf("call 4: binding %d, RetryAfter %v; want the minute, 58s", d.Binding, d.RetryAfter())
+	if d := seen[4]; d.Binding() != 1 || d.RetryAfter() != 58*time.Second {
+		t.Errorf("call 4: binding %d, RetryAfter %v; want the minute, 58s", d.Binding(), d.RetryAfter())
 	}
 }
 

@@ -25,7 +25,7 @@ type Fields struct {
 
 // PolicyFields returns the fields of p's limits, one list item per limit
 // under its name, in p's order, each with the quota its user configured
-// (Policy.Quota).
+// (algorithm.QuotaOf).
 func PolicyFields[K comparable](p *ratelimit.Policy[K]) *Fields {
 	names, quotas := policyQuotas(p)
 	f := newFields(names, quotas)
@@ -45,11 +45,21 @@ func policyHolds[K comparable](p *ratelimit.Policy[K]) bool {
 
 // LimiterFields returns the fields of lim, as those of a policy of one
 // limit with lim's quota, named as lim is (ratelimit.WithName), or
-// "default" when it has no name.
+// "default" when it has no name; of a Limiter of several limits
+// (ratelimit.NewPolicy), PolicyFields.
 func LimiterFields[K comparable](lim *ratelimit.Limiter[K]) *Fields {
-	f := newFields([]string{limiterName(lim)}, []algorithm.Quota{lim.Quota()})
-	f.holds = algorithm.Holds(lim.Algorithm())
+	if isPolicy(lim) {
+		return PolicyFields(lim)
+	}
+	f := newFields([]string{limiterName(lim)}, []algorithm.Quota{algorithm.QuotaOf(lim.Limits()[0].Algorithm)})
+	f.holds = algorithm.Holds(lim.Limits()[0].Algorithm)
 	return f
+}
+
+// isPolicy reports whether lim was built by ratelimit.NewPolicy, whose
+// limits have names (ratelimit.New's one limit has none).
+func isPolicy[K comparable](lim *ratelimit.Limiter[K]) bool {
+	return lim.Limits()[0].Name != ""
 }
 
 // limiterName is the name lim's limit goes by in the fields: its own
@@ -67,7 +77,7 @@ func policyQuotas[K comparable](p *ratelimit.Policy[K]) ([]string, []algorithm.Q
 	names := make([]string, len(ls))
 	quotas := make([]algorithm.Quota, len(ls))
 	for i, l := range ls {
-		names[i], quotas[i] = l.Name, p.Quota(i)
+		names[i], quotas[i] = l.Name, algorithm.QuotaOf(l.Algorithm)
 	}
 	return names, quotas
 }
@@ -114,7 +124,7 @@ func (f *Fields) Policy() string { return f.policy }
 // describes, such as `"second";r=0;t=1, "day";r=2;t=50400`: what each
 // limit has remaining r, and the seconds t (rounded up) until it is fresh
 // again.
-func (f *Fields) RateLimit(d *ratelimit.PolicyDecision) string {
+func (f *Fields) RateLimit(d *ratelimit.Decision) string {
 	// Formatted on the stack when it fits, so that the string is the only
 	// allocation.
 	var buf [256]byte
@@ -122,8 +132,12 @@ func (f *Fields) RateLimit(d *ratelimit.PolicyDecision) string {
 }
 
 // appendRateLimit appends the RateLimit field of d to b.
-func (f *Fields) appendRateLimit(b []byte, d *ratelimit.PolicyDecision) []byte {
-	for i, di := range d.Limits() {
+func (f *Fields) appendRateLimit(b []byte, d *ratelimit.Decision) []byte {
+	ds := d.Limits()
+	if ds == nil {
+		ds = []ratelimit.Decision{*d} // one limit's
+	}
+	for i, di := range ds {
 		if i > 0 {
 			b = append(b, ", "...)
 		}

@@ -32,24 +32,29 @@ type cachedFields struct {
 }
 
 // Limiter returns the fields of lim, under its name (ratelimit.WithName),
-// or "default" when it has none.
+// or "default" when it has none; of a Limiter of several limits
+// (ratelimit.NewPolicy), as Policy.
 func (c *FieldsCache[K]) Limiter(lim *ratelimit.Limiter[K]) *Fields {
-	q := lim.Quota()
+	if isPolicy(lim) {
+		return c.Policy(lim)
+	}
+	q := algorithm.QuotaOf(lim.Limits()[0].Algorithm)
 	if v, ok := c.m.Load(lim); ok {
 		if cf := v.(*cachedFields); cf.quotas[0] == q {
 			return cf.f
 		}
 	}
-	return c.store(lim, []string{limiterName(lim)}, []algorithm.Quota{q}, algorithm.Holds(lim.Algorithm()))
+	return c.store(lim, []string{limiterName(lim)}, []algorithm.Quota{q}, algorithm.Holds(lim.Limits()[0].Algorithm))
 }
 
 // Policy returns the fields of p, under its limits' names.
 func (c *FieldsCache[K]) Policy(p *ratelimit.Policy[K]) *Fields {
 	if v, ok := c.m.Load(p); ok {
 		cf := v.(*cachedFields)
+		ls := p.Limits()
 		same := true
 		for i, q := range cf.quotas {
-			same = same && p.Quota(i) == q
+			same = same && algorithm.QuotaOf(ls[i].Algorithm) == q
 		}
 		if same {
 			return cf.f

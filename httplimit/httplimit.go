@@ -521,17 +521,13 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 	if m.dryRun && !d.Allowed() {
 		// Passed on: every denying decision is marked, as a dry-run
 		// Limiter's would be.
-		d.Decision = d.DryRun()
-		limits := d.Limits()
-		for i := range limits {
-			limits[i] = limits[i].DryRun()
-		}
+		d = d.DryRun()
 	}
 	if !d.Allowed() {
 		retry := max(1, seconds(d.RetryAfter()))
 		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 		writeProblem(w, http.StatusTooManyRequests, "Too Many Requests",
-			fmt.Sprintf("rate limit %q exceeded; retry in %d s", f.Name(d.Binding), retry))
+			fmt.Sprintf("rate limit %q exceeded; retry in %d s", f.Name(d.Binding()), retry))
 		return nil, false
 	}
 	dd := newDecided(f, d)
@@ -550,7 +546,7 @@ func (m *Middleware[K]) Admit(w http.ResponseWriter, r *http.Request) (*http.Req
 // limit), it books one that fits now, and returns its reservation, whose
 // Refund gives back that admission alone, whose Settle changes its cost
 // and whose Release frees its slots.
-func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, *ratelimit.Reservation[K], error) {
+func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.Decision, *Fields, *ratelimit.Reservation[K], error) {
 	booked := m.refundIf != nil || m.settleTo != nil || m.maxWait > 0 && !m.dryRun
 	if ls.lim != nil {
 		f := m.fields.Limiter(ls.lim)
@@ -558,7 +554,7 @@ func (m *Middleware[K]) decide(ctx context.Context, key K, ls limits[K], cost in
 			return m.wait(ctx, key, ls, cost)
 		}
 		d, err := ls.lim.AllowN(ctx, key, cost)
-		return ratelimit.DecisionOfOne(d), f, nil, err
+		return d, f, nil, err
 	}
 	f := m.fields.Policy(ls.policy)
 	if booked || f.Holds() {
@@ -575,7 +571,7 @@ const slotPoll = 50 * time.Millisecond
 // wait books cost for key on ls within maxWait (0 without WithWait or in
 // dry-run mode), and sleeps until it is due: the admission and its
 // reservation, or the denial when it could not be booked in time.
-func (m *Middleware[K]) wait(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.PolicyDecision, *Fields, *ratelimit.Reservation[K], error) {
+func (m *Middleware[K]) wait(ctx context.Context, key K, ls limits[K], cost int) (ratelimit.Decision, *Fields, *ratelimit.Reservation[K], error) {
 	maxWait := m.maxWait
 	if m.dryRun {
 		maxWait = 0
@@ -618,19 +614,19 @@ func (m *Middleware[K]) wait(ctx context.Context, key K, ls limits[K], cost int)
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return ratelimit.PolicyDecision{}, f, nil, ctx.Err() // the client has gone, holding nothing
+			return ratelimit.Decision{}, f, nil, ctx.Err() // the client has gone, holding nothing
 		}
 	}
 	if err != nil {
-		return ratelimit.PolicyDecision{}, f, nil, err
+		return ratelimit.Decision{}, f, nil, err
 	}
 	if !res.OK() {
-		return res.Limits(), f, nil, nil
+		return res.Decision(), f, nil, nil
 	}
 	if err := res.Wait(ctx); err != nil {
-		return ratelimit.PolicyDecision{}, f, nil, err // the client has gone; its booking was given back
+		return ratelimit.Decision{}, f, nil, err // the client has gone; its booking was given back
 	}
-	return res.Admission(), f, res, nil
+	return res.Decision(), f, res, nil // due: as it admits the request
 }
 
 // describe returns the fields of limits of these names and configured
@@ -664,15 +660,19 @@ type decisionsKey struct{}
 // decided is what the middleware hands the wrapped handler.
 type decided struct {
 	named   []Named
-	d       ratelimit.PolicyDecision
+	d       ratelimit.Decision
 	refund  func(context.Context) (int64, error) // gives the request's cost back (Refund)
 	settle  func(context.Context, int) error     // makes the request's cost another (Settle)
 	release func(context.Context) (int64, error) // frees its slots (Release); nil when no limit holds
 }
 
-func newDecided(f *Fields, d ratelimit.PolicyDecision) *decided {
-	out := &decided{named: make([]Named, len(d.Limits())), d: d}
-	for i, di := range d.Limits() {
+func newDecided(f *Fields, d ratelimit.Decision) *decided {
+	ds := d.Limits()
+	if ds == nil {
+		ds = []ratelimit.Decision{d} // one limit's
+	}
+	out := &decided{named: make([]Named, len(ds)), d: d}
+	for i, di := range ds {
 		out.named[i] = Named{Name: f.Name(i), Decision: di}
 	}
 	return out
@@ -692,11 +692,11 @@ func Decisions(ctx context.Context) []Named {
 // PolicyDecision returns the whole decision the middleware made for the
 // request whose context ctx is (the combined decision, the binding limit
 // and each limit's decision), and false outside the middleware.
-func PolicyDecision(ctx context.Context) (ratelimit.PolicyDecision, bool) {
+func PolicyDecision(ctx context.Context) (ratelimit.Decision, bool) {
 	if d, ok := ctx.Value(decisionsKey{}).(*decided); ok {
 		return d.d, true
 	}
-	return ratelimit.PolicyDecision{}, false
+	return ratelimit.Decision{}, false
 }
 
 // seconds rounds d up to whole seconds.
@@ -704,15 +704,18 @@ func seconds(d time.Duration) int64 {
 	return int64(math.Ceil(d.Seconds()))
 }
 
-func (m *Middleware[K]) writeHeaders(h http.Header, f *Fields, d *ratelimit.PolicyDecision) {
+func (m *Middleware[K]) writeHeaders(h http.Header, f *Fields, d *ratelimit.Decision) {
 	if d.Source() != ratelimit.FromStore {
 		return // a failure policy decided: the quota left is not known
 	}
 	h.Set("RateLimit-Policy", f.Policy())
 	h.Set("RateLimit", f.RateLimit(d))
 	if m.legacy {
-		b := d.Limits()[d.Binding]
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(f.Quota(d.Binding), 10))
+		b := *d
+		if ds := d.Limits(); ds != nil {
+			b = ds[d.Binding()]
+		}
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(f.Quota(d.Binding()), 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(b.Remaining(), 10))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(seconds(b.ResetAfter()), 10))
 	}

@@ -237,6 +237,17 @@ func TestMultipleLimitsChargeAllOrNone(t *testing.T) {
 	}
 }
 
+// A Limiter of several limits (ratelimit.NewPolicy) given to New, as a
+// Limiter, is described by its limits, as NewPolicy's middleware does.
+func TestNewWithSeveralLimits(t *testing.T) {
+	fake := clock.NewFake(t0)
+	h := httplimit.New(newPolicy(t, fake), byHeader).Handler(ok)
+	w := serve(h, "dan")
+	if got, want := w.Header().Get("RateLimit-Policy"), `"second";q=3;w=1, "day";q=5;w=86400`; w.Code != 200 || got != want {
+		t.Errorf("got %d, RateLimit-Policy %q; want 200, %q", w.Code, got, want)
+	}
+}
+
 func TestTiers(t *testing.T) {
 	fake := clock.NewFake(t0)
 	tier := func(limit int64) *ratelimit.Policy[string] {

@@ -233,7 +233,7 @@ func record(t *testing.T, lims []*ratelimit.Limiter[string], peeks, books bool, 
 					if r, err = lim.ReserveN(ctx, in.key, int(in.cost), time.Duration(in.wait)*time.Microsecond); err == nil {
 						d = r.Decision()
 						if r.OK() {
-							d = r.Admission().Decision // booked: reported as allowed
+							d = admission(d) // booked: reported as allowed
 						}
 					}
 				case refund:
@@ -449,4 +449,13 @@ func TestNonAtomicRejected(t *testing.T) {
 			})
 		}
 	})
+}
+
+// admission returns d, a booking's decision, as it admits the request at its
+// instant (Reservation.Decision once due): allowed, RetryAfter 0, ResetAfter
+// less the delay.
+func admission(d ratelimit.Decision) ratelimit.Decision {
+	f := d.Fields()
+	f.Allowed, f.ResetAfter, f.RetryAfter = true, max(0, f.ResetAfter-f.RetryAfter), 0
+	return f.Decision()
 }

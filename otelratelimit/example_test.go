@@ -38,7 +38,7 @@ func Example_prometheus() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.New(alg, memorystore.New[string](), ratelimit.WithObserver(obs), ratelimit.WithName("api"))
+	lim, err := ratelimit.New(alg, memorystore.New[string](), ratelimit.WithObserver(obs.Observe), ratelimit.WithName("api"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -2,12 +2,12 @@
 // OpenTelemetry metrics. It is a module of its own, so that the library's
 // users who do not use OpenTelemetry never have it in their module graph.
 //
-// An [Observer] is a ratelimit.Observer: give it to every limiter to
-// measure, each named with ratelimit.WithName, and export the metrics with
-// any OpenTelemetry exporter (Prometheus, OTLP):
+// Give an [Observer]'s Observe to every limiter to measure
+// (ratelimit.WithObserver), each named with ratelimit.WithName, and export
+// the metrics with any OpenTelemetry exporter (Prometheus, OTLP):
 //
 //	obs, err := otelratelimit.NewObserver() // the global MeterProvider
-//	lim, err := ratelimit.New(alg, st, ratelimit.WithObserver(obs), ratelimit.WithName("api"))
+//	lim, err := ratelimit.New(alg, st, ratelimit.WithObserver(obs.Observe), ratelimit.WithName("api"))
 //
 // It records, under the instrumentation scope [ScopeName]:
 //
@@ -89,13 +89,13 @@ type Observer struct {
 	errSet map[errSeries]*options
 }
 
-var _ ratelimit.Observer = (*Observer)(nil)
+var _ func(context.Context, ratelimit.Event) = (*Observer)(nil).Observe
 
 // series are the attribute values of one decision.
 type series struct {
 	name      string
 	op        ratelimit.Op
-	outcome   ratelimit.Outcome
+	outcome   string // "allowed", "denied" or "error"
 	source    ratelimit.Source
 	dryRun    bool
 	errorType string
@@ -175,9 +175,12 @@ func NewObserver(opts ...Option) (*Observer, error) {
 
 // Observe records e. It never records e.Key.
 func (o *Observer) Observe(ctx context.Context, e ratelimit.Event) {
-	s := series{name: e.Name, op: e.Op, outcome: e.Outcome, source: e.Decision.Source(), dryRun: e.DryRun}
-	if e.Outcome == ratelimit.OutcomeError {
-		s.errorType = errorType(e.Err)
+	s := series{name: e.Name, op: e.Op, outcome: "allowed", source: e.Decision.Source(), dryRun: e.DryRun}
+	switch {
+	case e.Err != nil:
+		s.outcome, s.errorType = "error", errorType(e.Err)
+	case !e.Allowed:
+		s.outcome = "denied"
 	}
 	opts := o.decisionOptions(s)
 	o.decisions.Add(ctx, 1, opts.add...)
@@ -195,7 +198,7 @@ func (o *Observer) decisionOptions(s series) *options {
 	if ok {
 		return opts
 	}
-	attrs := append(common(s.name, s.op, s.source, s.dryRun), OutcomeKey.String(s.outcome.String()))
+	attrs := append(common(s.name, s.op, s.source, s.dryRun), OutcomeKey.String(s.outcome))
 	if s.errorType != "" {
 		attrs = append(attrs, ErrorTypeKey.String(s.errorType))
 	}

@@ -78,7 +78,7 @@ func newObserver(t *testing.T) (*otelratelimit.Observer, *sdkmetric.ManualReader
 
 // newLimiter returns a limiter with a burst of 2, refilled at 1/s, whose
 // store calls take 2 ms.
-func newLimiter(t *testing.T, obs ratelimit.Observer, opts ...ratelimit.Option) (*ratelimit.Limiter[string], *slowStore) {
+func newLimiter(t *testing.T, obs *otelratelimit.Observer, opts ...ratelimit.Option) (*ratelimit.Limiter[string], *slowStore) {
 	t.Helper()
 	fake := clock.NewFake(t0)
 	st := &slowStore{mem: memorystore.New[string](), fake: fake, delay: 2 * time.Millisecond}
@@ -86,7 +86,7 @@ func newLimiter(t *testing.T, obs ratelimit.Observer, opts ...ratelimit.Option) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := ratelimit.New(alg, st, append([]ratelimit.Option{ratelimit.WithClock(fake), ratelimit.WithObserver(obs)}, opts...)...)
+	lim, err := ratelimit.New(alg, st, append([]ratelimit.Option{ratelimit.WithClock(fake), ratelimit.WithObserver(obs.Observe)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestObserverErrorTypes(t *testing.T) {
 	obs, reader := newObserver(t)
 	ctx := context.Background()
 	for _, err := range []error{context.Canceled, context.DeadlineExceeded, errors.New("something else"), fmt.Errorf("%w: RLMISMATCH", ratelimit.ErrStateMismatch)} {
-		obs.Observe(ctx, ratelimit.Event{Outcome: ratelimit.OutcomeError, Err: err, Cost: 1})
+		obs.Observe(ctx, ratelimit.Event{Err: err, Cost: 1})
 	}
 	got := collect(t, reader)
 	const rest = ",ratelimit.dry_run=false,ratelimit.operation=allow,ratelimit.outcome=error,ratelimit.source=store"
@@ -280,7 +280,7 @@ func TestObserverConcurrent(t *testing.T) {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for i := range each {
-				obs.Observe(ctx, ratelimit.Event{Name: fmt.Sprint("lim", (g+i)%3), Outcome: ratelimit.Outcome(i % 2), Cost: 1})
+				obs.Observe(ctx, ratelimit.Event{Name: fmt.Sprint("lim", (g+i)%3), Allowed: i%2 == 0, Cost: 1})
 			}
 		}()
 	}

@@ -106,7 +106,7 @@ func ExamplePerMinute() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	q := lim.Quota()
+	q := alg.Quota()
 	fmt.Printf("%d per %v, bursts of %d\n", q.Limit, q.Window, lim.Limit())
 
 	allowed := 0

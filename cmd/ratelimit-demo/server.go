@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-ratelimit/ratelimit"
+	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/httplimit"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
@@ -276,7 +277,7 @@ type configJSON struct {
 
 func (s *server) configOf(a *active) configJSON {
 	return configJSON{demoConfig: a.cfg, Generation: a.gen, Description: a.desc,
-		MaxCost: a.policy.Limit(), WindowMs: millis(a.policy.Quota(0).Window), Stores: s.stores()}
+		MaxCost: a.policy.Limit(), WindowMs: millis(algorithm.QuotaOf(a.policy.Limits()[0].Algorithm).Window), Stores: s.stores()}
 }
 
 func (s *server) handleGetConfig(w http.ResponseWriter, r *http.Request) {
@@ -341,10 +342,10 @@ type limitJSON struct {
 	ResetAfterMs float64 `json:"resetAfterMs"`
 }
 
-func (a *active) decisionJSON(d ratelimit.PolicyDecision, key string, cost int) decisionJSON {
+func (a *active) decisionJSON(d ratelimit.Decision, key string, cost int) decisionJSON {
 	out := decisionJSON{Allowed: d.Allowed(), Limit: d.Limit(), Remaining: d.Remaining(),
 		RetryAfterMs: millis(d.RetryAfter()), ResetAfterMs: millis(d.ResetAfter()),
-		Source: d.Source().String(), Key: key, Cost: cost, Generation: a.gen, Binding: a.names[d.Binding]}
+		Source: d.Source().String(), Key: key, Cost: cost, Generation: a.gen, Binding: a.names[d.Binding()]}
 	for i, di := range d.Limits() {
 		out.Limits = append(out.Limits, limitJSON{Name: a.names[i], Allowed: di.Allowed(), Limit: di.Limit(),
 			Remaining: di.Remaining(), RetryAfterMs: millis(di.RetryAfter()), ResetAfterMs: millis(di.ResetAfter())})

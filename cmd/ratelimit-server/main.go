@@ -38,7 +38,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/go-ratelimit/ratelimit"
 	"github.com/go-ratelimit/ratelimit/clock"
 	"github.com/go-ratelimit/ratelimit/store"
 	"github.com/go-ratelimit/ratelimit/store/goredisstore"
@@ -157,11 +156,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("%s must be positive", f.name)
 		}
 	}
-	if o.service.denials < 0 || o.service.denials > ratelimit.MaxDenialCacheKeys {
-		return o, fmt.Errorf("-denial-cache-keys must be 0 (off) to %d", ratelimit.MaxDenialCacheKeys)
+	if o.service.denials < 0 || o.service.denials > maxDenialCacheKeys {
+		return o, fmt.Errorf("-denial-cache-keys must be 0 (off) to %d", maxDenialCacheKeys)
 	}
 	return o, nil
 }
+
+// maxDenialCacheKeys is the largest size ratelimit.WithDenialCache accepts.
+const maxDenialCacheKeys = 1 << 24
 
 // app is a configured server: the service, its store and its gRPC server.
 type app struct {

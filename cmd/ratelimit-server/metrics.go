@@ -73,11 +73,25 @@ const (
 
 var ruleStatNames = [nRuleStats]string{"total_hits", "over_limit", "near_limit", "within_limit", "shadow_mode"}
 
-// The library's operations and outcomes (ratelimit.Op, ratelimit.Outcome).
+// The library's operations (ratelimit.Op), and the outcomes of an Event:
+// admitted, denied, or no decision (Event.Err).
 const (
 	nOps      = int(ratelimit.OpSettle) + 1
-	nOutcomes = int(ratelimit.OutcomeError) + 1
+	nOutcomes = 3
 )
+
+var outcomeNames = [nOutcomes]string{"allowed", "denied", "error"}
+
+// outcome is the index in outcomeNames of e's outcome.
+func outcome(e ratelimit.Event) int {
+	switch {
+	case e.Err != nil:
+		return 2
+	case !e.Allowed:
+		return 1
+	}
+	return 0
+}
 
 // ruleCounters are one rule's series.
 type ruleCounters [nRuleStats]prometheus.Counter
@@ -144,7 +158,7 @@ func newMetrics() *metrics {
 	m.reg.MustRegister(decisions, decisionTime)
 	for op := range nOps {
 		for out := range nOutcomes {
-			m.decisions[op][out] = decisions.WithLabelValues(ratelimit.Op(op).String(), ratelimit.Outcome(out).String())
+			m.decisions[op][out] = decisions.WithLabelValues(ratelimit.Op(op).String(), outcomeNames[out])
 		}
 		m.decisionTime[op] = decisionTime.WithLabelValues(ratelimit.Op(op).String())
 	}
@@ -184,10 +198,10 @@ func (c callMetrics) done(start time.Time) {
 	c.latency.Observe(time.Since(start).Seconds())
 }
 
-// Observe counts one of the library's decisions (ratelimit.Observer).
+// Observe counts one of the library's decisions (ratelimit.WithObserver).
 func (m *metrics) Observe(_ context.Context, e ratelimit.Event) {
-	op, out := int(e.Op), int(e.Outcome)
-	if op >= nOps || out >= nOutcomes {
+	op, out := int(e.Op), outcome(e)
+	if op >= nOps {
 		return
 	}
 	m.decisions[op][out].Inc()

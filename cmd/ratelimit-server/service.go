@@ -150,7 +150,7 @@ func (s *service) newLimiter(alg algorithm.Algorithm) (*ratelimit.Limiter[string
 		ratelimit.WithName(stateID),
 		ratelimit.WithClock(s.clk),
 		ratelimit.WithResetOnMismatch(),
-		ratelimit.WithObserver(s.metrics),
+		ratelimit.WithObserver(s.metrics.Observe),
 		// A dead store fails calls at once, not after each one's timeout.
 		ratelimit.WithBreaker(ratelimit.Breaker{}),
 	}

@@ -130,7 +130,7 @@ func TestMethodsAndRoutesNeverShareSilently(t *testing.T) {
 					t.Fatalf("the same policy in another process: %v", err)
 				}
 				d, err := other.Peek(context.Background(), "alice")
-				if err != nil || d.Allowed() || d.Binding != 1 {
+				if err != nil || d.Allowed() || d.Binding() != 1 {
 					t.Errorf("alice seen from another process: %v, %v; want denied by the day, which the first spent", d, err)
 				}
 			})

@@ -84,7 +84,7 @@ func TestLimiterAndPolicyShareALimit(t *testing.T) {
 	if d, err := lim.Allow(ctx, "k"); err != nil || d.Allowed() {
 		t.Errorf("Limiter after the Policy: %+v, %v; want denied: the 5 are spent", d, err)
 	}
-	if d, err := pol.Allow(ctx, "k"); err != nil || d.Allowed() || d.Binding != 1 {
+	if d, err := pol.Allow(ctx, "k"); err != nil || d.Allowed() || d.Binding() != 1 {
 		t.Errorf("Policy after the Limiter: %+v, %v; want denied by its hourly limit", d, err)
 	}
 }

@@ -29,8 +29,8 @@ func TestEntryLayout(t *testing.T) {
 	if got := unsafe.Sizeof(entry[uint64]{}); got != 48 {
 		t.Errorf("unsafe.Sizeof(entry[uint64]) = %d, want 48", got)
 	}
-	if got := unsafe.Sizeof(denial[string]{}); got != 48 {
-		t.Errorf("unsafe.Sizeof(denial[string]) = %d, want 48: a size class of its own", got)
+	if got := unsafe.Sizeof(standingDenial[string]{}); got != 48 {
+		t.Errorf("unsafe.Sizeof(standingDenial[string]) = %d, want 48: a size class of its own", got)
 	}
 	entries := unsafe.Sizeof([pageSize]entry[string]{})
 	// TotalAlloc counts every goroutine's allocations, so the least of a

@@ -84,7 +84,7 @@ type entry[K comparable] struct {
 	n0, n1 int64
 	// denial, when set, holds the key's standing denial of a cost of 1,
 	// for decisions that read it without locking the entry.
-	denial atomic.Pointer[denial[K]]
+	denial atomic.Pointer[standingDenial[K]]
 	key    K
 }
 
@@ -118,7 +118,7 @@ const (
 	hashMask = liveBit - 1
 )
 
-// denial is a key's standing denial of a cost of 1: from the instant it
+// standingDenial is a key's standing denial of a cost of 1: from the instant it
 // was decided until until, every cost is denied and nothing is charged, so
 // the state cannot change, and the answer to a cost of 1 at any instant
 // before until is known: nothing remains, retry at until, fresh at reset.
@@ -132,7 +132,7 @@ const (
 // from lock to lock. key never changes, so a reader that finds the record
 // on an entry checks it holds its key without the entry's lock; the
 // instants change under seq, odd while they are rewritten.
-type denial[K comparable] struct {
+type standingDenial[K comparable] struct {
 	key          K
 	seq          atomic.Uint64
 	until, reset atomic.Int64  // Unix µs; until is math.MinInt64 when retired
@@ -145,7 +145,7 @@ type denial[K comparable] struct {
 // past, being rewritten, or computed under another config (which may read
 // the state otherwise). A denial is recorded only by the config that
 // wrote the state, whose reading of it does not depend on the instant.
-func (d *denial[K]) standing(now int64, cfg uint32) (r algorithm.Result, ok bool) {
+func (d *standingDenial[K]) standing(now int64, cfg uint32) (r algorithm.Result, ok bool) {
 	seq := d.seq.Load()
 	until, reset, by := d.until.Load(), d.reset.Load(), d.cfg.Load()
 	if seq&1 != 0 || d.seq.Load() != seq || now >= until || by != cfg {
@@ -156,7 +156,7 @@ func (d *denial[K]) standing(now int64, cfg uint32) (r algorithm.Result, ok bool
 
 // set makes d stand until and reset, for config cfg. The caller holds the
 // entry's lock.
-func (d *denial[K]) set(until, reset int64, cfg uint32) {
+func (d *standingDenial[K]) set(until, reset int64, cfg uint32) {
 	d.seq.Add(1)
 	d.until.Store(until)
 	d.reset.Store(reset)
@@ -170,7 +170,7 @@ func (d *denial[K]) set(until, reset int64, cfg uint32) {
 func (e *entry[K]) deny(now int64, r algorithm.Result, cfg uint32) {
 	d := e.denial.Load()
 	if d == nil {
-		d = &denial[K]{key: e.key, id: e.id.Load()}
+		d = &standingDenial[K]{key: e.key, id: e.id.Load()}
 		d.until.Store(now + r.RetryAfter)
 		d.reset.Store(now + r.ResetAfter)
 		d.cfg.Store(cfg)

@@ -286,13 +286,13 @@ func (b *bookingMachine) results(f func(i int, a algorithm.Booker) algorithm.Res
 }
 
 // same fails unless got (the limiter's decision and its limits') is want.
-func (b *bookingMachine) same(t *rapid.T, what string, got ratelimit.PolicyDecision, want algorithm.Result, each []algorithm.Result) {
+func (b *bookingMachine) same(t *rapid.T, what string, got ratelimit.Decision, want algorithm.Result, each []algorithm.Result) {
 	check := func(d ratelimit.Decision, r algorithm.Result, which string) {
 		if d.Remaining() != r.Remaining || d.RetryAfter() != micros(r.RetryAfter) || d.ResetAfter() != micros(r.ResetAfter) {
 			t.Fatalf("%s at +%dµs: %s %v, the algorithms' model %+v", what, b.now-b.start, which, d, r)
 		}
 	}
-	check(got.Decision, want, "decision")
+	check(got, want, "decision")
 	if b.pol != nil {
 		for i, d := range got.Limits() {
 			check(d, each[i], fmt.Sprintf("limit %d", i))
@@ -302,12 +302,12 @@ func (b *bookingMachine) same(t *rapid.T, what string, got ratelimit.PolicyDecis
 
 func (b *bookingMachine) allow(t *rapid.T) {
 	cost := rapid.Int64Range(1, b.limitOf()).Draw(t, "cost")
-	var got ratelimit.PolicyDecision
+	var got ratelimit.Decision
 	var err error
 	if b.lim != nil {
 		var d ratelimit.Decision
 		d, err = b.lim.AllowN(context.Background(), b.key, int(cost))
-		got = ratelimit.DecisionOfOne(d)
+		got = d
 	} else {
 		got, err = b.pol.AllowN(context.Background(), b.key, int(cost))
 	}
@@ -349,12 +349,12 @@ func (b *bookingMachine) peek(t *rapid.T) {
 
 // peekIs asks the store to Peek and fails unless each limit reports want.
 func (b *bookingMachine) peekIs(t *rapid.T, what string, want []algorithm.Result) {
-	var got ratelimit.PolicyDecision
+	var got ratelimit.Decision
 	var err error
 	if b.lim != nil {
 		var d ratelimit.Decision
 		d, err = b.lim.Peek(context.Background(), b.key)
-		got = ratelimit.DecisionOfOne(d)
+		got = d
 	} else {
 		got, err = b.pol.Peek(context.Background(), b.key)
 	}
@@ -398,7 +398,7 @@ func (b *bookingMachine) reserve(t *rapid.T) {
 	if !ok {
 		want, each := b.results(func(i int, a algorithm.Booker) algorithm.Result { return a.Peek(b.states[i], b.now, cost) })
 		want.RetryAfter = max(want.RetryAfter, act-b.now)
-		b.same(t, what, res.Limits(), want, each)
+		b.same(t, what, res.Decision(), want, each)
 		return
 	}
 	for i, s := range b.setups {
@@ -417,7 +417,7 @@ func (b *bookingMachine) reserve(t *rapid.T) {
 		bk.post = append(bk.post, algorithm.CloneState(b.states[i]))
 		return r
 	})
-	b.same(t, what, res.Limits(), want, each)
+	b.same(t, what, res.Decision(), want, each)
 	if got := res.Delay(); got != micros(act-b.now) {
 		t.Fatalf("%s: Delay %v, want %v", what, got, micros(act-b.now))
 	}
@@ -503,12 +503,12 @@ func (b *bookingMachine) giveBack(bk booked, j int) int64 {
 
 func (b *bookingMachine) refund(t *rapid.T) {
 	n := rapid.Int64Range(1, b.limitOf()+2).Draw(t, "refund")
-	var got ratelimit.PolicyDecision
+	var got ratelimit.Decision
 	var err error
 	if b.lim != nil {
 		var d ratelimit.Decision
 		d, err = b.lim.Refund(context.Background(), b.key, int(n))
-		got = ratelimit.DecisionOfOne(d)
+		got = d
 	} else {
 		got, err = b.pol.Refund(context.Background(), b.key, int(n))
 	}
@@ -732,7 +732,7 @@ func testFailedBookingWritesNothing(t *testing.T, st store.Store[string]) {
 	}
 	act := now + last.Delay().Microseconds()
 	_, want := bucket.Book(bucket.Init(algorithm.State{}, now), now, act, 1)
-	limits := last.Limits()
+	limits := last.Decision()
 	if got := limits.Limits()[0]; got.ResetAfter() != micros(want.ResetAfter) || got.RetryAfter() != micros(want.RetryAfter) {
 		t.Fatalf("the bucket's booking at %dµs: %v, want %+v (a bucket fresh at its instant)", now-epoch, got, want)
 	}

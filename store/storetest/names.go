@@ -143,7 +143,7 @@ func testPolicyLimitName(t *testing.T, k kind, newStores func(t *testing.T) (a, 
 	}
 	daily := namesOf(t, k, 100, 24*time.Hour, b, clk, ratelimit.WithName(prefix+"orders/daily"))
 	if d, err := orders.AllowN(t.Context(), "k", 5); err != nil || !d.Allowed() {
-		t.Fatalf("the Policy's AllowN(5): %s, %v", show(d.Decision), err)
+		t.Fatalf("the Policy's AllowN(5): %s, %v", show(d), err)
 	}
 	if got := peekRemaining(t, daily, "k"); got != 95 {
 		t.Errorf("the Limiter named as the Policy's limit after the Policy's 5: %d left, want 95", got)
@@ -151,8 +151,8 @@ func testPolicyLimitName(t *testing.T, k kind, newStores func(t *testing.T) (a, 
 	if d, err := daily.AllowN(t.Context(), "k", 95); err != nil || !d.Allowed() {
 		t.Fatalf("the Limiter's AllowN(95): %s, %v", show(d), err)
 	}
-	if d, err := orders.Allow(t.Context(), "k"); err != nil || d.Allowed() || d.Binding != 1 {
-		t.Errorf("the Policy after the Limiter spent its daily quota: %s binding %d, %v; want denied by daily", show(d.Decision), d.Binding, err)
+	if d, err := orders.Allow(t.Context(), "k"); err != nil || d.Allowed() || d.Binding() != 1 {
+		t.Errorf("the Policy after the Limiter spent its daily quota: %s binding %d, %v; want denied by daily", show(d), d.Binding(), err)
 	}
 	search, err1 := ratelimit.NewPolicy(a, limits(), clk, ratelimit.WithName(prefix+"search"))
 	upload, err2 := ratelimit.NewPolicy(b, limits(), clk, ratelimit.WithName(prefix+"upload"))
@@ -160,11 +160,11 @@ func testPolicyLimitName(t *testing.T, k kind, newStores func(t *testing.T) (a, 
 		t.Fatal(err)
 	}
 	if d, err := search.AllowN(t.Context(), "k", 100); err != nil || !d.Allowed() {
-		t.Fatalf("search's AllowN(100): %s, %v", show(d.Decision), err)
+		t.Fatalf("search's AllowN(100): %s, %v", show(d), err)
 	}
 	d, err := upload.Peek(t.Context(), "k")
 	if err != nil || d.Limits()[0].Remaining() != 1000 || d.Limits()[1].Remaining() != 100 {
-		t.Errorf("upload after search spent its day: %s, %v; want 1000 and 100 left (four quotas, not two)", show(d.Decision), err)
+		t.Errorf("upload after search spent its day: %s, %v; want 1000 and 100 left (four quotas, not two)", show(d), err)
 	}
 }
 
@@ -301,7 +301,7 @@ func testUnnamed(t *testing.T, newStores func(t *testing.T) (a, b store.Store[st
 				t.Fatalf("round %d (runtime.GC between: %v): an unnamed twin after the first spent 10: %d left, want 10", round, gc, got)
 			}
 			if d, err := p.Peek(t.Context(), key); err != nil || d.Remaining() != 10 {
-				t.Fatalf("round %d (runtime.GC between: %v): an unnamed Policy of equal numbers: %s, %v; want 10 left", round, gc, show(d.Decision), err)
+				t.Fatalf("round %d (runtime.GC between: %v): an unnamed Policy of equal numbers: %s, %v; want 10 left", round, gc, show(d), err)
 			}
 		}
 	}

@@ -138,8 +138,8 @@ func (m *policyMachine) peek(t *rapid.T, k *policyKey) {
 
 // observe checks d, the answer to AllowN(cost) on k, or to Peek when cost
 // is 0, and charges the models when d admitted the request.
-func (m *policyMachine) observe(t *rapid.T, call string, k *policyKey, cost int64, d ratelimit.PolicyDecision) {
-	t.Logf("%s = %s binding=%d", call, show(d.Decision), d.Binding)
+func (m *policyMachine) observe(t *rapid.T, call string, k *policyKey, cost int64, d ratelimit.Decision) {
+	t.Logf("%s = %s binding=%d", call, show(d), d.Binding())
 	if err := checkCombined(d, len(m.setups)); err != nil {
 		t.Fatalf("%s: %v", call, err)
 	}
@@ -174,7 +174,7 @@ func (m *policyMachine) observe(t *rapid.T, call string, k *policyKey, cost int6
 
 // checkCombined returns what is wrong with d as the combination of its
 // limits' decisions, or nil.
-func checkCombined(d ratelimit.PolicyDecision, n int) error {
+func checkCombined(d ratelimit.Decision, n int) error {
 	if len(d.Limits()) != n {
 		return fmt.Errorf("%d limit decisions, want %d", len(d.Limits()), n)
 	}
@@ -196,14 +196,14 @@ func checkCombined(d ratelimit.PolicyDecision, n int) error {
 		return fmt.Errorf("allowed=%v, but the limits' decisions say %v", d.Allowed(), allowed)
 	case got != want:
 		return fmt.Errorf("combined %+v, want %+v from the limits' decisions", got, want)
-	case d.Binding < 0 || d.Binding >= n:
-		return fmt.Errorf("binding=%d, out of range", d.Binding)
-	case d.Limit() != d.Limits()[d.Binding].Limit():
-		return fmt.Errorf("limit=%d, want the binding limit's %d", d.Limit(), d.Limits()[d.Binding].Limit())
-	case !d.Allowed() && d.Limits()[d.Binding].RetryAfter() != d.RetryAfter():
-		return fmt.Errorf("denied, binding=%d retries after %v, want the longest retry %v", d.Binding, d.Limits()[d.Binding].RetryAfter(), d.RetryAfter())
-	case d.Allowed() && d.Limits()[d.Binding].Remaining() != d.Remaining():
-		return fmt.Errorf("allowed, binding=%d has remaining %d, want the least, %d", d.Binding, d.Limits()[d.Binding].Remaining(), d.Remaining())
+	case d.Binding() < 0 || d.Binding() >= n:
+		return fmt.Errorf("binding=%d, out of range", d.Binding())
+	case d.Limit() != d.Limits()[d.Binding()].Limit():
+		return fmt.Errorf("limit=%d, want the binding limit's %d", d.Limit(), d.Limits()[d.Binding()].Limit())
+	case !d.Allowed() && d.Limits()[d.Binding()].RetryAfter() != d.RetryAfter():
+		return fmt.Errorf("denied, binding=%d retries after %v, want the longest retry %v", d.Binding(), d.Limits()[d.Binding()].RetryAfter(), d.RetryAfter())
+	case d.Allowed() && d.Limits()[d.Binding()].Remaining() != d.Remaining():
+		return fmt.Errorf("allowed, binding=%d has remaining %d, want the least, %d", d.Binding(), d.Limits()[d.Binding()].Remaining(), d.Remaining())
 	}
 	return nil
 }
@@ -247,9 +247,9 @@ func testPolicyConcurrent(t *testing.T, st store.Store[string]) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if total != 25 || d.Allowed() || d.Binding != 1 {
+	if total != 25 || d.Allowed() || d.Binding() != 1 {
 		t.Errorf("%d goroutines racing: admitted %d in total, Peek %s binding=%d; want 25 (the bucket's capacity), denied by the bucket (1)",
-			goroutines, total, show(d.Decision), d.Binding)
+			goroutines, total, show(d), d.Binding())
 	}
 	for i, l := range limits {
 		if want := l.Algorithm.Limit() - total; d.Limits()[i].Remaining() != want {
@@ -276,7 +276,7 @@ func testPolicyErrors(t *testing.T, st store.Store[string]) {
 		}
 	}
 	if d, err := p.Peek(t.Context(), "k"); err != nil || !d.Allowed() || d.Remaining() != 25 {
-		t.Errorf("Peek after rejected costs: %s, %v; want nothing charged", show(d.Decision), err)
+		t.Errorf("Peek after rejected costs: %s, %v; want nothing charged", show(d), err)
 	}
 	same := []ratelimit.Limit{limits[0], limits[0]}
 	if _, err := ratelimit.NewPolicy(st, same, ratelimit.WithName("errors"), ratelimit.WithClock(clk)); !errors.Is(err, ratelimit.ErrInvalidConfig) {

@@ -183,13 +183,13 @@ func (m *policyReconfig) expect(rs []algorithm.Result) []ratelimit.Decision {
 // decide checks got, the answer to call, against every combination of
 // candidates, each limit's result being what result returns for its
 // candidate state, and returns the combination it matches, or fails.
-func (m *policyReconfig) decide(t *rapid.T, call string, got ratelimit.PolicyDecision, err error, cands [][]algorithm.State,
+func (m *policyReconfig) decide(t *rapid.T, call string, got ratelimit.Decision, err error, cands [][]algorithm.State,
 	result func(pick []int) []algorithm.Result) []int {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %s: %v", m.at(), call, err)
 	}
-	t.Logf("%s: %s = %s binding=%d", m.at(), call, show(got.Decision), got.Binding)
+	t.Logf("%s: %s = %s binding=%d", m.at(), call, show(got), got.Binding())
 	if err := checkCombined(got, len(m.setups)); err != nil {
 		t.Fatalf("%s: %s: %v", m.at(), call, err)
 	}
@@ -198,7 +198,7 @@ func (m *policyReconfig) decide(t *rapid.T, call string, got ratelimit.PolicyDec
 
 // pick returns the combination of candidates whose limits' results match
 // got's limits' decisions, or fails.
-func (m *policyReconfig) pick(t *rapid.T, call string, got ratelimit.PolicyDecision, cands [][]algorithm.State,
+func (m *policyReconfig) pick(t *rapid.T, call string, got ratelimit.Decision, cands [][]algorithm.State,
 	result func(pick []int) []algorithm.Result) []int {
 	t.Helper()
 	var match []int
@@ -371,7 +371,7 @@ func (m *policyReconfig) reserve(t *rapid.T) {
 		}
 		return rs
 	}
-	pick := m.pick(t, call, res.Limits(), cands, book)
+	pick := m.pick(t, call, res.Decision(), cands, book)
 	book(pick)
 	if res.OK() != booked {
 		t.Fatalf("%s: %s: OK %v, the reference %v", m.at(), call, res.OK(), booked)

@@ -114,7 +114,7 @@ func (tt turns) take(t *testing.T, n int) int {
 			d, err = tt.lb.Allow(ctx, "turns")
 			ok = d.Allowed()
 		case tt.pa != nil:
-			var d ratelimit.PolicyDecision
+			var d ratelimit.Decision
 			d, err = tt.pa.Allow(ctx, "turns")
 			ok = d.Allowed()
 		default:

@@ -16,8 +16,8 @@ import (
 	"github.com/go-ratelimit/ratelimit/store/memorystore"
 )
 
-// engine is what a Limiter and a Policy share: their limits and the
-// tables deciding them, the clock, and the failure policy.
+// engine is a Limiter's limits and the tables deciding them, the clock,
+// and the failure policy: what the Limiters of With share.
 type engine[K comparable] struct {
 	cur     *atomic.Pointer[limits[K]] // the limits in force; SetLimit replaces them
 	clock   clock.Clock
@@ -29,6 +29,7 @@ type engine[K comparable] struct {
 	localSt store.Store[K] // FailLocal's private memory store; nil otherwise
 	localAt clock.Clock    // the clock of localSt
 	mu      *sync.Mutex    // serialises changes of limits
+	many    bool           // built by NewPolicy: decisions carry each limit's
 	ahead   int64          // WithMaxBookAhead in µs; -1 for the limits' reset period
 	hooks   hooks          // the observer and dry run, applied by end (observer.go)
 }
@@ -37,19 +38,21 @@ type engine[K comparable] struct {
 // for it: a decision reads it once, so that a change of limits in the
 // middle of a decision does not mix two configurations.
 type limits[K comparable] struct {
-	table  store.Table[K]
-	local  store.Table[K] // FailLocal's table; nil otherwise
-	limit  int64          // the largest cost every limit can admit at once
-	each   []int64        // each limit's Limit
-	stored []store.Limit  // as opened
-	ahead  int64          // how far ahead, in µs, a booking may be due
-	spec   []Limit        // a Policy's limits with their names; nil for a Limiter
+	table     store.Table[K]
+	local     store.Table[K] // FailLocal's table; nil otherwise
+	limit     int64          // the largest cost every limit can admit at once
+	each      []int64        // each limit's Limit
+	eachKinds []kinds        // of each limit's decisions by the store
+	oneKinds  [1]kinds       // eachKinds of one limit
+	stored    []store.Limit  // as opened
+	ahead     int64          // how far ahead, in µs, a booking may be due
+	spec      []Limit        // the limits with their names (NewPolicy's), for Limits
 	// holding says, per limit, whether its algorithm holds
 	// (algorithm.Holder), and holds whether any does; inProcess is
 	// the store's store.Local.
 	holding          []bool
 	holds, inProcess bool
-	slots            *slotQueues[K] // the key's waiters for a slot, when a limit holds (hold.go)
+	slots            *slotQueues[K] // the key's waiters for a slot, when a limit holds (inflight.go)
 }
 
 func newOptions(opts []Option) (options, error) {
@@ -97,11 +100,17 @@ func (e *engine[K]) init(st store.Store[K], spec []Limit, stored []store.Limit, 
 	return nil
 }
 
-// open opens the tables of a configuration of limits.
+// open opens the tables of a configuration of limits; spec nil for a
+// Limiter of one limit, which it makes of stored.
 func (e *engine[K]) open(spec []Limit, stored []store.Limit) (*limits[K], error) {
 	if err := store.CheckLimits(stored); err != nil {
 		return nil, err
 	}
+	if spec == nil {
+		s := stored[0]
+		spec = []Limit{{Algorithm: s.Algorithm, Inherit: s.Inherit, ResetOnMismatch: s.ResetOnMismatch}}
+	}
+	spec = spec[:len(spec):len(spec)]
 	holding := make([]bool, len(stored))
 	holds := false
 	for i, l := range stored {
@@ -139,8 +148,13 @@ func (e *engine[K]) open(spec []Limit, stored []store.Limit) (*limits[K], error)
 	if e.ahead < 0 {
 		ls.ahead = minBookAhead.Microseconds()
 	}
+	ls.eachKinds = ls.oneKinds[:]
+	if len(stored) > 1 {
+		ls.eachKinds = make([]kinds, len(stored))
+	}
 	for i, l := range stored {
 		ls.each[i] = l.Algorithm.Limit()
+		ls.eachKinds[i] = kindsOf(ls.each[i], FromStore)
 		ls.limit = min(ls.limit, ls.each[i])
 		if e.ahead < 0 {
 			ls.ahead = max(ls.ahead, resetPeriod(l.Algorithm))
@@ -197,11 +211,8 @@ func (e *engine[K]) replace(i int, alg algorithm.Algorithm) error {
 	}
 	stored := append([]store.Limit(nil), old.stored...)
 	stored[i].Algorithm = alg
-	var spec []Limit
-	if old.spec != nil {
-		spec = append(spec, old.spec...)
-		spec[i].Algorithm = alg
-	}
+	spec := append([]Limit(nil), old.spec...)
+	spec[i].Algorithm = alg
 	ls, err := e.open(spec, stored)
 	if err != nil {
 		return err
@@ -390,7 +401,7 @@ func (e *engine[K]) failed(ctx context.Context, ls *limits[K], err error, key K,
 	if err != nil {
 		return Decision{}, err
 	}
-	d := decided(r, ls.limit, src)
+	d := decidedBy(r, ls.limit, src)
 	d.setBreakerOpen(open)
 	return d, nil
 }
@@ -428,12 +439,4 @@ func (e *engine[K]) reset(ctx context.Context, key K) error {
 		_ = ls.local.Reset(ctx, key) // the memory store cannot fail
 	}
 	return ls.table.Reset(ctx, key)
-}
-
-// windowOf returns alg's window, or 0 when it does not say.
-func windowOf(alg algorithm.Algorithm) time.Duration {
-	if w, ok := alg.(interface{ Window() time.Duration }); ok {
-		return w.Window()
-	}
-	return 0
 }

@@ -48,7 +48,7 @@ func (c *countReserves) Observe(_ context.Context, e ratelimit.Event) {
 func TestInflightSixtyFourHolders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		calls := &countReserves{}
-		lim, err := ratelimit.New(mustSlots(t, 5, time.Minute), memorystore.New[string](), ratelimit.WithObserver(calls))
+		lim, err := ratelimit.New(mustSlots(t, 5, time.Minute), memorystore.New[string](), ratelimit.WithObserver(calls.Observe))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,8 +195,8 @@ func TestPolicyRateAndSlot(t *testing.T) {
 	r1, _ := p.ReserveN(ctx, "k", 1, 0)
 	r2, _ := p.ReserveN(ctx, "k", 1, 0)
 	r3, _ := p.ReserveN(ctx, "k", 1, 0)
-	if !r1.OK() || !r2.OK() || r3.OK() || r3.Limits().Binding != 1 {
-		t.Fatalf("three requests on 2 slots: %v %v %v", r1.OK(), r2.OK(), r3.Limits())
+	if !r1.OK() || !r2.OK() || r3.OK() || r3.Decision().Binding() != 1 {
+		t.Fatalf("three requests on 2 slots: %v %v %v", r1.OK(), r2.OK(), r3.Decision())
 	}
 	left("rate 1, slots 0") // the denied request took no token
 	if _, err := r1.Release(ctx); err != nil {
@@ -205,7 +205,7 @@ func TestPolicyRateAndSlot(t *testing.T) {
 	left("rate 1, slots 1") // the slot back, the token kept
 	r4, _ := p.ReserveN(ctx, "k", 1, 0)
 	if !r4.OK() {
-		t.Fatalf("fourth request: %v", r4.Limits())
+		t.Fatalf("fourth request: %v", r4.Decision())
 	}
 	left("rate 0, slots 0")
 	if _, err := r2.Refund(ctx); err != nil {
@@ -217,8 +217,8 @@ func TestPolicyRateAndSlot(t *testing.T) {
 	}
 	r5, _ := p.ReserveN(ctx, "k", 1, 0)
 	r6, _ := p.ReserveN(ctx, "k", 1, 0)
-	if !r5.OK() || r6.OK() || r6.Limits().Binding != 0 {
-		t.Fatalf("after the last token: %v, %v", r5.OK(), r6.Limits())
+	if !r5.OK() || r6.OK() || r6.Decision().Binding() != 0 {
+		t.Fatalf("after the last token: %v, %v", r5.OK(), r6.Decision())
 	}
 	left("rate 0, slots 1") // denied by the rate: no slot taken
 }
@@ -229,7 +229,7 @@ func TestWaitersInTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		calls := &countReserves{}
-		lim, err := ratelimit.New(mustSlots(t, 1, time.Hour), memorystore.New[string](), ratelimit.WithObserver(calls))
+		lim, err := ratelimit.New(mustSlots(t, 1, time.Hour), memorystore.New[string](), ratelimit.WithObserver(calls.Observe))
 		if err != nil {
 			t.Fatal(err)
 		}

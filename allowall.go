@@ -10,8 +10,7 @@ import (
 	"github.com/go-ratelimit/ratelimit/store"
 )
 
-// Request is one request of AllowAll: a cost of N for Key, decided by
-// Limiter. AllowAll sets Decision.
+// Request is a cost of N for Key by Limiter (of one limit), for AllowAll.
 type Request[K comparable] struct {
 	Limiter  *Limiter[K] // decides; every request's on one store
 	Key      K
@@ -19,12 +18,10 @@ type Request[K comparable] struct {
 	Decision Decision // set by AllowAll
 }
 
-// AllowAll decides reqs together, each by its Limiter (all on one store):
-// when every one is admitted it charges each and returns true; otherwise it
-// charges none, each Decision saying what AllowN would alone. On this
-// module's stores (store.Multi) it is one call, one script on Redis (one per
-// Cluster node); a denial cache answers without the store. Deadlines and
-// failures act as for AllowN. Errors name a request's index, or are the store's.
+// AllowAll charges every request of reqs (on one store) if each is admitted
+// and returns true, else none, each Decision saying what AllowN would alone:
+// one store call (store.Multi; one script per Redis node). Failures act as
+// for AllowN; errors name a request's index, or are the store's.
 func AllowAll[K comparable](ctx context.Context, reqs []Request[K]) (bool, error) {
 	parts := make([]allPart[K], len(reqs))
 	for i := range reqs {
@@ -33,6 +30,9 @@ func AllowAll[K comparable](ctx context.Context, reqs []Request[K]) (bool, error
 			return false, fmt.Errorf("%w: request %d has no Limiter", ErrInvalidConfig, i)
 		}
 		l := rq.Limiter
+		if l.many {
+			return false, fmt.Errorf("%w: request %d has a Limiter of several limits (NewPolicy)", ErrInvalidConfig, i)
+		}
 		p.ls = l.cur.Load()
 		if err := algorithm.CheckCost(int64(rq.N), p.ls.limit); err != nil {
 			return false, fmt.Errorf("request %d: %w", i, err)
@@ -149,7 +149,7 @@ func cached[K comparable](reqs []Request[K], parts []allPart[K]) bool {
 	for i, p := range parts {
 		h := p.cache.hash.Sum(reqs[i].Key)
 		r, _ := p.cache.standing(p.cache.set(h), h, reqs[i].Key, p.now)
-		reqs[i].Decision = decided(r, p.ls.limit, FromStore)
+		reqs[i].Decision = decided(r, &p.ls.oneKinds[0])
 	}
 	return true
 }
@@ -169,7 +169,7 @@ func call[K comparable](ctx context.Context, parts []allPart[K], f func(context.
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok || timeout == 0 || time.Until(deadline) >= timeout/2 {
-		return f(detached) // as a Limiter's calls (detach.go), at least half the timeout away
+		return f(detached) // as a Limiter's calls (deadline.go), at least half the timeout away
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -191,7 +191,7 @@ func call[K comparable](ctx context.Context, parts []allPart[K], f func(context.
 func decideAll[K comparable](ctx context.Context, reqs []Request[K], parts []allPart[K], sreqs []store.Request[K], err error) error {
 	if err == nil {
 		for i, p := range parts {
-			reqs[i].Decision = decided(sreqs[i].Result, p.ls.limit, FromStore)
+			reqs[i].Decision = decided(sreqs[i].Result, &p.ls.oneKinds[0])
 		}
 		return nil
 	}
@@ -208,7 +208,7 @@ func decideAll[K comparable](ctx context.Context, reqs []Request[K], parts []all
 			errs = append(errs, ferr)
 			continue
 		}
-		reqs[i].Decision = decided(r, p.ls.limit, src)
+		reqs[i].Decision = decidedBy(r, p.ls.limit, src)
 		reqs[i].Decision.setBreakerOpen(open)
 	}
 	if len(errs) > 0 {

@@ -72,7 +72,7 @@ func (r *Reservation[K]) giveBack(ctx context.Context, op Op, release bool) (int
 		r.slots.released(r.key)
 	}
 	d := r.decision
-	d.word |= allowedBit // the booking's, as it was booked: the event's outcome is the give-back's
+	d = d.booked() // the booking's, as it was booked: the event's outcome is the give-back's
 	end(ctx, r.hooks, r.e.clock, op, r.key, bk.Cost, start, &d, err)
 	return given, err
 }
@@ -205,7 +205,11 @@ func (e *engine[K]) waitSlot(ctx context.Context, key K, maxDelay time.Duration,
 func (e *engine[K]) slotWait(r *Reservation[K]) (wait time.Duration, byRelease, poll bool) {
 	ls := e.cur.Load()
 	var rate, hold time.Duration
-	for i, d := range r.limits.Limits() {
+	ds := r.decision.Limits()
+	if ds == nil {
+		ds = []Decision{r.decision} // one limit's
+	}
+	for i, d := range ds {
 		if d.Allowed() {
 			continue
 		}
