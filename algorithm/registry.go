@@ -170,7 +170,7 @@ var (
 // bodyParts are the parts a body may have after its decide part: report
 // and commit, in that order, then any of the others, as the composer
 // (internal/luascript) cuts them.
-var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earliest", "undo", "owe", "used"}
+var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earliest", "undo", "owe", "used", "lean"}
 
 // CheckBody returns what makes body break the composition contract the
 // script composer (internal/luascript) relies on, or nil. The contract,
@@ -179,8 +179,12 @@ var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earlie
 //   - parts: the decide part, which sets fits, then lines "--@report"
 //     and "--@commit", then any of "--@book", "--@refund", "--@unused",
 //     "--@earliest", "--@undo" and "--@used" (what a state of this Kind
-//     had used, for a limit of another kind that starts it afresh); each
-//     once;
+//     had used, for a limit of another kind that starts it afresh) and
+//     "--@lean" (its common case alone, for a multi script: from state,
+//     a string after the limit's own header, now and cost, it sets lean
+//     when it decided, fits, the reply as the state stands, r1, r2, r3,
+//     and charged, c1, c2, c3, and value, the body a charge writes, whose
+//     key's TTL must already last); each once;
 //   - what it reads: its limit's arguments alone, as ARGV[$1] … ARGV[$9]
 //     (its parameters, which the composer numbers), ARGV[$id] and
 //     ARGV[$hdr], the limit's number $n, its sorted

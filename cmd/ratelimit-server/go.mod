@@ -6,14 +6,18 @@ replace github.com/go-ratelimit/ratelimit => ../..
 
 replace github.com/go-ratelimit/ratelimit/store/goredisstore => ../../store/goredisstore
 
+replace github.com/go-ratelimit/ratelimit/store/rueidisstore => ../../store/rueidisstore
+
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-ratelimit/ratelimit v0.0.0-00010101000000-000000000000
 	github.com/go-ratelimit/ratelimit/store/goredisstore v0.0.0-00010101000000-000000000000
+	github.com/go-ratelimit/ratelimit/store/rueidisstore v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.69
 	go.yaml.in/yaml/v3 v3.0.6
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12

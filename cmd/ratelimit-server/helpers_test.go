@@ -103,6 +103,9 @@ func startServerLogging(t *testing.T, tg target, configPath string, w io.Writer,
 		// deletes its keys at its end).
 		redisMargin: 10 * time.Minute,
 		stopTimeout: 5 * time.Second,
+		// As the flags' defaults.
+		redisClient:   "auto",
+		redisInFlight: defaultRedisInFlight,
 		service: serviceOptions{
 			limitHeader: "RateLimit-Limit", remainingHeader: "RateLimit-Remaining", resetHeader: "RateLimit-Reset",
 		},

@@ -305,3 +305,26 @@ func triggerOnRealClock(t *testing.T, s *testServer) {
 	}
 	s.expectCodes(t, "rl", descs(desc("foo", "pelle", "baz", "shady")), ok, ok, ok, ok, ok)
 }
+
+// TestRedisClientFlags: -redis-client picks go-redis for one address and
+// rueidis for a cluster unless told, -redis-in-flight defaults to one
+// call in flight, and values outside them are refused.
+func TestRedisClientFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-config", "x.yaml"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.redisClient != "auto" || o.redisInFlight != defaultRedisInFlight {
+		t.Errorf("defaults: -redis-client %q, -redis-in-flight %d; want auto, %d", o.redisClient, o.redisInFlight, defaultRedisInFlight)
+	}
+	for _, args := range [][]string{{"-redis-client", "redigo"}, {"-redis-in-flight", "-1"}} {
+		if _, err := parseFlags(append([]string{"-config", "x.yaml"}, args...), io.Discard); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+	for _, args := range [][]string{{"-redis-client", "rueidis"}, {"-redis-client", "go-redis", "-redis-in-flight", "0"}} {
+		if _, err := parseFlags(append([]string{"-config", "x.yaml"}, args...), io.Discard); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}

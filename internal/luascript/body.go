@@ -47,6 +47,12 @@ type body struct {
 	// setup is the body's lines that read only its parameters, which a
 	// batch runs once rather than per request, for a body that marks them.
 	setup *setup
+	// lean is the --@lean part: the common case of a decision alone, for
+	// a multi script (multi.go, leanPath), "" for a body without one.
+	lean string
+	// lasts: the decide part declares the local lasts, true when the
+	// key's TTL already covers what a charge writes (compose.go, commit).
+	lasts bool
 }
 
 // of returns the variant of b for a plain or a conversion script.
@@ -262,15 +268,19 @@ func split(text string) (body, string, error) {
 	if b.carry, err = splitCarry(b.decide, b.commit); err != nil {
 		return body{}, "", err
 	}
+	b.lasts = lastsDecl.MatchString(b.decide)
 	return b, used, nil
 }
+
+// lastsDecl finds a decide part's declaration of lasts (body.lasts).
+var lastsDecl = regexp.MustCompile(`(?m)^\s*local [^=\n]*\blasts\b`)
 
 // splitParts cuts a body at its "--@name" lines into its parts.
 func splitParts(text string) (body, string, error) {
 	var b body
 	var used string
 	parts := map[string]*string{
-		"report": &b.report, "commit": &b.commit,
+		"report": &b.report, "commit": &b.commit, "lean": &b.lean,
 		"book": &b.book, "refund": &b.refund, "unused": &b.unused, "earliest": &b.earliest, "undo": &b.undo, "owe": &b.owe,
 		"used": &used,
 	}

@@ -396,13 +396,21 @@ func (c *composer) report(l limitAt) string { return l.sub(l.b.report) }
 
 // commit returns the limit's --@commit part, which charges the cost and
 // sets value and ttl (in a batch, up to its encode region), then its
-// store.
+// store. A limit alone in its script whose body declares lasts in its
+// decide part (true when the TTL the key holds already covers a charge:
+// fixedwindow's, for a charge in the window the state counts) skips the
+// key's PEXPIRE then (hash.lua's --@lasting). Only a charge: a booking,
+// refund or undo writes states whose TTL may reach further.
 func (c *composer) commit(l limitAt) string {
 	part := l.b.commit
 	if c.batch && !l.log() {
 		part = l.b.carry.beforeEncode
 	}
-	return l.sub(part + c.storeOf(l))
+	store := c.storeOf(l)
+	if store == hashStore && l.b.lasts {
+		store = hashLasting
+	}
+	return l.sub(part + store)
 }
 
 // storeOf returns the write of a limit's state kept in the hash, in the

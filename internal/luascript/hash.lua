@@ -43,3 +43,12 @@ if bare then
 elseif held or redis.call('PEXPIRE', hkey, ttl, 'NX') == 0 then
   redis.call('PEXPIRE', hkey, ttl, 'GT')
 end
+--@lasting
+-- The state written, after its header (shdr); the TTL too, unless it lasts.
+redis.call('HSET', hkey, ARGV[$id], shdr .. value)
+ttl = ttl + tonumber(ARGV[3])
+if bare then
+  redis.call('PEXPIRE', hkey, ttl)
+elseif not lasts and (held or redis.call('PEXPIRE', hkey, ttl, 'NX') == 0) then
+  redis.call('PEXPIRE', hkey, ttl, 'GT')
+end

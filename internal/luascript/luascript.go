@@ -63,8 +63,11 @@ var (
 	// write; a plain script's load of a sorted set; a conversion script's
 	// loads and write.
 	hashLoad, hashFresh, hashStore = section(hashSource, "load"), section(hashSource, "fresh"), section(hashSource, "store")
-	setLoad                        = section(setSource, "load")
-	convLoad, convSet, convStore   = section(convertSource, "load"), section(convertSource, "set"), section(convertSource, "store")
+	// hashLasting is hashStore for a charge of a body that declares
+	// lasts, true when the key's TTL already covers the write.
+	hashLasting                  = section(hashSource, "lasting")
+	setLoad                      = section(setSource, "load")
+	convLoad, convSet, convStore = section(convertSource, "load"), section(convertSource, "set"), section(convertSource, "store")
 )
 
 // section returns the part of src after the line "--@name", up to the

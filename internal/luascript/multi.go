@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -36,15 +37,20 @@ var multiScripts sync.Map
 //
 // KEYS are each group's keys in turn, as its decision script declares
 // them. ARGV[1] is the number of units, negative for a dry run (nothing
-// charged; every unit replies as a denial does). Then per unit its number
-// of groups, and per group its kind's index (from 1, in the order kinds
-// returns), how many arguments it has and how many keys, and its
-// arguments as its decision script takes them (now, cost, the TTL margin,
-// its limits'). The reply is per unit a code, 1 admitted, 0 denied, -1 a
-// state only a conversion script reads (RLCONVERT), -2 a key holding the
-// most states (RLTOOMANY), followed when 0 or 1 by each group's
-// {remaining, retry after, reset after} per limit. A unit that is denied
-// reports for each limit its state for the request's cost.
+// charged; every unit replies as a denial does); ARGV[2] the number m of
+// shared arguments that follow it, ARGV[3…m+2]: each distinct tail of
+// the groups' arguments (a decision script's ARGV[3…]: the TTL margin,
+// then its limits' state IDs, headers and parameters), once however many
+// groups share it. Then per unit its number of groups, and per group five
+// arguments: its kind's index (from 1, in the order kinds returns), r, the
+// place of its tail (its decision script's ARGV[i], i ≥ 3, is this
+// script's ARGV[r + i]), how many keys it has, and its now and cost (its
+// decision script's ARGV[1] and ARGV[2]). The reply is per unit a code, 1
+// admitted, 0 denied, -1 a state only a conversion script reads
+// (RLCONVERT), -2 a key holding the most states (RLTOOMANY), followed
+// when 0 or 1 by each group's {remaining, retry after, reset after} per
+// limit. A unit that is denied reports for each limit its state for the
+// request's cost.
 func MultiKinds(groups ...*Script) (s *Script, kinds []int, ok bool) {
 	return MultiKindsTo(nil, groups...)
 }
@@ -101,40 +107,60 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- internal/luascript (docs/design/lua-composition.md, luascript.MultiKinds).
 -- KEYS: each group's keys in turn, as its decision script declares them.
 -- ARGV[1]: the number of units (negative: a dry run, charging nothing);
--- then per unit its number of groups, and per group its kind, its
--- argument count, its key count, and its arguments as its decision script
--- takes them (now, cost, the TTL margin, each limit's state ID, header and
--- parameters).
+-- ARGV[2]: m, then m arguments the groups share: each distinct tail of a
+-- group's arguments as its decision script takes them (the TTL margin,
+-- each limit's state ID, header and parameters), once. Then per unit its
+-- number of groups, and per group its kind, r (its decision script's
+-- ARGV[i], i >= 3, is A[r + i]), its key count, its now and its cost.
 -- It replies per unit a code (1 admitted, 0 denied, -1 RLCONVERT, -2
 -- RLTOOMANY) and, for 1 or 0, each group's {remaining, retry after µs,
 -- reset after µs} per limit.
 --
--- kind[k](o, ko, keyc) decides a group of kind k as its decision script
--- would, its ARGV[i] being A[o + i] and its KEYS[i] K[ko + i], writing
--- nothing: it runs every limit's load and
+-- kind[k](o, ko, keyc, g, r) decides group g of a unit, of kind k, as its
+-- decision script would, its ARGV[1] and ARGV[2] being A[o + 1] and
+-- A[o + 2], its ARGV[i] for i >= 3 A[r + i], and its KEYS[i] K[ko + i],
+-- writing nothing: it runs every limit's load and
 -- decide, leaving its report and commit behind as closures, and returns
 -- whether all its limits admit and its finish, which reports or commits
--- them all and writes the key's hash; or an error reply.
+-- them all and writes the key's hash; or an error reply. A kind of one
+-- limit whose body has a lean part decides its common case by that
+-- alone, with no closure: its finish is then false, and what it would
+-- do is left at g in the tables below (the key, field, header and body
+-- to write when charged; the reply as the state stands, and charged).
+--
+-- num(s) is tonumber(s), remembered: the arguments repeat (each group's
+-- kind, counts, cost and parameters, a unit's instant), and a table look-up
+-- costs a fraction of the string's conversion.
 local A, K = ARGV, KEYS
 local kind = {}
+local LK, LI, LH, LV, R1, R2, R3, C1, C2, C3 = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local nums = {}
+local function num(s)
+  local v = nums[s]
+  if v == nil then
+    v = tonumber(s)
+    nums[s] = v
+  end
+  return v
+end
 `
 
 // multiLoop runs the units.
-const multiLoop = `local units = tonumber(A[1])
+const multiLoop = `local units = num(A[1])
 local dry = units < 0
 if dry then
   units = -units
 end
-local ao, ko = 2, 0
+local ao, ko = 3 + num(A[2]), 0
 local out = {}
 for u = 1, units do
-  local n = tonumber(A[ao])
+  local n = num(A[ao])
   ao = ao + 1
   local all, fins, failed = true, {}, nil
   for g = 1, n do
-    local k, argc, keyc = tonumber(A[ao]), tonumber(A[ao + 1]), tonumber(A[ao + 2])
+    local k, r, keyc = num(A[ao]), num(A[ao + 1]), num(A[ao + 2])
     if not failed then
-      local fits, fin = kind[k](ao + 2, ko, keyc)
+      local fits, fin = kind[k](ao + 2, ko, keyc, g, r)
       if type(fits) == 'table' then
         failed = fits
       else
@@ -142,7 +168,7 @@ for u = 1, units do
         fins[g] = fin
       end
     end
-    ao, ko = ao + 3 + argc, ko + keyc
+    ao, ko = ao + 5, ko + keyc
   end
   if failed then
     out[#out + 1] = string.sub(failed.err or '', 1, 9) == 'RLCONVERT' and -1 or -2
@@ -150,20 +176,59 @@ for u = 1, units do
     local charge = all and not dry
     out[#out + 1] = charge and 1 or 0
     for g = 1, n do
-      fins[g](charge, out)
+      local fin = fins[g]
+      if fin then
+        fin(charge, out)
+      else
+        local r = #out
+        if charge then
+          redis.call('HSET', LK[g], LI[g], LH[g] .. LV[g])
+          out[r + 1], out[r + 2], out[r + 3] = C1[g], C2[g], C3[g]
+        else
+          out[r + 1], out[r + 2], out[r + 3] = R1[g], R2[g], R3[g]
+        end
+      end
     end
   end
 end
 return out
 `
 
+// leanPath returns a kind's opening, after the prelude, when its one
+// limit's body has a lean part: the limit's field read, and when it holds
+// a state that opens with the limit's own header, the lean part run on
+// it; when that decided (lean), the group's finish left in the tables
+// (LK… at g) and returned, with no closure made. Otherwise the whole
+// decision follows, on the field read (lstate).
+func leanPath(part string) string {
+	return `local lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
+if type(lstate) == 'string' and string.find(lstate, ARGV[$hdr], 1, true) == 1 then
+  local state, lean, fits, r1, r2, r3, c1, c2, c3, value = lstate, false
+  do
+` + indentLines(part, "    ") + `  end
+  if lean then
+    LK[g], LI[g], LH[g], LV[g] = KEYS[1], ARGV[$id], ARGV[$hdr], value
+    R1[g], R2[g], R3[g], C1[g], C2[g], C3[g] = r1, r2, r3, c1, c2, c3
+    return fits, false
+  end
+end
+`
+}
+
 // inPlace returns a group's decision text reading its arguments and keys
 // where they are in the multi script's own ARGV and KEYS (A and K): its
-// ARGV[i] is A[o + i], its KEYS[i] K[ko + i], and #KEYS keyc. No table is
-// made per group to hold them.
+// ARGV[1] and ARGV[2] are A[o + 1] and A[o + 2], its other ARGV[i] (the
+// tail that groups share) A[r + i], its KEYS[i] K[ko + i], and #KEYS
+// keyc. No table is made per group to hold them. Its arguments' numbers
+// are num's.
 func inPlace(text string) string {
-	return strings.NewReplacer("#KEYS", "keyc", "ARGV[", "A[o + ", "KEYS[", "K[ko + ").Replace(text)
+	text = ownArg.ReplaceAllString(text, "A[o + $1]")
+	return strings.NewReplacer("#KEYS", "keyc", "tonumber(A[", "num(A[", "tonumber(ARGV[", "num(A[r + ", "ARGV[", "A[r + ", "KEYS[", "K[ko + ").Replace(text)
 }
+
+// ownArg finds a group's references to its own arguments, ARGV[1] and
+// ARGV[2] (its now and cost); the others are the tail it shares.
+var ownArg = regexp.MustCompile(`ARGV\[([12])\]`)
 
 // composeMulti returns the multi script of group kinds, each the names
 // of its limits' algorithms joined by "+".
@@ -177,9 +242,13 @@ func composeMulti(kinds []string) string {
 			style = storeOne // its own HSET and PEXPIRE, in its commit
 		}
 		c := newComposer(form{names: joined}, names, false, style)
-		fmt.Fprintf(&src, "-- Kind %d: %s.\nkind[%d] = function(o, ko, keyc)\n", k+1, joined, k+1)
+		fmt.Fprintf(&src, "-- Kind %d: %s.\nkind[%d] = function(o, ko, keyc, g, r)\n", k+1, joined, k+1)
 		var body strings.Builder
+		lean := len(c.limits) == 1 && c.limits[0].b.lean != "" && style == storeOne
 		body.WriteString(prelude)
+		if lean {
+			body.WriteString(c.limits[0].sub(leanPath(c.limits[0].b.lean)))
+		}
 		body.WriteString(c.head(true))
 		body.WriteString("local all = true\n")
 		if style == storeTable {
@@ -187,7 +256,12 @@ func composeMulti(kinds []string) string {
 		}
 		for _, l := range c.limits {
 			fmt.Fprintf(&body, "local decided%d\ndo\n", l.n)
-			body.WriteString(c.load(l) + c.decide(l))
+			load := c.load(l)
+			if lean {
+				// The field was read before the lean part: not again.
+				load = strings.Replace(load, l.sub(hgetLine), "local state = lstate\n", 1)
+			}
+			body.WriteString(load + c.decide(l))
 			fmt.Fprintf(&body, "all = all and fits\ndecided%d = function(charge)\nif not charge then\n", l.n)
 			body.WriteString(c.report(l))
 			body.WriteString("return rem, retry, reset\nend\n")

@@ -406,36 +406,17 @@ func (t *Table[K]) fitsMulti(u *unit[K]) bool {
 func (t *Table[K]) sendUnits(ctx context.Context, units []*unit[K], dry bool) error {
 	var gbuf [8]*luascript.Script
 	var kbuf [8]int
-	groups, nkeys, nargs := gbuf[:0], 0, 1+len(units)
+	groups := gbuf[:0]
 	for _, u := range units {
 		for _, p := range u.parts {
 			groups = append(groups, p.t.script)
-			nkeys += len(p.keys)
-			nargs += 5 + len(p.t.rest)
 		}
 	}
 	s, kinds, ok := luascript.MultiKindsTo(kbuf[:0], groups...)
 	if !ok {
 		return fmt.Errorf("%w: a request's limits cannot go in a multi script", store.ErrAlgorithmUnsupported)
 	}
-	n := len(units)
-	if dry {
-		n = -n
-	}
-	keys := make([]string, 0, nkeys)
-	args := make([]string, 0, nargs)
-	args = append(args, strconv.Itoa(n))
-	g := 0
-	for _, u := range units {
-		args = append(args, strconv.Itoa(len(u.parts)))
-		for i, p := range u.parts {
-			keys = append(keys, p.keys...)
-			args = append(args, strconv.Itoa(kinds[g]), strconv.Itoa(2+len(p.t.rest)), strconv.Itoa(len(p.keys)),
-				p.now, strconv.FormatInt(u.reqs[i].Cost, 10))
-			args = append(args, p.t.rest...)
-			g++
-		}
-	}
+	keys, args := multiArgs(units, kinds, dry)
 	var reply []int64
 	err := t.call(ctx, s, func(ctx context.Context, s *luascript.Script) (err error) {
 		reply, err = t.run.Eval(ctx, runScript(s), false, keys, Args{Batch: args}, nil)
@@ -473,6 +454,51 @@ func (t *Table[K]) sendUnits(ctx context.Context, units []*unit[K], dry bool) er
 		return fmt.Errorf("%w: %s script replied too many values", store.ErrUnavailable, s.Name)
 	}
 	return nil
+}
+
+// multiArgs returns the KEYS and ARGV of a multi script call deciding
+// units (a dry run when dry), whose groups are of kinds, in order
+// (luascript.MultiKinds). Each table's tail of arguments (the TTL margin,
+// its limits') goes once, however many groups of the call it has; a
+// group names where, as the script's r (its ARGV[i] for i >= 3 is
+// ARGV[r + i]).
+func multiArgs[K comparable](units []*unit[K], kinds []int, dry bool) (keys, args []string) {
+	var tbuf [8]*Table[K]
+	var abuf [8]int
+	tables, at := tbuf[:0], abuf[:0]
+	nkeys, nargs, shared := 0, 2+len(units), 0
+	for _, u := range units {
+		for _, p := range u.parts {
+			nkeys += len(p.keys)
+			nargs += 5
+			if !slices.Contains(tables, p.t) {
+				tables = append(tables, p.t)
+				at = append(at, shared) // from ARGV[3 + shared]: r = shared
+				shared += len(p.t.rest)
+			}
+		}
+	}
+	n := len(units)
+	if dry {
+		n = -n
+	}
+	keys = make([]string, 0, nkeys)
+	args = make([]string, 0, nargs+shared)
+	args = append(args, strconv.Itoa(n), strconv.Itoa(shared))
+	for _, tb := range tables {
+		args = append(args, tb.rest...)
+	}
+	g := 0
+	for _, u := range units {
+		args = append(args, strconv.Itoa(len(u.parts)))
+		for i, p := range u.parts {
+			keys = append(keys, p.keys...)
+			args = append(args, strconv.Itoa(kinds[g]), strconv.Itoa(at[slices.Index(tables, p.t)]), strconv.Itoa(len(p.keys)),
+				p.now, strconv.FormatInt(u.reqs[i].Cost, 10))
+			g++
+		}
+	}
+	return keys, args
 }
 
 // takeEach is takeNode one request at a time (store.TakeEach); a dry run

@@ -175,7 +175,7 @@ if index * window > now then
 elseif (index + 1) * window <= now then
   index = index + 1
 end
-local count = 0
+local count, lasts = 0, false -- lasts: the key's TTL covers a charge now
 -- Started from a state of another kind (Go: algorithm.Carry): a fresh
 -- state charged what that one had used, at most the limit, at now.
 if carried > 0 then

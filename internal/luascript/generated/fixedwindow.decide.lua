@@ -78,13 +78,14 @@ if index * window > now then
 elseif (index + 1) * window <= now then
   index = index + 1
 end
-local count = 0
+local count, lasts = 0, false -- lasts: the key's TTL covers a charge now
 if state then
   local stored, counted
   stored, counted = string.match(state, '^(%-?%d+) (%d+)$', at)
   stored, counted = tonumber(stored), tonumber(counted)
   local most = 2 * limit -- the count a writer's limit allows
   if stored and counted and stored >= -9007199254740992 and stored <= 9007199254740992 and counted <= most then
+    lasts = stored == index and counted > 0 and counted <= limit -- its write's TTL lasts to the window's end
     local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1
     if stored > index + 1 then
       -- ⌊2^48/window⌋, the most windows a counted one may lie ahead,
@@ -137,14 +138,12 @@ end
 local rem, reset = limit - count, ends
 local value = string.format('%d %d', index, count)
 
--- The state written, after its header (shdr); the key lives as long as its
--- longest-lived field needs: a bare key gets the TTL outright, a held one
--- only a longer one (GT), any other one at least one (NX).
+-- The state written, after its header (shdr); the TTL too, unless it lasts.
 redis.call('HSET', hkey, ARGV[4], shdr .. value)
 ttl = ttl + tonumber(ARGV[3])
 if bare then
   redis.call('PEXPIRE', hkey, ttl)
-elseif held or redis.call('PEXPIRE', hkey, ttl, 'NX') == 0 then
+elseif not lasts and (held or redis.call('PEXPIRE', hkey, ttl, 'NX') == 0) then
   redis.call('PEXPIRE', hkey, ttl, 'GT')
 end
 return {rem, 0, reset}

@@ -85,13 +85,14 @@ if index * window > now then
 elseif (index + 1) * window <= now then
   index = index + 1
 end
-local count = 0
+local count, lasts = 0, false -- lasts: the key's TTL covers a charge now
 if state then
   local stored, counted
   stored, counted = string.match(state, '^(%-?%d+) (%d+)$', at)
   stored, counted = tonumber(stored), tonumber(counted)
   local most = 2 * limit -- the count a writer's limit allows
   if stored and counted and stored >= -9007199254740992 and stored <= 9007199254740992 and counted <= most then
+    lasts = stored == index and counted > 0 and counted <= limit -- its write's TTL lasts to the window's end
     local ahead = 1 -- at least: ⌊2^48/window⌋ ≥ 1
     if stored > index + 1 then
       -- ⌊2^48/window⌋, the most windows a counted one may lie ahead,
