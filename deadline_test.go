@@ -198,6 +198,13 @@ func TestRemoteCallerDeadline(t *testing.T) {
 	}
 	st.release <- fmt.Errorf("%w: the server is down", store.ErrUnavailable)
 	receive(t, st.ended, "the second call's end")
+	// The fake table signals its end before it returns; the breaker counts
+	// the failure after that, on the call's goroutine.
+	for start := time.Now(); !ratelimit.BreakerIsOpen(lim); time.Sleep(time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the store's own failure, after its caller left, did not open the breaker in 10 s")
+		}
+	}
 	d, err := lim.Allow(t.Context(), "k")
 	if err != nil || !d.BreakerOpen() || d.Source() != ratelimit.FromFailOpen {
 		t.Fatalf("Allow after the store's own failure = %v, %v; want the breaker open and FailOpen's decision", d, err)
