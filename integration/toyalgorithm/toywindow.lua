@@ -25,7 +25,7 @@ if index * window > now then
 elseif (index + 1) * window <= now then
   index = index + 1
 end
-local count = 0
+local count, lasts = 0, false -- lasts: the key's TTL covers a charge now
 --#convert
 -- Started from a state of another kind (Go: algorithm.Carry): a fresh
 -- state charged what that one had used, at most the limit, at now.
@@ -46,6 +46,8 @@ if state then
   end
 --#converted
   if stored and counted and stored >= -9007199254740992 and stored <= 9007199254740992 and counted <= most then
+--#plain
+    lasts = stored == index and counted > 0 and counted <= limit -- its write's TTL lasts to the window's end
 --#convert
     if old0 and counted > 0 then
       -- Written under limit old0 and window old1 (design §2.4, §2.8):
@@ -169,6 +171,25 @@ end
 local rem, reset = limit - count, ends
 --#encode index, count
 local value = string.format('%d %d', index, count)
+
+--@lean
+-- The common case alone, for a multi script: a state of this window,
+-- within its limit (so the key's TTL lasts, as lasts says above), and a
+-- cost of 1 to the limit; lean stays false for anything else, which the
+-- whole body decides. Its reply as the state stands (r1, r2, r3) and
+-- charged (c1, c2, c3), and the body written when charged (value).
+local limit, window = tonumber(ARGV[$1]), tonumber(ARGV[$2])
+local index, count = string.match(state, '^(%-?%d+) (%d+)$', #ARGV[$hdr] + 1)
+index, count = tonumber(index), tonumber(count)
+if index and count > 0 and count <= limit and cost >= 1 and cost <= limit and not peek and
+  index * window <= now and now < (index + 1) * window then
+  lean = true
+  local ends = (index + 1) * window - now
+  fits = count + cost <= limit
+  r1, r2, r3 = limit - count, fits and 0 or ends, ends
+  c1, c2, c3 = limit - count - cost, 0, ends
+  value = string.format('%d %d', index, count + cost)
+end
 
 --@book
 -- The booking of cost due at act, in the window of act, index+j: the

@@ -26,7 +26,8 @@ import (
 // key; and checks that:
 //
 //   - a Refund gives back at most the reservation's cost, and nothing
-//     after Reset, nor the second time;
+//     after Reset, nor the second time (a reservation made before a
+//     refund by key is not refunded by its handle: one way, not both);
 //   - the admissions that still count never exceed what the most generous
 //     limit the sequence used allows over any span the algorithm bounds
 //     (its setup's bound). An admission counts at its instant with its
@@ -201,6 +202,13 @@ func (m *changeMachine) refund(t *rapid.T) {
 	}
 	t.Logf("%s: Refund(%d) by key, limiter %d", m.at(), n, i)
 	m.counted = append(m.counted, &counted{at: m.now, cost: -n})
+	// A request is refunded one way, by its handle or by key, not both
+	// (docs/refunds.md): the key's state cannot tell which charge a refund
+	// by key gave back, so the handles of the reservations made before it
+	// are not used again. (Both, a seed found, hand a bucket's refill out
+	// twice: ReserveN 2, Refund 2 by key, AllowN 1, the reservation's
+	// Refund gives back 1 more, on every store alike.)
+	m.resv = m.resv[:0]
 }
 
 func (m *changeMachine) reset(t *rapid.T) {
