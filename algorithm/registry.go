@@ -184,7 +184,9 @@ var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earlie
 //     a string after the limit's own header, now and cost, it sets lean
 //     when it decided, fits, the reply as the state stands, r1, r2, r3,
 //     and charged, c1, c2, c3, and value, the body a charge writes, whose
-//     key's TTL must already last); each once;
+//     key's TTL must already last, needed only when fits and not dry, a
+//     dry run; it may convert numbers with num, tonumber remembered for
+//     the call); each once;
 //   - what it reads: its limit's arguments alone, as ARGV[$1] … ARGV[$9]
 //     (its parameters, which the composer numbers), ARGV[$id] and
 //     ARGV[$hdr], the limit's number $n, its sorted

@@ -177,10 +177,14 @@ local value = string.format('%d %d', index, count)
 -- within its limit (so the key's TTL lasts, as lasts says above), and a
 -- cost of 1 to the limit; lean stays false for anything else, which the
 -- whole body decides. Its reply as the state stands (r1, r2, r3) and
--- charged (c1, c2, c3), and the body written when charged (value).
+-- charged (c1, c2, c3), and the body written when charged (value), made
+-- only when it fits outside a dry run (dry). The numbers go through num
+-- (tonumber, remembered): a window's index repeats in its states.
 local limit, window = tonumber(ARGV[$1]), tonumber(ARGV[$2])
 local index, count = string.match(state, '^(%-?%d+) (%d+)$', #ARGV[$hdr] + 1)
-index, count = tonumber(index), tonumber(count)
+if index then
+  index, count = num(index), num(count)
+end
 if index and count > 0 and count <= limit and cost >= 1 and cost <= limit and not peek and
   index * window <= now and now < (index + 1) * window then
   lean = true
@@ -188,7 +192,9 @@ if index and count > 0 and count <= limit and cost >= 1 and cost <= limit and no
   fits = count + cost <= limit
   r1, r2, r3 = limit - count, fits and 0 or ends, ends
   c1, c2, c3 = limit - count - cost, 0, ends
-  value = string.format('%d %d', index, count + cost)
+  if fits and not dry then
+    value = string.format('%d %d', index, count + cost)
+  end
 end
 
 --@book

@@ -38,14 +38,17 @@ var multiScripts sync.Map
 // KEYS are each group's keys in turn, as its decision script declares
 // them. ARGV[1] is the number of units, negative for a dry run (nothing
 // charged; every unit replies as a denial does); ARGV[2] the number m of
-// shared arguments that follow it, ARGV[3…m+2]: each distinct tail of
-// the groups' arguments (a decision script's ARGV[3…]: the TTL margin,
-// then its limits' state IDs, headers and parameters), once however many
-// groups share it. Then per unit its number of groups, and per group five
-// arguments: its kind's index (from 1, in the order kinds returns), r, the
-// place of its tail (its decision script's ARGV[i], i ≥ 3, is this
-// script's ARGV[r + i]), how many keys it has, and its now and cost (its
-// decision script's ARGV[1] and ARGV[2]). The reply is per unit a code, 1
+// shared arguments that follow ARGV[3]; ARGV[3] an instant in µs that the
+// groups' instants are counted from (its base); ARGV[4…m+3]: each distinct
+// tail of the groups' arguments (a decision script's ARGV[3…]: the TTL
+// margin, then its limits' state IDs, headers and parameters), once
+// however many groups share it. Then per unit its number of groups, and
+// per group three arguments: its shape, "k r c" (its kind's index k, from
+// 1, in the order kinds returns; r, the place of its tail: its decision
+// script's ARGV[i], i ≥ 3, is this script's ARGV[r + i]; its key count c),
+// its now as an offset from the base ("" for the server's clock: its
+// decision script's ARGV[1] is the base plus it), and its cost (its
+// decision script's ARGV[2]). The reply is per unit a code, 1
 // admitted, 0 denied, -1 a state only a conversion script reads
 // (RLCONVERT), -2 a key holding the most states (RLTOOMANY), followed
 // when 0 or 1 by each group's {remaining, retry after, reset after} per
@@ -107,18 +110,21 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- internal/luascript (docs/design/lua-composition.md, luascript.MultiKinds).
 -- KEYS: each group's keys in turn, as its decision script declares them.
 -- ARGV[1]: the number of units (negative: a dry run, charging nothing);
--- ARGV[2]: m, then m arguments the groups share: each distinct tail of a
--- group's arguments as its decision script takes them (the TTL margin,
--- each limit's state ID, header and parameters), once. Then per unit its
--- number of groups, and per group its kind, r (its decision script's
--- ARGV[i], i >= 3, is A[r + i]), its key count, its now and its cost.
+-- ARGV[2]: m; ARGV[3]: the base the groups' instants count from; then m
+-- arguments the groups share: each distinct tail of a group's arguments as
+-- its decision script takes them (the TTL margin, each limit's state ID,
+-- header and parameters), once. Then per unit its number of groups, and
+-- per group its shape "k r c": its kind k, r (its decision script's
+-- ARGV[i], i >= 3, is A[r + i]) and its key count c; its now, an offset
+-- from the base ('' for the server's clock); and its cost.
 -- It replies per unit a code (1 admitted, 0 denied, -1 RLCONVERT, -2
 -- RLTOOMANY) and, for 1 or 0, each group's {remaining, retry after µs,
 -- reset after µs} per limit.
 --
 -- kind[k](o, ko, keyc, g, r) decides group g of a unit, of kind k, as its
--- decision script would, its ARGV[1] and ARGV[2] being A[o + 1] and
--- A[o + 2], its ARGV[i] for i >= 3 A[r + i], and its KEYS[i] K[ko + i],
+-- decision script would, its ARGV[1] being base + A[o + 1] (none for '')
+-- and its ARGV[2] A[o + 2], its ARGV[i] for i >= 3 A[r + i], and its
+-- KEYS[i] K[ko + i],
 -- writing nothing: it runs every limit's load and
 -- decide, leaving its report and commit behind as closures, and returns
 -- whether all its limits admit and its finish, which reports or commits
@@ -129,12 +135,14 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- to write when charged; the reply as the state stands, and charged).
 --
 -- num(s) is tonumber(s), remembered: the arguments repeat (each group's
--- kind, counts, cost and parameters, a unit's instant), and a table look-up
--- costs a fraction of the string's conversion.
+-- counts, cost and parameters), and a table look-up costs a fraction of
+-- the string's conversion; shapes[s] is a shape's {k, r, c}, remembered.
+-- An instant is not remembered (each differs): it is a short offset
+-- from the base, quick to convert.
 local A, K = ARGV, KEYS
 local kind = {}
 local LK, LI, LH, LV, R1, R2, R3, C1, C2, C3 = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
-local nums = {}
+local nums, shapes = {}, {}
 local function num(s)
   local v = nums[s]
   if v == nil then
@@ -143,24 +151,32 @@ local function num(s)
   end
   return v
 end
+local base = tonumber(A[3])
+local dry = false -- a dry run: nothing charged
 `
 
 // multiLoop runs the units.
 const multiLoop = `local units = num(A[1])
-local dry = units < 0
+dry = units < 0
 if dry then
   units = -units
 end
-local ao, ko = 3 + num(A[2]), 0
-local out = {}
+local ao, ko = 4 + num(A[2]), 0
+local out, fins = {}, {} -- fins: each group's finish, of the unit at hand
 for u = 1, units do
   local n = num(A[ao])
   ao = ao + 1
-  local all, fins, failed = true, {}, nil
+  local all, failed = true, nil
   for g = 1, n do
-    local k, r, keyc = num(A[ao]), num(A[ao + 1]), num(A[ao + 2])
+    local sh = shapes[A[ao]]
+    if sh == nil then
+      local k, r, c = string.match(A[ao], '^(%d+) (%d+) (%d+)$')
+      sh = {tonumber(k), tonumber(r), tonumber(c)}
+      shapes[A[ao]] = sh
+    end
+    local keyc = sh[3]
     if not failed then
-      local fits, fin = kind[k](ao + 2, ko, keyc, g, r)
+      local fits, fin = kind[sh[1]](ao, ko, keyc, g, sh[2])
       if type(fits) == 'table' then
         failed = fits
       else
@@ -168,7 +184,7 @@ for u = 1, units do
         fins[g] = fin
       end
     end
-    ao, ko = ao + 5, ko + keyc
+    ao, ko = ao + 3, ko + keyc
   end
   if failed then
     out[#out + 1] = string.sub(failed.err or '', 1, 9) == 'RLCONVERT' and -1 or -2
@@ -215,6 +231,16 @@ end
 `
 }
 
+// multiPrelude is the prelude of a group of a multi script: its now is
+// the base plus its offset, none for an empty offset (the server's clock).
+var multiPrelude = func() string {
+	const own = "local now = tonumber(ARGV[1])\n"
+	if !strings.HasPrefix(prelude[strings.Index(prelude, "local now"):], own) {
+		panic("luascript: the prelude does not open with " + own)
+	}
+	return strings.Replace(prelude, own, "local now = A[o + 1]\nnow = now ~= '' and base + tonumber(now) or nil\n", 1)
+}()
+
 // inPlace returns a group's decision text reading its arguments and keys
 // where they are in the multi script's own ARGV and KEYS (A and K): its
 // ARGV[1] and ARGV[2] are A[o + 1] and A[o + 2], its other ARGV[i] (the
@@ -245,7 +271,7 @@ func composeMulti(kinds []string) string {
 		fmt.Fprintf(&src, "-- Kind %d: %s.\nkind[%d] = function(o, ko, keyc, g, r)\n", k+1, joined, k+1)
 		var body strings.Builder
 		lean := len(c.limits) == 1 && c.limits[0].b.lean != "" && style == storeOne
-		body.WriteString(prelude)
+		body.WriteString(multiPrelude)
 		if lean {
 			body.WriteString(c.limits[0].sub(leanPath(c.limits[0].b.lean)))
 		}

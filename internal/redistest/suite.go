@@ -663,6 +663,28 @@ func testServerClock(t *testing.T, newStore NewStore) {
 				}
 			}
 		})
+		// The same steps as AllowAll of the key and "all:"+key, in one
+		// multi script call: its instants come from TIME, not from offsets.
+		t.Run(a.name+"/AllowAll", func(t *testing.T) {
+			server := newLimiter(t, a.alg, newStore(t, target, Prefix(t)), ratelimit.WithClock(clock.Server()))
+			fake := clock.NewFake(t0)
+			model := newLimiter(t, a.alg, memorystore.New[string](), ratelimit.WithClock(fake))
+			for _, s := range steps {
+				target.Mini.SetTime(t0.Add(s.at))
+				fake.Set(t0.Add(s.at))
+				got := []ratelimit.Request[string]{{Limiter: server, Key: s.key, N: s.cost}, {Limiter: server, Key: "all:" + s.key, N: 1}}
+				want := []ratelimit.Request[string]{{Limiter: model, Key: s.key, N: s.cost}, {Limiter: model, Key: "all:" + s.key, N: 1}}
+				gotOK, err := ratelimit.AllowAll(ctx, got)
+				if err != nil {
+					t.Fatalf("server time t0+%v, AllowAll(%q, %d): %v", s.at, s.key, s.cost, err)
+				}
+				wantOK, _ := ratelimit.AllowAll(ctx, want)
+				if gotOK != wantOK || got[0].Decision != want[0].Decision || got[1].Decision != want[1].Decision {
+					t.Fatalf("server time t0+%v, AllowAll(%q, %d): got %v %+v %+v, want %v %+v %+v (the memory store at that time)",
+						s.at, s.key, s.cost, gotOK, got[0].Decision, got[1].Decision, wantOK, want[0].Decision, want[1].Decision)
+				}
+			}
+		})
 	}
 }
 

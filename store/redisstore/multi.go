@@ -36,7 +36,8 @@ type multiPart[K comparable] struct {
 	t      *Table[K]
 	keys   []string // the declared keys
 	states []string // one per limit: the key's name and the limit's ID
-	now    string
+	now    string   // the request's instant as its decision script takes it: "" for the server's clock
+	at     int64    // the request's instant in µs (its Now), unless now is ""
 	tag    string
 }
 
@@ -271,7 +272,7 @@ func (t *Table[K]) part(rq *store.Request[K]) (multiPart[K], error) {
 	if err != nil {
 		return multiPart[K]{}, err
 	}
-	p := multiPart[K]{t: rt, now: now, states: all[1:]}
+	p := multiPart[K]{t: rt, now: now, at: rq.Now, states: all[1:]}
 	if len(rt.declaredAt) == 1 && rt.declaredAt[0] == 0 {
 		p.keys = all[:1] // the hash alone, the common case
 	} else {
@@ -461,20 +462,26 @@ func (t *Table[K]) sendUnits(ctx context.Context, units []*unit[K], dry bool) er
 // (luascript.MultiKinds). Each table's tail of arguments (the TTL margin,
 // its limits') goes once, however many groups of the call it has; a
 // group names where, as the script's r (its ARGV[i] for i >= 3 is
-// ARGV[r + i]).
+// ARGV[r + i]), in its shape. Instants go as offsets from the first
+// group's, which the script converts faster than whole ones.
 func multiArgs[K comparable](units []*unit[K], kinds []int, dry bool) (keys, args []string) {
 	var tbuf [8]*Table[K]
 	var abuf [8]int
 	tables, at := tbuf[:0], abuf[:0]
-	nkeys, nargs, shared := 0, 2+len(units), 0
+	nkeys, nargs, shared := 0, 3+len(units), 0
+	var base int64
+	based := false
 	for _, u := range units {
 		for _, p := range u.parts {
 			nkeys += len(p.keys)
-			nargs += 5
+			nargs += 3
 			if !slices.Contains(tables, p.t) {
 				tables = append(tables, p.t)
-				at = append(at, shared) // from ARGV[3 + shared]: r = shared
+				at = append(at, 1+shared) // from ARGV[4 + shared]: r = 1 + shared
 				shared += len(p.t.rest)
+			}
+			if !based && p.now != "" {
+				base, based = p.at, true
 			}
 		}
 	}
@@ -484,18 +491,42 @@ func multiArgs[K comparable](units []*unit[K], kinds []int, dry bool) (keys, arg
 	}
 	keys = make([]string, 0, nkeys)
 	args = make([]string, 0, nargs+shared)
-	args = append(args, strconv.Itoa(n), strconv.Itoa(shared))
+	args = append(args, strconv.Itoa(n), strconv.Itoa(shared), strconv.FormatInt(base, 10))
 	for _, tb := range tables {
 		args = append(args, tb.rest...)
 	}
+	// The groups' shapes and offsets are written into one buffer and cut
+	// from one string: one allocation for all of them.
+	var text []byte
+	ends := make([]int, 0, 2*(nargs-3-len(units))/3) // where each shape and offset ends
 	g := 0
+	for _, u := range units {
+		for _, p := range u.parts {
+			text = strconv.AppendInt(text, int64(kinds[g]), 10)
+			text = append(text, ' ')
+			text = strconv.AppendInt(text, int64(at[slices.Index(tables, p.t)]), 10)
+			text = append(text, ' ')
+			text = strconv.AppendInt(text, int64(len(p.keys)), 10)
+			ends = append(ends, len(text))
+			if p.now != "" {
+				text = strconv.AppendInt(text, p.at-base, 10)
+			}
+			ends = append(ends, len(text))
+			g++
+		}
+	}
+	all, e, from := string(text), 0, 0
+	cut := func() string {
+		s := all[from:ends[e]]
+		from, e = ends[e], e+1
+		return s
+	}
 	for _, u := range units {
 		args = append(args, strconv.Itoa(len(u.parts)))
 		for i, p := range u.parts {
 			keys = append(keys, p.keys...)
-			args = append(args, strconv.Itoa(kinds[g]), strconv.Itoa(at[slices.Index(tables, p.t)]), strconv.Itoa(len(p.keys)),
-				p.now, strconv.FormatInt(u.reqs[i].Cost, 10))
-			g++
+			shape := cut()
+			args = append(args, shape, cut(), strconv.FormatInt(u.reqs[i].Cost, 10))
 		}
 	}
 	return keys, args
