@@ -155,7 +155,8 @@ local base = tonumber(A[3])
 local dry = false -- a dry run: nothing charged
 `
 
-// multiLoop runs the units.
+// multiLoop runs the units; its "--@leans" line is where the lean kinds'
+// reading goes (leanInline), which sets lean when it decided the group.
 const multiLoop = `local units = num(A[1])
 dry = units < 0
 if dry then
@@ -176,12 +177,21 @@ for u = 1, units do
     end
     local keyc = sh[3]
     if not failed then
-      local fits, fin = kind[sh[1]](ao, ko, keyc, g, sh[2])
-      if type(fits) == 'table' then
-        failed = fits
-      else
+      local k, r = sh[1], sh[2]
+      local lean, fits, lstate = false, nil, nil
+--@leans
+      if lean then
         all = all and fits
-        fins[g] = fin
+        fins[g] = false
+      else
+        local fin
+        fits, fin = kind[k](ao, ko, keyc, g, r, lstate)
+        if type(fits) == 'table' then
+          failed = fits
+        else
+          all = all and fits
+          fins[g] = fin
+        end
       end
     end
     ao, ko = ao + 3, ko + keyc
@@ -211,22 +221,56 @@ return out
 `
 
 // leanPath returns a kind's opening, after the prelude, when its one
-// limit's body has a lean part: the limit's field read, and when it holds
-// a state that opens with the limit's own header, the lean part run on
-// it; when that decided (lean), the group's finish left in the tables
-// (LK… at g) and returned, with no closure made. Otherwise the whole
-// decision follows, on the field read (lstate).
+// limit's body has a lean part: the limit's field read (lstate), unless
+// the loop read it already (leanInline, which ran the lean part on it),
+// and when it holds a state that opens with the limit's own header, the
+// lean part run on it; when that decided (lean), the group's finish left
+// in the tables (LK… at g) and returned, with no closure made. Otherwise
+// the whole decision follows, on the field read.
 func leanPath(part string) string {
-	return `local lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
-if type(lstate) == 'string' and string.find(lstate, ARGV[$hdr], 1, true) == 1 then
-  local state, lean, fits, r1, r2, r3, c1, c2, c3, value = lstate, false
+	return `local tried = lstate ~= nil
+if not tried then
+  lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
+end
+if not tried and type(lstate) == 'string' and string.find(lstate, ARGV[$hdr], 1, true) == 1 then
+  local lean, fits = false, nil
+` + leanRun(part) + `  if lean then
+    return fits, false
+  end
+end
+`
+}
+
+// leanRun runs a lean part on lstate, a state that opens with the limit's
+// header, setting the caller's lean and fits, and when it decided (lean),
+// leaves the group's finish in the tables (LK… at g).
+func leanRun(part string) string {
+	return `  local state, r1, r2, r3, c1, c2, c3, value = lstate
   do
 ` + indentLines(part, "    ") + `  end
   if lean then
     LK[g], LI[g], LH[g], LV[g] = KEYS[1], ARGV[$id], ARGV[$hdr], value
     R1[g], R2[g], R3[g], C1[g], C2[g], C3[g] = r1, r2, r3, c1, c2, c3
-    return fits, false
   end
+`
+}
+
+// leanInline returns the multi loop's reading of a group of lean kind k
+// (one limit whose body has a lean part), on the caller's clock (a
+// nonempty offset): the group's field read, kept in lstate for the
+// kind's function should the lean part not decide, and the lean part run
+// on it, all in the loop, with no call of the kind's function. Its
+// arguments and keys are the group's, as a kind's body reads them
+// (inPlace), o being ao.
+func leanInline(k int, part string) string {
+	return fmt.Sprintf(`if k == %d and A[ao + 1] ~= '' then
+  local o = ao
+  local now, cost = ARGV[1], tonumber(ARGV[2])
+  now = base + tonumber(now)
+  local peek = cost == 0
+  lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
+  if type(lstate) == 'string' and string.find(lstate, ARGV[$hdr], 1, true) == 1 then
+`, k) + indentLines(leanRun(part), "  ") + `  end
 end
 `
 }
@@ -259,7 +303,7 @@ var ownArg = regexp.MustCompile(`ARGV\[([12])\]`)
 // composeMulti returns the multi script of group kinds, each the names
 // of its limits' algorithms joined by "+".
 func composeMulti(kinds []string) string {
-	var src strings.Builder
+	var src, leans strings.Builder
 	src.WriteString(multiHead)
 	for k, joined := range kinds {
 		names := strings.Split(joined, "+")
@@ -268,12 +312,13 @@ func composeMulti(kinds []string) string {
 			style = storeOne // its own HSET and PEXPIRE, in its commit
 		}
 		c := newComposer(form{names: joined}, names, false, style)
-		fmt.Fprintf(&src, "-- Kind %d: %s.\nkind[%d] = function(o, ko, keyc, g, r)\n", k+1, joined, k+1)
+		fmt.Fprintf(&src, "-- Kind %d: %s.\nkind[%d] = function(o, ko, keyc, g, r, lstate)\n", k+1, joined, k+1)
 		var body strings.Builder
 		lean := len(c.limits) == 1 && c.limits[0].b.lean != "" && style == storeOne
 		body.WriteString(multiPrelude)
 		if lean {
 			body.WriteString(c.limits[0].sub(leanPath(c.limits[0].b.lean)))
+			leans.WriteString(inPlace(c.limits[0].sub(leanInline(k+1, c.limits[0].b.lean))))
 		}
 		body.WriteString(c.head(true))
 		body.WriteString("local all = true\n")
@@ -307,6 +352,6 @@ func composeMulti(kinds []string) string {
 		src.WriteString(inPlace(body.String()))
 		src.WriteString("end\n")
 	}
-	src.WriteString(multiLoop)
+	src.WriteString(strings.Replace(multiLoop, "--@leans\n", indentLines(leans.String(), "      "), 1))
 	return src.String()
 }
