@@ -131,8 +131,10 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- them all and writes the key's hash; or an error reply. A kind of one
 -- limit whose body has a lean part decides its common case by that
 -- alone, with no closure: its finish is then false, and what it would
--- do is left at g in the tables below (the key, field, header and body
--- to write when charged; the reply as the state stands, and charged).
+-- do is left in L, ten values from 10(g - 1) + 1: the key, field, header
+-- and body to write when charged; the reply as the state stands, and
+-- charged. One table, made at its size for one group: each table a call
+-- makes and grows costs Redis more than a unit's decision.
 --
 -- num(s) is tonumber(s), remembered: the arguments repeat (each group's
 -- counts, cost and parameters), and a table look-up costs a fraction of
@@ -141,7 +143,7 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- from the base, quick to convert.
 local A, K = ARGV, KEYS
 local kind = {}
-local LK, LI, LH, LV, R1, R2, R3, C1, C2, C3 = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local L = {false, false, false, false, false, false, false, false, false, false}
 local nums, shapes = {}, {}
 local function num(s)
   local v = nums[s]
@@ -206,12 +208,12 @@ for u = 1, units do
       if fin then
         fin(charge, out)
       else
-        local r = #out
+        local r, b = #out, 10 * (g - 1)
         if charge then
-          redis.call('HSET', LK[g], LI[g], LH[g] .. LV[g])
-          out[r + 1], out[r + 2], out[r + 3] = C1[g], C2[g], C3[g]
+          redis.call('HSET', L[b + 1], L[b + 2], L[b + 3] .. L[b + 4])
+          out[r + 1], out[r + 2], out[r + 3] = L[b + 8], L[b + 9], L[b + 10]
         else
-          out[r + 1], out[r + 2], out[r + 3] = R1[g], R2[g], R3[g]
+          out[r + 1], out[r + 2], out[r + 3] = L[b + 5], L[b + 6], L[b + 7]
         end
       end
     end
@@ -225,7 +227,7 @@ return out
 // the loop read it already (leanInline, which ran the lean part on it),
 // and when it holds a state that opens with the limit's own header, the
 // lean part run on it; when that decided (lean), the group's finish left
-// in the tables (LK… at g) and returned, with no closure made. Otherwise
+// in L (at 10(g - 1)) and returned, with no closure made. Otherwise
 // the whole decision follows, on the field read.
 func leanPath(part string) string {
 	return `local tried = lstate ~= nil
@@ -243,14 +245,15 @@ end
 
 // leanRun runs a lean part on lstate, a state that opens with the limit's
 // header, setting the caller's lean and fits, and when it decided (lean),
-// leaves the group's finish in the tables (LK… at g).
+// leaves the group's finish in L, at 10(g - 1).
 func leanRun(part string) string {
 	return `  local state, r1, r2, r3, c1, c2, c3, value = lstate
   do
 ` + indentLines(part, "    ") + `  end
   if lean then
-    LK[g], LI[g], LH[g], LV[g] = KEYS[1], ARGV[$id], ARGV[$hdr], value
-    R1[g], R2[g], R3[g], C1[g], C2[g], C3[g] = r1, r2, r3, c1, c2, c3
+    local b = 10 * (g - 1)
+    L[b + 1], L[b + 2], L[b + 3], L[b + 4], L[b + 5] = KEYS[1], ARGV[$id], ARGV[$hdr], value, r1
+    L[b + 6], L[b + 7], L[b + 8], L[b + 9], L[b + 10] = r2, r3, c1, c2, c3
   end
 `
 }
