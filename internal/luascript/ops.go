@@ -439,8 +439,12 @@ func (c *opComposer) defineUndo(l limitAt) {
 	c.define(l.n, "undo", opPart{"act, ucost, bcost", l.sub(undo) + "\n", "ugive, utook"})
 }
 
-// num formats a Lua number x as a booking's reply string.
-func num(x string) string { return "string.format('%.0f', " + x + ")" }
+// num formats a Lua number x as a booking's reply string: a whole number
+// of at most 53 bits by '%d', which costs Redis a fraction of '%.0f'
+// (libc's floating-point printing), anything else rounded by '%.0f'.
+func num(x string) string {
+	return fmt.Sprintf("((%[1]s) %% 1 == 0 and (%[1]s) > -9007199254740992 and (%[1]s) < 9007199254740992 and string.format('%%d', %[1]s) or string.format('%%.0f', %[1]s))", x)
+}
 
 // search writes a booking's search, that of algorithm.EarliestAll: the
 // latest of the limits' earliest instants, again until none moves it, at

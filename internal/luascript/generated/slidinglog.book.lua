@@ -243,10 +243,10 @@ end
   end
   act = nxt
 end
-out[2] = string.format('%.0f', act)
+out[2] = ((act) % 1 == 0 and (act) > -9007199254740992 and (act) < 9007199254740992 and string.format('%d', act) or string.format('%.0f', act))
 if not ok then
 out[1] = '0'
-out[3], out[4], out[5] = string.format('%.0f', rep1_1), string.format('%.0f', rep1_2), string.format('%.0f', rep1_3)
+out[3], out[4], out[5] = ((rep1_1) % 1 == 0 and (rep1_1) > -9007199254740992 and (rep1_1) < 9007199254740992 and string.format('%d', rep1_1) or string.format('%.0f', rep1_1)), ((rep1_2) % 1 == 0 and (rep1_2) > -9007199254740992 and (rep1_2) < 9007199254740992 and string.format('%d', rep1_2) or string.format('%.0f', rep1_2)), ((rep1_3) % 1 == 0 and (rep1_3) > -9007199254740992 and (rep1_3) < 9007199254740992 and string.format('%d', rep1_3) or string.format('%.0f', rep1_3))
 return out
 end
 out[1] = '1'
@@ -320,7 +320,7 @@ end
 
 brem, breset, bpost = rem, reset, ''
 end
-out[3], out[4], out[5] = string.format('%.0f', brem), string.format('%.0f', bact - now), string.format('%.0f', breset)
+out[3], out[4], out[5] = ((brem) % 1 == 0 and (brem) > -9007199254740992 and (brem) < 9007199254740992 and string.format('%d', brem) or string.format('%.0f', brem)), ((bact - now) % 1 == 0 and (bact - now) > -9007199254740992 and (bact - now) < 9007199254740992 and string.format('%d', bact - now) or string.format('%.0f', bact - now)), ((breset) % 1 == 0 and (breset) > -9007199254740992 and (breset) < 9007199254740992 and string.format('%d', breset) or string.format('%.0f', breset))
 out[6], out[7], out[8] = raw1 or '', bpost, rgen1
 end
 end
