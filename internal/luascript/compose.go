@@ -470,7 +470,44 @@ func (c *composer) replyOf(i int) string {
 // composeDecision returns the decision script of f.
 func composeDecision(f form, names []string) string {
 	head, limits, _ := composeParts(f, names, false)
+	if lean, hget := plainLean(f, names); lean != "" {
+		// The field was read before the lean part: not again.
+		return describe(f, names) + prelude + lean + head + strings.Replace(limits, hget, "local state = lstate\n", 1)
+	}
 	return describe(f, names) + prelude + head + limits
+}
+
+// plainLean returns the opening of a plain decision script of one limit
+// whose body has a lean part, after the prelude, and the load's read of
+// the field that it replaces: the field read, and when it holds a state
+// that opens with the limit's own header, the lean part run on it, which
+// in its common case writes the state (the key's TTL lasts) and replies,
+// as the whole decision would; anything else takes the whole decision on
+// the field read (lstate). "" for any other script.
+func plainLean(f form, names []string) (lean, hget string) {
+	if f.op != 0 || f.batch || f.convert || len(names) != 1 {
+		return "", ""
+	}
+	c := newComposer(f, names, false, storeOne)
+	l := c.limits[0]
+	if l.b.lean == "" || l.log() {
+		return "", ""
+	}
+	return l.sub(`local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)
+local lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
+if type(lstate) == 'string' and string.find(lstate, ARGV[$hdr], 1, true) == 1 then
+  local state, lean, fits, r1, r2, r3, c1, c2, c3, value = lstate, false
+  do
+` + indentLines(l.b.lean, "    ") + `  end
+  if lean then
+    if fits and not peek then
+      redis.call('HSET', KEYS[1], ARGV[$id], ARGV[$hdr] .. value)
+      return {c1, c2, c3}
+    end
+    return {r1, r2, r3}
+  end
+end
+`), l.sub(hgetLine)
 }
 
 // composeParts writes the parts of a script of f deciding for limits of

@@ -19,6 +19,47 @@ local peek = cost == 0
 if peek then
   cost = 1
 end
+local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)
+local lstate = redis.pcall('HGET', KEYS[1], ARGV[4])
+if type(lstate) == 'string' and string.find(lstate, ARGV[5], 1, true) == 1 then
+  local state, lean, fits, r1, r2, r3, c1, c2, c3, value = lstate, false
+  do
+    -- The common case alone, for a multi script and a plain decision of
+    -- this limit alone (the composer's plainLean): a state of this window,
+    -- within its limit (so the key's TTL lasts, as lasts says above), and a
+    -- cost of 1 to the limit; lean stays false for anything else, which the
+    -- whole body decides. Its reply as the state stands (r1, r2, r3) and
+    -- charged (c1, c2, c3), and the body written when charged (value), made
+    -- only when it fits outside a dry run (dry). The numbers go through num
+    -- (tonumber, remembered): a window's index repeats in its states. A
+    -- count of more digits than a double holds is nil in some Luas
+    -- (miniredis's): the whole body refuses it.
+    local limit, window = tonumber(ARGV[6]), tonumber(ARGV[7])
+    local index, count = string.match(state, '^(%-?%d+) (%d+)$', #ARGV[5] + 1)
+    if index then
+      index, count = num(index), num(count)
+    end
+    if index and count and count > 0 and count <= limit and cost >= 1 and cost <= limit and not peek and
+      index * window <= now and now < (index + 1) * window then
+      lean = true
+      local ends = (index + 1) * window - now
+      fits = count + cost <= limit
+      r1, r2, r3 = limit - count, fits and 0 or ends, ends
+      c1, c2, c3 = limit - count - cost, 0, ends
+      if fits and not dry then
+        value = string.format('%d %d', index, count + cost)
+      end
+    end
+
+  end
+  if lean then
+    if fits and not peek then
+      redis.call('HSET', KEYS[1], ARGV[4], ARGV[5] .. value)
+      return {c1, c2, c3}
+    end
+    return {r1, r2, r3}
+  end
+end
 local hkey = KEYS[1]
 -- held: the key's hash held a field this script read, so it has a TTL;
 -- bare: the key holds nothing.
@@ -28,7 +69,7 @@ local held, bare = false, false
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
 -- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
-local state = redis.pcall('HGET', hkey, ARGV[4])
+local state = lstate
 local shdr = ARGV[5]
 if state then
   local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
