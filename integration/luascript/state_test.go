@@ -340,7 +340,8 @@ func sharedReader(t *testing.T, alg algorithm.Algorithm, st store.Store[string],
 	return lim
 }
 
-// checkRead runs Peek then Allow of lim on "k", whose Redis key is key,
+// checkRead runs Peek, Allow, then AllowAll (with another key) of lim on
+// "k", whose Redis key is key,
 // holding what what describes: each either decides within range (bound is the longest wait
 // allowed) or, when mismatch is allowed, fails with ErrStateMismatch alone,
 // with the script's refusal and no raw Lua error, and leaves the value as
@@ -350,13 +351,18 @@ func checkRead(t *testing.T, lim *ratelimit.Limiter[string], client redis.Univer
 	ctx := t.Context()
 	before := snapshot(t, client, keys...)
 	mismatched := false
-	for _, op := range []string{"peek", "allow"} {
+	for _, op := range []string{"peek", "allow", "AllowAll"} {
 		var d ratelimit.Decision
 		var err error
-		if op == "peek" {
+		switch op {
+		case "peek":
 			d, err = lim.Peek(ctx, "k")
-		} else {
+		case "allow":
 			d, err = lim.Allow(ctx, "k")
+		default: // the multi script, beside a clean key
+			reqs := []ratelimit.Request[string]{{Limiter: lim, Key: "k", N: 1}, {Limiter: lim, Key: "clean", N: 1}}
+			_, err = ratelimit.AllowAll(ctx, reqs)
+			d = reqs[0].Decision
 		}
 		if err != nil {
 			mismatched = true

@@ -285,10 +285,13 @@ func (c *opComposer) limit(l limitAt) {
 	}
 	c.src.WriteString("do\n")
 	c.src.WriteString(c.load(l))
-	if c.op == OpBook {
+	if c.op == OpBook && !l.log() {
 		c.src.WriteString(c.giveGen(l))
 	}
 	c.src.WriteString(c.decide(l))
+	if c.op == OpBook && l.log() {
+		c.src.WriteString(c.giveGen(l)) // once the decision read the set: one it refuses stays as it was
+	}
 	if !l.log() && c.op != OpRefund {
 		fmt.Fprintf(&c.src, "%s = state or ''\n", c.slot("raw", l.n))
 	}
@@ -326,9 +329,10 @@ func (c *opComposer) limit(l limitAt) {
 // its value before and an exact undo puts back, gets it too before its
 // header's colon (at moves past it), so that the state put back is still
 // of the generation later bookings charged; a sorted set's header member
-// is replaced by one that ends with it at once (the body writes hdr only
-// on a set it makes or converts), before the decision reads the set,
-// which reads head[1] as the header. A booking not made leaves the set
+// is replaced by one that ends with it once the decision has read the
+// set (which reads head[1] as the header) and before anything is written
+// (the body writes hdr only on a set it makes or converts): a set the
+// decision refuses stays as it was. A booking not made leaves the set
 // with it: it changes no count, and the set is of the same state.
 func (c *opComposer) giveGen(l limitAt) string {
 	if !l.log() {

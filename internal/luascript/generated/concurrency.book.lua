@@ -63,14 +63,6 @@ else
     return redis.error_reply('RLCONVERT ' .. (string.match(fv, '^(%u)%d') or ''))
   end
 end
-if hdr == ARGV[5] then
-  hdr = hdr .. ngen
-  if state then
-    redis.call('ZREM', zkey, head[1])
-    head[1] = hdr
-    redis.call('ZADD', zkey, '-inf', hdr)
-  end
-end
 -- In-flight limit (Go: concurrency.Slots).
 -- Parameters: ARGV[6] limit, ARGV[7] lease in µs.
 -- State: a sorted set with one member per unit held, scored by the
@@ -111,6 +103,14 @@ end
 
 local fits = inuse + cost <= limit
 
+if hdr == ARGV[5] then
+  hdr = hdr .. ngen
+  if state then
+    redis.call('ZREM', zkey, head[1])
+    head[1] = hdr
+    redis.call('ZADD', zkey, '-inf', hdr)
+  end
+end
 rgen1 = string.sub(hdr, #ARGV[5] + 1)
 do
 local rem, retry, reset = limit - inuse, 0, 0

@@ -63,14 +63,6 @@ else
     return redis.error_reply('RLCONVERT ' .. (string.match(fv, '^(%u)%d') or ''))
   end
 end
-if hdr == ARGV[5] then
-  hdr = hdr .. ngen
-  if state then
-    redis.call('ZREM', zkey, head[1])
-    head[1] = hdr
-    redis.call('ZADD', zkey, '-inf', hdr)
-  end
-end
 -- Sliding log (Go: slidinglog.Log).
 -- Parameters: ARGV[6] limit, ARGV[7] window in µs.
 -- State: a sorted set with one member per instant at which cost was
@@ -178,6 +170,14 @@ end
 
 local fits = used + cost <= limit
 
+if hdr == ARGV[5] then
+  hdr = hdr .. ngen
+  if state then
+    redis.call('ZREM', zkey, head[1])
+    head[1] = hdr
+    redis.call('ZADD', zkey, '-inf', hdr)
+  end
+end
 rgen1 = string.sub(hdr, #ARGV[5] + 1)
 do
 local rem, retry, reset = limit - used, 0, 0

@@ -227,14 +227,6 @@ else
     return redis.error_reply('RLCONVERT ' .. (string.match(fv, '^(%u)%d') or ''))
   end
 end
-if hdr == ARGV[9] then
-  hdr = hdr .. ngen
-  if state then
-    redis.call('ZREM', zkey, head[1])
-    head[1] = hdr
-    redis.call('ZADD', zkey, '-inf', hdr)
-  end
-end
 -- Sliding log (Go: slidinglog.Log).
 -- Parameters: ARGV[10] limit, ARGV[11] window in µs.
 -- State: a sorted set with one member per instant at which cost was
@@ -342,6 +334,14 @@ end
 
 local fits = used + cost <= limit
 
+if hdr == ARGV[9] then
+  hdr = hdr .. ngen
+  if state then
+    redis.call('ZREM', zkey, head[1])
+    head[1] = hdr
+    redis.call('ZADD', zkey, '-inf', hdr)
+  end
+end
 rgen2 = string.sub(hdr, #ARGV[9] + 1)
 do
 local rem, retry, reset = limit - used, 0, 0
