@@ -496,10 +496,8 @@ func plainLean(f form, names []string) (lean, hget string) {
 	return l.sub(`local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)
 local lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
 if type(lstate) == 'string' and string.find(lstate, ARGV[$hdr], 1, true) == 1 then
-  local state, lean, fits, r1, r2, r3, c1, c2, c3, value = lstate, false
-  do
-` + indentLines(l.b.lean, "    ") + `  end
-  if lean then
+  local lean, fits = false, nil
+` + indentLines(leanCore(l.b.lean), "  ") + `  if lean then
     if fits and not peek then
       redis.call('HSET', KEYS[1], ARGV[$id], ARGV[$hdr] .. value)
       return {c1, c2, c3}

@@ -222,58 +222,40 @@ end
 return out
 `
 
-// leanPath returns a kind's opening, after the prelude, when its one
-// limit's body has a lean part: the limit's field read (lstate), unless
-// the loop read it already (leanInline, which ran the lean part on it),
-// and when it holds a state that opens with the limit's own header, the
-// lean part run on it; when that decided (lean), the group's finish left
-// in L (at 10(g - 1)) and returned, with no closure made. Otherwise
-// the whole decision follows, on the field read.
-func leanPath(part string) string {
-	return `local tried = lstate ~= nil
-if not tried then
-  lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
-end
-if not tried and type(lstate) == 'string' and string.find(lstate, ARGV[$hdr], 1, true) == 1 then
-  local lean, fits = false, nil
-` + leanRun(part) + `  if lean then
-    return fits, false
-  end
-end
-`
-}
-
-// leanRun runs a lean part on lstate, a state that opens with the limit's
-// header, setting the caller's lean and fits, and when it decided (lean),
-// leaves the group's finish in L, at 10(g - 1).
-func leanRun(part string) string {
-	return `  local state, r1, r2, r3, c1, c2, c3, value = lstate
-  do
-` + indentLines(part, "    ") + `  end
-  if lean then
-    local b = 10 * (g - 1)
-    L[b + 1], L[b + 2], L[b + 3], L[b + 4], L[b + 5] = KEYS[1], ARGV[$id], ARGV[$hdr], value, r1
-    L[b + 6], L[b + 7], L[b + 8], L[b + 9], L[b + 10] = r2, r3, c1, c2, c3
-  end
-`
+// leanCore is a lean part run on lstate, a state that opens with the
+// limit's own header, in a block of its own: it sets the caller's lean
+// and fits (and r1…c3 and value, its locals, which the caller reads
+// after it, in the same block).
+func leanCore(part string) string {
+	return "local state, r1, r2, r3, c1, c2, c3, value = lstate\ndo\n" + indentLines(part, "  ") + "end\n"
 }
 
 // leanInline returns the multi loop's reading of a group of lean kind k
-// (one limit whose body has a lean part), on the caller's clock (a
-// nonempty offset): the group's field read, kept in lstate for the
-// kind's function should the lean part not decide, and the lean part run
-// on it, all in the loop, with no call of the kind's function. Its
-// arguments and keys are the group's, as a kind's body reads them
-// (inPlace), o being ao.
+// (one limit whose body has a lean part): the group's field read, kept in
+// lstate for the kind's function should the lean part not decide, and the
+// lean part run on it, in the loop, with no call of the kind's function;
+// when it decided (lean), the group's finish is left in L, at 10(g - 1).
+// Its arguments and keys are the group's, as a kind's body reads them
+// (inPlace), o being ao; an empty offset is the server's clock.
 func leanInline(k int, part string) string {
-	return fmt.Sprintf(`if k == %d and A[ao + 1] ~= '' then
+	return fmt.Sprintf(`if k == %d then
   local o = ao
   local now, cost = ARGV[1], tonumber(ARGV[2])
-  now = base + tonumber(now)
+  if now == '' then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  else
+    now = base + tonumber(now)
+  end
   local peek = cost == 0
   lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
   if type(lstate) == 'string' and string.find(lstate, ARGV[$hdr], 1, true) == 1 then
-`, k) + indentLines(leanRun(part), "  ") + `  end
+`, k) + indentLines(leanCore(part), "    ") + `    if lean then
+      local b = 10 * (g - 1)
+      L[b + 1], L[b + 2], L[b + 3], L[b + 4], L[b + 5] = KEYS[1], ARGV[$id], ARGV[$hdr], value, r1
+      L[b + 6], L[b + 7], L[b + 8], L[b + 9], L[b + 10] = r2, r3, c1, c2, c3
+    end
+  end
 end
 `
 }
@@ -320,7 +302,6 @@ func composeMulti(kinds []string) string {
 		lean := len(c.limits) == 1 && c.limits[0].b.lean != "" && style == storeOne
 		body.WriteString(multiPrelude)
 		if lean {
-			body.WriteString(c.limits[0].sub(leanPath(c.limits[0].b.lean)))
 			leans.WriteString(inPlace(c.limits[0].sub(leanInline(k+1, c.limits[0].b.lean))))
 		}
 		body.WriteString(c.head(true))

@@ -22,7 +22,8 @@ end
 local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)
 local lstate = redis.pcall('HGET', KEYS[1], ARGV[4])
 if type(lstate) == 'string' and string.find(lstate, ARGV[5], 1, true) == 1 then
-  local state, lean, fits, r1, r2, r3, c1, c2, c3, value = lstate, false
+  local lean, fits = false, nil
+  local state, r1, r2, r3, c1, c2, c3, value = lstate
   do
     -- The common case alone, for a multi script and a plain decision of
     -- this limit alone (the composer's plainLean): a state of this window,
