@@ -495,10 +495,12 @@ func multiArgs[K comparable](units []*unit[K], kinds []int, dry bool) (keys, arg
 	for _, tb := range tables {
 		args = append(args, tb.rest...)
 	}
-	// The groups' shapes and offsets are written into one buffer and cut
-	// from one string: one allocation for all of them.
-	var text []byte
-	ends := make([]int, 0, 2*(nargs-3-len(units))/3) // where each shape and offset ends
+	// The groups' shapes and offsets are written into one buffer, sized
+	// for the common case (a shape of 5 bytes, an offset of at most 7), and
+	// cut from one string, rather than a string allocated for each.
+	groups := (nargs - 3 - len(units)) / 3
+	text := make([]byte, 0, 12*groups)
+	ends := make([]int, 0, 2*groups) // where each shape and offset ends
 	g := 0
 	for _, u := range units {
 		for _, p := range u.parts {
