@@ -179,14 +179,15 @@ local value = string.format('%d %d', index, count)
 -- cost of 1 to the limit; lean stays false for anything else, which the
 -- whole body decides. Its reply as the state stands (r1, r2, r3) and
 -- charged (c1, c2, c3), and the body written when charged (value), made
--- only when it fits outside a dry run (dry). The numbers go through num
--- (tonumber, remembered): a window's index repeats in its states. A
--- count of more digits than a double holds is nil in some Luas
--- (miniredis's): the whole body refuses it.
+-- only when it fits outside a dry run (dry). The index goes through num
+-- (tonumber, remembered): a window's index repeats in its states; a
+-- count seldom repeats, and converts directly. A count of more digits
+-- than a double holds is nil in some Luas (miniredis's): the whole body
+-- refuses it.
 local limit, window = tonumber(ARGV[$1]), tonumber(ARGV[$2])
 local index, count = string.match(state, '^(%-?%d+) (%d+)$', #ARGV[$hdr] + 1)
 if index then
-  index, count = num(index), num(count)
+  index, count = num(index), tonumber(count)
 end
 if index and count and count > 0 and count <= limit and cost >= 1 and cost <= limit and not peek and
   index * window <= now and now < (index + 1) * window then

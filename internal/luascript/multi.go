@@ -121,20 +121,18 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- RLTOOMANY) and, for 1 or 0, each group's {remaining, retry after µs,
 -- reset after µs} per limit.
 --
--- kind[k](o, ko, keyc, g, r) decides group g of a unit, of kind k, as its
--- decision script would, its ARGV[1] being base + A[o + 1] (none for '')
--- and its ARGV[2] A[o + 2], its ARGV[i] for i >= 3 A[r + i], and its
--- KEYS[i] K[ko + i],
--- writing nothing: it runs every limit's load and
--- decide, leaving its report and commit behind as closures, and returns
--- whether all its limits admit and its finish, which reports or commits
--- them all and writes the key's hash; or an error reply. A kind of one
--- limit whose body has a lean part decides its common case by that
--- alone, with no closure: its finish is then false, and what it would
--- do is left in L, ten values from 10(g - 1) + 1: the key, field, header
--- and body to write when charged; the reply as the state stands, and
--- charged. One table, made at its size for one group: each table a call
--- makes and grows costs Redis more than a unit's decision.
+-- kind[k](o, ko, keyc, g, r, lstate) decides group g of a unit, of kind
+-- k, as its decision script would, its ARGV[1] being base + A[o + 1]
+-- (none for '') and its ARGV[2] A[o + 2], its ARGV[i] for i >= 3
+-- A[r + i], and its KEYS[i] K[ko + i], writing nothing: it runs every
+-- limit's load and decide, leaving its report and commit behind as
+-- closures, and returns whether all its limits admit and its finish,
+-- which puts their reports in out from r0 + 1 (width[k] values) or
+-- commits them all and writes the key's hash; or an error reply. A kind
+-- of one limit whose body has a lean part decides its common case by
+-- that alone, in the loop, with no closure: it charges at once when the
+-- unit may still be admitted, and keeps in undo what gives the charge
+-- back should a later group refuse the unit.
 --
 -- num(s) is tonumber(s), remembered: the arguments repeat (each group's
 -- counts, cost and parameters), and a table look-up costs a fraction of
@@ -142,8 +140,7 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- An instant is not remembered (each differs): it is a short offset
 -- from the base, quick to convert.
 local A, K = ARGV, KEYS
-local kind = {}
-local L = {false, false, false, false, false, false, false, false, false, false}
+local kind, width = {}, {}
 local nums, shapes = {}, {}
 local function num(s)
   local v = nums[s]
@@ -165,11 +162,16 @@ if dry then
   units = -units
 end
 local ao, ko = 4 + num(A[2]), 0
-local out, fins = {}, {} -- fins: each group's finish, of the unit at hand
+-- out: the reply, op its length, top the furthest a unit wrote in it;
+-- fins: the finish and place in out of each group its kind's function
+-- decided, of the unit at hand; undo: its lean charges, to give back.
+local out, op, top, fins, undo = {}, 0, 0, {}, {}
+local pnow, pnowarg = 0, nil -- the last offset converted, and its instant
 for u = 1, units do
   local n = num(A[ao])
   ao = ao + 1
-  local all, failed = true, nil
+  local all, failed, cp, nf, nu = true, nil, op + 1, 0, 0
+  op = cp
   for g = 1, n do
     local sh = shapes[A[ao]]
     if sh == nil then
@@ -184,7 +186,6 @@ for u = 1, units do
 --@leans
       if lean then
         all = all and fits
-        fins[g] = false
       else
         local fin
         fits, fin = kind[k](ao, ko, keyc, g, r, lstate)
@@ -192,32 +193,37 @@ for u = 1, units do
           failed = fits
         else
           all = all and fits
-          fins[g] = fin
+          fins[nf + 1], fins[nf + 2] = fin, op
+          nf, op = nf + 2, op + width[k]
         end
       end
     end
     ao, ko = ao + 3, ko + keyc
   end
-  if failed then
-    out[#out + 1] = string.sub(failed.err or '', 1, 9) == 'RLCONVERT' and -1 or -2
-  else
-    local charge = all and not dry
-    out[#out + 1] = charge and 1 or 0
-    for g = 1, n do
-      local fin = fins[g]
-      if fin then
-        fin(charge, out)
-      else
-        local r, b = #out, 10 * (g - 1)
-        if charge then
-          redis.call('HSET', L[b + 1], L[b + 2], L[b + 3] .. L[b + 4])
-          out[r + 1], out[r + 2], out[r + 3] = L[b + 8], L[b + 9], L[b + 10]
-        else
-          out[r + 1], out[r + 2], out[r + 3] = L[b + 5], L[b + 6], L[b + 7]
-        end
-      end
+  local charge = all and not dry and not failed
+  if not charge then
+    -- A lean group charged before a later one refused: its state as it
+    -- was, and its reply as the state stands (only the remaining differs).
+    for i = 1, nu, 5 do
+      redis.call('HSET', undo[i], undo[i + 1], undo[i + 2])
+      out[undo[i + 3]] = undo[i + 4]
     end
   end
+  if op > top then
+    top = op
+  end
+  if failed then
+    out[cp] = string.sub(failed.err or '', 1, 9) == 'RLCONVERT' and -1 or -2
+    op = cp
+  else
+    out[cp] = charge and 1 or 0
+    for i = 1, nf, 2 do
+      fins[i](charge, out, fins[i + 1])
+    end
+  end
+end
+for i = op + 1, top do
+  out[i] = nil -- a failed unit's reports
 end
 return out
 `
@@ -233,32 +239,53 @@ func leanCore(part string) string {
 // leanInline returns the multi loop's reading of a group of lean kind k
 // (one limit whose body has a lean part): the group's field read, kept in
 // lstate for the kind's function should the lean part not decide, and the
-// lean part run on it, in the loop, with no call of the kind's function;
-// when it decided (lean), the group's finish is left in L, at 10(g - 1).
-// Its arguments and keys are the group's, as a kind's body reads them
-// (inPlace), o being ao; an empty offset is the server's clock.
+// lean part run on it, in the loop, with no call of the kind's function.
+// When it decided (lean), the group is charged at once if it fits and
+// every group of the unit before it did (outside a dry run), its reply
+// goes into out, and, in a unit of several groups, what gives the charge
+// back goes into undo: a later group may refuse the unit. Its arguments
+// and keys are the group's, as a kind's body reads them (inPlace), o
+// being ao; an empty offset is the server's clock. The groups of a unit
+// share their instant: an offset is converted once.
 func leanInline(k int, part string) string {
 	return fmt.Sprintf(`if k == %d then
   local o = ao
   local now, cost = ARGV[1], tonumber(ARGV[2])
-  if now == '' then
+  if now == pnowarg then
+    now = pnow
+  elseif now == '' then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   else
+    pnowarg = now
     now = base + tonumber(now)
+    pnow = now
   end
   local peek = cost == 0
   lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
   if type(lstate) == 'string' and string.find(lstate, ARGV[$hdr], 1, true) == 1 then
 `, k) + indentLines(leanCore(part), "    ") + `    if lean then
-      local b = 10 * (g - 1)
-      L[b + 1], L[b + 2], L[b + 3], L[b + 4], L[b + 5] = KEYS[1], ARGV[$id], ARGV[$hdr], value, r1
-      L[b + 6], L[b + 7], L[b + 8], L[b + 9], L[b + 10] = r2, r3, c1, c2, c3
+      if fits and all and not dry then
+        redis.call('HSET', KEYS[1], ARGV[$id], ARGV[$hdr] .. value)
+        out[op + 1], out[op + 2], out[op + 3] = c1, c2, c3
+        if n > 1 then
+          undo[nu + 1], undo[nu + 2], undo[nu + 3], undo[nu + 4], undo[nu + 5] = KEYS[1], ARGV[$id], lstate, op + 1, r1
+          nu = nu + 5
+        end
+      else
+        out[op + 1], out[op + 2], out[op + 3] = r1, r2, r3
+      end
+      op = op + 3
     end
   end
 end
 `
 }
+
+// numHit writes a lean part's num(x) as a table look-up first: a call
+// of num for each argument costs more than the look-up that mostly finds
+// it.
+var numHit = regexp.MustCompile(`\bnum\(([A-Za-z_]\w*(?:\[[^\]()]*\])?)\)`)
 
 // multiPrelude is the prelude of a group of a multi script: its now is
 // the base plus its offset, none for an empty offset (the server's clock).
@@ -297,12 +324,12 @@ func composeMulti(kinds []string) string {
 			style = storeOne // its own HSET and PEXPIRE, in its commit
 		}
 		c := newComposer(form{names: joined}, names, false, style)
-		fmt.Fprintf(&src, "-- Kind %d: %s.\nkind[%d] = function(o, ko, keyc, g, r, lstate)\n", k+1, joined, k+1)
+		fmt.Fprintf(&src, "-- Kind %d: %s.\nwidth[%d] = %d\nkind[%d] = function(o, ko, keyc, g, r, lstate)\n", k+1, joined, k+1, 3*len(names), k+1)
 		var body strings.Builder
 		lean := len(c.limits) == 1 && c.limits[0].b.lean != "" && style == storeOne
 		body.WriteString(multiPrelude)
 		if lean {
-			leans.WriteString(inPlace(c.limits[0].sub(leanInline(k+1, c.limits[0].b.lean))))
+			leans.WriteString(numHit.ReplaceAllString(inPlace(c.limits[0].sub(leanInline(k+1, c.limits[0].b.lean))), "(nums[$1] or num($1))"))
 		}
 		body.WriteString(c.head(true))
 		body.WriteString("local all = true\n")
@@ -325,7 +352,7 @@ func composeMulti(kinds []string) string {
 		}
 		body.WriteString(c.fresh())
 		body.WriteString(c.tooMany(c.take))
-		body.WriteString("return all, function(charge, out)\nlocal r0 = #out\n")
+		body.WriteString("return all, function(charge, out, r0)\n")
 		for i, l := range c.limits {
 			fmt.Fprintf(&body, "out[r0 + %d], out[r0 + %d], out[r0 + %d] = decided%d(charge)\n", 3*i+1, 3*i+2, 3*i+3, l.n)
 		}

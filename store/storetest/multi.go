@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-ratelimit/ratelimit/algorithm"
 	"github.com/go-ratelimit/ratelimit/clock"
@@ -24,6 +25,63 @@ func runMulti(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("Errors", func(t *testing.T) { testMultiErrors(t, newStore(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testMultiConcurrent(t, newStore(t)) })
 	t.Run("Carries", func(t *testing.T) { testMultiCarries(t, newStore(t)) })
+	t.Run("RefusedLater", func(t *testing.T) { testMultiRefusedLater(t, newStore(t)) })
+}
+
+// testMultiRefusedLater checks a TakeAll that a later request refuses,
+// for every algorithm before every other: the earlier request, which has
+// room, is charged nothing and reports its state as it stands (its Peek
+// for its cost), and its room is all there afterwards. Both limits are
+// states of one key, so that a store keeping a key's states together has
+// them side by side; the earlier one already holds a state of now, the
+// common case a store may decide by a shorter path.
+func testMultiRefusedLater(t *testing.T, st store.Store[string]) {
+	clk := clock.NewFake(time.UnixMicro(epoch))
+	now := epoch
+	ctx := context.Background()
+	for i, first := range kinds {
+		for j, later := range kinds {
+			open := func(k kind, limit int64, id string) (store.Table[string], algorithm.Algorithm) {
+				alg, err := k.withLimit(limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tb, err := st.Open([]store.Limit{{Algorithm: alg, ID: id}}, clk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tb, alg
+			}
+			room, alg := open(first, 5, fmt.Sprintf("room%d", i))
+			full, _ := open(later, 1, fmt.Sprintf("full%d", j))
+			key := fmt.Sprintf("multi-refused-later:%d:%d", i, j)
+			s := alg.Init(algorithm.State{}, now)
+			s, _ = alg.Take(s, now, 1)
+			for _, tb := range []store.Table[string]{room, full} {
+				if r, err := tb.Take(ctx, key, now, 1, nil); err != nil || !r.Allowed() {
+					t.Fatalf("%s then %s: Take 1: %v, %v", first.name, later.name, r, err)
+				}
+			}
+			reqs := []store.Request[string]{{Table: room, Key: key, Now: now, Cost: 2}, {Table: full, Key: key, Now: now, Cost: 1}}
+			ok, err := multiOf(t, room).TakeAll(ctx, reqs)
+			if want := alg.Peek(s, now, 2); err != nil || ok || reqs[0].Result != want || reqs[1].Result.Allowed() {
+				t.Fatalf("%s then %s: TakeAll = %v, %v, %v; want refused by request 1, request 0 reporting %v", first.name, later.name, ok, err, showResults(reqs), want)
+			}
+			_, want := alg.Take(s, now, 4)
+			if r, err := room.Take(ctx, key, now, 4, nil); err != nil || r != want {
+				t.Errorf("%s then %s: Take 4 after the refusal = %v, %v; want %v (nothing charged)", first.name, later.name, r, err, want)
+			}
+		}
+	}
+}
+
+// showResults formats the results of requests, for messages.
+func showResults(reqs []store.Request[string]) string {
+	var b strings.Builder
+	for i, rq := range reqs {
+		fmt.Fprintf(&b, "[%d: %v]", i, rq.Result)
+	}
+	return b.String()
 }
 
 // testMultiCarries checks that a TakeAll reads a state written under its
