@@ -181,8 +181,9 @@ var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earlie
 //     "--@earliest", "--@undo" and "--@used" (what a state of this Kind
 //     had used, for a limit of another kind that starts it afresh) and
 //     "--@lean" (its common case alone, for a multi script and a plain
-//     decision of one limit: from state,
-//     a string after the limit's own header, now and cost, it sets lean
+//     decision of one limit: from state, a string of the limit's own
+//     header (maybe with a generation) whose body starts at at, now and
+//     cost, it sets lean
 //     when it decided, fits, the reply as the state stands, r1, r2, r3,
 //     and charged, c1, c2, c3, and value, the body a charge writes, whose
 //     key's TTL must already last, needed only when fits and not dry, a

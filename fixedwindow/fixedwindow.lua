@@ -170,19 +170,20 @@ local rem, reset = limit - count, ends
 local value = string.format('%d %d', index, count)
 
 --@lean
--- The common case alone, for a multi script and a plain decision of
--- this limit alone (the composer's plainLean): a state of this window,
--- within its limit (so the key's TTL lasts, as lasts says above), and a
--- cost of 1 to the limit; lean stays false for anything else, which the
--- whole body decides. Its reply as the state stands (r1, r2, r3) and
--- charged (c1, c2, c3), and the body written when charged (value), made
--- only when it fits outside a dry run (dry). The index goes through num
--- (tonumber, remembered): a window's index repeats in its states; a
--- count seldom repeats, and converts directly. A count of more digits
--- than a double holds is nil in some Luas (miniredis's): the whole body
--- refuses it.
+-- The common case alone, for a multi script, a plain decision and a
+-- booking of this limit alone (the composer's plainLean and bookLean): a
+-- state of this window, within its limit (so the key's TTL lasts, as
+-- lasts says above), and a cost of 1 to the limit; lean stays false for
+-- anything else, which the whole body decides. Its reply as the state
+-- stands (r1, r2, r3) and charged (c1, c2, c3), and the body written when
+-- charged (value), made only when it fits outside a dry run (dry). Its
+-- body starts at at, after the header (which a booking may have given a
+-- generation). The index goes through num (tonumber, remembered): a
+-- window's index repeats in its states; a count seldom repeats, and
+-- converts directly. A count of more digits than a double holds is nil in
+-- some Luas (miniredis's): the whole body refuses it.
 local limit, window = tonumber(ARGV[$1]), tonumber(ARGV[$2])
-local index, count = string.match(state, '^(%-?%d+) (%d+)$', #ARGV[$hdr] + 1)
+local index, count = string.match(state, '^(%-?%d+) (%d+)$', at)
 if index then
   index, count = num(index), tonumber(count)
 end

@@ -495,11 +495,10 @@ func plainLean(f form, names []string) (lean, hget string) {
 	}
 	return l.sub(`local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)
 local lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
-if type(lstate) == 'string' and string.find(lstate, ARGV[$hdr], 1, true) == 1 then
-  local lean, fits = false, nil
+` + leanHeader + `  local lean, fits = false, nil
 ` + indentLines(leanCore(l.b.lean), "  ") + `  if lean then
     if fits and not peek then
-      redis.call('HSET', KEYS[1], ARGV[$id], ARGV[$hdr] .. value)
+      redis.call('HSET', KEYS[1], ARGV[$id], lhdr .. value)
       return {c1, c2, c3}
     end
     return {r1, r2, r3}

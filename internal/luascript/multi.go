@@ -233,8 +233,22 @@ return out
 // and fits (and r1…c3 and value, its locals, which the caller reads
 // after it, in the same block).
 func leanCore(part string) string {
-	return "local state, r1, r2, r3, c1, c2, c3, value = lstate\ndo\n" + indentLines(part, "  ") + "end\n"
+	return "local state, at, r1, r2, r3, c1, c2, c3, value = lstate, #lhdr + 1\ndo\n" + indentLines(part, "  ") + "end\n"
 }
+
+// leanHeader reads lstate's header for a lean part: lhdr, the limit's
+// own header as stored, maybe with a generation before its colon
+// (";<nonce>", which a booking gives: ops.go), and then the lines that
+// follow it, which run when the state is of the limit's own header; nil
+// for a state of another header, none, or an error reply (no hash).
+const leanHeader = `local lhdr = type(lstate) == 'string' and ARGV[$hdr] or nil
+if lhdr and string.find(lstate, lhdr, 1, true) ~= 1 then
+  local e = string.byte(lstate, #lhdr) == 59 and string.sub(lstate, 1, #lhdr - 1) == string.sub(lhdr, 1, -2) and
+    string.find(lstate, ':', #lhdr, true)
+  lhdr = e and string.sub(lstate, 1, e) or nil
+end
+if lhdr then
+`
 
 // leanInline returns the multi loop's reading of a group of lean kind k
 // (one limit whose body has a lean part): the group's field read, kept in
@@ -263,10 +277,9 @@ func leanInline(k int, part string) string {
   end
   local peek = cost == 0
   lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
-  if type(lstate) == 'string' and string.find(lstate, ARGV[$hdr], 1, true) == 1 then
-`, k) + indentLines(leanCore(part), "    ") + `    if lean then
+`, k) + indentLines(leanHeader, "  ") + indentLines(leanCore(part), "    ") + `    if lean then
       if fits and all and not dry then
-        redis.call('HSET', KEYS[1], ARGV[$id], ARGV[$hdr] .. value)
+        redis.call('HSET', KEYS[1], ARGV[$id], lhdr .. value)
         out[op + 1], out[op + 2], out[op + 3] = c1, c2, c3
         if n > 1 then
           undo[nu + 1], undo[nu + 2], undo[nu + 3], undo[nu + 4], undo[nu + 5] = KEYS[1], ARGV[$id], lstate, op + 1, r1

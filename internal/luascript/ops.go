@@ -125,6 +125,9 @@ func composeOp(f form, names []string) string {
 	c := newOpComposer(f, names)
 	c.src.WriteString(describe(f, names))
 	c.src.WriteString(prelude)
+	lean := c.bookLean()
+	c.src.WriteString(lean)
+	body := len(c.src.String())
 	c.src.WriteString(c.head(true))
 	c.opHead()
 	for _, l := range c.limits {
@@ -137,7 +140,50 @@ func composeOp(f form, names []string) string {
 	c.ends()
 	c.src.WriteString(c.hsetMany())
 	c.src.WriteString("return out\n")
-	return c.src.String()
+	src := c.src.String()
+	if lean != "" {
+		// The field was read before the lean part: not again.
+		l := c.limits[0]
+		src = src[:body] + strings.Replace(src[body:], l.sub(hgetLine), "local state = lstate\n", 1)
+	}
+	return src
+}
+
+// bookLean returns the opening of a booking of one limit whose body has a
+// lean part (plainLean's, for a booking): the field read, and when it
+// holds a state of the limit's own header (maybe with a generation), the
+// lean part run on it. In its common case the booking is made at now, as
+// the search would make it (a cost that fits needs no later instant), and
+// written and replied as the whole script would: the state given a
+// generation when it has none (giveGen), its value before and after, and
+// its generation. A cost that does not fit, with no delay allowed, is
+// replied as the search's refusal, writing nothing. Anything else takes
+// the whole script on the field read (lstate). "" for any other script.
+func (c *opComposer) bookLean() string {
+	if c.op != OpBook || c.convert || len(c.limits) != 1 {
+		return ""
+	}
+	l := c.limits[0]
+	if l.b.lean == "" || l.log() {
+		return ""
+	}
+	return l.sub(fmt.Sprintf(`local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)
+local lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
+%s  local lean, fits = false, nil
+%s  if lean and fits then
+    local shdr, raw = lhdr, lstate
+    if lhdr == ARGV[$hdr] then
+      shdr = string.sub(lhdr, 1, -2) .. ';' .. ARGV[%d] .. ':'
+      raw = shdr .. string.sub(lstate, at)
+    end
+    local post = shdr .. value
+    redis.call('HSET', KEYS[1], ARGV[$id], post)
+    return {'1', %s, %s, '0', %s, raw, post, string.sub(shdr, #ARGV[$hdr], -2)}
+  elseif lean and ARGV[%d] == '0' then
+    return {'0', %s, %s, %s, %s, '', '', ''}
+  end
+end
+`, leanHeader, indentLines(leanCore(l.b.lean), "  "), c.opa+1, num("now"), num("c1"), num("c3"), c.opa, num("now + r2"), num("r1"), num("r2"), num("r3")))
 }
 
 // opComposer composes an op's script: the decision's stages, and the

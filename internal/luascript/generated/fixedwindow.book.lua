@@ -21,6 +21,61 @@ local peek = cost == 0
 if peek then
   cost = 1
 end
+local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)
+local lstate = redis.pcall('HGET', KEYS[1], ARGV[4])
+local lhdr = type(lstate) == 'string' and ARGV[5] or nil
+if lhdr and string.find(lstate, lhdr, 1, true) ~= 1 then
+  local e = string.byte(lstate, #lhdr) == 59 and string.sub(lstate, 1, #lhdr - 1) == string.sub(lhdr, 1, -2) and
+    string.find(lstate, ':', #lhdr, true)
+  lhdr = e and string.sub(lstate, 1, e) or nil
+end
+if lhdr then
+  local lean, fits = false, nil
+  local state, at, r1, r2, r3, c1, c2, c3, value = lstate, #lhdr + 1
+  do
+    -- The common case alone, for a multi script, a plain decision and a
+    -- booking of this limit alone (the composer's plainLean and bookLean): a
+    -- state of this window, within its limit (so the key's TTL lasts, as
+    -- lasts says above), and a cost of 1 to the limit; lean stays false for
+    -- anything else, which the whole body decides. Its reply as the state
+    -- stands (r1, r2, r3) and charged (c1, c2, c3), and the body written when
+    -- charged (value), made only when it fits outside a dry run (dry). Its
+    -- body starts at at, after the header (which a booking may have given a
+    -- generation). The index goes through num (tonumber, remembered): a
+    -- window's index repeats in its states; a count seldom repeats, and
+    -- converts directly. A count of more digits than a double holds is nil in
+    -- some Luas (miniredis's): the whole body refuses it.
+    local limit, window = tonumber(ARGV[6]), tonumber(ARGV[7])
+    local index, count = string.match(state, '^(%-?%d+) (%d+)$', at)
+    if index then
+      index, count = num(index), tonumber(count)
+    end
+    if index and count and count > 0 and count <= limit and cost >= 1 and cost <= limit and not peek and
+      index * window <= now and now < (index + 1) * window then
+      lean = true
+      local ends = (index + 1) * window - now
+      fits = count + cost <= limit
+      r1, r2, r3 = limit - count, fits and 0 or ends, ends
+      c1, c2, c3 = limit - count - cost, 0, ends
+      if fits and not dry then
+        value = string.format('%d %d', index, count + cost)
+      end
+    end
+
+  end
+  if lean and fits then
+    local shdr, raw = lhdr, lstate
+    if lhdr == ARGV[5] then
+      shdr = string.sub(lhdr, 1, -2) .. ';' .. ARGV[9] .. ':'
+      raw = shdr .. string.sub(lstate, at)
+    end
+    local post = shdr .. value
+    redis.call('HSET', KEYS[1], ARGV[4], post)
+    return {'1', ((now) % 1 == 0 and (now) > -9007199254740992 and (now) < 9007199254740992 and string.format('%d', now) or string.format('%.0f', now)), ((c1) % 1 == 0 and (c1) > -9007199254740992 and (c1) < 9007199254740992 and string.format('%d', c1) or string.format('%.0f', c1)), '0', ((c3) % 1 == 0 and (c3) > -9007199254740992 and (c3) < 9007199254740992 and string.format('%d', c3) or string.format('%.0f', c3)), raw, post, string.sub(shdr, #ARGV[5], -2)}
+  elseif lean and ARGV[8] == '0' then
+    return {'0', ((now + r2) % 1 == 0 and (now + r2) > -9007199254740992 and (now + r2) < 9007199254740992 and string.format('%d', now + r2) or string.format('%.0f', now + r2)), ((r1) % 1 == 0 and (r1) > -9007199254740992 and (r1) < 9007199254740992 and string.format('%d', r1) or string.format('%.0f', r1)), ((r2) % 1 == 0 and (r2) > -9007199254740992 and (r2) < 9007199254740992 and string.format('%d', r2) or string.format('%.0f', r2)), ((r3) % 1 == 0 and (r3) > -9007199254740992 and (r3) < 9007199254740992 and string.format('%d', r3) or string.format('%.0f', r3)), '', '', ''}
+  end
+end
 local hkey = KEYS[1]
 -- held: the key's hash held a field this script read, so it has a TTL;
 -- bare: the key holds nothing.
@@ -39,7 +94,7 @@ do
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
 -- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
-local state = redis.pcall('HGET', hkey, ARGV[4])
+local state = lstate
 local shdr = ARGV[5]
 if state then
   local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and

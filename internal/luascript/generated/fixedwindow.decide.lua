@@ -21,23 +21,30 @@ if peek then
 end
 local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)
 local lstate = redis.pcall('HGET', KEYS[1], ARGV[4])
-if type(lstate) == 'string' and string.find(lstate, ARGV[5], 1, true) == 1 then
+local lhdr = type(lstate) == 'string' and ARGV[5] or nil
+if lhdr and string.find(lstate, lhdr, 1, true) ~= 1 then
+  local e = string.byte(lstate, #lhdr) == 59 and string.sub(lstate, 1, #lhdr - 1) == string.sub(lhdr, 1, -2) and
+    string.find(lstate, ':', #lhdr, true)
+  lhdr = e and string.sub(lstate, 1, e) or nil
+end
+if lhdr then
   local lean, fits = false, nil
-  local state, r1, r2, r3, c1, c2, c3, value = lstate
+  local state, at, r1, r2, r3, c1, c2, c3, value = lstate, #lhdr + 1
   do
-    -- The common case alone, for a multi script and a plain decision of
-    -- this limit alone (the composer's plainLean): a state of this window,
-    -- within its limit (so the key's TTL lasts, as lasts says above), and a
-    -- cost of 1 to the limit; lean stays false for anything else, which the
-    -- whole body decides. Its reply as the state stands (r1, r2, r3) and
-    -- charged (c1, c2, c3), and the body written when charged (value), made
-    -- only when it fits outside a dry run (dry). The index goes through num
-    -- (tonumber, remembered): a window's index repeats in its states; a
-    -- count seldom repeats, and converts directly. A count of more digits
-    -- than a double holds is nil in some Luas (miniredis's): the whole body
-    -- refuses it.
+    -- The common case alone, for a multi script, a plain decision and a
+    -- booking of this limit alone (the composer's plainLean and bookLean): a
+    -- state of this window, within its limit (so the key's TTL lasts, as
+    -- lasts says above), and a cost of 1 to the limit; lean stays false for
+    -- anything else, which the whole body decides. Its reply as the state
+    -- stands (r1, r2, r3) and charged (c1, c2, c3), and the body written when
+    -- charged (value), made only when it fits outside a dry run (dry). Its
+    -- body starts at at, after the header (which a booking may have given a
+    -- generation). The index goes through num (tonumber, remembered): a
+    -- window's index repeats in its states; a count seldom repeats, and
+    -- converts directly. A count of more digits than a double holds is nil in
+    -- some Luas (miniredis's): the whole body refuses it.
     local limit, window = tonumber(ARGV[6]), tonumber(ARGV[7])
-    local index, count = string.match(state, '^(%-?%d+) (%d+)$', #ARGV[5] + 1)
+    local index, count = string.match(state, '^(%-?%d+) (%d+)$', at)
     if index then
       index, count = num(index), tonumber(count)
     end
@@ -56,7 +63,7 @@ if type(lstate) == 'string' and string.find(lstate, ARGV[5], 1, true) == 1 then
   end
   if lean then
     if fits and not peek then
-      redis.call('HSET', KEYS[1], ARGV[4], ARGV[5] .. value)
+      redis.call('HSET', KEYS[1], ARGV[4], lhdr .. value)
       return {c1, c2, c3}
     end
     return {r1, r2, r3}
