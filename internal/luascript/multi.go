@@ -256,8 +256,8 @@ if lhdr then
 // lean part run on it, in the loop, with no call of the kind's function.
 // When it decided (lean), the group is charged at once if it fits and
 // every group of the unit before it did (outside a dry run), its reply
-// goes into out, and, in a unit of several groups, what gives the charge
-// back goes into undo: a later group may refuse the unit. Its arguments
+// goes into out, and, unless it is the unit's last group, what gives the
+// charge back goes into undo: a later group may refuse the unit. Its arguments
 // and keys are the group's, as a kind's body reads them (inPlace), o
 // being ao; an empty offset is the server's clock. The groups of a unit
 // share their instant: an offset is converted once.
@@ -281,7 +281,7 @@ func leanInline(k int, part string) string {
       if fits and all and not dry then
         redis.call('HSET', KEYS[1], ARGV[$id], lhdr .. value)
         out[op + 1], out[op + 2], out[op + 3] = c1, c2, c3
-        if n > 1 then
+        if g < n then
           undo[nu + 1], undo[nu + 2], undo[nu + 3], undo[nu + 4], undo[nu + 5] = KEYS[1], ARGV[$id], lstate, op + 1, r1
           nu = nu + 5
         end
