@@ -26,6 +26,54 @@ func runMulti(t *testing.T, newStore func(t *testing.T) store.Store[string]) {
 	t.Run("Concurrent", func(t *testing.T) { testMultiConcurrent(t, newStore(t)) })
 	t.Run("Carries", func(t *testing.T) { testMultiCarries(t, newStore(t)) })
 	t.Run("RefusedLater", func(t *testing.T) { testMultiRefusedLater(t, newStore(t)) })
+	t.Run("ConvertedLater", func(t *testing.T) { testMultiConvertedLater(t, newStore(t)) })
+}
+
+// testMultiConvertedLater checks a TakeAll whose later request reads a
+// state written under other parameters (its limit widened), for every
+// algorithm before every other: both admit, and the earlier request is
+// charged once, as a store that takes such a state apart (a Redis
+// table's conversion, after its first try) must see to.
+func testMultiConvertedLater(t *testing.T, st store.Store[string]) {
+	clk := clock.NewFake(time.UnixMicro(epoch))
+	now := epoch
+	ctx := context.Background()
+	open := func(k kind, limit int64, id string) (store.Table[string], algorithm.Algorithm) {
+		alg, err := k.withLimit(limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb, err := st.Open([]store.Limit{{Algorithm: alg, ID: id}}, clk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tb, alg
+	}
+	for i, first := range kinds {
+		for j, later := range kinds {
+			room, alg := open(first, 5, fmt.Sprintf("room%d", i))
+			narrow, _ := open(later, 5, fmt.Sprintf("widened%d", j))
+			wide, _ := open(later, 10, fmt.Sprintf("widened%d", j))
+			key := fmt.Sprintf("multi-converted-later:%d:%d", i, j)
+			s := alg.Init(algorithm.State{}, now)
+			s, _ = alg.Take(s, now, 1)
+			for _, tb := range []store.Table[string]{room, narrow} {
+				if r, err := tb.Take(ctx, key, now, 1, nil); err != nil || !r.Allowed() {
+					t.Fatalf("%s then %s: Take 1: %v, %v", first.name, later.name, r, err)
+				}
+			}
+			reqs := []store.Request[string]{{Table: room, Key: key, Now: now, Cost: 2}, {Table: wide, Key: key, Now: now, Cost: 1}}
+			ok, err := multiOf(t, room).TakeAll(ctx, reqs)
+			s, want := alg.Take(s, now, 2)
+			if err != nil || !ok || reqs[0].Result != want || !reqs[1].Result.Allowed() {
+				t.Fatalf("%s then %s: TakeAll = %v, %v, %v; want both admitted, request 0 reporting %v", first.name, later.name, ok, err, showResults(reqs), want)
+			}
+			_, want = alg.Take(s, now, 2)
+			if r, err := room.Take(ctx, key, now, 2, nil); err != nil || r != want {
+				t.Errorf("%s then %s: Take 2 after the TakeAll = %v, %v; want %v (charged once)", first.name, later.name, r, err, want)
+			}
+		}
+	}
 }
 
 // testMultiRefusedLater checks a TakeAll that a later request refuses,
