@@ -493,18 +493,25 @@ func plainLean(f form, names []string) (lean, hget string) {
 	if l.b.lean == "" || l.log() {
 		return "", ""
 	}
-	return l.sub(`local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)
-local lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
-` + leanHeader + `  local lean, fits = false, nil
-` + indentLines(leanCore(l.b.lean), "  ") + `  if lean then
-    if fits and not peek then
-      redis.call('HSET', KEYS[1], ARGV[$id], lhdr .. value)
-      return {c1, c2, c3}
-    end
-    return {r1, r2, r3}
+	return leanOpening(l, `if lean then
+  if fits and not peek then
+    redis.call('HSET', KEYS[1], ARGV[$id], lhdr .. value)
+    return {c1, c2, c3}
   end
+  return {r1, r2, r3}
 end
 `), l.sub(hgetLine)
+}
+
+// leanOpening returns the opening of a script of one limit, l, whose
+// body has a lean part, after the prelude: the field read, and when it
+// holds a state of the limit's own header (leanHeader), the lean part run
+// on it, then ending, which replies in the lean part's common case;
+// anything else goes on to the whole script, on the field read (lstate).
+func leanOpening(l limitAt, ending string) string {
+	return l.sub("local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)\n" +
+		"local lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])\n" + leanHeader + "  local lean, fits = false, nil\n" +
+		indentLines(leanCore(l.b.lean), "  ") + indentLines(ending, "  ") + "end\n")
 }
 
 // composeParts writes the parts of a script of f deciding for limits of

@@ -167,23 +167,19 @@ func (c *opComposer) bookLean() string {
 	if l.b.lean == "" || l.log() {
 		return ""
 	}
-	return l.sub(fmt.Sprintf(`local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)
-local lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
-%s  local lean, fits = false, nil
-%s  if lean and fits then
-    local shdr, raw = lhdr, lstate
-    if lhdr == ARGV[$hdr] then
-      shdr = string.sub(lhdr, 1, -2) .. ';' .. ARGV[%d] .. ':'
-      raw = shdr .. string.sub(lstate, at)
-    end
-    local post = shdr .. value
-    redis.call('HSET', KEYS[1], ARGV[$id], post)
-    return {'1', %s, %s, '0', %s, raw, post, string.sub(shdr, #ARGV[$hdr], -2)}
-  elseif lean and ARGV[%d] == '0' then
-    return {'0', %s, %s, %s, %s, '', '', ''}
+	return leanOpening(l, fmt.Sprintf(`if lean and fits then
+  local shdr, raw = lhdr, lstate
+  if lhdr == ARGV[$hdr] then
+    shdr = string.sub(lhdr, 1, -2) .. ';' .. ARGV[%d] .. ':'
+    raw = shdr .. string.sub(lstate, at)
   end
+  local post = shdr .. value
+  redis.call('HSET', KEYS[1], ARGV[$id], post)
+  return {'1', %s, %s, '0', %s, raw, post, string.sub(shdr, #ARGV[$hdr], -2)}
+elseif lean and ARGV[%d] == '0' then
+  return {'0', %s, %s, %s, %s, '', '', ''}
 end
-`, leanHeader, indentLines(leanCore(l.b.lean), "  "), c.opa+1, num("now"), num("c1"), num("c3"), c.opa, num("now + r2"), num("r1"), num("r2"), num("r3")))
+`, c.opa+1, num("now"), num("c1"), num("c3"), c.opa, num("now + r2"), num("r1"), num("r2"), num("r3")))
 }
 
 // opComposer composes an op's script: the decision's stages, and the
