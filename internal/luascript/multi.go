@@ -130,9 +130,9 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- which puts their reports in out from r0 + 1 (width[k] values) or
 -- commits them all and writes the key's hash; or an error reply. A kind
 -- of one limit whose body has a lean part decides its common case by
--- that alone, in the loop, with no closure: it charges at once when the
--- unit may still be admitted, and keeps in undo what gives the charge
--- back should a later group refuse the unit.
+-- that alone, in the loop, with no closure: it puts its reply in out as
+-- charged when the unit may still be admitted, and keeps in pend its
+-- write, made when the unit is (at once, for the unit's last group).
 --
 -- num(s) is tonumber(s), remembered: the arguments repeat (each group's
 -- counts, cost and parameters), and a table look-up costs a fraction of
@@ -164,13 +164,14 @@ end
 local ao, ko = 4 + num(A[2]), 0
 -- out: the reply, op its length, top the furthest a unit wrote in it;
 -- fins: the finish and place in out of each group its kind's function
--- decided, of the unit at hand; undo: its lean charges, to give back.
-local out, op, top, fins, undo = {}, 0, 0, {}, {}
+-- decided, of the unit at hand; pend: its lean groups' writes, made when
+-- the unit is admitted, and their replies' places.
+local out, op, top, fins, pend = {}, 0, 0, {}, {}
 local pnow, pnowarg = 0, nil -- the last offset converted, and its instant
 for u = 1, units do
   local n = num(A[ao])
   ao = ao + 1
-  local all, failed, cp, nf, nu = true, nil, op + 1, 0, 0
+  local all, failed, cp, nf, np = true, nil, op + 1, 0, 0
   op = cp
   for g = 1, n do
     local sh = shapes[A[ao]]
@@ -201,12 +202,11 @@ for u = 1, units do
     ao, ko = ao + 3, ko + keyc
   end
   local charge = all and not dry and not failed
-  if not charge then
-    -- A lean group charged before a later one refused: its state as it
-    -- was, and its reply as the state stands (only the remaining differs).
-    for i = 1, nu, 5 do
-      redis.call('HSET', undo[i], undo[i + 1], undo[i + 2])
-      out[undo[i + 3]] = undo[i + 4]
+  for i = 1, np, 5 do
+    if charge then
+      redis.call('HSET', pend[i], pend[i + 1], pend[i + 2])
+    else
+      out[pend[i + 3]] = pend[i + 4] -- as the state stands: only the remaining differs
     end
   end
   if op > top then
@@ -254,13 +254,15 @@ if lhdr then
 // (one limit whose body has a lean part): the group's field read, kept in
 // lstate for the kind's function should the lean part not decide, and the
 // lean part run on it, in the loop, with no call of the kind's function.
-// When it decided (lean), the group is charged at once if it fits and
-// every group of the unit before it did (outside a dry run), its reply
-// goes into out, and, unless it is the unit's last group, what gives the
-// charge back goes into undo: a later group may refuse the unit. Its arguments
-// and keys are the group's, as a kind's body reads them (inPlace), o
-// being ao; an empty offset is the server's clock. The groups of a unit
-// share their instant: an offset is converted once.
+// When it decided (lean), and it fits and every group of the unit before
+// it did (outside a dry run), its reply goes into out as charged and its
+// write into pend, made when the unit is admitted (a later group may
+// refuse it: then the reply's remaining is the state's as it stands);
+// the unit's last group writes at once, every group before it having
+// fitted. Nothing is written before a unit is decided. Its arguments and
+// keys are the group's, as a kind's body reads them (inPlace), o being
+// ao; an empty offset is the server's clock. The groups of a unit share
+// their instant: an offset is converted once.
 func leanInline(k int, part string) string {
 	return fmt.Sprintf(`if k == %d then
   local o = ao
@@ -279,11 +281,12 @@ func leanInline(k int, part string) string {
   lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
 `, k) + indentLines(leanHeader, "  ") + indentLines(leanCore(part), "    ") + `    if lean then
       if fits and all and not dry then
-        redis.call('HSET', KEYS[1], ARGV[$id], lhdr .. value)
         out[op + 1], out[op + 2], out[op + 3] = c1, c2, c3
         if g < n then
-          undo[nu + 1], undo[nu + 2], undo[nu + 3], undo[nu + 4], undo[nu + 5] = KEYS[1], ARGV[$id], lstate, op + 1, r1
-          nu = nu + 5
+          pend[np + 1], pend[np + 2], pend[np + 3], pend[np + 4], pend[np + 5] = KEYS[1], ARGV[$id], lhdr .. value, op + 1, r1
+          np = np + 5
+        else
+          redis.call('HSET', KEYS[1], ARGV[$id], lhdr .. value)
         end
       else
         out[op + 1], out[op + 2], out[op + 3] = r1, r2, r3
