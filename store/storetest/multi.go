@@ -38,30 +38,15 @@ func testMultiConvertedLater(t *testing.T, st store.Store[string]) {
 	clk := clock.NewFake(time.UnixMicro(epoch))
 	now := epoch
 	ctx := context.Background()
-	open := func(k kind, limit int64, id string) (store.Table[string], algorithm.Algorithm) {
-		alg, err := k.withLimit(limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tb, err := st.Open([]store.Limit{{Algorithm: alg, ID: id}}, clk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tb, alg
-	}
 	for i, first := range kinds {
 		for j, later := range kinds {
-			room, alg := open(first, 5, fmt.Sprintf("room%d", i))
-			narrow, _ := open(later, 5, fmt.Sprintf("widened%d", j))
-			wide, _ := open(later, 10, fmt.Sprintf("widened%d", j))
+			room, alg := openKind(t, st, clk, first, 5, fmt.Sprintf("room%d", i))
+			narrow, _ := openKind(t, st, clk, later, 5, fmt.Sprintf("widened%d", j))
+			wide, _ := openKind(t, st, clk, later, 10, fmt.Sprintf("widened%d", j))
 			key := fmt.Sprintf("multi-converted-later:%d:%d", i, j)
 			s := alg.Init(algorithm.State{}, now)
 			s, _ = alg.Take(s, now, 1)
-			for _, tb := range []store.Table[string]{room, narrow} {
-				if r, err := tb.Take(ctx, key, now, 1, nil); err != nil || !r.Allowed() {
-					t.Fatalf("%s then %s: Take 1: %v, %v", first.name, later.name, r, err)
-				}
-			}
+			takeOne(t, first.name+" then "+later.name, key, now, room, narrow)
 			reqs := []store.Request[string]{{Table: room, Key: key, Now: now, Cost: 2}, {Table: wide, Key: key, Now: now, Cost: 1}}
 			ok, err := multiOf(t, room).TakeAll(ctx, reqs)
 			s, want := alg.Take(s, now, 2)
@@ -89,27 +74,12 @@ func testMultiRefusedLater(t *testing.T, st store.Store[string]) {
 	ctx := context.Background()
 	for i, first := range kinds {
 		for j, later := range kinds {
-			open := func(k kind, limit int64, id string) (store.Table[string], algorithm.Algorithm) {
-				alg, err := k.withLimit(limit)
-				if err != nil {
-					t.Fatal(err)
-				}
-				tb, err := st.Open([]store.Limit{{Algorithm: alg, ID: id}}, clk)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return tb, alg
-			}
-			room, alg := open(first, 5, fmt.Sprintf("room%d", i))
-			full, _ := open(later, 1, fmt.Sprintf("full%d", j))
+			room, alg := openKind(t, st, clk, first, 5, fmt.Sprintf("room%d", i))
+			full, _ := openKind(t, st, clk, later, 1, fmt.Sprintf("full%d", j))
 			key := fmt.Sprintf("multi-refused-later:%d:%d", i, j)
 			s := alg.Init(algorithm.State{}, now)
 			s, _ = alg.Take(s, now, 1)
-			for _, tb := range []store.Table[string]{room, full} {
-				if r, err := tb.Take(ctx, key, now, 1, nil); err != nil || !r.Allowed() {
-					t.Fatalf("%s then %s: Take 1: %v, %v", first.name, later.name, r, err)
-				}
-			}
+			takeOne(t, first.name+" then "+later.name, key, now, room, full)
 			reqs := []store.Request[string]{{Table: room, Key: key, Now: now, Cost: 2}, {Table: full, Key: key, Now: now, Cost: 1}}
 			ok, err := multiOf(t, room).TakeAll(ctx, reqs)
 			if want := alg.Peek(s, now, 2); err != nil || ok || reqs[0].Result != want || reqs[1].Result.Allowed() {
@@ -119,6 +89,32 @@ func testMultiRefusedLater(t *testing.T, st store.Store[string]) {
 			if r, err := room.Take(ctx, key, now, 4, nil); err != nil || r != want {
 				t.Errorf("%s then %s: Take 4 after the refusal = %v, %v; want %v (nothing charged)", first.name, later.name, r, err, want)
 			}
+		}
+	}
+}
+
+// openKind opens on st a table of one limit of kind k, of the given
+// limit and state ID, and returns it with its algorithm.
+func openKind(t testing.TB, st store.Store[string], clk clock.Clock, k kind, limit int64, id string) (store.Table[string], algorithm.Algorithm) {
+	t.Helper()
+	alg, err := k.withLimit(limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := st.Open([]store.Limit{{Algorithm: alg, ID: id}}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb, alg
+}
+
+// takeOne charges 1 to key at now in each of tables, failing t (what
+// says which case) unless each admits.
+func takeOne(t testing.TB, what, key string, now int64, tables ...store.Table[string]) {
+	t.Helper()
+	for _, tb := range tables {
+		if r, err := tb.Take(context.Background(), key, now, 1, nil); err != nil || !r.Allowed() {
+			t.Fatalf("%s: Take 1: %v, %v", what, r, err)
 		}
 	}
 }
