@@ -170,7 +170,7 @@ var (
 // bodyParts are the parts a body may have after its decide part: report
 // and commit, in that order, then any of the others, as the composer
 // (internal/luascript) cuts them.
-var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earliest", "undo", "owe", "used", "lean"}
+var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earliest", "undo", "owe", "used", "lean", "counter"}
 
 // CheckBody returns what makes body break the composition contract the
 // script composer (internal/luascript) relies on, or nil. The contract,
@@ -180,19 +180,28 @@ var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earlie
 //     and "--@commit", then any of "--@book", "--@refund", "--@unused",
 //     "--@earliest", "--@undo" and "--@used" (what a state of this Kind
 //     had used, for a limit of another kind that starts it afresh) and
-//     "--@lean" (its common case alone, for a multi script and a plain
-//     decision of one limit: from state, a string of the limit's own
+//     "--@lean" (its common case alone, for a booking of one limit
+//     (the composer's bookLean): from state, a string of the limit's own
 //     header (maybe with a generation) whose body starts at at, now and
 //     cost, it sets lean
 //     when it decided, fits, the reply as the state stands, r1, r2, r3,
 //     and charged, c1, c2, c3, and value, the body a charge writes, whose
 //     key's TTL must already last, needed only when fits and not dry, a
 //     dry run; it may convert numbers with num, tonumber remembered for
-//     the call); each once;
+//     the call) and "--@counter" (the common case of a state kept as a
+//     counter, for a multi script and a plain decision of one limit:
+//     docs/design/counter-window.md; it charges the counter, the field
+//     of the key's hash $cpre and the window's index, by costarg, the
+//     cost's text, when charge, and sets lean, fits, charged, cfield,
+//     r1…c3; it may give an index's text with idx, string.format('%d')
+//     remembered; its commit part then sets counter, the
+//     window's index when the charged state may be kept as a counter);
+//     each once;
 //   - what it reads: its limit's arguments alone, as ARGV[$1] … ARGV[$9]
 //     (its parameters, which the composer numbers), ARGV[$id] and
 //     ARGV[$hdr], the limit's number $n, its sorted
-//     set's name $zkey and the store's TTL margin $margin: no other $
+//     set's name $zkey, its counters' fields' start $cpre and the store's
+//     TTL margin $margin: no other $
 //     name, no other ARGV, and no KEYS;
 //   - regions: "--#setup a, b" … "--#setupend" at most once, in the
 //     decide part; a state kept in the key's hash is read between
@@ -248,11 +257,11 @@ func checkParts(body string) (decide, commit string, err error) {
 func checkReads(body string) error {
 	for _, m := range dollarRef.FindAllStringSubmatchIndex(body, -1) {
 		switch ref := body[m[2]:m[3]]; {
-		case len(ref) == 1 && ref[0] >= '1' && ref[0] <= '9', ref == "id", ref == "hdr", ref == "n", ref == "zkey", ref == "margin":
+		case len(ref) == 1 && ref[0] >= '1' && ref[0] <= '9', ref == "id", ref == "hdr", ref == "n", ref == "zkey", ref == "cpre", ref == "margin":
 		case ref == "":
 			// A '$' of Lua's own (a pattern's end, "%$"): not a reference.
 		default:
-			return fmt.Errorf("line %d: $%s: a body reads its parameters as $1…$9 and the limit's $id, $hdr, $n, $zkey, $margin", line(body, m[0]), ref)
+			return fmt.Errorf("line %d: $%s: a body reads its parameters as $1…$9 and the limit's $id, $hdr, $n, $zkey, $cpre, $margin", line(body, m[0]), ref)
 		}
 	}
 	for _, m := range argvRef.FindAllStringSubmatchIndex(body, -1) {

@@ -26,6 +26,18 @@ import (
 // it is counted; other clients' commands, on other keys, are not.
 func monitor(t *testing.T, addr string) (seen func(cmd, key string) int) {
 	t.Helper()
+	all := monitorAll(t, addr)
+	return func(cmd, key string) int {
+		t.Helper()
+		return all()[key][cmd]
+	}
+}
+
+// monitorAll is monitor counting every command at once: seen()[key][cmd]
+// is how many commands named cmd (as sent: a script's as it wrote them)
+// on key the server has run since the last call of seen.
+func monitorAll(t *testing.T, addr string) (seen func() map[string]map[string]int) {
+	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -51,15 +63,14 @@ func monitor(t *testing.T, addr string) (seen func(cmd, key string) int) {
 	}()
 	client := redistest.GoRedis(t, redistest.Target{Name: "redis", Addrs: []string{addr}})
 	marks := 0
-	return func(cmd, key string) int {
+	return func() map[string]map[string]int {
 		t.Helper()
 		marks++
 		mark := fmt.Sprintf("%smark%d", redistest.Prefix(t), marks)
 		if err := client.Exists(t.Context(), mark).Err(); err != nil {
 			t.Fatal(err)
 		}
-		want := fmt.Sprintf("%q %q", cmd, key)
-		n := 0
+		n := map[string]map[string]int{}
 		deadline := time.After(10 * time.Second)
 		for {
 			select {
@@ -70,8 +81,15 @@ func monitor(t *testing.T, addr string) (seen func(cmd, key string) int) {
 				if strings.Contains(line, fmt.Sprintf("%q %q", "exists", mark)) {
 					return n
 				}
-				if strings.Contains(line, want) {
-					n++
+				// 1700000000.000001 [0 lua] "CMD" "key" ...
+				_, args, _ := strings.Cut(line, "] ")
+				cmd, rest, _ := strings.Cut(strings.TrimRight(args, "\r\n"), " ")
+				q, _, _ := strings.Cut(rest, " ")
+				if key, err := strconv.Unquote(q); err == nil {
+					if n[key] == nil {
+						n[key] = map[string]int{}
+					}
+					n[key][strings.Trim(cmd, `"`)]++
 				}
 			case <-deadline:
 				t.Fatalf("MONITOR did not show %s within 10s", mark)

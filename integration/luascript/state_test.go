@@ -318,7 +318,7 @@ func snapshot1(t *testing.T, client redis.UniversalClient, key string) string {
 	case "zset":
 		v, err = client.ZRangeWithScores(ctx, key, 0, -1).Result()
 	case "hash":
-		v, err = client.HGetAll(ctx, key).Result()
+		v, err = redistest.FoldedHash(ctx, client, key)
 	case "list":
 		v, err = client.LRange(ctx, key, 0, -1).Result()
 	}

@@ -137,7 +137,9 @@ func windowsBookMirror(t *testing.T, client redis.UniversalClient, alg algorithm
 			log = append(log, fmt.Sprintf("book(%d, %d, %d)", now, cost, delay))
 			before := ""
 			if v, err := client.HGet(ctx, keys[0], "m").Result(); err == nil {
-				before = v
+				if before, err = redistest.Folded(ctx, client, keys[0], "m", v); err != nil {
+					fail("%v", err)
+				}
 			}
 			got, err = client.Eval(ctx, book.Source, keys, append(args, strconv.FormatInt(delay, 10), testNonce)...).StringSlice()
 			if err != nil {

@@ -50,6 +50,12 @@ type body struct {
 	// lean is the --@lean part: the common case of a decision alone, for
 	// a multi script (multi.go, leanPath), "" for a body without one.
 	lean string
+	// counter is the --@counter part: the common case of a decision on a
+	// state kept as a counter (docs/design/counter-window.md), for a
+	// multi script and a plain decision; "" for a body without one. Its
+	// body's commit sets counter, which its charge's write reads
+	// (hash.lua's --@counted).
+	counter string
 	// lasts: the decide part declares the local lasts, true when the
 	// key's TTL already covers what a charge writes (compose.go, commit).
 	lasts bool
@@ -280,7 +286,7 @@ func splitParts(text string) (body, string, error) {
 	var b body
 	var used string
 	parts := map[string]*string{
-		"report": &b.report, "commit": &b.commit, "lean": &b.lean,
+		"report": &b.report, "commit": &b.commit, "lean": &b.lean, "counter": &b.counter,
 		"book": &b.book, "refund": &b.refund, "unused": &b.unused, "earliest": &b.earliest, "undo": &b.undo, "owe": &b.owe,
 		"used": &used,
 	}

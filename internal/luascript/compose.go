@@ -228,10 +228,16 @@ func (c *composer) hmgetLine() string {
 	if len(ids) > 32 {
 		args = "unpack({" + args + "})"
 	}
-	if !c.convert {
-		return fmt.Sprintf("local hv = redis.pcall('HMGET', hkey, %s)\nif hv.err then\n  return redis.error_reply('RLCONVERT ') -- the key is not a hash\nend\n", args)
+	nums := make([]string, len(fields))
+	for i, a := range fields {
+		nums[i] = fmt.Sprint(a)
 	}
-	return fmt.Sprintf("local hv = redis.pcall('HMGET', hkey, %s)\nif hv.err then\n  hv = {err = hv}\nend\n", args)
+	// Each field read as rlfold reads it (foldReads).
+	fold := fmt.Sprintf("if not hv.err then\n  for i, a in ipairs({%s}) do\n    hv[i] = rlfold(hkey, ARGV[a], hv[i])\n  end\nend\n", strings.Join(nums, ", "))
+	if !c.convert {
+		return fmt.Sprintf("local hv = redis.pcall('HMGET', hkey, %s)\nif hv.err then\n  return redis.error_reply('RLCONVERT ') -- the key is not a hash\nend\n", args) + fold
+	}
+	return fmt.Sprintf("local hv = redis.pcall('HMGET', hkey, %s)\nif hv.err then\n  hv = {err = hv}\nend\n", args) + fold
 }
 
 // hgetLine is the loads' read of their field, which a script of several
@@ -399,15 +405,20 @@ func (c *composer) report(l limitAt) string { return l.sub(l.b.report) }
 // store. A limit alone in its script whose body declares lasts in its
 // decide part (true when the TTL the key holds already covers a charge:
 // fixedwindow's, for a charge in the window the state counts) skips the
-// key's PEXPIRE then (hash.lua's --@lasting). Only a charge: a booking,
-// refund or undo writes states whose TTL may reach further.
+// key's PEXPIRE then (hash.lua's --@lasting); one whose body has a
+// --@counter part also keeps a state of the window of now as a counter
+// (--@counted). Only a charge: a booking, refund or undo writes states
+// whose TTL may reach further, as text.
 func (c *composer) commit(l limitAt) string {
 	part := l.b.commit
 	if c.batch && !l.log() {
 		part = l.b.carry.beforeEncode
 	}
 	store := c.storeOf(l)
-	if store == hashStore && l.b.lasts {
+	switch {
+	case store == hashStore && l.b.counter != "":
+		store = hashCounted
+	case store == hashStore && l.b.lasts:
 		store = hashLasting
 	}
 	return l.sub(part + store)
@@ -470,38 +481,57 @@ func (c *composer) replyOf(i int) string {
 // composeDecision returns the decision script of f.
 func composeDecision(f form, names []string) string {
 	head, limits, _ := composeParts(f, names, false)
-	if lean, hget := plainLean(f, names); lean != "" {
-		// The field was read before the lean part: not again.
-		return describe(f, names) + prelude + lean + head + strings.Replace(limits, hget, "local state = lstate\n", 1)
-	}
-	return describe(f, names) + prelude + head + limits
+	return describe(f, names) + prelude + plainLean(f, names) + head + limits
 }
 
 // plainLean returns the opening of a plain decision script of one limit
-// whose body has a lean part, after the prelude, and the load's read of
-// the field that it replaces: the field read, and when it holds a state
-// that opens with the limit's own header, the lean part run on it, which
-// in its common case writes the state (the key's TTL lasts) and replies,
-// as the whole decision would; anything else takes the whole decision on
-// the field read (lstate). "" for any other script.
-func plainLean(f form, names []string) (lean, hget string) {
+// whose body has a --@counter part, after the prelude: that part, which
+// in its common case charges the state's counter (the key's TTL lasts)
+// and replies, as the whole decision would; anything else goes on to the
+// whole decision. "" for any other script.
+func plainLean(f form, names []string) string {
 	if f.op != 0 || f.batch || f.convert || len(names) != 1 {
-		return "", ""
+		return ""
 	}
 	c := newComposer(f, names, false, storeOne)
 	l := c.limits[0]
-	if l.b.lean == "" || l.log() {
-		return "", ""
+	if l.b.counter == "" || l.log() {
+		return ""
 	}
-	return leanOpening(l, `if lean then
-  if fits and not peek then
-    redis.call('HSET', KEYS[1], ARGV[$id], lhdr .. value)
-    return {c1, c2, c3}
+	return l.sub("local num = tonumber -- the --@counter part's names (lua-composition.md §3)\n" +
+		"local function idx(i)\n  return string.format('%d', i)\nend\n" +
+		"do\n  local lean, fits, charged, cfield, r1, r2, r3, c1, c2, c3 = false\n  local hkey, charge, costarg = KEYS[1], true, ARGV[2]\n" +
+		indentLines(l.b.counter, "  ") + `  if lean then
+    if charged then
+      return {c1, c2, c3}
+    end
+    return {r1, r2, r3}
   end
-  return {r1, r2, r3}
 end
-`), l.sub(hgetLine)
+`)
 }
+
+// leanCore is a lean part run on lstate, a state that opens with the
+// limit's own header, in a block of its own: it sets the caller's lean
+// and fits (and r1…c3 and value, its locals, which the caller reads
+// after it, in the same block).
+func leanCore(part string) string {
+	return "local state, at, r1, r2, r3, c1, c2, c3, value = lstate, #lhdr + 1\ndo\n" + indentLines(part, "  ") + "end\n"
+}
+
+// leanHeader reads lstate's header for a lean part: lhdr, the limit's
+// own header as stored, maybe with a generation before its colon
+// (";<nonce>", which a booking gives: ops.go), and then the lines that
+// follow it, which run when the state is of the limit's own header; nil
+// for a state of another header, none, or an error reply (no hash).
+const leanHeader = `local lhdr = type(lstate) == 'string' and ARGV[$hdr] or nil
+if lhdr and string.find(lstate, lhdr, 1, true) ~= 1 then
+  local e = string.byte(lstate, #lhdr) == 59 and string.sub(lstate, 1, #lhdr - 1) == string.sub(lhdr, 1, -2) and
+    string.find(lstate, ':', #lhdr, true)
+  lhdr = e and string.sub(lstate, 1, e) or nil
+end
+if lhdr then
+`
 
 // leanOpening returns the opening of a script of one limit, l, whose
 // body has a lean part, after the prelude: the field read, and when it

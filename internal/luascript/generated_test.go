@@ -121,15 +121,16 @@ func staleAt(got, want string, err error) string {
 }
 
 // A script holds what its limits need and no more (issue 51): the fixed
-// window's decision script, comments kept, fits in 200 lines (150 before
-// its lean opening, issue 50), where it was 398 with every kind's decoder
+// window's decision script, comments kept, fits in 250 lines (150 before
+// its lean opening, 200 before its counter and the reads that fold it,
+// issue 50), where it was 398 with every kind's decoder
 // in it; and no plain script holds
 // another kind's --@used part, nor a conversion script one it was not
 // composed for.
 func TestScriptsHoldOnlyWhatTheyNeed(t *testing.T) {
 	scripts := generatedScripts()
-	if n := strings.Count(scripts["fixedwindow.decide.lua"], "\n"); n+1 > 200 { // the generated header's line too
-		t.Errorf("fixedwindow.decide.lua is %d lines, want at most 200", n+1)
+	if n := strings.Count(scripts["fixedwindow.decide.lua"], "\n"); n+1 > 250 { // the generated header's line too
+		t.Errorf("fixedwindow.decide.lua is %d lines, want at most 250", n+1)
 	}
 	for name, src := range scripts {
 		if strings.Contains(src, "local function usedOf") != strings.Contains(name, "convert") {

@@ -65,7 +65,10 @@ var (
 	hashLoad, hashFresh, hashStore = section(hashSource, "load"), section(hashSource, "fresh"), section(hashSource, "store")
 	// hashLasting is hashStore for a charge of a body that declares
 	// lasts, true when the key's TTL already covers the write.
-	hashLasting                  = section(hashSource, "lasting")
+	hashLasting = section(hashSource, "lasting")
+	// hashCounted is hashLasting for a body with a --@counter part: a
+	// state of the window of now kept as a counter.
+	hashCounted                  = section(hashSource, "counted")
 	setLoad                      = section(setSource, "load")
 	convLoad, convSet, convStore = section(convertSource, "load"), section(convertSource, "set"), section(convertSource, "store")
 )
@@ -165,7 +168,7 @@ func composeForm(f form) *Script {
 	default:
 		source = composeDecision(f, names)
 	}
-	source = tidy(source)
+	source = foldReads(tidy(source))
 	sum := sha1.Sum([]byte(source))
 	return &Script{Name: f.name(), Source: source, SHA1: hex.EncodeToString(sum[:]), Limits: len(names), form: f}
 }
@@ -355,20 +358,21 @@ func Scripts() []*Script {
 // Reset is the script that forgets a key's state under some state IDs:
 // KEYS[1] is the key's hash, KEYS[2…] the sorted sets of the IDs (where
 // a Kind that keeps a Log keeps its state), ARGV[3…] the IDs. It deletes
-// the IDs' fields of the hash, and the sorted sets, and replies an empty
-// array.
+// the IDs' fields of the hash, the counters they point at, and the sorted
+// sets, and replies an empty array.
 var Reset = func() *Script {
-	src := `-- Reset: forget a key's state under some state IDs.
+	src := foldReads(`-- Reset: forget a key's state under some state IDs.
 local ids = {}
 for i = 3, #ARGV do
   ids[#ids + 1] = ARGV[i]
+  local _ = redis.pcall('HGET', KEYS[1], ARGV[i]) -- read as rlfold reads it: its counter removed
 end
 redis.call('HDEL', KEYS[1], unpack(ids))
 if #KEYS > 1 then
   redis.call('UNLINK', unpack(KEYS, 2))
 end
 return {}
-`
+`)
 	sum := sha1.Sum([]byte(src))
 	return &Script{Name: "reset", Source: src, SHA1: hex.EncodeToString(sum[:])}
 }()
@@ -419,6 +423,7 @@ var (
 // name of its ID's sorted set, and $margin the TTL margin.
 func substitute(part string, argv int) string {
 	part = strings.ReplaceAll(part, "$zkey", "("+zkeyName+")")
+	part = strings.ReplaceAll(part, "$cpre", counterPrefix)
 	part = paramRef.ReplaceAllStringFunc(part, func(ref string) string {
 		return strconv.Itoa(argv + fixedArgs + int(ref[1]-'0'))
 	})
@@ -436,6 +441,67 @@ func substitute(part string, argv int) string {
 // zkeyName is the Lua expression naming the sorted set of a limit's ID
 // ($id) on the key whose hash is hkey.
 const zkeyName = "hkey .. (ARGV[$id] == '' and '{}' or ARGV[$id])"
+
+// counterPrefix is the Lua expression of the name of a limit's counter
+// ($id, $hdr: docs/design/counter-window.md), a field of the key's hash,
+// before the window's index: the state ID, a brace (no ID has one, so no
+// counter is an ID's field) and the limit's header. foldSource's rlfold
+// names it alike, from the ID's field.
+const counterPrefix = "ARGV[$id] .. '{' .. ARGV[$hdr]"
+
+// hgetCall finds a script's reads of the field of a state ID (an
+// argument) of a hash; a --@counter part's read of its counter is not one.
+var hgetCall = regexp.MustCompile(`redis\.pcall\('HGET', ([^,()]+), ((?:ARGV|A)\[[^\]()]+\])\)`)
+
+// foldReads returns src with every read of a field through rlfold
+// (foldSource), defined after its opening comment: a state kept as a
+// counter is one value again wherever a script reads it, so that only the
+// --@counter parts and the writes of --@counted know the counter.
+func foldReads(src string) string {
+	src = hgetCall.ReplaceAllString(src, "rlfold($1, $2, redis.pcall('HGET', $1, $2))")
+	if !strings.Contains(src, "rlfold(") {
+		return src
+	}
+	at := 0
+	for at < len(src) && strings.HasPrefix(src[at:], "--") {
+		end := strings.IndexByte(src[at:], '\n')
+		if end < 0 {
+			break
+		}
+		at += end + 1
+	}
+	return src[:at] + foldSource + src[at:]
+}
+
+// foldSource defines rlfold, the read of a field that may point at a
+// counter (counterPrefix names it alike).
+const foldSource = `-- rlfold(key, id, v): the field id of the hash key, v, with a count kept
+-- in a counter (docs/design/counter-window.md: "<header><index> *", the
+-- count in the field id{<header><index>) read back: "<header><index>
+-- <count>", written back and the counter removed (unless read-only). A
+-- count past the header's limit (refusals a full window kept) is the limit.
+local function rlfold(key, id, v)
+  if type(v) ~= 'string' or string.byte(v, -1) ~= 42 then
+    return v
+  end
+  local h, i = string.match(v, '^(%u[^:]*:)(%-?%d+) %*$')
+  if not h then
+    return v
+  end
+  local cf = id .. '{' .. string.gsub(h, ';[^:]*:$', ':') .. i
+  local c, l = redis.pcall('HGET', key, cf), string.match(h, '^%u(%d+)')
+  c = type(c) == 'string' and c or '0'
+  local d = string.match(c, '^0*(%d+)$') -- compared as decimals: past 2^53, some Luas' tonumber is nil
+  if l and d and (#d > #l or #d == #l and d > l) then
+    c = l -- a full window's count, past the limit by the refusals it kept
+  end
+  v = h .. i .. ' ' .. c
+  if type(redis.pcall('HSET', key, id, v)) == 'number' then
+    redis.call('HDEL', key, cf)
+  end
+  return v
+end
+`
 
 // tidy returns a composed script without the composer's marks (the
 // bodies' "--#" lines) and with no two blank lines in a row, nor one at

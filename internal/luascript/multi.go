@@ -97,7 +97,7 @@ func multiScript(k string, names []string) *Script {
 	if s, ok := multiScripts.Load(k); ok {
 		return s.(*Script)
 	}
-	source := tidy(composeMulti(names))
+	source := foldReads(tidy(composeMulti(names)))
 	sum := sha1.Sum([]byte(source))
 	made := &Script{Name: "multi:" + k, Source: source, SHA1: hex.EncodeToString(sum[:])}
 	v, _ := multiScripts.LoadOrStore(k, made)
@@ -121,7 +121,7 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- RLTOOMANY) and, for 1 or 0, each group's {remaining, retry after µs,
 -- reset after µs} per limit.
 --
--- kind[k](o, ko, keyc, g, r, lstate) decides group g of a unit, of kind
+-- kind[k](o, ko, keyc, g, r) decides group g of a unit, of kind
 -- k, as its decision script would, its ARGV[1] being base + A[o + 1]
 -- (none for '') and its ARGV[2] A[o + 2], its ARGV[i] for i >= 3
 -- A[r + i], and its KEYS[i] K[ko + i], writing nothing: it runs every
@@ -129,19 +129,21 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- closures, and returns whether all its limits admit and its finish,
 -- which puts their reports in out from r0 + 1 (width[k] values) or
 -- commits them all and writes the key's hash; or an error reply. A kind
--- of one limit whose body has a lean part decides its common case by
--- that alone, in the loop, with no closure: it puts its reply in out as
--- charged when the unit may still be admitted, and keeps in pend its
--- write, made when the unit is (at once, for the unit's last group).
+-- of one limit whose body has a counter part decides its common case by
+-- that alone, in the loop, with no closure: when the unit may still be
+-- admitted, it charges the counter and puts its reply in out as charged,
+-- and keeps in pend what to give back should a later group refuse the
+-- unit.
 --
 -- num(s) is tonumber(s), remembered: the arguments repeat (each group's
 -- counts, cost and parameters), and a table look-up costs a fraction of
--- the string's conversion; shapes[s] is a shape's {k, r, c}, remembered.
+-- the string's conversion; shapes[s] is a shape's {k, r, c}, remembered;
+-- idx(i) is string.format('%d', i), remembered (a window's index).
 -- An instant is not remembered (each differs): it is a short offset
 -- from the base, quick to convert.
 local A, K = ARGV, KEYS
 local kind, width = {}, {}
-local nums, shapes = {}, {}
+local nums, shapes, idxs = {}, {}, {}
 local function num(s)
   local v = nums[s]
   if v == nil then
@@ -149,6 +151,14 @@ local function num(s)
     nums[s] = v
   end
   return v
+end
+local function idx(i)
+  local s = idxs[i]
+  if s == nil then
+    s = string.format('%d', i)
+    idxs[i] = s
+  end
+  return s
 end
 local base = tonumber(A[3])
 local dry = false -- a dry run: nothing charged
@@ -164,8 +174,8 @@ end
 local ao, ko = 4 + num(A[2]), 0
 -- out: the reply, op its length, top the furthest a unit wrote in it;
 -- fins: the finish and place in out of each group its kind's function
--- decided, of the unit at hand; pend: its lean groups' writes, made when
--- the unit is admitted, and their replies' places.
+-- decided, of the unit at hand; pend: its lean groups' charges, given
+-- back when the unit is refused, and their replies' places.
 local out, op, top, fins, pend = {}, 0, 0, {}, {}
 local pnow, pnowarg = 0, nil -- the last offset converted, and its instant
 for u = 1, units do
@@ -183,13 +193,13 @@ for u = 1, units do
     local keyc = sh[3]
     if not failed then
       local k, r = sh[1], sh[2]
-      local lean, fits, lstate = false, nil, nil
+      local lean, fits = false, nil
 --@leans
       if lean then
         all = all and fits
       else
         local fin
-        fits, fin = kind[k](ao, ko, keyc, g, r, lstate)
+        fits, fin = kind[k](ao, ko, keyc, g, r)
         if type(fits) == 'table' then
           failed = fits
         else
@@ -202,10 +212,9 @@ for u = 1, units do
     ao, ko = ao + 3, ko + keyc
   end
   local charge = all and not dry and not failed
-  for i = 1, np, 5 do
-    if charge then
-      redis.call('HSET', pend[i], pend[i + 1], pend[i + 2])
-    else
+  if not charge then
+    for i = 1, np, 5 do
+      redis.call('HINCRBY', pend[i], pend[i + 1], -pend[i + 2]) -- given back
       out[pend[i + 3]] = pend[i + 4] -- as the state stands: only the remaining differs
     end
   end
@@ -228,41 +237,16 @@ end
 return out
 `
 
-// leanCore is a lean part run on lstate, a state that opens with the
-// limit's own header, in a block of its own: it sets the caller's lean
-// and fits (and r1…c3 and value, its locals, which the caller reads
-// after it, in the same block).
-func leanCore(part string) string {
-	return "local state, at, r1, r2, r3, c1, c2, c3, value = lstate, #lhdr + 1\ndo\n" + indentLines(part, "  ") + "end\n"
-}
-
-// leanHeader reads lstate's header for a lean part: lhdr, the limit's
-// own header as stored, maybe with a generation before its colon
-// (";<nonce>", which a booking gives: ops.go), and then the lines that
-// follow it, which run when the state is of the limit's own header; nil
-// for a state of another header, none, or an error reply (no hash).
-const leanHeader = `local lhdr = type(lstate) == 'string' and ARGV[$hdr] or nil
-if lhdr and string.find(lstate, lhdr, 1, true) ~= 1 then
-  local e = string.byte(lstate, #lhdr) == 59 and string.sub(lstate, 1, #lhdr - 1) == string.sub(lhdr, 1, -2) and
-    string.find(lstate, ':', #lhdr, true)
-  lhdr = e and string.sub(lstate, 1, e) or nil
-end
-if lhdr then
-`
-
 // leanInline returns the multi loop's reading of a group of lean kind k
-// (one limit whose body has a lean part): the group's field read, kept in
-// lstate for the kind's function should the lean part not decide, and the
-// lean part run on it, in the loop, with no call of the kind's function.
-// When it decided (lean), and it fits and every group of the unit before
-// it did (outside a dry run), its reply goes into out as charged and its
-// write into pend, made when the unit is admitted (a later group may
-// refuse it: then the reply's remaining is the state's as it stands);
-// the unit's last group writes at once, every group before it having
-// fitted. Nothing is written before a unit is decided. Its arguments and
-// keys are the group's, as a kind's body reads them (inPlace), o being
-// ao; an empty offset is the server's clock. The groups of a unit share
-// their instant: an offset is converted once.
+// (one limit whose body has a --@counter part): that part, in the loop,
+// with no call of the kind's function. When it decided (lean) and charged
+// (it fits and every group of the unit before it did, outside a dry run),
+// its reply goes into out as charged and its charge into pend, given back
+// when a later group refuses the unit (then the reply's remaining is the
+// state's as it stands). Its arguments and keys are the group's, as a
+// kind's body reads them (inPlace), o being ao; an empty offset is the
+// server's clock. The groups of a unit share their instant: an offset is
+// converted once.
 func leanInline(k int, part string) string {
 	return fmt.Sprintf(`if k == %d then
   local o = ao
@@ -278,21 +262,18 @@ func leanInline(k int, part string) string {
     pnow = now
   end
   local peek = cost == 0
-  lstate = redis.pcall('HGET', KEYS[1], ARGV[$id])
-`, k) + indentLines(leanHeader, "  ") + indentLines(leanCore(part), "    ") + `    if lean then
-      if fits and all and not dry then
-        out[op + 1], out[op + 2], out[op + 3] = c1, c2, c3
-        if g < n then
-          pend[np + 1], pend[np + 2], pend[np + 3], pend[np + 4], pend[np + 5] = KEYS[1], ARGV[$id], lhdr .. value, op + 1, r1
-          np = np + 5
-        else
-          redis.call('HSET', KEYS[1], ARGV[$id], lhdr .. value)
-        end
-      else
-        out[op + 1], out[op + 2], out[op + 3] = r1, r2, r3
+  local hkey, charge, costarg, charged, cfield, r1, r2, r3, c1, c2, c3 = KEYS[1], all and not dry, ARGV[2], false
+`, k) + indentLines("do\n"+indentLines(part, "  ")+"end\n", "  ") + `  if lean then
+    if charged then
+      out[op + 1], out[op + 2], out[op + 3] = c1, c2, c3
+      if g < n then
+        pend[np + 1], pend[np + 2], pend[np + 3], pend[np + 4], pend[np + 5] = hkey, cfield, cost, op + 1, r1
+        np = np + 5
       end
-      op = op + 3
+    else
+      out[op + 1], out[op + 2], out[op + 3] = r1, r2, r3
     end
+    op = op + 3
   end
 end
 `
@@ -302,6 +283,9 @@ end
 // of num for each argument costs more than the look-up that mostly finds
 // it.
 var numHit = regexp.MustCompile(`\bnum\(([A-Za-z_]\w*(?:\[[^\]()]*\])?)\)`)
+
+// idxHit is numHit for idx(x).
+var idxHit = regexp.MustCompile(`\bidx\(([A-Za-z_]\w*)\)`)
 
 // multiPrelude is the prelude of a group of a multi script: its now is
 // the base plus its offset, none for an empty offset (the server's clock).
@@ -340,12 +324,12 @@ func composeMulti(kinds []string) string {
 			style = storeOne // its own HSET and PEXPIRE, in its commit
 		}
 		c := newComposer(form{names: joined}, names, false, style)
-		fmt.Fprintf(&src, "-- Kind %d: %s.\nwidth[%d] = %d\nkind[%d] = function(o, ko, keyc, g, r, lstate)\n", k+1, joined, k+1, 3*len(names), k+1)
+		fmt.Fprintf(&src, "-- Kind %d: %s.\nwidth[%d] = %d\nkind[%d] = function(o, ko, keyc, g, r)\n", k+1, joined, k+1, 3*len(names), k+1)
 		var body strings.Builder
-		lean := len(c.limits) == 1 && c.limits[0].b.lean != "" && style == storeOne
 		body.WriteString(multiPrelude)
-		if lean {
-			leans.WriteString(numHit.ReplaceAllString(inPlace(c.limits[0].sub(leanInline(k+1, c.limits[0].b.lean))), "(nums[$1] or num($1))"))
+		if len(c.limits) == 1 && c.limits[0].b.counter != "" && style == storeOne {
+			lean := numHit.ReplaceAllString(inPlace(c.limits[0].sub(leanInline(k+1, c.limits[0].b.counter))), "(nums[$1] or num($1))")
+			leans.WriteString(idxHit.ReplaceAllString(lean, "(idxs[$1] or idx($1))"))
 		}
 		body.WriteString(c.head(true))
 		body.WriteString("local all = true\n")
@@ -354,12 +338,7 @@ func composeMulti(kinds []string) string {
 		}
 		for _, l := range c.limits {
 			fmt.Fprintf(&body, "local decided%d\ndo\n", l.n)
-			load := c.load(l)
-			if lean {
-				// The field was read before the lean part: not again.
-				load = strings.Replace(load, l.sub(hgetLine), "local state = lstate\n", 1)
-			}
-			body.WriteString(load + c.decide(l))
+			body.WriteString(c.load(l) + c.decide(l))
 			fmt.Fprintf(&body, "all = all and fits\ndecided%d = function(charge)\nif not charge then\n", l.n)
 			body.WriteString(c.report(l))
 			body.WriteString("return rem, retry, reset\nend\n")

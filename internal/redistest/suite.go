@@ -321,7 +321,8 @@ func pttl(ctx context.Context, t testing.TB, admin redis.UniversalClient, key st
 	return ms
 }
 
-// value returns a printable copy of key's value, "none" when it is missing.
+// value returns a printable copy of key's value, "none" when it is
+// missing; a hash's fields Folded.
 func value(ctx context.Context, t testing.TB, admin redis.UniversalClient, key string) string {
 	t.Helper()
 	typ, err := admin.Type(ctx, key).Result()
@@ -344,7 +345,7 @@ func value(ctx context.Context, t testing.TB, admin redis.UniversalClient, key s
 		}
 		return fmt.Sprint("zset ", zs)
 	case "hash":
-		h, err := admin.HGetAll(ctx, key).Result()
+		h, err := FoldedHash(ctx, admin, key)
 		if err != nil {
 			t.Fatalf("HGETALL %q: %v", key, err)
 		}

@@ -11,6 +11,32 @@
 -- RLCONVERT (a state only the conversion script reads) or RLTOOMANY.
 -- The request: now (the caller's, or the server's clock) and its cost; a
 -- peek decides for a cost of 1 and writes nothing.
+-- rlfold(key, id, v): the field id of the hash key, v, with a count kept
+-- in a counter (docs/design/counter-window.md: "<header><index> *", the
+-- count in the field id{<header><index>) read back: "<header><index>
+-- <count>", written back and the counter removed (unless read-only). A
+-- count past the header's limit (refusals a full window kept) is the limit.
+local function rlfold(key, id, v)
+  if type(v) ~= 'string' or string.byte(v, -1) ~= 42 then
+    return v
+  end
+  local h, i = string.match(v, '^(%u[^:]*:)(%-?%d+) %*$')
+  if not h then
+    return v
+  end
+  local cf = id .. '{' .. string.gsub(h, ';[^:]*:$', ':') .. i
+  local c, l = redis.pcall('HGET', key, cf), string.match(h, '^%u(%d+)')
+  c = type(c) == 'string' and c or '0'
+  local d = string.match(c, '^0*(%d+)$') -- compared as decimals: past 2^53, some Luas' tonumber is nil
+  if l and d and (#d > #l or #d == #l and d > l) then
+    c = l -- a full window's count, past the limit by the refusals it kept
+  end
+  v = h .. i .. ' ' .. c
+  if type(redis.pcall('HSET', key, id, v)) == 'number' then
+    redis.call('HDEL', key, cf)
+  end
+  return v
+end
 local now = tonumber(ARGV[1])
 if now == nil then
   local t = redis.call('TIME')
@@ -22,7 +48,7 @@ if peek then
   cost = 1
 end
 local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)
-local lstate = redis.pcall('HGET', KEYS[1], ARGV[4])
+local lstate = rlfold(KEYS[1], ARGV[4], redis.pcall('HGET', KEYS[1], ARGV[4]))
 local lhdr = type(lstate) == 'string' and ARGV[5] or nil
 if lhdr and string.find(lstate, lhdr, 1, true) ~= 1 then
   local e = string.byte(lstate, #lhdr) == 59 and string.sub(lstate, 1, #lhdr - 1) == string.sub(lhdr, 1, -2) and
@@ -33,10 +59,10 @@ if lhdr then
   local lean, fits = false, nil
   local state, at, r1, r2, r3, c1, c2, c3, value = lstate, #lhdr + 1
   do
-    -- The common case alone, for a multi script, a plain decision and a
-    -- booking of this limit alone (the composer's plainLean and bookLean): a
-    -- state of this window, within its limit (so the key's TTL lasts, as
-    -- lasts says above), and a cost of 1 to the limit; lean stays false for
+    -- The common case alone, for a booking of this limit alone (the
+    -- composer's bookLean), on a state as text: a state of this window,
+    -- within its limit (so the key's TTL lasts, as lasts says above), and a
+    -- cost of 1 to the limit; lean stays false for
     -- anything else, which the whole body decides. Its reply as the state
     -- stands (r1, r2, r3) and charged (c1, c2, c3), and the body written when
     -- charged (value), made only when it fits outside a dry run (dry). Its
@@ -151,6 +177,7 @@ if index * window > now then
 elseif (index + 1) * window <= now then
   index = index + 1
 end
+local nindex = index -- the window of now
 local count, lasts = 0, false -- lasts: the key's TTL covers a charge now
 if state then
   local stored, counted

@@ -10,6 +10,32 @@
 -- RLTOOMANY a new field without room, RLCONVERT another kind's state.
 -- The request: now (the caller's, or the server's clock) and its cost; a
 -- peek decides for a cost of 1 and writes nothing.
+-- rlfold(key, id, v): the field id of the hash key, v, with a count kept
+-- in a counter (docs/design/counter-window.md: "<header><index> *", the
+-- count in the field id{<header><index>) read back: "<header><index>
+-- <count>", written back and the counter removed (unless read-only). A
+-- count past the header's limit (refusals a full window kept) is the limit.
+local function rlfold(key, id, v)
+  if type(v) ~= 'string' or string.byte(v, -1) ~= 42 then
+    return v
+  end
+  local h, i = string.match(v, '^(%u[^:]*:)(%-?%d+) %*$')
+  if not h then
+    return v
+  end
+  local cf = id .. '{' .. string.gsub(h, ';[^:]*:$', ':') .. i
+  local c, l = redis.pcall('HGET', key, cf), string.match(h, '^%u(%d+)')
+  c = type(c) == 'string' and c or '0'
+  local d = string.match(c, '^0*(%d+)$') -- compared as decimals: past 2^53, some Luas' tonumber is nil
+  if l and d and (#d > #l or #d == #l and d > l) then
+    c = l -- a full window's count, past the limit by the refusals it kept
+  end
+  v = h .. i .. ' ' .. c
+  if type(redis.pcall('HSET', key, id, v)) == 'number' then
+    redis.call('HDEL', key, cf)
+  end
+  return v
+end
 local now = tonumber(ARGV[1])
 if now == nil then
   local t = redis.call('TIME')
@@ -100,7 +126,7 @@ local afresh, proportional = false, false
 local shdr = ARGV[5]
 do
   local hdr = ARGV[5]
-  local v = redis.pcall('HGET', hkey, ARGV[4])
+  local v = rlfold(hkey, ARGV[4], redis.pcall('HGET', hkey, ARGV[4]))
   local bad, fv, fz = nil, nil, false
   if type(v) == 'table' then
     bad, wipe = 'is not a hash', 1
@@ -175,6 +201,7 @@ if index * window > now then
 elseif (index + 1) * window <= now then
   index = index + 1
 end
+local nindex = index -- the window of now
 local count, lasts = 0, false -- lasts: the key's TTL covers a charge now
 -- Started from a state of another kind (Go: algorithm.Carry): a fresh
 -- state charged what that one had used, at most the limit, at now.
@@ -319,6 +346,9 @@ if ttl < 2 then
   ttl = 2
 end
 local rem, reset = limit - count, ends
+-- counter: the window's index, when the state counts units of the window
+-- of now within the limit, which a counter may keep (--@counter).
+local counter = index == nindex and count <= limit and string.format('%d', index) or nil
 local value = string.format('%d %d', index, count)
 
 if wipe == 1 and redis.call('TYPE', hkey)['ok'] ~= 'hash' then

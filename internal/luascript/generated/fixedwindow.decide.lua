@@ -9,6 +9,32 @@
 -- RLCONVERT (a state only the conversion script reads) or RLTOOMANY.
 -- The request: now (the caller's, or the server's clock) and its cost; a
 -- peek decides for a cost of 1 and writes nothing.
+-- rlfold(key, id, v): the field id of the hash key, v, with a count kept
+-- in a counter (docs/design/counter-window.md: "<header><index> *", the
+-- count in the field id{<header><index>) read back: "<header><index>
+-- <count>", written back and the counter removed (unless read-only). A
+-- count past the header's limit (refusals a full window kept) is the limit.
+local function rlfold(key, id, v)
+  if type(v) ~= 'string' or string.byte(v, -1) ~= 42 then
+    return v
+  end
+  local h, i = string.match(v, '^(%u[^:]*:)(%-?%d+) %*$')
+  if not h then
+    return v
+  end
+  local cf = id .. '{' .. string.gsub(h, ';[^:]*:$', ':') .. i
+  local c, l = redis.pcall('HGET', key, cf), string.match(h, '^%u(%d+)')
+  c = type(c) == 'string' and c or '0'
+  local d = string.match(c, '^0*(%d+)$') -- compared as decimals: past 2^53, some Luas' tonumber is nil
+  if l and d and (#d > #l or #d == #l and d > l) then
+    c = l -- a full window's count, past the limit by the refusals it kept
+  end
+  v = h .. i .. ' ' .. c
+  if type(redis.pcall('HSET', key, id, v)) == 'number' then
+    redis.call('HDEL', key, cf)
+  end
+  return v
+end
 local now = tonumber(ARGV[1])
 if now == nil then
   local t = redis.call('TIME')
@@ -19,51 +45,63 @@ local peek = cost == 0
 if peek then
   cost = 1
 end
-local num, dry = tonumber, false -- a lean part's names (lua-composition.md §3)
-local lstate = redis.pcall('HGET', KEYS[1], ARGV[4])
-local lhdr = type(lstate) == 'string' and ARGV[5] or nil
-if lhdr and string.find(lstate, lhdr, 1, true) ~= 1 then
-  local e = string.byte(lstate, #lhdr) == 59 and string.sub(lstate, 1, #lhdr - 1) == string.sub(lhdr, 1, -2) and
-    string.find(lstate, ':', #lhdr, true)
-  lhdr = e and string.sub(lstate, 1, e) or nil
+local num = tonumber -- the --@counter part's names (lua-composition.md §3)
+local function idx(i)
+  return string.format('%d', i)
 end
-if lhdr then
-  local lean, fits = false, nil
-  local state, at, r1, r2, r3, c1, c2, c3, value = lstate, #lhdr + 1
-  do
-    -- The common case alone, for a multi script, a plain decision and a
-    -- booking of this limit alone (the composer's plainLean and bookLean): a
-    -- state of this window, within its limit (so the key's TTL lasts, as
-    -- lasts says above), and a cost of 1 to the limit; lean stays false for
-    -- anything else, which the whole body decides. Its reply as the state
-    -- stands (r1, r2, r3) and charged (c1, c2, c3), and the body written when
-    -- charged (value), made only when it fits outside a dry run (dry). Its
-    -- body starts at at, after the header (which a booking may have given a
-    -- generation). The index goes through num (tonumber, remembered): a
-    -- window's index repeats in its states; a count seldom repeats, and
-    -- converts directly. A count of more digits than a double holds is nil in
-    -- some Luas (miniredis's): the whole body refuses it.
-    local limit, window = tonumber(ARGV[6]), tonumber(ARGV[7])
-    local index, count = string.match(state, '^(%-?%d+) (%d+)$', at)
-    if index then
-      index, count = num(index), tonumber(count)
+do
+  local lean, fits, charged, cfield, r1, r2, r3, c1, c2, c3 = false
+  local hkey, charge, costarg = KEYS[1], true, ARGV[2]
+  -- The common case alone, for a multi script and a plain decision, on a
+  -- state the whole body kept as a counter (docs/design/counter-window.md):
+  -- the count of the window of now in the hash's field cfield (the ID, a
+  -- brace, the header, the index), where the ID's field holds "<index> *".
+  -- A cost of 1 to the limit outside a peek: charged with one HINCRBY when
+  -- charge, else read; a charge that does not fit is given back at once,
+  -- unless the window was full (a count past the limit reads as the limit,
+  -- so a full window's refusal is one command). lean stays false without a
+  -- counter (an HINCRBY's new field is removed at once) or with anything but
+  -- a positive count in it (given back): the whole body decides. Its reply
+  -- as the state stands (r1, r2, r3) and charged (c1, c2, c3); charged: the
+  -- counter holds the charge. costarg is the cost's text as sent; idx gives
+  -- an index's text (string.format('%d'), remembered: it repeats).
+  local limit, window = num(ARGV[6]), num(ARGV[7])
+  if cost >= 1 and cost <= limit and not peek then
+    local index = math.floor(now / window)
+    if index * window > now then
+      index = index - 1
+    elseif (index + 1) * window <= now then
+      index = index + 1
     end
-    if index and count and count > 0 and count <= limit and cost >= 1 and cost <= limit and not peek and
-      index * window <= now and now < (index + 1) * window then
-      lean = true
-      local ends = (index + 1) * window - now
-      fits = count + cost <= limit
-      r1, r2, r3 = limit - count, fits and 0 or ends, ends
-      c1, c2, c3 = limit - count - cost, 0, ends
-      if fits and not dry then
-        value = string.format('%d %d', index, count + cost)
+    cfield = ARGV[4] .. '{' .. ARGV[5] .. idx(index)
+    local c
+    if charge then
+      c = redis.pcall('HINCRBY', hkey, cfield, costarg)
+      if c == cost then
+        redis.call('HDEL', hkey, cfield) -- there was none
       end
+    else
+      c = redis.pcall('HGET', hkey, cfield)
+      c = type(c) == 'string' and tonumber(c)
+      c = c and c + cost
     end
-
+    if type(c) == 'number' and c > cost then
+      lean = true
+      local count, ends = math.min(c - cost, limit), (index + 1) * window - now
+      fits = c <= limit
+      r1, r2, r3 = limit - count, fits and 0 or ends, ends
+      c1, c2, c3 = limit - c, 0, ends
+      charged = charge and fits
+      if charge and not fits and c - cost < limit then
+        redis.call('HINCRBY', hkey, cfield, -cost) -- given back: the window was not full
+      end
+    elseif charge and type(c) == 'number' and c ~= cost then
+      redis.call('HINCRBY', hkey, cfield, -cost) -- not a count the lean part reads
+    end
   end
+
   if lean then
-    if fits and not peek then
-      redis.call('HSET', KEYS[1], ARGV[4], lhdr .. value)
+    if charged then
       return {c1, c2, c3}
     end
     return {r1, r2, r3}
@@ -78,7 +116,7 @@ local held, bare = false, false
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
 -- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
-local state = lstate
+local state = rlfold(hkey, ARGV[4], redis.pcall('HGET', hkey, ARGV[4]))
 local shdr = ARGV[5]
 if state then
   local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
@@ -128,6 +166,7 @@ if index * window > now then
 elseif (index + 1) * window <= now then
   index = index + 1
 end
+local nindex = index -- the window of now
 local count, lasts = 0, false -- lasts: the key's TTL covers a charge now
 if state then
   local stored, counted
@@ -186,10 +225,22 @@ if ttl < 2 then
   ttl = 2
 end
 local rem, reset = limit - count, ends
+-- counter: the window's index, when the state counts units of the window
+-- of now within the limit, which a counter may keep (--@counter).
+local counter = index == nindex and count <= limit and string.format('%d', index) or nil
 local value = string.format('%d %d', index, count)
 
--- The state written, after its header (shdr); the TTL too, unless it lasts.
-redis.call('HSET', hkey, ARGV[4], shdr .. value)
+-- The state written, after its header (shdr); the TTL too, unless it
+-- lasts. A state that counts units of the window of now within its limit
+-- (counter, the window's index) keeps its count in a field of its own,
+-- which the field of the ID points at ("<index> *"), when the key has
+-- room (docs/design/counter-window.md): the lean part charges it with
+-- HINCRBY.
+if counter and redis.call('HLEN', hkey) + 2 <= 512 then
+  redis.call('HSET', hkey, ARGV[4], shdr .. counter .. ' *', ARGV[4] .. '{' .. ARGV[5] .. counter, count)
+else
+  redis.call('HSET', hkey, ARGV[4], shdr .. value)
+end
 ttl = ttl + tonumber(ARGV[3])
 if bare then
   redis.call('PEXPIRE', hkey, ttl)

@@ -10,6 +10,32 @@
 -- RLCONVERT (a state only the conversion script reads) or RLTOOMANY.
 -- The request: now (the caller's, or the server's clock) and its cost; a
 -- peek decides for a cost of 1 and writes nothing.
+-- rlfold(key, id, v): the field id of the hash key, v, with a count kept
+-- in a counter (docs/design/counter-window.md: "<header><index> *", the
+-- count in the field id{<header><index>) read back: "<header><index>
+-- <count>", written back and the counter removed (unless read-only). A
+-- count past the header's limit (refusals a full window kept) is the limit.
+local function rlfold(key, id, v)
+  if type(v) ~= 'string' or string.byte(v, -1) ~= 42 then
+    return v
+  end
+  local h, i = string.match(v, '^(%u[^:]*:)(%-?%d+) %*$')
+  if not h then
+    return v
+  end
+  local cf = id .. '{' .. string.gsub(h, ';[^:]*:$', ':') .. i
+  local c, l = redis.pcall('HGET', key, cf), string.match(h, '^%u(%d+)')
+  c = type(c) == 'string' and c or '0'
+  local d = string.match(c, '^0*(%d+)$') -- compared as decimals: past 2^53, some Luas' tonumber is nil
+  if l and d and (#d > #l or #d == #l and d > l) then
+    c = l -- a full window's count, past the limit by the refusals it kept
+  end
+  v = h .. i .. ' ' .. c
+  if type(redis.pcall('HSET', key, id, v)) == 'number' then
+    redis.call('HDEL', key, cf)
+  end
+  return v
+end
 local now = tonumber(ARGV[1])
 if now == nil then
   local t = redis.call('TIME')
@@ -36,7 +62,7 @@ do
 -- header; none is fresh. Another header, or an error reply (state.err: no
 -- hash), is for the conversion script: RLCONVERT and the kind's letter.
 -- shdr: its header as stored, maybe a generation (";<nonce>", ops.go) before ':'.
-local state = redis.pcall('HGET', hkey, ARGV[4])
+local state = rlfold(hkey, ARGV[4], redis.pcall('HGET', hkey, ARGV[4]))
 local shdr = ARGV[5]
 if state then
   local e = not state.err and (string.find(state, shdr, 1, true) == 1 and #shdr or #state > #shdr and string.byte(state, #shdr) == 59 and
@@ -86,6 +112,7 @@ if index * window > now then
 elseif (index + 1) * window <= now then
   index = index + 1
 end
+local nindex = index -- the window of now
 local count, lasts = 0, false -- lasts: the key's TTL covers a charge now
 if state then
   local stored, counted
