@@ -190,3 +190,28 @@ func TestUndoAfterClockBack(t *testing.T) {
 		t.Fatalf("exact Undo at t0 of the unit charged into the window of t0: gave %d, want 1", given)
 	}
 }
+
+// TestSettleDownAfterDebt settles a booking up past whole windows, then
+// back down, exactly: the debt moved the pointer's index past the window
+// of now (full), and giving all of the index's count back must leave that
+// window full, not read as a fresh one (storetest's Booking found a
+// second admission in a window of 1: an empty count at the index read as
+// a fresh window of now).
+func TestSettleDownAfterDebt(t *testing.T) {
+	w := mustNew(t, fixedwindow.Config{Limit: 1, Window: time.Microsecond})
+	s, r := w.Book(w.Init(algorithm.State{}, t0), t0, t0, 1)
+	if !r.Allowed() {
+		t.Fatalf("Book: %+v", r)
+	}
+	s, _ = w.Owe(s, t0, t0, 2)                                         // settled up to 3
+	s, given, _ := w.Undo(algorithm.CloneState(s), t0, t0, 3, 2, true) // and back down to 1
+	if given != 2 {
+		t.Fatalf("exact Undo of the debt: gave %d, want 2", given)
+	}
+	if _, r := w.Take(s, t0, 1); r.Allowed() {
+		t.Fatalf("a second unit in a window of 1 after the settle down: %+v", r)
+	}
+	if _, r := w.Take(s, t0+1, 1); !r.Allowed() {
+		t.Fatalf("the next window after the settle down: %+v", r)
+	}
+}

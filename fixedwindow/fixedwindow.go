@@ -204,6 +204,11 @@ func (w *Window) Refund(s algorithm.State, now, n int64) (algorithm.State, algor
 }
 
 // give takes up to n off the pointer at now, and returns how much it took.
+// A pointer whose index lies ahead of now's window (a booking or a debt
+// that passed whole windows, each before the index full) and that it
+// empties is put back one window, full: the window before the index
+// keeps its units, where an empty count would read as a fresh window of
+// now.
 func (w *Window) give(s algorithm.State, now, n int64) (algorithm.State, int64, algorithm.Result) {
 	index, count := w.at(s, now)
 	if count == 0 || n < 1 {
@@ -211,6 +216,9 @@ func (w *Window) give(s algorithm.State, now, n int64) (algorithm.State, int64, 
 	}
 	given := min(n, count)
 	count -= given
+	if count == 0 && index > algorithm.FloorDiv(now, w.window) {
+		index, count = index-1, w.limit
+	}
 	return algorithm.State{N0: index, N1: count}, given, w.report(index, count, 1, now)
 }
 

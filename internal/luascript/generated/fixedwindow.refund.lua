@@ -167,6 +167,9 @@ if count > 0 then
     c = 0
   end
   gave = count - c
+  if c == 0 and index > nindex then
+    index, c = index - 1, limit -- the window before the index keeps its units (Go: give)
+  end
   if n > 0 then
     value = string.format('%d %d', index, c)
   end
