@@ -193,7 +193,7 @@ var bodyParts = []string{"report", "commit", "book", "refund", "unused", "earlie
 //     docs/design/counter-window.md; it charges the counter, the field
 //     of the key's hash $cpre and the window's index, by costarg, the
 //     cost's text, when charge, and sets lean, fits, charged, cfield,
-//     r1…c3; it may give an index's text with idx, string.format('%d')
+//     rem and ends; it may give an index's text with idx, string.format('%d')
 //     remembered; its commit part then sets counter, the
 //     window's index when the charged state may be kept as a counter);
 //     each once;

@@ -213,10 +213,10 @@ end
 -- unless the window was full (a count past the limit reads as the limit,
 -- so a full window's refusal is one command). lean stays false without a
 -- counter (an HINCRBY's new field is removed at once) or with anything but
--- a positive count in it (given back): the whole body decides. Its reply
--- as the state stands (r1, r2, r3) and charged (c1, c2, c3); charged: the
--- counter holds the charge. costarg is the cost's text as sent; idx gives
--- an index's text (string.format('%d'), remembered: it repeats).
+-- a positive count in it (given back): the whole body decides. Else it
+-- sets fits, charged (the counter holds the charge), rem (remaining,
+-- charged or not) and ends (µs to the window's end: reset; retry if it
+-- does not fit). costarg: the cost as sent; idx: %d of an index, remembered.
 local limit, window = num(ARGV[$1]), num(ARGV[$2])
 if cost >= 1 and cost <= limit and not peek then
   local index = math.floor(now / window)
@@ -238,14 +238,17 @@ if cost >= 1 and cost <= limit and not peek then
     c = c and c + cost
   end
   if type(c) == 'number' and c > cost then
-    lean = true
-    local count, ends = math.min(c - cost, limit), (index + 1) * window - now
-    fits = c <= limit
-    r1, r2, r3 = limit - count, fits and 0 or ends, ends
-    c1, c2, c3 = limit - c, 0, ends
+    lean, fits, ends = true, c <= limit, (index + 1) * window - now
     charged = charge and fits
-    if charge and not fits and c - cost < limit then
-      redis.call('HINCRBY', hkey, cfield, -cost) -- given back: the window was not full
+    if charged then
+      rem = limit - c
+    elseif c - cost < limit then
+      rem = limit - c + cost
+      if charge then
+        redis.call('HINCRBY', hkey, cfield, -cost) -- given back: the window was not full
+      end
+    else
+      rem = 0
     end
   elseif charge and type(c) == 'number' and c ~= cost then
     redis.call('HINCRBY', hkey, cfield, -cost) -- not a count the lean part reads

@@ -500,12 +500,9 @@ func plainLean(f form, names []string) string {
 	}
 	return l.sub("local num = tonumber -- the --@counter part's names (lua-composition.md §3)\n" +
 		"local function idx(i)\n  return string.format('%d', i)\nend\n" +
-		"do\n  local lean, fits, charged, cfield, r1, r2, r3, c1, c2, c3 = false\n  local hkey, charge, costarg = KEYS[1], true, ARGV[2]\n" +
+		"do\n  local lean, fits, charged, cfield, rem, ends = false\n  local hkey, charge, costarg = KEYS[1], true, ARGV[2]\n" +
 		indentLines(l.b.counter, "  ") + `  if lean then
-    if charged then
-      return {c1, c2, c3}
-    end
-    return {r1, r2, r3}
+    return {rem, fits and 0 or ends, ends}
   end
 end
 `)

@@ -142,6 +142,7 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- An instant is not remembered (each differs): it is a short offset
 -- from the base, quick to convert.
 local A, K = ARGV, KEYS
+local math, redis, string, type, tonumber = math, redis, string, type, tonumber -- locals: no global look-ups
 local kind, width = {}, {}
 local nums, shapes, idxs = {}, {}, {}
 local function num(s)
@@ -213,9 +214,9 @@ for u = 1, units do
   end
   local charge = all and not dry and not failed
   if not charge then
-    for i = 1, np, 5 do
+    for i = 1, np, 4 do
       redis.call('HINCRBY', pend[i], pend[i + 1], -pend[i + 2]) -- given back
-      out[pend[i + 3]] = pend[i + 4] -- as the state stands: only the remaining differs
+      out[pend[i + 3]] = out[pend[i + 3]] + pend[i + 2] -- as the state stands: only the remaining differs
     end
   end
   if op > top then
@@ -262,16 +263,12 @@ func leanInline(k int, part string) string {
     pnow = now
   end
   local peek = cost == 0
-  local hkey, charge, costarg, charged, cfield, r1, r2, r3, c1, c2, c3 = KEYS[1], all and not dry, ARGV[2], false
+  local hkey, charge, costarg, charged, cfield, rem, ends = KEYS[1], all and not dry, ARGV[2], false
 `, k) + indentLines("do\n"+indentLines(part, "  ")+"end\n", "  ") + `  if lean then
-    if charged then
-      out[op + 1], out[op + 2], out[op + 3] = c1, c2, c3
-      if g < n then
-        pend[np + 1], pend[np + 2], pend[np + 3], pend[np + 4], pend[np + 5] = hkey, cfield, cost, op + 1, r1
-        np = np + 5
-      end
-    else
-      out[op + 1], out[op + 2], out[op + 3] = r1, r2, r3
+    out[op + 1], out[op + 2], out[op + 3] = rem, fits and 0 or ends, ends
+    if charged and g < n then
+      pend[np + 1], pend[np + 2], pend[np + 3], pend[np + 4] = hkey, cfield, cost, op + 1
+      np = np + 4
     end
     op = op + 3
   end
