@@ -138,13 +138,16 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- num(s) is tonumber(s), remembered: the arguments repeat (each group's
 -- counts, cost and parameters), and a table look-up costs a fraction of
 -- the string's conversion; shapes[s] is a shape's {k, r, c}, remembered;
--- idx(i) is string.format('%d', i), remembered (a window's index).
+-- idx(i) is string.format('%d', i), the last one remembered (a window's
+-- index repeats from group to group; not a table by index: some Luas,
+-- miniredis's, grow a table's array part to an integer key).
 -- An instant is not remembered (each differs): it is a short offset
 -- from the base, quick to convert.
 local A, K = ARGV, KEYS
 local math, redis, string, type, tonumber = math, redis, string, type, tonumber -- locals: no global look-ups
 local kind, width = {}, {}
-local nums, shapes, idxs = {}, {}, {}
+local nums, shapes = {}, {}
+local lidx, lstr = nil, nil -- the index idx gave last, and its text
 local function num(s)
   local v = nums[s]
   if v == nil then
@@ -154,12 +157,10 @@ local function num(s)
   return v
 end
 local function idx(i)
-  local s = idxs[i]
-  if s == nil then
-    s = string.format('%d', i)
-    idxs[i] = s
+  if i ~= lidx then
+    lidx, lstr = i, string.format('%d', i)
   end
-  return s
+  return lstr
 end
 local base = tonumber(A[3])
 local dry = false -- a dry run: nothing charged
@@ -281,7 +282,7 @@ end
 // it.
 var numHit = regexp.MustCompile(`\bnum\(([A-Za-z_]\w*(?:\[[^\]()]*\])?)\)`)
 
-// idxHit is numHit for idx(x).
+// idxHit is numHit for idx(x): the last index's text, without a call.
 var idxHit = regexp.MustCompile(`\bidx\(([A-Za-z_]\w*)\)`)
 
 // multiPrelude is the prelude of a group of a multi script: its now is
@@ -326,7 +327,7 @@ func composeMulti(kinds []string) string {
 		body.WriteString(multiPrelude)
 		if len(c.limits) == 1 && c.limits[0].b.counter != "" && style == storeOne {
 			lean := numHit.ReplaceAllString(inPlace(c.limits[0].sub(leanInline(k+1, c.limits[0].b.counter))), "(nums[$1] or num($1))")
-			leans.WriteString(idxHit.ReplaceAllString(lean, "(idxs[$1] or idx($1))"))
+			leans.WriteString(idxHit.ReplaceAllString(lean, "($1 == lidx and lstr or idx($1))"))
 		}
 		body.WriteString(c.head(true))
 		body.WriteString("local all = true\n")
