@@ -25,6 +25,7 @@ if index * window > now then
 elseif (index + 1) * window <= now then
   index = index + 1
 end
+local nindex = index -- the window of now
 local count, lasts = 0, false -- lasts: the key's TTL covers a charge now
 --#convert
 -- Started from a state of another kind (Go: algorithm.Carry): a fresh
@@ -169,14 +170,17 @@ if ttl < 2 then
   ttl = 2
 end
 local rem, reset = limit - count, ends
+-- counter: the window's index, when the state counts units of the window
+-- of now within the limit, which a counter may keep (--@counter).
+local counter = index == nindex and count <= limit and string.format('%d', index) or nil
 --#encode index, count
 local value = string.format('%d %d', index, count)
 
 --@lean
--- The common case alone, for a multi script, a plain decision and a
--- booking of this limit alone (the composer's plainLean and bookLean): a
--- state of this window, within its limit (so the key's TTL lasts, as
--- lasts says above), and a cost of 1 to the limit; lean stays false for
+-- The common case alone, for a booking of this limit alone (the
+-- composer's bookLean), on a state as text: a state of this window,
+-- within its limit (so the key's TTL lasts, as lasts says above), and a
+-- cost of 1 to the limit; lean stays false for
 -- anything else, which the whole body decides. Its reply as the state
 -- stands (r1, r2, r3) and charged (c1, c2, c3), and the body written when
 -- charged (value), made only when it fits outside a dry run (dry). Its
@@ -199,6 +203,58 @@ if index and count and count > 0 and count <= limit and cost >= 1 and cost <= li
   c1, c2, c3 = limit - count - cost, 0, ends
   if fits and not dry then
     value = string.format('%d %d', index, count + cost)
+  end
+end
+
+--@counter
+-- The common case alone, for a multi script and a plain decision, on a
+-- state the whole body kept as a counter (docs/design/counter-window.md):
+-- the count of the window of now in the hash's field cfield (the ID, a
+-- brace, the header, the index), where the ID's field holds "<index> *".
+-- A cost of 1 to the limit outside a peek: charged with one HINCRBY when
+-- charge, else read; a charge that does not fit is given back at once,
+-- unless the window was full (a count past the limit reads as the limit,
+-- so a full window's refusal is one command). lean stays false without a
+-- counter (an HINCRBY's new field is removed at once) or with anything but
+-- a positive count in it (given back): the whole body decides. Else it
+-- sets fits, charged (the counter holds the charge), rem (remaining,
+-- charged or not) and ends (µs to the window's end: reset; retry if it
+-- does not fit). costarg: the cost as sent; idx: %d of an index, remembered.
+local limit, window = num(ARGV[$1]), num(ARGV[$2])
+if cost >= 1 and cost <= limit and not peek then
+  local index = math.floor(now / window)
+  if index * window > now then
+    index = index - 1
+  elseif (index + 1) * window <= now then
+    index = index + 1
+  end
+  cfield = $cpre .. idx(index)
+  local c
+  if charge then
+    c = redis.pcall('HINCRBY', hkey, cfield, costarg)
+    if c == cost then
+      redis.call('HDEL', hkey, cfield) -- there was none
+    end
+  else
+    c = redis.pcall('HGET', hkey, cfield)
+    c = type(c) == 'string' and tonumber(c)
+    c = c and c + cost
+  end
+  if type(c) == 'number' and c > cost then
+    lean, fits, ends = true, c <= limit, (index + 1) * window - now
+    charged = charge and fits
+    if charged then
+      rem = limit - c
+    elseif c - cost < limit then
+      rem = limit - c + cost
+      if charge then
+        redis.call('HINCRBY', hkey, cfield, -cost) -- given back: the window was not full
+      end
+    else
+      rem = 0
+    end
+  elseif charge and type(c) == 'number' and c ~= cost then
+    redis.call('HINCRBY', hkey, cfield, -cost) -- not a count the lean part reads
   end
 end
 
@@ -254,6 +310,9 @@ if count > 0 then
     c = 0
   end
   gave = count - c
+  if c == 0 and index > nindex then
+    index, c = index - 1, limit -- the window before the index keeps its units (Go: give)
+  end
   if n > 0 then
     value = string.format('%d %d', index, c)
   end
