@@ -59,7 +59,7 @@ func TestCounterCharges(t *testing.T) {
 	unit := func() []int64 {
 		t.Helper()
 		args := append([]any{"1", strconv.Itoa(len(params) + 1), strconv.FormatInt(now, 10), "600000"}, anys(params)...)
-		args = append(args, "2", "1 1 1", "0", "1", "1 1 1", "0", "1")
+		args = append(args, "2", "1 1 1 1", "0", "1 1 1 1", "0")
 		got, err := client.Eval(ctx, multi.Source, []string{hashA, hashB}, args...).Int64Slice()
 		if err != nil {
 			t.Fatal(err)

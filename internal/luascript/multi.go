@@ -43,12 +43,12 @@ var multiScripts sync.Map
 // tail of the groups' arguments (a decision script's ARGV[3…]: the TTL
 // margin, then its limits' state IDs, headers and parameters), once
 // however many groups share it. Then per unit its number of groups, and
-// per group three arguments: its shape, "k r c" (its kind's index k, from
+// per group two arguments: its shape, "k r c n" (its kind's index k, from
 // 1, in the order kinds returns; r, the place of its tail: its decision
-// script's ARGV[i], i ≥ 3, is this script's ARGV[r + i]; its key count c),
-// its now as an offset from the base ("" for the server's clock: its
-// decision script's ARGV[1] is the base plus it), and its cost (its
-// decision script's ARGV[2]). The reply is per unit a code, 1
+// script's ARGV[i], i ≥ 3, is this script's ARGV[r + i]; its key count c;
+// its cost n, its decision script's ARGV[2]), and its now as an offset
+// from the base ("" for the server's clock: its decision script's ARGV[1]
+// is the base plus it). The reply is per unit a code, 1
 // admitted, 0 denied, -1 a state only a conversion script reads
 // (RLCONVERT), -2 a key holding the most states (RLTOOMANY), followed
 // when 0 or 1 by each group's {remaining, retry after, reset after} per
@@ -114,16 +114,16 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 -- arguments the groups share: each distinct tail of a group's arguments as
 -- its decision script takes them (the TTL margin, each limit's state ID,
 -- header and parameters), once. Then per unit its number of groups, and
--- per group its shape "k r c": its kind k, r (its decision script's
--- ARGV[i], i >= 3, is A[r + i]) and its key count c; its now, an offset
--- from the base ('' for the server's clock); and its cost.
+-- per group its shape "k r c n": its kind k, r (its decision script's
+-- ARGV[i], i >= 3, is A[r + i]), its key count c and its cost n; and its
+-- now, an offset from the base ('' for the server's clock).
 -- It replies per unit a code (1 admitted, 0 denied, -1 RLCONVERT, -2
 -- RLTOOMANY) and, for 1 or 0, each group's {remaining, retry after µs,
 -- reset after µs} per limit.
 --
--- kind[k](o, ko, keyc, g, r) decides group g of a unit, of kind
+-- kind[k](o, ko, keyc, g, r, carg) decides group g of a unit, of kind
 -- k, as its decision script would, its ARGV[1] being base + A[o + 1]
--- (none for '') and its ARGV[2] A[o + 2], its ARGV[i] for i >= 3
+-- (none for '') and its ARGV[2] carg, its ARGV[i] for i >= 3
 -- A[r + i], and its KEYS[i] K[ko + i], writing nothing: it runs every
 -- limit's load and decide, leaving its report and commit behind as
 -- closures, and returns whether all its limits admit and its finish,
@@ -137,7 +137,8 @@ const multiHead = `-- Multi: units of requests, each unit several keys with thei
 --
 -- num(s) is tonumber(s), remembered: the arguments repeat (each group's
 -- counts, cost and parameters), and a table look-up costs a fraction of
--- the string's conversion; shapes[s] is a shape's {k, r, c}, remembered;
+-- the string's conversion; shapes[s] is a shape's {k, r, c, n, n's
+-- text}, remembered (costs repeat too);
 -- idx(i) is string.format('%d', i), the last one remembered (a window's
 -- index repeats from group to group; not a table by index: some Luas,
 -- miniredis's, grow a table's array part to an integer key).
@@ -188,8 +189,8 @@ for u = 1, units do
   for g = 1, n do
     local sh = shapes[A[ao]]
     if sh == nil then
-      local k, r, c = string.match(A[ao], '^(%d+) (%d+) (%d+)$')
-      sh = {tonumber(k), tonumber(r), tonumber(c)}
+      local k, r, c, n = string.match(A[ao], '^(%d+) (%d+) (%d+) (%d+)$')
+      sh = {tonumber(k), tonumber(r), tonumber(c), tonumber(n), n}
       shapes[A[ao]] = sh
     end
     local keyc = sh[3]
@@ -201,7 +202,7 @@ for u = 1, units do
         all = all and fits
       else
         local fin
-        fits, fin = kind[k](ao, ko, keyc, g, r)
+        fits, fin = kind[k](ao, ko, keyc, g, r, sh[5])
         if type(fits) == 'table' then
           failed = fits
         else
@@ -211,7 +212,7 @@ for u = 1, units do
         end
       end
     end
-    ao, ko = ao + 3, ko + keyc
+    ao, ko = ao + 2, ko + keyc
   end
   local charge = all and not dry and not failed
   if not charge then
@@ -252,7 +253,7 @@ return out
 func leanInline(k int, part string) string {
 	return fmt.Sprintf(`if k == %d then
   local o = ao
-  local now, cost = ARGV[1], tonumber(ARGV[2])
+  local now, cost = ARGV[1], sh[4]
   if now == pnowarg then
     now = pnow
   elseif now == '' then
@@ -264,7 +265,7 @@ func leanInline(k int, part string) string {
     pnow = now
   end
   local peek = cost == 0
-  local hkey, charge, costarg, charged, cfield, rem, ends = KEYS[1], all and not dry, ARGV[2], false
+  local hkey, charge, costarg, charged, cfield, rem, ends = KEYS[1], all and not dry, sh[5], false
 `, k) + indentLines("do\n"+indentLines(part, "  ")+"end\n", "  ") + `  if lean then
     out[op + 1], out[op + 2], out[op + 3] = rem, fits and 0 or ends, ends
     if charged and g < n then
@@ -297,13 +298,13 @@ var multiPrelude = func() string {
 
 // inPlace returns a group's decision text reading its arguments and keys
 // where they are in the multi script's own ARGV and KEYS (A and K): its
-// ARGV[1] and ARGV[2] are A[o + 1] and A[o + 2], its other ARGV[i] (the
+// ARGV[1] is A[o + 1], its ARGV[2] (its cost, in its shape) carg, its other ARGV[i] (the
 // tail that groups share) A[r + i], its KEYS[i] K[ko + i], and #KEYS
 // keyc. No table is made per group to hold them. Its arguments' numbers
 // are num's.
 func inPlace(text string) string {
-	text = ownArg.ReplaceAllString(text, "A[o + $1]")
-	return strings.NewReplacer("#KEYS", "keyc", "tonumber(A[", "num(A[", "tonumber(ARGV[", "num(A[r + ", "ARGV[", "A[r + ", "KEYS[", "K[ko + ").Replace(text)
+	text = strings.ReplaceAll(ownArg.ReplaceAllString(text, "A[o + $1]"), "A[o + 2]", "carg")
+	return strings.NewReplacer("#KEYS", "keyc", "tonumber(carg)", "num(carg)", "tonumber(A[", "num(A[", "tonumber(ARGV[", "num(A[r + ", "ARGV[", "A[r + ", "KEYS[", "K[ko + ").Replace(text)
 }
 
 // ownArg finds a group's references to its own arguments, ARGV[1] and
@@ -322,7 +323,7 @@ func composeMulti(kinds []string) string {
 			style = storeOne // its own HSET and PEXPIRE, in its commit
 		}
 		c := newComposer(form{names: joined}, names, false, style)
-		fmt.Fprintf(&src, "-- Kind %d: %s.\nwidth[%d] = %d\nkind[%d] = function(o, ko, keyc, g, r)\n", k+1, joined, k+1, 3*len(names), k+1)
+		fmt.Fprintf(&src, "-- Kind %d: %s.\nwidth[%d] = %d\nkind[%d] = function(o, ko, keyc, g, r, carg)\n", k+1, joined, k+1, 3*len(names), k+1)
 		var body strings.Builder
 		body.WriteString(multiPrelude)
 		if len(c.limits) == 1 && c.limits[0].b.counter != "" && style == storeOne {

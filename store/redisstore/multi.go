@@ -462,7 +462,7 @@ func (t *Table[K]) sendUnits(ctx context.Context, units []*unit[K], dry bool) er
 // (luascript.MultiKinds). Each table's tail of arguments (the TTL margin,
 // its limits') goes once, however many groups of the call it has; a
 // group names where, as the script's r (its ARGV[i] for i >= 3 is
-// ARGV[r + i]), in its shape. Instants go as offsets from the first
+// ARGV[r + i]), in its shape, with its key count and cost. Instants go as offsets from the first
 // group's, which the script converts faster than whole ones.
 func multiArgs[K comparable](units []*unit[K], kinds []int, dry bool) (keys, args []string) {
 	var tbuf [8]*Table[K]
@@ -474,7 +474,7 @@ func multiArgs[K comparable](units []*unit[K], kinds []int, dry bool) (keys, arg
 	for _, u := range units {
 		for _, p := range u.parts {
 			nkeys += len(p.keys)
-			nargs += 3
+			nargs += 2
 			if !slices.Contains(tables, p.t) {
 				tables = append(tables, p.t)
 				at = append(at, 1+shared) // from ARGV[4 + shared]: r = 1 + shared
@@ -496,19 +496,21 @@ func multiArgs[K comparable](units []*unit[K], kinds []int, dry bool) (keys, arg
 		args = append(args, tb.rest...)
 	}
 	// The groups' shapes and offsets are written into one buffer, sized
-	// for the common case (a shape of 5 bytes, an offset of at most 7), and
+	// for the common case (a shape of 7 bytes, an offset of at most 7), and
 	// cut from one string, rather than a string allocated for each.
-	groups := (nargs - 3 - len(units)) / 3
-	text := make([]byte, 0, 12*groups)
+	groups := (nargs - 3 - len(units)) / 2
+	text := make([]byte, 0, 14*groups)
 	ends := make([]int, 0, 2*groups) // where each shape and offset ends
 	g := 0
 	for _, u := range units {
-		for _, p := range u.parts {
+		for i, p := range u.parts {
 			text = strconv.AppendInt(text, int64(kinds[g]), 10)
 			text = append(text, ' ')
 			text = strconv.AppendInt(text, int64(at[slices.Index(tables, p.t)]), 10)
 			text = append(text, ' ')
 			text = strconv.AppendInt(text, int64(len(p.keys)), 10)
+			text = append(text, ' ')
+			text = strconv.AppendInt(text, u.reqs[i].Cost, 10)
 			ends = append(ends, len(text))
 			if p.now != "" {
 				text = strconv.AppendInt(text, p.at-base, 10)
@@ -525,10 +527,10 @@ func multiArgs[K comparable](units []*unit[K], kinds []int, dry bool) (keys, arg
 	}
 	for _, u := range units {
 		args = append(args, strconv.Itoa(len(u.parts)))
-		for i, p := range u.parts {
+		for _, p := range u.parts {
 			keys = append(keys, p.keys...)
 			shape := cut()
-			args = append(args, shape, cut(), strconv.FormatInt(u.reqs[i].Cost, 10))
+			args = append(args, shape, cut())
 		}
 	}
 	return keys, args
