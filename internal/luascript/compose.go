@@ -248,11 +248,14 @@ const (
 	convHgetLine = "  local v = redis.pcall('HGET', hkey, ARGV[$id])\n"
 	heldLine     = "  held = true\n"
 	convHeldLine = "    held = true\n"
+	// storeLine is a charge's write of its field, which a body with a
+	// counter part writes as hash.lua's --@counted (hashCounted).
+	storeLine = "redis.call('HSET', hkey, ARGV[$id], shdr .. value)\n"
 )
 
 func init() {
 	for _, c := range []struct{ src, line string }{
-		{hashLoad, hgetLine}, {hashLoad, heldLine}, {convLoad, convHgetLine}, {convLoad, convHeldLine},
+		{hashLoad, hgetLine}, {hashLoad, heldLine}, {convLoad, convHgetLine}, {convLoad, convHeldLine}, {hashLasting, storeLine},
 	} {
 		if !strings.Contains(c.src, c.line) {
 			panic("luascript: a shared load has no line " + strings.TrimSpace(c.line)) // a bug in an embedded file

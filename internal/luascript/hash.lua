@@ -53,20 +53,13 @@ elseif not lasts and (held or redis.call('PEXPIRE', hkey, ttl, 'NX') == 0) then
   redis.call('PEXPIRE', hkey, ttl, 'GT')
 end
 --@counted
--- The state written, after its header (shdr); the TTL too, unless it
--- lasts. A state that counts units of the window of now within its limit
+-- A state that counts units of the window of now within its limit
 -- (counter, the window's index) keeps its count in a field of its own,
 -- which the field of the ID points at ("<index> *"), when the key has
--- room (docs/design/counter-window.md): the lean part charges it with
+-- room (docs/design/counter-window.md): the counter part charges it with
 -- HINCRBY.
 if counter and redis.call('HLEN', hkey) + 2 <= $most then
   redis.call('HSET', hkey, ARGV[$id], shdr .. counter .. ' *', $cpre .. counter, count)
 else
   redis.call('HSET', hkey, ARGV[$id], shdr .. value)
-end
-ttl = ttl + tonumber(ARGV[3])
-if bare then
-  redis.call('PEXPIRE', hkey, ttl)
-elseif not lasts and (held or redis.call('PEXPIRE', hkey, ttl, 'NX') == 0) then
-  redis.call('PEXPIRE', hkey, ttl, 'GT')
 end

@@ -67,8 +67,9 @@ var (
 	// lasts, true when the key's TTL already covers the write.
 	hashLasting = section(hashSource, "lasting")
 	// hashCounted is hashLasting for a body with a --@counter part: a
-	// state of the window of now kept as a counter.
-	hashCounted                  = section(hashSource, "counted")
+	// state of the window of now kept as a counter, its write the
+	// --@counted section's in place of the field's HSET.
+	hashCounted                  = strings.Replace(hashLasting, storeLine, section(hashSource, "counted"), 1)
 	setLoad                      = section(setSource, "load")
 	convLoad, convSet, convStore = section(convertSource, "load"), section(convertSource, "set"), section(convertSource, "store")
 )

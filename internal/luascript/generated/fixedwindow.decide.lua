@@ -230,11 +230,11 @@ local rem, reset = limit - count, ends
 local counter = index == nindex and count <= limit and string.format('%d', index) or nil
 local value = string.format('%d %d', index, count)
 
--- The state written, after its header (shdr); the TTL too, unless it
--- lasts. A state that counts units of the window of now within its limit
+-- The state written, after its header (shdr); the TTL too, unless it lasts.
+-- A state that counts units of the window of now within its limit
 -- (counter, the window's index) keeps its count in a field of its own,
 -- which the field of the ID points at ("<index> *"), when the key has
--- room (docs/design/counter-window.md): the lean part charges it with
+-- room (docs/design/counter-window.md): the counter part charges it with
 -- HINCRBY.
 if counter and redis.call('HLEN', hkey) + 2 <= 512 then
   redis.call('HSET', hkey, ARGV[4], shdr .. counter .. ' *', ARGV[4] .. '{' .. ARGV[5] .. counter, count)
